@@ -1,0 +1,44 @@
+# bringup: `make demo` (the main job) and `make test` (the test suite). Both set up .venv first.
+PY ?= python3
+TORCH ?= 2.13.0
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.bringup-installed-torch-$(TORCH)
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test test-slow lint bench clean
+
+setup: $(STAMP)
+
+# torch is installed on its own first (a CPU build from local disk here; `TORCH=x.y.z` to change) and
+# pinned with a constraint, so no dependency can pull another torch (e.g. a multi-GB CUDA build).
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "torch==$(TORCH)"
+	echo "torch==$(TORCH)" > $(VENV)/constraints.txt
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[test]"
+	rm -f $(VENV)/.bringup-installed-torch-*
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/bringup run --quick || test $$? -eq 1
+	@echo
+	@echo "results: bringup-results/ (summary.json and report.html in the run's folder; SQLite: bringup-results/bringup.db)"
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: $(STAMP)
+	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) bringup-results .pytest_cache .ruff_cache

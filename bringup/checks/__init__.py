@@ -1,0 +1,1 @@
+"""Checks: small functions that judge what a case produced (parity, fallbacks, graphs, loss curves)."""

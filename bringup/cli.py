@@ -1,0 +1,208 @@
+"""`bringup` command line. Global options go before the sub-command: `bringup --device cpu zoo ...`.
+
+Every error a user can cause ends in one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from bringup import __version__
+from bringup.errors import BadInput
+
+# Commands that are not suites: name -> (module, help). Each module has add_arguments(p) and
+# main(sess) -> int. Modules not present in this checkout are simply not offered.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "devices": ("bringup.devices_cmd", "torch version, devices, peak FLOPs, compile backends, plugins"),
+    "run": ("bringup.orchestrate", "the main job: every suite on the device, one scorecard"),
+    "report": ("bringup.report.cli", "write the self-contained HTML scorecard of a run"),
+    "export": ("bringup.report.bundle", "export a run as a portable JSON bundle"),
+    "compare": ("bringup.report.compare", "compare two runs or bundles; exit 1 on regressions"),
+    "port": ("bringup.port.cli", "find CUDA-only code and rewrite it device-agnostic"),
+}
+# Commands that never touch a device: no plugin import needed for device resolution.
+_NO_DEVICE = {"report", "export", "compare", "port"}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage dump) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"bringup: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
+    return v
+
+
+def positive_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}")
+    return v
+
+
+def nonneg_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}")
+    return v
+
+
+def _output_options(p: argparse.ArgumentParser, suppress: bool) -> None:
+    d = argparse.SUPPRESS if suppress else None
+    p.add_argument("--json", metavar="FILE", default=d, help="write results in the common JSON contract")
+    p.add_argument("--junit", metavar="FILE", default=d, help="write a JUnit XML (a testcase per case)")
+    p.add_argument("--csv", metavar="FILE", default=d, help="write a CSV (dynamo-harness-like columns)")
+
+
+def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
+    """Options accepted globally and, for convenience, after the sub-command too."""
+    d = argparse.SUPPRESS if suppress else None
+    p.add_argument("--workers", type=positive_int, default=d if suppress else 1,
+                   help="worker processes (default 1)")  # fmt: skip
+    p.add_argument("--allow-unsupported", action="store_true", default=d if suppress else False,
+                   help="'unsupported' cases don't make the exit code 1")  # fmt: skip
+    _output_options(p, suppress)
+
+
+def build_parser() -> Parser:
+    from bringup import suites
+
+    p = Parser(prog="bringup", description="Does a real training stack run on this PyTorch device, and how fast?")
+    p.add_argument("--version", action="version", version=f"bringup {__version__}")
+    p.add_argument("--device", default=None, help="auto (default) | cpu | cuda:1 | neuron | any PrivateUse1 name")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first, here and in every worker (device plugins, compile backends). "
+                   "Runs that module's code.")  # fmt: skip
+    p.add_argument("--db", default=None, help="SQLite result store (default ./bringup-results/bringup.db)")
+    p.add_argument("--resume", metavar="RUN_ID", default=None,
+                   help="continue RUN_ID: run only its unfinished cases (alone: the planned ones)")  # fmt: skip
+    p.add_argument("--executor", choices=["local", "ray"], default="local", help="local (default) or ray")
+    p.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local one)")
+    p.add_argument("--max-rss-gb", type=positive_float, default=None,
+                   help="kill a worker whose memory passes this and report the case as oom")  # fmt: skip
+    _run_options(p, suppress=False)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name, (mod, help_) in COMMANDS.items():
+        if importlib.util.find_spec(mod) is None:
+            continue
+        sp = sub.add_parser(name, help=help_, description=help_)
+        importlib.import_module(mod).add_arguments(sp)
+        if name not in _NO_DEVICE:
+            _run_options(sp, suppress=True)
+    for name, mod in suites.available().items():
+        m = importlib.import_module(mod)
+        sp = sub.add_parser(name, help=m.HELP, description=m.HELP)
+        m.add_arguments(sp)
+        _run_options(sp, suppress=True)
+    return p
+
+
+def _import_plugins(mods: list[str]) -> None:
+    for m in mods:
+        try:
+            importlib.import_module(m)
+        except BaseException as e:
+            raise BadInput(f"--import {m}: {type(e).__name__}: {e}".splitlines()[0]) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv)
+    except BadInput as e:
+        print(f"bringup: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bringup: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str]) -> int:
+    from bringup.flow import Session, default_db
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    db = Path(args.db or default_db())
+    resume_run = None
+    imports = list(args.imports)
+    if args.resume:
+        from bringup.store import Store
+
+        if not db.exists():
+            raise BadInput(f"--resume {args.resume}: no result database at {db}")
+        with Store(db, create=False) as st:
+            resume_run = st.get_run(args.resume)
+        imports = imports or list(resume_run.info.get("imports", []))
+        if args.command is None:
+            args.command = "_resume"
+    if args.command is None:
+        parser.print_help()
+        return 2
+    _import_plugins(imports)
+    if args.command in _NO_DEVICE:
+        from bringup.device import Device
+
+        device = Device("cpu")
+    else:
+        from bringup.device import resolve_device
+
+        spec = args.device or (resume_run.device if resume_run is not None else "auto")
+        device = resolve_device(spec)
+    sess = Session(args=args, device=device, imports=imports, db=db, argv=argv, resume_run=resume_run)
+    if args.command == "_resume":
+        return _resume_planned(sess)
+    if args.command in COMMANDS:
+        return int(importlib.import_module(COMMANDS[args.command][0]).main(sess))
+    return run_suite(sess, args.command)
+
+
+def run_suite(sess: Any, name: str) -> int:
+    from bringup import suites
+    from bringup.flow import execute_cases
+
+    mod = suites.load(name)
+    cases = mod.build_cases(sess.args, sess.device)
+    if not cases:
+        raise BadInput(f"{name}: nothing to run with these options")
+    return execute_cases(sess, name, cases, mod.summarize)
+
+
+def _resume_planned(sess: Any) -> int:
+    """`bringup --resume RUN_ID` alone: the run's planned cases that have no result yet."""
+    from bringup import suites
+    from bringup.flow import execute_cases, summarize_by_suite
+
+    with sess.open_store() as st:
+        pending = st.pending(sess.resume_run.run_id)
+    command = sess.resume_run.command
+    sess.console.print(f"resuming {sess.resume_run.run_id} ({command}): {len(pending)} unfinished case(s)")
+    if command == "run":
+        from bringup import orchestrate
+
+        return execute_cases(sess, command, pending, summarize_by_suite, orchestrate.finish)
+    summarize = suites.load(command).summarize if command in suites.available() else summarize_by_suite
+    return execute_cases(sess, command, pending, summarize)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Environment shims, each with the reason it exists.
+
+torchvision from PyPI is a CUDA build: next to a CPU-only torch its C++ ops library can't load, and
+`import torchvision` then dies registering a fake kernel for `torchvision::nms` (an operator that was
+never defined). transformers and timm import torchvision at module level, so every HF/timm model
+would be unusable. When (and only when) that exact failure happens, we define the schemas of the two
+operators torchvision registers unconditionally, so the pure-Python parts (layers, transforms) import.
+Calling those ops still fails loudly: no kernel is provided.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+_SCHEMAS = (
+    "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+    "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+)
+
+
+def ensure_torchvision_importable() -> str:
+    """'absent' | 'ok' | 'shimmed' (the CPU-torch + CUDA-torchvision case above)."""
+    if "torchvision" in sys.modules:
+        return "ok"
+    if importlib.util.find_spec("torchvision") is None:
+        return "absent"
+    try:
+        import torchvision  # noqa: F401
+
+        return "ok"
+    except RuntimeError as e:
+        if "torchvision::nms" not in str(e):
+            raise
+    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+        del sys.modules[name]
+    import torch
+
+    lib = torch.library.Library("torchvision", "FRAGMENT")
+    for schema in _SCHEMAS:
+        try:
+            lib.define(schema)
+        except RuntimeError:  # already defined (a second call, or a partially loaded library)
+            pass
+    sys.modules["bringup._torchvision_shim_lib"] = lib  # type: ignore[assignment]  # keep it alive
+    import torchvision  # noqa: F401,F811
+
+    return "shimmed"

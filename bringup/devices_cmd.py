@@ -1,0 +1,78 @@
+"""`bringup devices`: what this torch build sees, what bringup would use, and how fast it is."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-calibrate", action="store_true", help="skip the GEMM calibration (table peaks only)")
+
+
+def collect(sess: Any, calibrate: bool = True) -> dict[str, Any]:
+    import torch
+
+    from bringup.device import dtype_name, known_types, privateuse1_name, resolve_device
+
+    present: list[dict[str, Any]] = []
+    for t in known_types():
+        try:
+            d = resolve_device(t)
+        except Exception:
+            continue
+        present.append({"type": t, "count": d.count(), "name": d.device_name})
+    dev = sess.device
+    peaks = {}
+    for dt in (torch.float32, torch.bfloat16):
+        pk = dev.peak_flops(dt, calibrate=calibrate)
+        peaks[dtype_name(dt)] = None if pk is None else {"flops": pk.flops, "source": pk.source, "unit": pk.unit}
+    try:
+        backends = list(torch._dynamo.list_backends())
+    except Exception as e:  # pragma: no cover - depends on the torch build
+        backends = [f"(list_backends failed: {e})"]
+    acc = torch.accelerator.current_accelerator()
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "devices": present,
+        "default": acc.type if acc is not None else "cpu",
+        "selected": dev.name,
+        "selected_name": dev.device_name,
+        "timing": "torch.Event" if dev.has_timing_events else "perf_counter after synchronize",
+        "peak_flops": peaks,
+        "compile_backends": backends,
+        "privateuse1": privateuse1_name(),
+        "plugins": list(sess.imports),
+    }
+
+
+def main(sess: Any) -> int:
+    from bringup.flow import check_outputs
+    from bringup.report.contract import write_json
+
+    check_outputs(sess.args)
+    info = collect(sess, calibrate=not sess.args.no_calibrate)
+    c = sess.console
+    t = Table(title="bringup devices", show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column(overflow="fold")
+    t.add_row("torch", info["torch"])
+    t.add_row("devices", escape(", ".join(f"{d['type']} x{d['count']} ({d['name']})" for d in info["devices"])))
+    t.add_row("default", info["default"])
+    t.add_row("selected", f"{info['selected']} ({info['selected_name']}); timing: {info['timing']}")
+    for dt, pk in info["peak_flops"].items():
+        t.add_row(f"peak {dt}", "-" if pk is None else escape(f"{pk['flops'] / 1e12:.3f} TFLOP/s per "
+                  f"{pk['unit']} [{pk['source']}]"))  # fmt: skip
+    t.add_row("compile backends", ", ".join(info["compile_backends"]))
+    t.add_row("plugins", ", ".join(info["plugins"]) or "none")
+    t.add_row("PrivateUse1 name", info["privateuse1"])
+    c.print(t)
+    if getattr(sess.args, "json", None):
+        write_json(sess.args.json, info)
+    return 0

@@ -1,0 +1,178 @@
+"""The one way any command runs cases: validate -> store a run -> execute -> summarise -> outputs.
+
+cli -> suite (cases) -> flow.execute_cases -> runner -> store -> report (terminal, JSON, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bringup.case import Case, CaseResult, is_failure
+from bringup.device import Device
+from bringup.errors import BadInput
+from bringup.store import DEFAULT_DB, RunInfo, Store
+
+
+@dataclass
+class Session:
+    """What every command gets: parsed args, the device, plugins, where results go."""
+
+    args: argparse.Namespace
+    device: Device
+    imports: list[str]
+    db: Path
+    argv: list[str]
+    console: Console = field(default_factory=lambda: Console(stderr=False, highlight=False))
+    resume_run: RunInfo | None = None
+
+    def open_store(self) -> Store:
+        return Store(self.db)
+
+
+def check_output_path(path: str | None, what: str) -> None:
+    """Fail before any work when an output file can't be written (exit 2, nothing half-written)."""
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"{what} {path} is a directory")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise BadInput(f"{what} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise BadInput(f"{what} {path}: directory {parent} is not writable")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    for opt in ("json", "junit", "csv"):
+        check_output_path(getattr(args, opt, None), f"--{opt}")
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def execute_cases(
+    sess: Session,
+    command: str,
+    cases: Sequence[Case],
+    summarize: Callable[[list[CaseResult], Console], dict[str, Any]],
+    after: Callable[[Store, RunInfo, list[CaseResult]], None] | None = None,
+) -> int:
+    """Run `cases` as one run (or the resumed run), then print, write outputs and return the exit code."""
+    from bringup.runner import execute, make_executor
+    from bringup.runner.process import WorkerSpec
+
+    args = sess.args
+    check_outputs(args)
+    store = sess.open_store()
+    try:
+        if sess.resume_run is not None:
+            run_id = sess.resume_run.run_id
+            store.reopen_run(run_id)
+        else:
+            info = {"imports": sess.imports, "options": _options(args)}
+            run_id = store.new_run(command, sess.argv, sess.device.name, sess.device.device_name, info)
+        run_dir = sess.db.parent / run_id
+        spec = WorkerSpec(
+            device=sess.device.name,
+            imports=tuple(sess.imports),
+            max_rss_gb=getattr(args, "max_rss_gb", None),
+            log_dir=str(run_dir / "logs"),
+        )
+        executor = make_executor(getattr(args, "executor", "local"), spec, getattr(args, "workers", 1),
+                                 getattr(args, "ray_address", None))  # fmt: skip
+        sess.console.print(f"run {run_id} on {sess.device.name} ({sess.device.device_name}): "
+                           f"{len(cases)} case(s); results in {sess.db}", highlight=False)  # fmt: skip
+        old = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
+        try:
+            execute(store, run_id, cases, executor, run_dir)
+        except (KeyboardInterrupt, _Terminated):
+            executor.shutdown()
+            store.end_run(run_id, "interrupted")
+            print(f"bringup: interrupted; finished cases are saved. Continue with: bringup --db {sess.db} "
+                  f"--resume {run_id}", file=sys.stderr)  # fmt: skip
+            return 130
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGTERM, old)
+        store.end_run(run_id, "finished")
+        run = store.get_run(run_id)
+        results = store.results(run_id)
+        extras = summarize(results, sess.console)
+        write_outputs(sess, store, run, results, extras, run_dir)
+        if after is not None:
+            after(store, run, results)
+    finally:
+        store.close()
+    allow = bool(getattr(args, "allow_unsupported", False))
+    return 1 if any(is_failure(r.status, allow) for r in results) else 0
+
+
+def write_outputs(
+    sess: Session, store: Store, run: RunInfo, results: list[CaseResult], extras: dict[str, Any], run_dir: Path
+) -> None:
+    from bringup.report.contract import contract, write_json
+    from bringup.report.terminal import totals_line
+
+    data = contract(run, results, extras)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    summary = write_json(run_dir / "summary.json", data)
+    store.update_run_info(run.run_id, summary=str(summary))
+    args = sess.args
+    if getattr(args, "json", None):
+        write_json(args.json, data)
+    if getattr(args, "junit", None) or getattr(args, "csv", None):
+        from bringup.report import ci
+
+        if getattr(args, "junit", None):
+            ci.write_junit(args.junit, run, results)
+        if getattr(args, "csv", None):
+            ci.write_csv(args.csv, run, results)
+    sess.console.print(f"[bold]{totals_line(results)}[/]  (run {run.run_id})")
+    sess.console.print(f"summary: {summary}", highlight=False)
+
+
+def summarize_by_suite(results: list[CaseResult], console: Console) -> dict[str, Any]:
+    """Each suite prints its own table and contributes its own top-level JSON under its name."""
+    from bringup import suites
+
+    extras: dict[str, Any] = {}
+    by_suite: dict[str, list[CaseResult]] = {}
+    for r in results:
+        by_suite.setdefault(r.suite, []).append(r)
+    for name, rs in by_suite.items():
+        if name in suites.available():
+            extras[name] = suites.load(name).summarize(rs, console)
+        else:
+            from bringup.report.terminal import case_table
+
+            console.print(case_table(name, rs, []))
+    return extras
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: v for k, v in vars(args).items() if isinstance(v, (str, int, float, bool, list, type(None)))}
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def default_db() -> str:
+    return os.environ.get("BRINGUP_DB", DEFAULT_DB)

@@ -1,0 +1,193 @@
+"""Causal LMs for the train and profile suites: Qwen3 presets built from transformers configs
+(random init, nothing downloaded), HF config JSON files, or a user's `module:function`; FLOPs per
+token exactly as TorchTitan counts them; seeded synthetic token batches."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bringup.errors import BadInput
+
+# Published Qwen3 dense configs (Hugging Face Qwen/Qwen3-*/config.json). Shared by all presets:
+_QWEN3_COMMON: dict[str, Any] = {
+    "vocab_size": 151936,
+    "head_dim": 128,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 40960,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1_000_000.0,
+    "hidden_act": "silu",
+}
+PRESETS: dict[str, dict[str, Any]] = {
+    "qwen3-0.6b": {"hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+                   "num_attention_heads": 16, "tie_word_embeddings": True},
+    "qwen3-1.7b": {"hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 28,
+                   "num_attention_heads": 16, "tie_word_embeddings": True},
+    "qwen3-4b": {"hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36,
+                 "num_attention_heads": 32, "tie_word_embeddings": True},
+    "qwen3-8b": {"hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+                 "num_attention_heads": 32, "tie_word_embeddings": False},
+    "qwen3-14b": {"hidden_size": 5120, "intermediate_size": 17408, "num_hidden_layers": 40,
+                  "num_attention_heads": 40, "tie_word_embeddings": False},
+    "qwen3-32b": {"hidden_size": 5120, "intermediate_size": 25600, "num_hidden_layers": 64,
+                  "num_attention_heads": 64, "tie_word_embeddings": False},
+    # A few M params: same architecture and code path, sized for cpu and tests.
+    "qwen3-tiny": {"hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 4,
+                   "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 4096,
+                   "max_position_embeddings": 2048, "tie_word_embeddings": False},
+}  # fmt: skip
+
+
+def _qwen3_config(kwargs: dict[str, Any]) -> Any:
+    from transformers import Qwen3Config
+
+    kw = {**_QWEN3_COMMON, **kwargs}
+    theta = kw.pop("rope_theta")
+    cfg = Qwen3Config(**kw)
+    rp = getattr(cfg, "rope_parameters", None)
+    if isinstance(rp, dict):  # transformers >= 5: rope settings live in rope_parameters
+        rp["rope_theta"] = theta
+    else:
+        cfg.rope_theta = theta
+    return cfg
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """'num_key_value_heads=4' -> ('num_key_value_heads', 4). Values are JSON when they parse as JSON."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key or not key.replace("_", "").replace(".", "").isalnum():
+        raise BadInput(f"bad --override {text!r}: expected KEY=VALUE, e.g. num_key_value_heads=4")
+    try:
+        value: Any = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key, value
+
+
+def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
+    for o in overrides:
+        key, value = parse_override(o)
+        if not hasattr(cfg, key):
+            raise BadInput(f"bad --override {o!r}: {type(cfg).__name__} has no field {key!r}")
+        old = getattr(cfg, key)
+        if old is not None and not isinstance(value, type(old)) and not (
+            isinstance(old, float) and isinstance(value, int)
+        ):
+            raise BadInput(f"bad --override {o!r}: {key} is {type(old).__name__}, got {type(value).__name__}")
+        setattr(cfg, key, value)
+    _check_shapes(cfg)
+    return cfg
+
+
+def _check_shapes(cfg: Any) -> None:
+    h, kv = getattr(cfg, "num_attention_heads", None), getattr(cfg, "num_key_value_heads", None)
+    if isinstance(h, int) and isinstance(kv, int) and (kv <= 0 or h % kv):
+        raise BadInput(f"num_attention_heads ({h}) must be a positive multiple of num_key_value_heads ({kv})")
+    for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size"):
+        v = getattr(cfg, k, None)
+        if isinstance(v, int) and v <= 0:
+            raise BadInput(f"{k} must be positive, got {v}")
+
+
+def is_user_fn(model: str) -> bool:
+    return ":" in model and not Path(model).exists()
+
+
+def load_config(model: str, overrides: list[str] | None = None) -> Any:
+    """A preset name or an HF config JSON path -> a transformers config with overrides applied."""
+    overrides = overrides or []
+    if model in PRESETS:
+        cfg = _qwen3_config(dict(PRESETS[model]))
+    elif model.endswith(".json") or Path(model).is_file():
+        p = Path(model)
+        if not p.is_file():
+            raise BadInput(f"model config {model} does not exist")
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise BadInput(f"model config {model} is not valid JSON: {e}") from e
+        if not isinstance(data, dict) or "model_type" not in data:
+            raise BadInput(f"model config {model} has no 'model_type'")
+        from transformers import AutoConfig
+
+        try:
+            cfg = AutoConfig.for_model(data.pop("model_type"), **data)
+        except (ValueError, KeyError, TypeError) as e:
+            raise BadInput(f"model config {model}: {e}".splitlines()[0]) from e
+    else:
+        raise BadInput(f"unknown model {model!r}: use a preset ({', '.join(PRESETS)}), a config JSON path, "
+                       "or module:function")  # fmt: skip
+    return apply_overrides(cfg, overrides)
+
+
+def build_model(model: str, overrides: list[str] | None = None, device: str | torch.device = "cpu",
+                dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.nn.Module:  # fmt: skip
+    """Random-init causal LM on `device` ("meta" for shapes only). Seeded: identical across modes."""
+    if is_user_fn(model):
+        mod_name, _, fn_name = model.partition(":")
+        try:
+            fn = getattr(importlib.import_module(mod_name), fn_name)
+        except (ImportError, AttributeError) as e:
+            raise BadInput(f"model {model}: {type(e).__name__}: {e}") from e
+        torch.manual_seed(seed)
+        m = fn()
+        if not isinstance(m, torch.nn.Module):
+            raise BadInput(f"model {model} returned {type(m).__name__}, not torch.nn.Module")
+        return m.to(device=device, dtype=dtype)
+    cfg = load_config(model, overrides)
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        m = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation="sdpa")
+    return m
+
+
+def param_counts(model: torch.nn.Module) -> tuple[int, int]:
+    """(all params, embedding params). Tied weights count once (as model.parameters() yields them)."""
+    total = sum(p.numel() for p in model.parameters())
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    if emb is None:
+        emb_n = sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters())
+    else:
+        emb_n = sum(p.numel() for p in emb.parameters())
+    return total, emb_n
+
+
+def flops_per_token(model: torch.nn.Module, seq_len: int) -> int:
+    """TorchTitan's get_dense_model_nparams_and_flops (torchtitan/models/utils.py):
+        6 * (nparams - nparams_embedding) + 6 * n_layers * n_heads * (qk_head_dim + v_head_dim) * seq_len
+    TorchTitan finds the embedding as a direct nn.Embedding child; an HF model keeps it one level
+    down, so we ask the model for its input embeddings. With tied weights the shared matrix is counted
+    once and subtracted, exactly as TorchTitan does."""
+    cfg = getattr(model, "config", None)
+    if cfg is None:
+        raise BadInput("FLOPs per token need a transformers model (with .config)")
+    total, emb = param_counts(model)
+    layers, heads = int(cfg.num_hidden_layers), int(cfg.num_attention_heads)
+    head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+    return 6 * (total - emb) + 6 * layers * heads * (head_dim + head_dim) * seq_len
+
+
+def vocab_size(model: torch.nn.Module) -> int:
+    cfg = getattr(model, "config", None)
+    if cfg is not None and getattr(cfg, "vocab_size", None):
+        return int(cfg.vocab_size)
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    if emb is None:
+        raise BadInput("cannot tell the model's vocabulary size")
+    return int(emb.num_embeddings)
+
+
+def synthetic_batches(vocab: int, batch: int, seq: int, steps: int, seed: int = 1234) -> Iterator[torch.Tensor]:
+    """Seeded token batches on cpu: the same sequence for every mode and rank, so loss curves compare."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        yield torch.randint(0, vocab, (batch, seq), generator=g)

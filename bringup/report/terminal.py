@@ -1,0 +1,61 @@
+"""Rich tables for the terminal."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from rich.table import Table
+
+from bringup.case import CaseResult, Status
+
+STATUS_STYLE = {
+    Status.PASS: "green",
+    Status.REF_FAIL: "dim",
+    Status.UNSUPPORTED: "yellow",
+    Status.FALLBACK: "yellow",
+    Status.BUDGET: "magenta",
+    Status.SILENT_EAGER: "magenta",
+}
+
+
+def styled(status: Status) -> str:
+    return f"[{STATUS_STYLE.get(status, 'red')}]{status.value}[/]"
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v == 0 or 1e-3 <= abs(v) < 1e6:
+        return f"{v:.4g}"
+    return f"{v:.3g}"
+
+
+def case_table(title: str, results: Iterable[CaseResult], metric_cols: list[str]) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column("case")
+    t.add_column("status")
+    for m in metric_cols:
+        t.add_column(m, justify="right")
+    t.add_column("wall s", justify="right")
+    t.add_column("reason", overflow="fold", max_width=70)
+    for r in results:
+        vals = [fmt(r.metrics[m].value) if m in r.metrics else "-" for m in metric_cols]
+        t.add_row(r.name, styled(r.status), *vals, f"{r.wall_s:.1f}", _esc(r.reason))
+    return t
+
+
+def totals(results: Iterable[CaseResult]) -> dict[str, int]:
+    c = Counter(r.status.value for r in results)
+    return {s.value: c[s.value] for s in Status if c[s.value]}
+
+
+def totals_line(results: list[CaseResult]) -> str:
+    t = totals(results)
+    return ", ".join(f"{n} {s}" for s, n in t.items()) or "no cases"
+
+
+def _esc(s: str) -> str:
+    from rich.markup import escape
+
+    return escape(s)

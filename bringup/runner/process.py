@@ -1,0 +1,256 @@
+"""One worker process seen from the driver: start it, send a case, enforce budgets and memory caps,
+turn any death into a status. Used by the local pool and, inside each task, by the Ray executor."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from bringup.case import Case, CaseResult, Status
+
+STARTUP_TIMEOUT_S = 300.0  # importing torch + a device plugin; a plugin that hangs longer is broken
+_LOG_TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything needed to start an equivalent worker anywhere (picklable for Ray)."""
+
+    device: str
+    imports: tuple[str, ...] = ()
+    max_rss_gb: float | None = None
+    log_dir: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+class WorkerDied(Exception):
+    pass
+
+
+class WorkerProcess:
+    """A `python -m bringup.runner.worker` in its own session (process group), so a budget kill also
+    takes its children (inductor compile workers, torchrun ranks)."""
+
+    def __init__(self, spec: WorkerSpec, slot: int, extra_env: dict[str, str] | None = None) -> None:
+        self.spec = spec
+        log_dir = Path(spec.log_dir)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"worker-{slot}-{os.getpid()}-{time.time_ns() % 10**9}.log"
+        self._log: IO[bytes] = open(self.log_path, "ab")
+        r, w = os.pipe()
+        env = {**os.environ, **spec.env, **(extra_env or {})}
+        env["PYTHONUNBUFFERED"] = "1"
+        cmd = [sys.executable, "-m", "bringup.runner.worker", "--fd", str(w), "--device", spec.device]
+        for m in spec.imports:
+            cmd += ["--import", m]
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(w,),
+            start_new_session=True, env=env,
+        )  # fmt: skip
+        os.close(w)
+        self._r = r
+        self._buf = b""
+        self.started = False
+        self._closed = False
+
+    # ---- low-level I/O -------------------------------------------------------------------------
+    def _read_msg(self, deadline: float, poll: Callable[[], str | None] | None = None) -> dict[str, Any] | None:
+        """Next message, or None when the deadline passes. `poll` runs every 0.25 s and may return a
+        reason to give up (memory cap). Raises WorkerDied on EOF."""
+        while b"\n" not in self._buf:
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            ready, _, _ = select.select([self._r], [], [], min(0.25, deadline - now))
+            if ready:
+                chunk = os.read(self._r, 1 << 16)
+                if not chunk:
+                    raise WorkerDied()
+                self._buf += chunk
+            elif poll is not None:
+                why = poll()
+                if why:
+                    raise MemoryCapExceeded(why)
+        line, _, self._buf = self._buf.partition(b"\n")
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    def rss_bytes(self) -> int:
+        try:
+            import psutil
+
+            p = psutil.Process(self.proc.pid)
+            procs = [p, *p.children(recursive=True)]
+            total = 0
+            for q in procs:
+                try:
+                    total += q.memory_info().rss
+                except psutil.Error:
+                    pass
+            return total
+        except Exception:
+            return 0
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:  # fds must never be closed twice: another thread may own that number now
+            return
+        self._closed = True
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                self.proc.wait()
+        try:
+            os.close(self._r)
+        except OSError:
+            pass
+        self._log.close()
+
+    def log_tail(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+            return "\n".join(lines[-_LOG_TAIL_LINES:])
+        except OSError:
+            return ""
+
+    def death_reason(self) -> str:
+        try:
+            rc = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return "worker stopped answering"
+        if rc < 0:
+            return f"worker killed by {signal_name(-rc)}"
+        return f"worker exited with code {rc}"
+
+    # ---- the case ------------------------------------------------------------------------------
+    def wait_ready(self) -> None:
+        msg = self._read_msg(time.monotonic() + STARTUP_TIMEOUT_S)
+        if msg is None:
+            raise StartupFailed(f"worker did not start within {STARTUP_TIMEOUT_S:.0f} s")
+        if msg.get("type") == "fatal":
+            raise StartupFailed(f"worker start-up failed: {msg.get('error')}")
+        self.started = True
+
+    def run(self, case: Case, artifact_dir: str, run_dir: str) -> tuple[CaseResult, bool]:
+        """Run one case. Returns (result, worker_still_usable)."""
+        t0 = time.monotonic()
+        if not self.started:
+            try:
+                self.wait_ready()
+            except WorkerDied:
+                r = CaseResult.for_case(case, Status.CRASH, f"start-up: {self.death_reason()}")
+                r.error = self.log_tail()
+                return r, False
+            except StartupFailed as e:
+                self.kill()
+                return CaseResult.for_case(case, Status.ERROR, str(e), error=self.log_tail()), False
+            t0 = time.monotonic()
+        msg = {"case": case.to_json(), "artifact_dir": artifact_dir, "run_dir": run_dir}
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            r = CaseResult.for_case(case, Status.CRASH, self.death_reason(), error=self.log_tail())
+            return r, False
+
+        case_deadline = t0 + case.budget_s
+        phase: str | None = None
+        phase_deadline = case_deadline
+        cap = self.spec.max_rss_gb
+
+        def poll() -> str | None:
+            if cap is None:
+                return None
+            rss = self.rss_bytes()
+            if rss > cap * 1e9:
+                return f"worker RSS {rss / 1e9:.2f} GB exceeded --max-rss-gb {cap:g}"
+            return None
+
+        while True:
+            deadline = min(case_deadline, phase_deadline)
+            try:
+                m = self._read_msg(deadline, poll)
+            except WorkerDied:
+                reason = self.death_reason()
+                r = CaseResult.for_case(case, Status.CRASH, reason, error=self.log_tail())
+                r.wall_s = time.monotonic() - t0
+                return r, False
+            except MemoryCapExceeded as e:
+                self.kill()
+                r = CaseResult.for_case(case, Status.OOM, str(e), error=self.log_tail())
+                r.wall_s = time.monotonic() - t0
+                return r, False
+            if m is None:  # a budget ran out
+                self.kill()
+                elapsed = time.monotonic() - t0
+                if phase is not None and phase_deadline <= case_deadline:
+                    why = f"budget: {phase} exceeded its budget ({elapsed:.1f} s into the case)"
+                else:
+                    why = f"budget: case exceeded {case.budget_s:g} s"
+                r = CaseResult.for_case(case, Status.BUDGET, why, error=self.log_tail())
+                r.wall_s = elapsed
+                r.fields["budget_phase"] = phase or "case"
+                return r, False
+            kind = m.get("type")
+            if kind == "phase":
+                phase = m.get("name")
+                b = m.get("budget_s")
+                phase_deadline = time.monotonic() + float(b) if (phase and b) else case_deadline
+            elif kind == "result":
+                r = CaseResult.from_json(m["result"])
+                return r, True
+
+
+class StartupFailed(Exception):
+    pass
+
+
+class MemoryCapExceeded(Exception):
+    pass
+
+
+def run_isolated(spec: WorkerSpec, case: Case, artifact_dir: str, run_dir: str, slot: int = 0) -> CaseResult:
+    """Run one case in a fresh worker that is discarded afterwards (Ray tasks, isolated cases)."""
+    w = WorkerProcess(spec, slot, extra_env=case.env)
+    try:
+        result, ok = w.run(case, artifact_dir, run_dir)
+    finally:
+        w.close()
+    return result

@@ -1,0 +1,135 @@
+"""The worker process: imports plugins, resolves the device, runs cases sent by the driver.
+
+Protocol (JSON lines): the driver writes one case message per line on the worker's stdin; the worker
+writes messages to a dedicated pipe fd (stdout/stderr go to a log file, so a model that prints can't
+corrupt the protocol):
+    {"type": "ready"}                                   after start-up
+    {"type": "phase", "name": "compile", "budget_s": 5} a phase with its own budget begins
+    {"type": "phase", "name": null}                     the phase ended (back to the case budget)
+    {"type": "result", "result": {...CaseResult...}}
+    {"type": "fatal", "error": "..."}                   start-up failed (bad plugin, bad device)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from bringup.case import Case, CaseResult, Status
+
+
+def load_entry(entry: str) -> Callable[..., Any]:
+    """'package.module:function' -> the function."""
+    mod_name, _, fn_name = entry.partition(":")
+    if not mod_name or not fn_name:
+        raise ValueError(f"entry {entry!r} is not 'module:function'")
+    obj: Any = importlib.import_module(mod_name)
+    for part in fn_name.split("."):
+        obj = getattr(obj, part)
+    return obj  # type: ignore[no-any-return]
+
+
+def import_plugins(modules: list[str]) -> None:
+    for m in modules:
+        importlib.import_module(m)
+
+
+class WorkerContext:
+    """What a case function gets besides its Case: the device, phases with budgets, an artifact dir."""
+
+    def __init__(self, device: Any, channel: TextIO | None, artifact_dir: Path, run_dir: Path) -> None:
+        self.device = device
+        self._channel = channel
+        self.artifact_dir = artifact_dir
+        self.run_dir = run_dir
+
+    def send(self, msg: dict[str, Any]) -> None:
+        if self._channel is not None:
+            self._channel.write(json.dumps(msg) + "\n")
+            self._channel.flush()
+
+    @contextmanager
+    def phase(self, name: str, budget_s: float | None = None) -> Iterator[None]:
+        """Mark a phase (e.g. 'compile'). With budget_s, the driver kills the case past that budget
+        and reports `budget` naming the phase; afterwards the case's own budget applies again."""
+        self.send({"type": "phase", "name": name, "budget_s": budget_s})
+        try:
+            yield
+        finally:
+            self.send({"type": "phase", "name": None, "budget_s": None})
+
+    def artifact(self, name: str) -> Path:
+        self.artifact_dir.mkdir(parents=True, exist_ok=True)
+        return self.artifact_dir / name
+
+
+def is_oom(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower()
+
+
+def run_one(case: Case, ctx: WorkerContext) -> CaseResult:
+    """Call the case's entry; our own exceptions become `error` with the traceback kept."""
+    t0 = time.perf_counter()
+    try:
+        fn = load_entry(case.entry)
+        result = fn(case, ctx)
+        if not isinstance(result, CaseResult):
+            raise TypeError(f"{case.entry} returned {type(result).__name__}, not CaseResult")
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        status = Status.OOM if is_oom(e) else Status.ERROR
+        line = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+        result = CaseResult.for_case(case, status, line, error=traceback.format_exc())
+    result.wall_s = time.perf_counter() - t0
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bringup-worker")
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--import", dest="imports", action="append", default=[])
+    args = ap.parse_args(argv)
+    channel = os.fdopen(args.fd, "w", buffering=1)
+
+    def send(msg: dict[str, Any]) -> None:
+        channel.write(json.dumps(msg) + "\n")
+        channel.flush()
+
+    try:
+        import_plugins(args.imports)
+        from bringup.device import resolve_device
+
+        device = resolve_device(args.device)
+    except BaseException as e:
+        send({"type": "fatal", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
+        return 3
+    send({"type": "ready", "pid": os.getpid()})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        msg = json.loads(line)
+        case = Case.from_json(msg["case"])
+        print(f"=== case {case.case_id} {case.suite}/{case.name}", flush=True)
+        ctx = WorkerContext(device, channel, Path(msg["artifact_dir"]), Path(msg["run_dir"]))
+        result = run_one(case, ctx)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        send({"type": "result", "result": result.to_json()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""selftest: deliberate faults that prove the harness itself keeps its promises on this machine.
+
+`bringup selftest --plan ok*3,sleep:2,segv,exit:3,raise,hang,alloc:4,phase:10` runs each item as a
+case. Used by the reliability tests; also a quick way to check a new machine's isolation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import re
+import time
+from typing import Any
+
+from bringup.case import Case, CaseResult, Status
+from bringup.device import Device
+from bringup.errors import BadInput
+
+HELP = "harness self-test: cases that sleep, crash, exit, hang, raise or blow up memory on purpose"
+
+_ITEM = re.compile(r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print)(?::([0-9.]+))?(?:\*(\d+))?")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", default="ok*3", help="comma list of ok|sleep:S|segv|exit:N|raise|hang|alloc:GB|"
+                   "phase:S|unsupported|print, each optionally *N (default ok*3)")  # fmt: skip
+    p.add_argument("--budget", type=float, default=60.0, help="wall budget per case, seconds (default 60)")
+    p.add_argument("--phase-budget", type=float, default=1.0, help="budget of the 'phase' item's phase")
+    p.add_argument("--tag", default="", help="distinguishes otherwise identical plans (part of case ids)")
+
+
+def parse_plan(plan: str) -> list[tuple[str, float | None]]:
+    out: list[tuple[str, float | None]] = []
+    for raw in plan.split(","):
+        item = raw.strip()
+        m = _ITEM.fullmatch(item)
+        if not m:
+            raise BadInput(f"bad selftest plan item {item!r}")
+        arg = float(m.group(2)) if m.group(2) else None
+        out += [(m.group(1), arg)] * int(m.group(3) or 1)
+    return out
+
+
+def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+    if args.budget <= 0 or args.phase_budget <= 0:
+        raise BadInput("--budget and --phase-budget must be positive")
+    cases = []
+    for i, (op, arg) in enumerate(parse_plan(args.plan)):
+        name = f"{i:03d}-{op}" + (f"-{arg:g}" if arg is not None else "")
+        params = {"i": i, "op": op, "arg": arg, "tag": args.tag, "phase_budget": args.phase_budget}
+        cases.append(Case("selftest", name, params, "bringup.suites.selftest:run_item", args.budget))
+    return cases
+
+
+def run_cases(device: Device, quick: bool) -> list[Case]:
+    return []
+
+
+def run_item(case: Case, ctx: Any) -> CaseResult:
+    op, arg = case.params["op"], case.params["arg"]
+    if op == "sleep":
+        time.sleep(float(arg or 1))
+    elif op == "segv":
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+    elif op == "exit":
+        os._exit(int(arg if arg is not None else 3))
+    elif op == "raise":
+        raise RuntimeError("selftest: raised on purpose")
+    elif op == "unsupported":
+        raise NotImplementedError("selftest: not implemented on purpose")
+    elif op == "hang":
+        while True:
+            pass
+    elif op == "alloc":
+        blocks = []
+        for _ in range(int(float(arg or 4) * 16)):  # 64 MiB blocks, touched so they count as RSS
+            blocks.append(bytearray(64 << 20))
+            time.sleep(0.02)
+    elif op == "phase":
+        with ctx.phase("compile", budget_s=float(case.params["phase_budget"])):
+            time.sleep(float(arg or 10))
+    elif op == "print":
+        print("selftest: noise on stdout {\"type\": \"result\"}", flush=True)
+    r = CaseResult.for_case(case, Status.PASS)
+    r.metric("pid", os.getpid())
+    return r
+
+
+def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+    from bringup.report.terminal import case_table
+
+    console.print(case_table("selftest", results, []))
+    return {}

@@ -1,0 +1,98 @@
+"""smoke: the smallest honest device check: a GEMM and one training step of a tiny MLP, each against a
+float64 CPU reference. It runs first in `bringup run`, so a broken device shows up in seconds."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import torch
+
+from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import classify, first_line
+from bringup.checks.parity import parity
+from bringup.device import Device, dtype_name, parse_dtype
+
+HELP = "a GEMM and a tiny MLP training step on the device vs a float64 CPU reference"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dtype", default="fp32", help="fp32 | bf16 | fp16 (default fp32)")
+
+
+def _cases(dtype: str) -> list[Case]:
+    return [
+        Case("smoke", "gemm", {"kind": "gemm", "n": 256, "dtype": dtype}, "bringup.suites.smoke:run_gemm", 300),
+        Case("smoke", "mlp_step", {"kind": "mlp_step", "dtype": dtype}, "bringup.suites.smoke:run_mlp", 300),
+    ]
+
+
+def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+    return _cases(dtype_name(parse_dtype(args.dtype)))
+
+
+def run_cases(device: Device, quick: bool) -> list[Case]:
+    return _cases("fp32")
+
+
+def run_gemm(case: Case, ctx: Any) -> CaseResult:
+    n = int(case.params["n"])
+    dtype = parse_dtype(case.params["dtype"])
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=g, dtype=torch.float64), torch.randn(n, n, generator=g, dtype=torch.float64)
+    ref = a @ b
+    try:
+        got = (a.to(ctx.device.torch_device, dtype) @ b.to(ctx.device.torch_device, dtype)).cpu()
+    except Exception as e:
+        return CaseResult.for_case(case, classify(e), first_line(e))
+    rep = parity({"out": got}, {"out": ref}, dtype)
+    r = CaseResult.for_case(case, Status.PASS if rep.ok else Status.FAIL_NUMERIC, "" if rep.ok else rep.summary())
+    r.metric("max_abs_err", rep.max_abs_err)
+    r.metric("max_rel_err", rep.max_rel_err)
+    return r
+
+
+def _mlp_step(device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """One SGD step of a 3-layer MLP on fixed data; returns loss, output, grads and updated weights."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 8)
+    ).to(torch.float64)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(16, 32, generator=g, dtype=torch.float64)
+    y = torch.randn(16, 8, generator=g, dtype=torch.float64)
+    model = model.to(device=device, dtype=dtype)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = model(x.to(device, dtype))
+    loss = torch.nn.functional.mse_loss(out, y.to(device, dtype))
+    loss.backward()
+    res = {"loss": loss.detach(), "out": out.detach()}
+    res |= {f"grad.{k}": p.grad.detach().clone() for k, p in model.named_parameters()}
+    opt.step()
+    res |= {f"param.{k}": p.detach().clone() for k, p in model.named_parameters()}
+    return {k: v.cpu() for k, v in res.items()}
+
+
+def run_mlp(case: Case, ctx: Any) -> CaseResult:
+    dtype = parse_dtype(case.params["dtype"])
+    try:
+        ref = _mlp_step(torch.device("cpu"), torch.float64)
+    except Exception as e:
+        return CaseResult.for_case(case, Status.REF_FAIL, first_line(e))
+    try:
+        got = _mlp_step(ctx.device.torch_device, dtype)
+    except Exception as e:
+        return CaseResult.for_case(case, classify(e), first_line(e))
+    rep = parity(got, ref, dtype)
+    r = CaseResult.for_case(case, Status.PASS if rep.ok else Status.FAIL_NUMERIC, "" if rep.ok else rep.summary())
+    r.metric("max_abs_err", rep.max_abs_err)
+    r.metric("max_rel_err", rep.max_rel_err)
+    r.fields["tensors_compared"] = len(rep.tensors)
+    return r
+
+
+def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+    from bringup.report.terminal import case_table
+
+    console.print(case_table("smoke", results, ["max_rel_err"]))
+    return {}

@@ -1,0 +1,48 @@
+"""Shared test helpers: run the real CLI in a subprocess (real processes, no mocks of the runner)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_cli(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 600, check_rc: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m bringup.cli ARGS` in `cwd`; the default db lands in cwd/bringup-results."""
+    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
+    p = subprocess.run([sys.executable, "-m", "bringup.cli", *args], cwd=cwd, env=full_env, text=True,
+                       capture_output=True, timeout=timeout)  # fmt: skip
+    if check_rc is not None and p.returncode != check_rc:
+        raise AssertionError(f"rc {p.returncode} != {check_rc}\nstdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-4000:]}")
+    return p
+
+
+def assert_one_line_error(p: subprocess.CompletedProcess[str], needle: str = "") -> None:
+    """Bad input: exit 2, exactly one line on stderr, no traceback."""
+    assert p.returncode == 2, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    assert "Traceback" not in p.stderr and "Traceback" not in p.stdout
+    assert lines[0].startswith("bringup: error: "), lines[0]
+    assert needle.lower() in lines[0].lower(), (needle, lines[0])
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+@pytest.fixture
+def cli(tmp_path: Path):  # noqa: ANN201
+    def _run(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return run_cli(list(args), cwd=tmp_path, **kw)
+
+    return _run
