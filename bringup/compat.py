@@ -26,7 +26,7 @@ def ensure_torchvision_importable() -> str:
     if importlib.util.find_spec("torchvision") is None:
         return "absent"
     try:
-        import torchvision  # noqa: F401
+        import torchvision
 
         return "ok"
     except RuntimeError as e:
@@ -43,6 +43,6 @@ def ensure_torchvision_importable() -> str:
         except RuntimeError:  # already defined (a second call, or a partially loaded library)
             pass
     sys.modules["bringup._torchvision_shim_lib"] = lib  # type: ignore[assignment]  # keep it alive
-    import torchvision  # noqa: F401,F811
+    import torchvision  # noqa: F401
 
     return "shimmed"

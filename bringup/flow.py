@@ -31,7 +31,7 @@ class Session:
     imports: list[str]
     db: Path
     argv: list[str]
-    console: Console = field(default_factory=lambda: Console(stderr=False, highlight=False))
+    console: Console = field(default_factory=lambda: Console(highlight=False, soft_wrap=True))
     resume_run: RunInfo | None = None
 
     def open_store(self) -> Store:

@@ -22,7 +22,9 @@ def run_cli(
     p = subprocess.run([sys.executable, "-m", "bringup.cli", *args], cwd=cwd, env=full_env, text=True,
                        capture_output=True, timeout=timeout)  # fmt: skip
     if check_rc is not None and p.returncode != check_rc:
-        raise AssertionError(f"rc {p.returncode} != {check_rc}\nstdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-4000:]}")
+        raise AssertionError(
+            f"rc {p.returncode} != {check_rc}\nstdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-4000:]}"
+        )
     return p
 
 
@@ -41,7 +43,7 @@ def load_json(path: Path) -> Any:
 
 
 @pytest.fixture
-def cli(tmp_path: Path):  # noqa: ANN201
+def cli(tmp_path: Path):
     def _run(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
         return run_cli(list(args), cwd=tmp_path, **kw)
 
