@@ -191,3 +191,42 @@ def synthetic_batches(vocab: int, batch: int, seq: int, steps: int, seed: int = 
     g = torch.Generator().manual_seed(seed)
     for _ in range(steps):
         yield torch.randint(0, vocab, (batch, seq), generator=g)
+
+
+MODES = ("eager", "compile", "regional")
+
+
+def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The repeated transformer blocks (HF causal LMs keep them at model.model.layers)."""
+    for path in ("model.layers", "transformer.h", "model.decoder.layers", "layers"):
+        obj: Any = model
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if isinstance(obj, torch.nn.ModuleList) and len(obj):
+            return obj
+    raise BadInput(f"{type(model).__name__}: no decoder layer list found for regional compile")
+
+
+def apply_mode(model: torch.nn.Module, mode: str, backend: str = "inductor") -> torch.nn.Module:
+    """eager: as is. compile: torch.compile(model). regional: each decoder block compiled in place
+    (`block.compile(fullgraph=True)`, as TorchTitan does): small graphs compiled once, reused."""
+    if mode == "eager":
+        return model
+    if mode == "compile":
+        return torch.compile(model, backend=backend)  # type: ignore[return-value]
+    if mode == "regional":
+        for block in decoder_layers(model):
+            block.compile(backend=backend, fullgraph=True)
+        return model
+    raise BadInput(f"unknown mode {mode!r}; use {', '.join(MODES)}")
+
+
+def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor) -> torch.Tensor:
+    """One causal-LM step (labels = inputs; the model shifts them). Returns the detached loss."""
+    loss = model(input_ids=tokens, labels=tokens).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.detach()
