@@ -1,0 +1,311 @@
+"""profile: a few steady training steps under torch.profiler on the device, a Chrome/Perfetto trace,
+and a summary a person can act on: device busy / idle / host overhead per step, top ops and
+kernels by self time, host<->device transfers, CPU-fallback ops, compiled regions.
+
+    bringup --device DEV profile [--model qwen3-tiny] [--mode eager|compile|regional] [--steps N]
+                                 [--warmup W] [--batch B] [--seq S] [--dtype fp32] [--top N] [--out DIR]
+
+The trace (`trace.json.gz`, opens offline in ui.perfetto.dev) and `summary.json` are the case's
+artifacts in the store; with --out they are copied there too. Summary numbers: `bringup/profile.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from bringup.case import Case, CaseResult, Status
+from bringup.device import Device, dtype_name, parse_dtype
+from bringup.errors import BadInput
+
+HELP = "a few training steps under torch.profiler: trace, busy/idle/host split, top ops, transfers"
+
+DEFAULTS: dict[str, Any] = {"model": "qwen3-tiny", "mode": "eager", "steps": 3, "warmup": 2, "batch": 4,
+                            "seq": 128, "dtype": "fp32", "top": 15, "backend": "inductor"}  # fmt: skip
+SUMMARY_KEYS = ("top_ops", "transfers", "busy_s", "idle_s", "host_s", "trace")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bringup.cli import nonneg_int, positive_int
+
+    d = DEFAULTS
+    p.add_argument("--model", default=d["model"],
+                   help="qwen3 preset (qwen3-tiny, qwen3-0.6b, ...), an HF config JSON, or module:function")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="change a model config field (repeatable), e.g. num_hidden_layers=2")
+    p.add_argument("--mode", default=d["mode"], help="eager (default) | compile | regional")
+    p.add_argument("--backend", default=d["backend"], help="torch.compile backend (default inductor)")
+    p.add_argument("--steps", type=positive_int, default=d["steps"], help="profiled steps (default 3)")
+    p.add_argument("--warmup", type=nonneg_int, default=d["warmup"],
+                   help="untraced steps first (compile, caches, allocator; default 2)")
+    p.add_argument("--batch", type=positive_int, default=d["batch"], help="batch size (default 4)")
+    p.add_argument("--seq", type=positive_int, default=d["seq"], help="sequence length (default 128)")
+    p.add_argument("--dtype", default=d["dtype"], help="fp32 | bf16 | fp16 (default fp32)")
+    p.add_argument("--top", type=positive_int, default=d["top"], help="rows in the top ops/kernels tables (15)")
+    p.add_argument("--out", metavar="DIR", default=None, help="also copy trace.json.gz and summary.json here")
+
+
+# ---- planning (pure; raises BadInput before any work) --------------------------------------------
+def check_out_dir(out: str | None) -> str | None:
+    """--out DIR: an existing writable directory, or one we can create (its nearest existing parent
+    is a writable directory). Returns the absolute path; nothing is created here."""
+    if not out:
+        return None
+    p = Path(out).expanduser().absolute()
+    if p.exists():
+        if not p.is_dir():
+            raise BadInput(f"--out {out} exists and is not a directory")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise BadInput(f"--out {out}: directory is not writable")
+        return str(p)
+    parent = p.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise BadInput(f"--out {out}: cannot create it ({parent} is not a writable directory)")
+    return str(p)
+
+
+def check_model(model: str, overrides: list[str]) -> None:
+    """Presets and config JSONs are checked here (cheap, no weights); module:function only for an
+    importable module (its code runs in the worker, not here)."""
+    import importlib.util
+
+    from bringup.models import lm
+
+    if lm.is_user_fn(model):
+        mod = model.partition(":")[0]
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise BadInput(f"model {model}: no module named {mod!r}")
+        return
+    import bringup.models  # noqa: F401  (torchvision shim before transformers)
+
+    lm.load_config(model, overrides)
+
+
+def make_case(model: str = DEFAULTS["model"], mode: str = DEFAULTS["mode"], steps: int = DEFAULTS["steps"],
+              warmup: int = DEFAULTS["warmup"], batch: int = DEFAULTS["batch"], seq: int = DEFAULTS["seq"],
+              dtype: str = DEFAULTS["dtype"], top: int = DEFAULTS["top"], backend: str = DEFAULTS["backend"],
+              overrides: list[str] | None = None, out: str | None = None) -> Case:  # fmt: skip
+    from bringup.models.lm import MODES
+
+    if mode not in MODES:
+        raise BadInput(f"unknown --mode {mode!r}; use {', '.join(MODES)}")
+    if mode != "eager" and warmup < 1:
+        raise BadInput(f"--mode {mode} needs --warmup >= 1 (the first step compiles; it must not be profiled)")
+    params = {"model": model, "overrides": list(overrides or []), "mode": mode, "backend": backend,
+              "steps": steps, "warmup": warmup, "batch": batch, "seq": seq, "dtype": dtype, "top": top,
+              "out": out}  # fmt: skip
+    budget = 600.0 if mode == "eager" else 1500.0
+    return Case("profile", f"{model}-{mode}", params, "bringup.suites.profile:run_profile", budget, isolated=True)
+
+
+def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+    dtype = dtype_name(parse_dtype(args.dtype))
+    out = check_out_dir(args.out)
+    case = make_case(args.model, args.mode, args.steps, args.warmup, args.batch, args.seq, dtype, args.top,
+                     args.backend, args.override, out)  # fmt: skip
+    check_model(args.model, args.override)
+    return [case]
+
+
+def run_cases(device: Device, quick: bool) -> list[Case]:
+    """`bringup run`: a short eager profile (and with --full, a compiled one too)."""
+    if quick:
+        return [make_case(steps=2, warmup=1, batch=2, seq=64, top=10)]
+    return [make_case(steps=5, warmup=2), make_case(mode="compile", steps=5, warmup=2)]
+
+
+# ---- the case (runs in the worker) ---------------------------------------------------------------
+def _detect_fallbacks(device: Device, step: Any) -> tuple[dict[str, int] | None, str]:
+    """Run one step under the fallback detector. (None, why) when there is nothing to detect (cpu)
+    or no detector in this checkout."""
+    if device.is_cpu:
+        return None, ""
+    try:
+        from bringup.checks.fallbacks import FallbackDetector
+    except ImportError as e:
+        return None, f"fallback detector unavailable: {e}"
+    det = FallbackDetector(device)
+    with det:
+        step()
+    rep = det.report()
+    return dict(rep.fallback_ops), ""
+
+
+def _copy_out(src: Path, out_dir: Path) -> Path:
+    """Copy into out_dir atomically (temp file + rename): never a half-written file there."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dst = out_dir / src.name
+    tmp = out_dir / f".{src.name}.{os.getpid()}.tmp"
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dst
+
+
+def run_profile(case: Case, ctx: Any) -> CaseResult:
+    import torch
+
+    import bringup.models  # noqa: F401  (torchvision shim before transformers)
+    from bringup import profile as bp
+    from bringup.checks.errors import classify, first_line
+    from bringup.models import lm
+    from bringup.report.contract import write_json
+
+    p = case.params
+    dev: Device = ctx.device
+    dtype = parse_dtype(p["dtype"])
+    steps, warmup, mode = int(p["steps"]), int(p["warmup"]), p["mode"]
+    last: dict[str, Any] = {}
+
+    def step() -> None:
+        tokens = next(batches).to(dev.torch_device)  # the batch's host->device copy is part of a step
+        last["loss"] = lm.train_step(model, opt, tokens)
+
+    try:
+        model = lm.build_model(p["model"], p["overrides"], dev.torch_device, dtype)
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        n_batches = warmup + (0 if dev.is_cpu else 1) + 1 + steps  # + detector step + profiler warm-up
+        batches = lm.synthetic_batches(lm.vocab_size(model), int(p["batch"]), int(p["seq"]), n_batches)
+        # The fallback detector watches one EAGER step, before any compile: its own overhead must not
+        # show in the timeline, and a compiled graph must not be traced under it.
+        fallback_ops, fb_note = _detect_fallbacks(dev, step)
+        model = lm.apply_mode(model, mode, p["backend"])
+    except BadInput as e:
+        return CaseResult.for_case(case, Status.ERROR, str(e))
+    except Exception as e:
+        return CaseResult.for_case(case, classify(e), first_line(e))
+
+    compiling = mode != "eager"
+    try:
+        for i in range(warmup):
+            if i == 0 and compiling:
+                with ctx.phase("compile", budget_s=case.budget_s - 120):
+                    step()
+                    dev.synchronize()
+            else:
+                step()
+        compiling = False
+        dev.synchronize()
+        cap = bp.capture(step, dev.type, steps, ctx.artifact("trace.json.gz"), sync=dev.synchronize)
+        loss = float(last["loss"].float().cpu())
+    except Exception as e:
+        return CaseResult.for_case(case, classify(e, compiling), first_line(e))
+
+    summary = bp.summarize_capture(cap, int(p["top"]), fallback_ops)
+    summary["note"] = "; ".join(x for x in (summary["note"], fb_note) if x)
+    summary |= {"model": p["model"], "mode": mode, "device": dev.name, "batch": p["batch"], "seq": p["seq"],
+                "dtype": p["dtype"], "loss": loss}  # fmt: skip
+    summary_path = write_json(ctx.artifact("summary.json"), summary)
+    artifacts = {"trace": str(cap.trace_path), "summary": str(summary_path)}
+    if p.get("out"):
+        out_dir = Path(p["out"])
+        artifacts["trace_out"] = str(_copy_out(cap.trace_path, out_dir))
+        artifacts["summary_out"] = str(_copy_out(summary_path, out_dir))
+    reason = ""
+    if fallback_ops:
+        reason = f"{len(fallback_ops)} op(s) ran through the CPU fallback: {', '.join(sorted(fallback_ops))}"
+    r = CaseResult.for_case(case, Status.PASS, reason[:300], artifacts=artifacts)
+    for k in ("step_s", "busy_s", "idle_s", "host_s", "ops_s", "compiled_s"):
+        r.metric(k, summary[k], "s")
+    r.metric("loss", loss)
+    r.fields = {k: summary[k] for k in (*SUMMARY_KEYS, "step_s", "ops_s", "steps", "top_kernels", "compiled_regions",
+                                        "compiled_s", "device_memcpy", "fallback_ops", "activities", "note", "device")}
+    return r
+
+
+# ---- the terminal summary ------------------------------------------------------------------------
+def _ms(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 1e3:.2f} ms"
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _short(name: str, width: int = 70) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def print_profile(r: CaseResult, console: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    f = r.fields
+    step = f.get("step_s")
+    console.print(f"[bold]profile {escape(r.name)}[/]: {f.get('steps')} steps, {_ms(step)} per step "
+                  f"(activities: {', '.join(f.get('activities') or [])})")  # fmt: skip
+    if f.get("busy_s") is None:
+        console.print(f"  device busy n/a · device idle n/a · host overhead n/a (no device events in the trace); "
+                      f"host inside torch ops {_ms(f.get('ops_s'))} per step")  # fmt: skip
+    else:
+        def pct(v: float) -> str:
+            return f"{100 * v / step:.0f}%" if step else "-"
+
+        console.print(f"  device busy {_ms(f['busy_s'])} ({pct(f['busy_s'])}) · device idle {_ms(f['idle_s'])} "
+                      f"({pct(f['idle_s'])}) · host overhead {_ms(f['host_s'])} ({pct(f['host_s'])})")  # fmt: skip
+    ops = f.get("top_ops") or []
+    marks = any(o.get("fallback") for o in ops)
+    t = Table(title="top ops by self time (per step)", title_justify="left")
+    for c in ("op", "calls", "self", "% step", *(["fallback"] if marks else [])):
+        t.add_column(c, justify="left" if c in ("op", "fallback") else "right")
+    for o in ops:
+        row = [escape(_short(o["name"])), str(o["calls"]), _ms(o["self_s"]), f"{o['pct']:.1f}"]
+        t.add_row(*row, *(["[yellow]CPU fallback[/]" if o.get("fallback") else ""] if marks else []))
+    console.print(t)
+    if f.get("top_kernels"):
+        k = Table(title="top device kernels (per step)", title_justify="left")
+        for c in ("kernel", "kind", "calls", "time", "% busy"):
+            k.add_column(c, justify="left" if c in ("kernel", "kind") else "right")
+        for o in f["top_kernels"]:
+            k.add_row(escape(_short(o["name"])), o["kind"], str(o["calls"]), _ms(o["time_s"]), f"{o['pct_busy']:.1f}")
+        console.print(k)
+    tr = f.get("transfers")
+    if tr is None:
+        console.print("  transfers: n/a (the profiler recorded no tensor devices)")
+    elif f.get("device") == "cpu":
+        console.print("  transfers: none (on cpu there is no host<->device boundary)")
+    else:
+        parts = [f"{d.upper()} {v['count']} × {_bytes(v['bytes'])} in {_ms(v['time_s'])} ({v['time_from']})"
+                 for d, v in tr.items()]  # fmt: skip
+        console.print(f"  transfers per step: {' · '.join(parts)}")
+    if f.get("fallback_ops"):
+        ops = ", ".join(f"{k} ×{v}" for k, v in sorted(f["fallback_ops"].items()))
+        console.print(f"  [yellow]CPU-fallback ops[/]: {escape(ops)}")
+    if f.get("compiled_regions"):
+        regs = ", ".join(f"{escape(_short(c['name'], 40))} ×{c['calls']} {_ms(c['time_s'])}"
+                         for c in f["compiled_regions"])  # fmt: skip
+        console.print(f"  compiled regions ({_ms(f.get('compiled_s'))} of the step): {regs}")
+    if f.get("note"):
+        console.print(f"  note: {escape(f['note'])}")
+    console.print(f"  trace: {f.get('trace')} (open in ui.perfetto.dev)", highlight=False)
+
+
+def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+    from bringup.report.terminal import case_table
+
+    console.print(case_table("profile", results, ["step_s", "busy_s", "idle_s", "host_s"]))
+    for r in results:
+        if r.status is Status.PASS and r.fields:
+            print_profile(r, console)
+    profiled = [r for r in results if r.fields]
+    first = profiled[0].fields if profiled else {}
+    extras: dict[str, Any] = {k: first.get(k) for k in SUMMARY_KEYS}
+    if len(results) > 1:
+        extras["profiles"] = [{"name": r.name, "status": r.status.value, **r.fields} for r in results]
+    return extras
