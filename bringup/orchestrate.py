@@ -1,8 +1,18 @@
-"""`bringup run`: every suite that exists, on one device, in one run, then the scorecard."""
+"""`bringup run`: every suite that exists, on one device, in one run, then the scorecard.
+
+Order: smoke -> probe -> train -> flex -> zoo -> ops -> profile (the suites present in this checkout),
+then the port scan when `--port PATH` is given, then the HTML report (`<db dir>/<run id>/report.html`,
+or `--out`). `--quick` (default) plans each suite's small cases (about 10 minutes on 2 cpu cores);
+`--full` the full matrices, for a real accelerator. `--skip a,b` / `--only a,b` pick suites.
+The runner shows one progress bar (case n/N, the current suite/case) on a terminal.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from bringup.case import Case, CaseResult
@@ -17,42 +27,70 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip", default="", help="comma list of suites to leave out (e.g. zoo,ops)")
     p.add_argument("--only", default="", help="comma list of suites to run (default: all)")
     p.add_argument("--port", metavar="PATH", action="append", default=[],
-                   help="also scan PATH for CUDA-only code (bringup port) and put findings in the report")
+                   help="also scan PATH for CUDA-only code (bringup port) and put findings in the report "
+                   "(repeatable)")  # fmt: skip
     p.add_argument("--out", metavar="FILE", default=None, help="HTML report path (default: in the run dir)")
 
 
+def _names(spec: str) -> set[str]:
+    return {s.strip() for s in spec.split(",") if s.strip()}
+
+
 def plan(args: argparse.Namespace, device: Any) -> list[Case]:
+    """The run's cases, suite by suite in RUN_ORDER. Pure: validates options (BadInput) and plans."""
     from bringup import suites
 
     names = list(suites.RUN_ORDER)
     avail = suites.available()
-    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    only = {s.strip() for s in args.only.split(",") if s.strip()}
-    for s in skip | only:
+    skip, only = _names(args.skip), _names(args.only)
+    for s in sorted(skip | only):
         if s not in names and s != "port":
-            raise BadInput(f"unknown suite {s!r} in --skip/--only; suites: {', '.join(names)}")
+            raise BadInput(f"unknown suite {s!r} in --skip/--only; suites: {', '.join([*names, 'port'])}")
+    for path in args.port:
+        if not Path(path).exists():
+            raise BadInput(f"--port {path}: no such file or directory")
     cases: list[Case] = []
     for name in names:
         if name in skip or (only and name not in only) or name not in avail:
             continue
         cases += suites.load(name).run_cases(device, quick=not args.full)
-    if args.port and "port" not in skip:
-        from bringup.port import suite as port_suite
-
-        cases += port_suite.run_cases_for_paths(args.port)
+    if args.port and "port" not in skip and (not only or "port" in only):
+        cases += port_cases(args.port)
     return cases
 
 
-def finish(store: Store, run: RunInfo, results: list[CaseResult]) -> None:
-    """After every run: the HTML scorecard (when the report module is present)."""
-    import importlib.util
+def port_cases(paths: list[str]) -> list[Case]:
+    """The port scan as cases of the `port` suite (its findings land in the store like any result and
+    the report reads them from the case fields). Empty where this checkout has no port module."""
+    if importlib.util.find_spec("bringup.port") is None or importlib.util.find_spec("bringup.port.suite") is None:
+        return []
+    from bringup.port import suite as port_suite
 
+    return list(port_suite.run_cases_for_paths(paths))
+
+
+def describe(cases: list[Case], args: argparse.Namespace) -> str:
+    from bringup import suites
+
+    c = Counter(k.suite for k in cases)
+    parts = [f"{s} {n}" for s, n in c.items()]
+    missing = [s for s in suites.RUN_ORDER if s not in suites.available() and s not in _names(args.skip)]
+    line = f"plan ({'full' if args.full else 'quick'}): " + ", ".join(parts)
+    if missing:
+        line += f"; not in this checkout: {', '.join(missing)}"
+    if args.port and not c.get("port"):
+        line += "; --port ignored: no port scanner in this checkout"
+    return line
+
+
+def finish(store: Store, run: RunInfo, results: list[CaseResult], out: str | None = None) -> None:
+    """After every run (and every resumed run): the HTML scorecard."""
     if importlib.util.find_spec("bringup.report.html") is None:
         return
     from bringup.report import html
 
-    out = html.write_report(store, run.run_id, None)
-    print(f"report: {out}")
+    path = html.write_report(store, run.run_id, out)
+    print(f"report: {path}")
 
 
 def main(sess: Any) -> int:
@@ -62,13 +100,9 @@ def main(sess: Any) -> int:
     cases = plan(sess.args, sess.device)
     if not cases:
         raise BadInput("run: every suite was skipped; nothing to do")
+    sess.console.print(describe(cases, sess.args), highlight=False)
 
     def after(store: Store, run: RunInfo, results: list[CaseResult]) -> None:
-        if sess.args.out:
-            from bringup.report import html
-
-            print(f"report: {html.write_report(store, run.run_id, sess.args.out)}")
-        else:
-            finish(store, run, results)
+        finish(store, run, results, sess.args.out)
 
     return execute_cases(sess, "run", cases, summarize_by_suite, after)

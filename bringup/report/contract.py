@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     p = Path(path)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, _file_mode(p))  # mkstemp makes 0600; a report or summary is an ordinary file
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, p)
     except BaseException:
@@ -47,6 +49,16 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
             pass
         raise
     return p
+
+
+def _file_mode(p: Path) -> int:
+    """The mode the file already has, else what open() would give a new file (0666 minus the umask)."""
+    try:
+        return stat.S_IMODE(p.stat().st_mode)
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def json_safe(obj: Any) -> Any:

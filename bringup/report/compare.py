@@ -1,0 +1,348 @@
+"""`bringup compare A B [--fail-on ...]`: what changed from run A (the baseline) to run B.
+
+A and B are run ids in --db or bundle files (`bringup export`), so a run on one machine is the baseline
+for another. Cases are matched by case id (same suite and parameters), then by (suite, name). Per case:
+status change, throughput ratio (B/A: tokens/s, else steady step time, TFLOP/s or forward time),
+time-to-first-step ratio (B/A: ttfs_s, else compile_s), loss-curve divergence (max relative difference
+over the common steps) and parity deltas (max_rel_err / max_abs_err, A -> B).
+
+Exit 1 when a change that `--fail-on` counts is found, else 0; 2 on bad input (unknown run, malformed,
+truncated or newer-format bundle, bad --fail-on). Reads only the store or the bundles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bringup.case import CaseResult, Status, is_failure
+from bringup.errors import BadInput
+from bringup.store import RunInfo
+
+DEFAULT_FAIL_ON = "status,throughput:0.9,ttfs:1.2,parity:10,loss:0.05"
+# name -> default threshold of a bare name (None: takes no number)
+KINDS: dict[str, float | None] = {
+    "status": None,  # a case that passed in A does not pass in B
+    "throughput": 0.9,  # B/A throughput below this
+    "ttfs": 1.2,  # B/A time to first step (or compile time) above this
+    "parity": 10.0,  # B's max error above this many times A's (and above PARITY_FLOOR)
+    "loss": 0.05,  # loss curves differ by more than this, relative, at some common step
+    "missing": None,  # a case of A has no result in B
+}
+PARITY_FLOOR = 1e-6
+THROUGHPUT = (("tokens_per_s", 1), ("step_s", -1), ("tflops", 1), ("fwd_ms", -1))  # metric, +1 higher is better
+TTFS = ("ttfs_s", "compile_s")
+PARITY = ("max_rel_err", "max_abs_err")
+
+
+def parse_fail_on(spec: str) -> dict[str, float | None]:
+    """'status,throughput:0.9,ttfs:1.2,parity,loss:0.05,missing' (or 'none') -> {kind: threshold}."""
+    out: dict[str, float | None] = {}
+    spec = spec.strip()
+    if spec.lower() == "none":
+        return out
+    for tok in (t.strip() for t in spec.split(",")):
+        if not tok:
+            continue
+        name, _, val = tok.partition(":")
+        name = name.strip().lower()
+        if name not in KINDS:
+            raise BadInput(f"--fail-on: unknown kind {name!r}; kinds: {', '.join(KINDS)} (or 'none')")
+        default = KINDS[name]
+        if not val:
+            out[name] = default
+            continue
+        if default is None:
+            raise BadInput(f"--fail-on: {name} takes no threshold (got {tok!r})")
+        try:
+            th = float(val)
+        except ValueError:
+            raise BadInput(f"--fail-on: bad threshold in {tok!r}; expected a number") from None
+        if not th > 0 or th == float("inf"):
+            raise BadInput(f"--fail-on: threshold in {tok!r} must be a positive number")
+        out[name] = th
+    return out
+
+
+@dataclass
+class CaseDiff:
+    suite: str
+    name: str
+    case_id: str
+    status_a: str | None
+    status_b: str | None
+    change: str = "same"  # same | regression | improvement | changed | missing | new
+    throughput_metric: str | None = None
+    throughput_ratio: float | None = None
+    ttfs_metric: str | None = None
+    ttfs_ratio: float | None = None
+    loss_divergence: float | None = None
+    loss_steps: int = 0
+    parity_metric: str | None = None
+    parity_a: float | None = None
+    parity_b: float | None = None
+    regressions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _m(r: CaseResult, name: str) -> float | None:
+    m = r.metrics.get(name)
+    if m is None:
+        return None
+    v = float(m.value)
+    return v if v == v and abs(v) != float("inf") else None
+
+
+def loss_divergence(a: Sequence[tuple[int, float]], b: Sequence[tuple[int, float]]) -> tuple[float | None, int]:
+    """Max |b - a| / max(|a|, 1e-8) over the steps both curves have; (None, 0) when none are shared.
+    A non-finite loss on one side only counts as infinite divergence."""
+    da, db = dict(a), dict(b)
+    steps = sorted(set(da) & set(db))
+    worst = 0.0
+    for s in steps:
+        x, y = da[s], db[s]
+        fx, fy = x == x and abs(x) != float("inf"), y == y and abs(y) != float("inf")
+        if not (fx and fy):
+            if fx != fy:
+                worst = float("inf")
+            continue
+        worst = max(worst, abs(y - x) / max(abs(x), 1e-8))
+    return (worst if steps else None), len(steps)
+
+
+def diff_case(a: CaseResult, b: CaseResult, fail_on: dict[str, float | None]) -> CaseDiff:
+    d = CaseDiff(a.suite, a.name, a.case_id, a.status.value, b.status.value)
+    fa, fb = is_failure(a.status), is_failure(b.status)
+    if a.status != b.status:
+        if Status.REF_FAIL in (a.status, b.status):
+            d.change = "changed"
+            d.notes.append("a CPU reference failed on one side: not counted")
+        elif not fa and fb:
+            d.change = "regression"
+            if "status" in fail_on:
+                d.regressions.append(f"status {a.status.value} -> {b.status.value}")
+        elif fa and not fb:
+            d.change = "improvement"
+        else:
+            d.change = "changed"
+    for name, sign in THROUGHPUT:
+        va, vb = _m(a, name), _m(b, name)
+        if va and vb:
+            d.throughput_metric = name
+            d.throughput_ratio = vb / va if sign > 0 else va / vb
+            break
+    for name in TTFS:
+        va, vb = _m(a, name), _m(b, name)
+        if va and vb:
+            d.ttfs_metric, d.ttfs_ratio = name, vb / va
+            break
+    for name in PARITY:
+        va, vb = _m(a, name), _m(b, name)
+        if va is not None and vb is not None:
+            d.parity_metric, d.parity_a, d.parity_b = name, va, vb
+            break
+    if a.series.get("loss") and b.series.get("loss"):
+        d.loss_divergence, d.loss_steps = loss_divergence(a.series["loss"], b.series["loss"])
+    both_pass = a.status is Status.PASS and b.status is Status.PASS
+    if both_pass:
+        th = fail_on.get("throughput")
+        if "throughput" in fail_on and th and d.throughput_ratio is not None and d.throughput_ratio < th:
+            d.regressions.append(f"{d.throughput_metric} throughput x{d.throughput_ratio:.2f} (< {th:g})")
+        th = fail_on.get("ttfs")
+        if "ttfs" in fail_on and th and d.ttfs_ratio is not None and d.ttfs_ratio > th:
+            d.regressions.append(f"{d.ttfs_metric} x{d.ttfs_ratio:.2f} (> {th:g})")
+        th = fail_on.get("parity")
+        if ("parity" in fail_on and th and d.parity_b is not None and d.parity_a is not None
+                and d.parity_b > th * max(d.parity_a, PARITY_FLOOR)):  # fmt: skip
+            d.regressions.append(f"{d.parity_metric} {d.parity_a:.3g} -> {d.parity_b:.3g} (> x{th:g})")
+        th = fail_on.get("loss")
+        if "loss" in fail_on and th and d.loss_divergence is not None and d.loss_divergence > th:
+            d.regressions.append(f"loss curves differ by {d.loss_divergence:.3g} (> {th:g})")
+        if d.regressions and d.change == "same":
+            d.change = "regression"
+    if d.change == "regression" and not d.regressions:
+        d.notes.append("not counted by --fail-on")
+    return d
+
+
+def match(
+    a: Sequence[CaseResult], b: Sequence[CaseResult]
+) -> tuple[list[tuple[CaseResult, CaseResult]], list[CaseResult], list[CaseResult]]:
+    """Pairs by case id, then by (suite, name) where that is unique on both sides; A-only, B-only."""
+    bid = {r.case_id: r for r in b}
+    pairs, rest_a = [], []
+    used: set[str] = set()
+    for r in a:
+        if r.case_id in bid and r.case_id not in used:
+            pairs.append((r, bid[r.case_id]))
+            used.add(r.case_id)
+        else:
+            rest_a.append(r)
+    rest_b = [r for r in b if r.case_id not in used]
+
+    def unique(rs: list[CaseResult]) -> dict[tuple[str, str], CaseResult]:
+        seen: dict[tuple[str, str], list[CaseResult]] = {}
+        for r in rs:
+            seen.setdefault((r.suite, r.name), []).append(r)
+        return {k: v[0] for k, v in seen.items() if len(v) == 1}
+
+    ua, ub = unique(rest_a), unique(rest_b)
+    by_name = [(ua[k], ub[k]) for k in ua if k in ub]
+    paired_a = {id(x) for x, _ in by_name}
+    paired_b = {id(y) for _, y in by_name}
+    return (pairs + by_name, [r for r in rest_a if id(r) not in paired_a],
+            [r for r in rest_b if id(r) not in paired_b])  # fmt: skip
+
+
+def compare(a: Sequence[CaseResult], b: Sequence[CaseResult], fail_on: dict[str, float | None]) -> list[CaseDiff]:
+    pairs, only_a, only_b = match(a, b)
+    out = [diff_case(x, y, fail_on) for x, y in pairs]
+    for r in only_a:
+        d = CaseDiff(r.suite, r.name, r.case_id, r.status.value, None, "missing")
+        if "missing" in fail_on:
+            d.regressions.append("no result in B")
+        out.append(d)
+    for r in only_b:
+        out.append(CaseDiff(r.suite, r.name, r.case_id, None, r.status.value, "new"))
+    return out
+
+
+# ---- loading ------------------------------------------------------------------------------------------
+def _is_bundle(arg: str) -> bool:
+    return Path(arg).is_file() or arg.endswith(".json") or "/" in arg
+
+
+def load_side(arg: str, db: Path) -> tuple[RunInfo, list[CaseResult]]:
+    if _is_bundle(arg):
+        from bringup.report.bundle import load_bundle
+
+        return load_bundle(arg)
+    from bringup.store import Store
+
+    try:
+        with Store(db, create=False) as st:
+            return st.get_run(arg), st.results(arg)
+    except sqlite3.DatabaseError as e:
+        raise BadInput(f"{db} is not a usable bringup database ({e})") from e
+
+
+# ---- output ------------------------------------------------------------------------------------------
+def _r(v: float | None, suffix: str = "x") -> str:
+    return "-" if v is None else f"{v:.2f}{suffix}"
+
+
+def _g(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def print_diffs(console: Console, run_a: RunInfo, run_b: RunInfo, diffs: list[CaseDiff], show_all: bool) -> None:
+    def who(r: RunInfo) -> str:
+        return f"{r.run_id} ({r.device} {r.device_name}, torch {r.torch_version}, {r.host})"
+
+    console.print(f"A: {escape(who(run_a))}\nB: {escape(who(run_b))}", highlight=False)
+    rows = [d for d in diffs if show_all or d.change != "same" or d.regressions]
+    if rows:
+        t = Table(title="changes A -> B" if not show_all else "all cases A -> B", title_justify="left")
+        for c in ("case", "status A -> B", "change", "throughput", "ttfs", "loss div", "parity A -> B", "why"):
+            t.add_column(c, justify="right" if c in ("throughput", "ttfs", "loss div") else "left")
+        style = {"regression": "red", "improvement": "green", "missing": "yellow", "new": "cyan"}
+        for d in rows:
+            par = f"{_g(d.parity_a)} -> {_g(d.parity_b)}" if d.parity_metric else "-"
+            change = d.change if d.change != "regression" or d.regressions else "regression (not counted)"
+            t.add_row(
+                escape(f"{d.suite}/{d.name}"), f"{d.status_a or '-'} -> {d.status_b or '-'}",
+                f"[{style.get(d.change, 'default')}]{escape(change)}[/]", _r(d.throughput_ratio), _r(d.ttfs_ratio),
+                _g(d.loss_divergence), par, escape("; ".join(d.regressions + d.notes)),
+            )  # fmt: skip
+        console.print(t)
+    console.print(summary_line(diffs), highlight=False)
+
+
+def summary(diffs: list[CaseDiff]) -> dict[str, int]:
+    return {
+        "compared": sum(d.change not in ("missing", "new") for d in diffs),
+        "regressions": sum(bool(d.regressions) for d in diffs),
+        "improvements": sum(d.change == "improvement" for d in diffs),
+        "status_changes": sum(d.status_a != d.status_b and d.change not in ("missing", "new") for d in diffs),
+        "missing_in_b": sum(d.change == "missing" for d in diffs),
+        "new_in_b": sum(d.change == "new" for d in diffs),
+    }
+
+
+def summary_line(diffs: list[CaseDiff]) -> str:
+    s = summary(diffs)
+    return (
+        f"{s['compared']} cases compared: {s['regressions']} regressions, {s['improvements']} improvements, "
+        f"{s['status_changes']} status changes, {s['missing_in_b']} missing in B, {s['new_in_b']} new in B"
+    )
+
+
+def to_json(run_a: RunInfo, run_b: RunInfo, fail_on: dict[str, float | None], diffs: list[CaseDiff]) -> dict[str, Any]:
+    return {
+        "a": run_a.to_json(), "b": run_b.to_json(), "fail_on": fail_on, "summary": summary(diffs),
+        "cases": [asdict(d) for d in diffs],
+    }  # fmt: skip
+
+
+def junit_xml(run_a: RunInfo, run_b: RunInfo, diffs: list[CaseDiff]) -> str:
+    """A testcase per compared case; a counted regression is a <failure>."""
+    import xml.etree.ElementTree as ET
+
+    from bringup.report.ci import _x
+
+    root = ET.Element("testsuites", name=_x(f"bringup compare {run_a.run_id} {run_b.run_id}"))
+    skipped = sum(d.change in ("missing", "new") and not d.regressions for d in diffs)
+    ts = ET.SubElement(root, "testsuite", name="bringup.compare", tests=str(len(diffs)),
+                       failures=str(sum(bool(d.regressions) for d in diffs)), errors="0",
+                       skipped=str(skipped))  # fmt: skip
+    for d in diffs:
+        tc = ET.SubElement(ts, "testcase", classname=_x(f"bringup.compare.{d.suite}"), name=_x(d.name))
+        if d.regressions:
+            ET.SubElement(tc, "failure", message=_x("; ".join(d.regressions)), type="regression")
+        elif d.change in ("missing", "new"):
+            ET.SubElement(tc, "skipped", message=d.change)
+    for k in ("tests", "failures", "errors", "skipped"):
+        root.set(k, ts.get(k, "0"))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# ---- CLI ---------------------------------------------------------------------------------------------
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", metavar="A", help="baseline: a run id in --db or a bundle file (bringup export)")
+    p.add_argument("b", metavar="B", help="candidate: a run id in --db or a bundle file")
+    p.add_argument("--fail-on", default=DEFAULT_FAIL_ON, metavar="KINDS",
+                   help=f"which changes make the exit code 1 (default {DEFAULT_FAIL_ON}); kinds: "
+                   f"{', '.join(KINDS)}; 'none' = report only")  # fmt: skip
+    p.add_argument("--all", action="store_true", help="list unchanged cases too")
+    p.add_argument("--json", metavar="FILE", default=argparse.SUPPRESS, help="write the comparison as JSON")
+    p.add_argument("--junit", metavar="FILE", default=argparse.SUPPRESS,
+                   help="write a JUnit XML: a testcase per case, a failure per counted regression")  # fmt: skip
+
+
+def main(sess: Any) -> int:
+    from bringup.flow import check_output_path
+    from bringup.report.contract import atomic_write_text, dumps
+
+    args = sess.args
+    fail_on = parse_fail_on(args.fail_on)
+    json_out, junit_out = getattr(args, "json", None), getattr(args, "junit", None)
+    check_output_path(json_out, "--json")
+    check_output_path(junit_out, "--junit")
+    run_a, res_a = load_side(args.a, sess.db)
+    run_b, res_b = load_side(args.b, sess.db)
+    diffs = compare(res_a, res_b, fail_on)
+    print_diffs(sess.console, run_a, run_b, diffs, args.all)
+    if json_out:
+        atomic_write_text(json_out, dumps(to_json(run_a, run_b, fail_on, diffs)))
+    if junit_out:
+        atomic_write_text(junit_out, junit_xml(run_a, run_b, diffs))
+    return 1 if any(d.regressions for d in diffs) else 0

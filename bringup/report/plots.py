@@ -1,0 +1,312 @@
+"""Inline SVG plots for the HTML scorecard: no JS, no CDN, every label HTML-escaped.
+
+Each function returns one `<svg>` element as a string (or a short `<p>` saying why there is nothing to
+draw). Colours come from CSS custom properties where the page defines them, so the plots follow the
+page's light/dark theme; the fallbacks keep a standalone SVG readable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+# Distinguishable on light and dark backgrounds (Okabe-Ito + two).
+PALETTE: tuple[str, ...] = (
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#999999", "#7F3C8D", "#11A579",
+)  # fmt: skip
+
+STATUS_COLOURS: dict[str, str] = {
+    "pass": "#2e9d4b",
+    "fail_numeric": "#d64541",
+    "fail_compile": "#b5179e",
+    "budget": "#8e6bd8",
+    "unsupported": "#e0a526",
+    "fallback": "#f0c75e",
+    "silent_eager": "#e07b26",
+    "crash": "#8b1e1e",
+    "oom": "#5a3d8a",
+    "ref_fail": "#9aa0a6",
+    "error": "#444444",
+}
+NO_CASE_COLOUR = "#e9ecef"
+
+
+def esc(s: object) -> str:
+    return escape(str(s), quote=True)
+
+
+def _finite(v: float) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About n round tick values covering [lo, hi]."""
+    if not (_finite(lo) and _finite(hi)):
+        return [0.0]
+    if hi < lo:
+        lo, hi = hi, lo
+    if hi == lo:
+        pad = abs(hi) * 0.1 or 1.0
+        lo, hi = lo - pad, hi + pad
+    raw = (hi - lo) / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks = []
+    t = start
+    while t <= hi + step * 0.5 and len(ticks) < 50:
+        ticks.append(round(t, 12))
+        t += step
+    return ticks
+
+
+def fmt_num(v: float) -> str:
+    if not _finite(v):
+        return "-"
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1e9:
+        return f"{v / 1e9:.3g}G"
+    if a >= 1e6:
+        return f"{v / 1e6:.3g}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.3g}k"
+    if a >= 0.01:
+        return f"{v:.4g}"
+    return f"{v:.2e}"
+
+
+@dataclass(frozen=True)
+class _Frame:
+    width: int
+    height: int
+    left: int = 64
+    right: int = 16
+    top: int = 28
+    bottom: int = 44
+
+    @property
+    def pw(self) -> int:
+        return self.width - self.left - self.right
+
+    @property
+    def ph(self) -> int:
+        return self.height - self.top - self.bottom
+
+
+def _svg_open(width: int, height: int, title: str, css_class: str) -> str:
+    return (
+        f'<svg class="plot {esc(css_class)}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}"'
+        f' width="{width}" height="{height}" role="img" aria-label="{esc(title)}"><title>{esc(title)}</title>'
+    )
+
+
+def line_chart(
+    series: dict[str, Sequence[tuple[float, float]]],
+    title: str,
+    xlabel: str = "step",
+    ylabel: str = "",
+    width: int = 640,
+    height: int = 320,
+    log_y: bool = False,
+) -> str:
+    """One line per series (points with non-finite values are dropped), axes, ticks and a legend."""
+    clean = {k: [(float(x), float(y)) for x, y in pts if _finite(x) and _finite(y) and (not log_y or y > 0)]
+             for k, pts in series.items()}  # fmt: skip
+    clean = {k: v for k, v in clean.items() if v}
+    if not clean:
+        return f'<p class="empty">{esc(title)}: no finite data points to plot.</p>'
+    f = _Frame(width, height, left=64, right=150 if len(clean) > 1 else 16)
+    xs = [x for pts in clean.values() for x, _ in pts]
+    ys = [y for pts in clean.values() for _, y in pts]
+    ty = (lambda v: math.log10(v)) if log_y else (lambda v: v)
+    xt = nice_ticks(min(xs), max(xs))
+    yt = nice_ticks(ty(min(ys)), ty(max(ys)))
+    x0, x1 = min(xt[0], min(xs)), max(xt[-1], max(xs))
+    y0, y1 = min(yt[0], ty(min(ys))), max(yt[-1], ty(max(ys)))
+    x1 = x1 if x1 > x0 else x0 + 1
+    y1 = y1 if y1 > y0 else y0 + 1
+
+    def px(x: float) -> float:
+        return f.left + (x - x0) / (x1 - x0) * f.pw
+
+    def py(y: float) -> float:
+        return f.top + f.ph - (ty(y) - y0) / (y1 - y0) * f.ph
+
+    def pyt(t: float) -> float:  # a tick value, already in transformed space
+        return f.top + f.ph - (t - y0) / (y1 - y0) * f.ph
+
+    out = [_svg_open(width, height, title, "line-chart")]
+    out.append(f'<text class="plot-title" x="{f.left}" y="16">{esc(title)}</text>')
+    for t in yt:
+        y = pyt(t)
+        label = fmt_num(10**t) if log_y else fmt_num(t)
+        out.append(f'<line class="grid" x1="{f.left}" x2="{f.left + f.pw}" y1="{y:.1f}" y2="{y:.1f}"/>')
+        out.append(f'<text class="tick" x="{f.left - 6}" y="{y + 4:.1f}" text-anchor="end">{esc(label)}</text>')
+    for t in xt:
+        x = px(t)
+        out.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{f.top}" y2="{f.top + f.ph}"/>')
+        out.append(f'<text class="tick" x="{x:.1f}" y="{f.top + f.ph + 16}" text-anchor="middle">'
+                   f"{esc(fmt_num(t))}</text>")  # fmt: skip
+    out.append(f'<rect class="frame" x="{f.left}" y="{f.top}" width="{f.pw}" height="{f.ph}" fill="none"/>')
+    out.append(f'<text class="axis-label" x="{f.left + f.pw / 2:.1f}" y="{height - 6}" text-anchor="middle">'
+               f"{esc(xlabel)}</text>")  # fmt: skip
+    if ylabel:
+        cy = f.top + f.ph / 2
+        out.append(f'<text class="axis-label" transform="translate(14 {cy:.1f}) rotate(-90)" text-anchor="middle">'
+                   f"{esc(ylabel + (' (log)' if log_y else ''))}</text>")  # fmt: skip
+    for i, (name, pts) in enumerate(clean.items()):
+        colour = PALETTE[i % len(PALETTE)]
+        dash = ' stroke-dasharray="6 3"' if i >= len(PALETTE) else ""
+        pts = sorted(pts)
+        d = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
+        out.append(f'<g class="series" data-series="{esc(name)}"><title>{esc(name)}</title>')
+        if len(pts) > 1:
+            out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="{d}"/>')
+        for x, y in pts if len(pts) <= 60 else pts[:: max(1, len(pts) // 60)]:
+            out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="{colour}">'
+                       f"<title>{esc(name)}: step {esc(fmt_num(x))}, {esc(fmt_num(y))}</title></circle>")  # fmt: skip
+        out.append("</g>")
+        if len(clean) > 1:
+            ly = f.top + 6 + i * 18
+            lx = f.left + f.pw + 12
+            out.append(f'<line x1="{lx}" x2="{lx + 18}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="3"{dash}/>')
+            out.append(f'<text class="legend" x="{lx + 24}" y="{ly + 4}">{esc(_clip(name, 18))}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def stacked_bars(
+    bars: Sequence[tuple[str, Sequence[tuple[str, float]]]],
+    title: str,
+    unit: str = "s",
+    width: int = 720,
+    last: Sequence[str] = (),
+    colours: dict[str, str] | None = None,
+) -> str:
+    """Horizontal stacked bars: one bar per (label, [(segment, value), ...]); a legend of segment names
+    (in order of first appearance, the names in `last` at the end; `colours` fixes some colours).
+    Non-finite and negative segments are drawn as zero (and shown as '-' in the tooltip)."""
+    bars = [(label, [(s, v) for s, v in segs]) for label, segs in bars]
+    if not bars:
+        return f'<p class="empty">{esc(title)}: nothing to plot.</p>'
+    seg_names: list[str] = []
+    for _, segs in bars:
+        for s, _ in segs:
+            if s not in seg_names:
+                seg_names.append(s)
+    seg_names = [s for s in seg_names if s not in last] + [s for s in last if s in seg_names]
+    colour = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(seg_names)} | (colours or {})
+    totals = [sum(v for _, v in segs if _finite(v) and v > 0) for _, segs in bars]
+    vmax = max(totals) if totals and max(totals) > 0 else 1.0
+    ticks = nice_ticks(0.0, vmax)
+    vmax = max(vmax, ticks[-1])
+    bar_h, gap = 22, 10
+    label_w = min(220, 12 + 7 * max(len(label) for label, _ in bars))
+    legend_rows = math.ceil(len(seg_names) / 4)
+    f = _Frame(width, 0, left=label_w, right=70, top=28 + 18 * legend_rows, bottom=36)
+    height = f.top + len(bars) * (bar_h + gap) + f.bottom
+    pw = width - f.left - f.right
+
+    def px(v: float) -> float:
+        return f.left + v / vmax * pw
+
+    out = [_svg_open(width, height, title, "stacked-bars")]
+    out.append(f'<text class="plot-title" x="8" y="16">{esc(title)}</text>')
+    for i, s in enumerate(seg_names):
+        lx = 8 + (i % 4) * ((width - 16) // 4)
+        ly = 30 + (i // 4) * 18
+        out.append(f'<rect x="{lx}" y="{ly - 9}" width="12" height="12" fill="{colour[s]}"/>')
+        out.append(f'<text class="legend" x="{lx + 16}" y="{ly + 1}">{esc(_clip(s, 28))}</text>')
+    plot_bottom = f.top + len(bars) * (bar_h + gap)
+    for t in ticks:
+        x = px(t)
+        out.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{f.top - 4}" y2="{plot_bottom}"/>')
+        out.append(f'<text class="tick" x="{x:.1f}" y="{plot_bottom + 14}" text-anchor="middle">'
+                   f"{esc(fmt_num(t))}</text>")  # fmt: skip
+    out.append(f'<text class="axis-label" x="{f.left + pw / 2:.1f}" y="{height - 6}" text-anchor="middle">'
+               f"{esc(unit)}</text>")  # fmt: skip
+    for i, ((label, segs), total) in enumerate(zip(bars, totals, strict=True)):
+        y = f.top + i * (bar_h + gap)
+        out.append(f'<g class="bar" data-label="{esc(label)}">')
+        out.append(f'<text class="bar-label" x="{f.left - 6}" y="{y + bar_h / 2 + 4:.1f}" text-anchor="end">'
+                   f"{esc(_clip(label, 30))}</text>")  # fmt: skip
+        x = float(f.left)
+        for s, v in segs:
+            w = px(v) - f.left if _finite(v) and v > 0 else 0.0
+            shown = f"{fmt_num(v)} {unit}" if _finite(v) else "-"
+            out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour[s]}">'
+                       f"<title>{esc(label)}: {esc(s)} {esc(shown)}</title></rect>")  # fmt: skip
+            x += w
+        out.append(f'<text class="bar-total" x="{x + 4:.1f}" y="{y + bar_h / 2 + 4:.1f}">'
+                   f"{esc(fmt_num(total))} {esc(unit)}</text></g>")  # fmt: skip
+    out.append("</svg>")
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class Cell:
+    status: str
+    tooltip: str
+    label: str = ""
+
+
+def heatmap(
+    rows: Sequence[str],
+    cols: Sequence[str],
+    cells: dict[tuple[str, str], Cell],
+    title: str,
+    cell_w: int = 46,
+    cell_h: int = 24,
+) -> str:
+    """rows x cols grid coloured by status; a cell with no case is drawn grey and labelled 'no case'."""
+    if not rows or not cols:
+        return f'<p class="empty">{esc(title)}: nothing to plot.</p>'
+    row_w = min(200, 16 + 7 * max(len(r) for r in rows))
+    col_h = min(240, 16 + 6 * max(len(c) for c in cols))
+    left, top = row_w, 24 + col_h
+    statuses = sorted({c.status for c in cells.values()}, key=lambda s: list(STATUS_COLOURS).index(s)
+                      if s in STATUS_COLOURS else 99)  # fmt: skip
+    legend_h = 24
+    width = max(left + len(cols) * cell_w + 16, 360, 16 + 7 * len(title))
+    height = top + len(rows) * cell_h + legend_h + 16
+    out = [_svg_open(width, height, title, "heatmap")]
+    out.append(f'<text class="plot-title" x="8" y="16">{esc(title)}</text>')
+    for j, c in enumerate(cols):
+        x = left + j * cell_w + cell_w / 2
+        out.append(f'<text class="col-label" transform="translate({x + 4:.1f} {top - 6}) rotate(-60)">'
+                   f"{esc(_clip(c, 34))}<title>{esc(c)}</title></text>")  # fmt: skip
+    for i, r in enumerate(rows):
+        y = top + i * cell_h
+        out.append(f'<text class="row-label" x="{left - 6}" y="{y + cell_h / 2 + 4:.1f}" text-anchor="end">'
+                   f"{esc(_clip(r, 26))}<title>{esc(r)}</title></text>")  # fmt: skip
+        for j, c in enumerate(cols):
+            x = left + j * cell_w
+            cell = cells.get((r, c))
+            if cell is None:
+                out.append(f'<rect class="cell none" x="{x + 1}" y="{y + 1}" width="{cell_w - 2}" height="{cell_h - 2}"'
+                           f' fill="{NO_CASE_COLOUR}"><title>{esc(r)} | {esc(c)}: no case</title></rect>')  # fmt: skip
+                continue
+            fill = STATUS_COLOURS.get(cell.status, "#444444")
+            out.append(f'<g class="cell" data-status="{esc(cell.status)}"><rect x="{x + 1}" y="{y + 1}"'
+                       f' width="{cell_w - 2}" height="{cell_h - 2}" fill="{fill}">'
+                       f"<title>{esc(cell.tooltip)}</title></rect>")  # fmt: skip
+            if cell.label:
+                out.append(f'<text class="cell-label" x="{x + cell_w / 2:.1f}" y="{y + cell_h / 2 + 4:.1f}"'
+                           f' text-anchor="middle">{esc(_clip(cell.label, 6))}</text>')  # fmt: skip
+            out.append("</g>")
+    ly = top + len(rows) * cell_h + 18
+    lx = 8
+    for s in statuses:
+        out.append(f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" fill="{STATUS_COLOURS.get(s, "#444444")}"/>')
+        out.append(f'<text class="legend" x="{lx + 16}" y="{ly}">{esc(s)}</text>')
+        lx += 24 + 7 * len(s)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
