@@ -1,0 +1,111 @@
+"""Dense float64 attention on cpu: the reference every FlexAttention case is judged against.
+
+Math attention, written out: scores = q k^T * scale, the mod's dense bias/mask, softmax (a row with
+every key masked gives 0, as FlexAttention defines it), times v. Backward by autograd in float64.
+
+Cost control, so a default-matrix case (batch 4, seq 8192, 16 heads) stays a few seconds of cpu:
+ * slices: only (batch, kv-head group) slices are computed: batch {0, B-1} x kv head {0, KV-1}, each
+   with every q head of its group, so dk/dv of a kv head are complete. Every slice's rows are all
+   checked, and the device's whole output is separately checked to be finite.
+ * rows are processed in chunks so at most ~2^24 scores (128 MiB of float64) live at once.
+The inputs are the device inputs after rounding to the case dtype (then widened to float64), so the
+reference measures the kernel's error, not the input quantization.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from bringup.flex.mods import AttnShape, DenseRef
+
+_MAX_SCORES = 1 << 24
+
+
+@dataclass(frozen=True)
+class Slice:
+    batch: int
+    kv_head: int
+
+
+def ref_slices(shape: AttnShape) -> list[Slice]:
+    bs = sorted({0, shape.batch - 1})
+    gs = sorted({0, shape.kv_heads - 1})
+    return [Slice(b, g) for b in bs for g in gs]
+
+
+def q_heads_of(shape: AttnShape, g: int) -> range:
+    rep = shape.q_heads // shape.kv_heads
+    return range(g * rep, (g + 1) * rep)
+
+
+def gather_q(shape: AttnShape, slices: list[Slice], t: Tensor) -> Tensor:
+    """Stack the slices of a q-side (B, Hq, S, D) tensor (out, dq) -> (n, rep, S, D)."""
+    parts = []
+    for s in slices:
+        h = q_heads_of(shape, s.kv_head)
+        parts.append(t[s.batch, h.start : h.stop])
+    return torch.stack(parts)
+
+
+def gather_kv(slices: list[Slice], t: Tensor) -> Tensor:
+    """Stack the slices of a kv-side (B, Hkv, S, D) tensor (dk, dv) -> (n, S, D)."""
+    return torch.stack([t[s.batch, s.kv_head] for s in slices])
+
+
+def _softmax_rows(scores: Tensor) -> Tensor:
+    m = scores.amax(-1, keepdim=True)
+    dead = torch.isneginf(m)
+    p = torch.exp(scores - torch.where(dead, torch.zeros_like(m), m))
+    z = p.sum(-1, keepdim=True)
+    return p / torch.where(dead, torch.ones_like(z), z)
+
+
+def dense_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    dense: DenseRef,
+    scale: float,
+    slices: list[Slice],
+    grad_out: Tensor | None = None,
+) -> dict[str, Tensor]:
+    """q (B, Hq, S, D), k/v (B, Hkv, S, D) on cpu. Returns float64 'out' (and 'dq', 'dk', 'dv' when
+    grad_out is given), each stacked over `slices` as gather_q / gather_kv do."""
+    B, Hq, S, D = q.shape
+    Hkv = k.shape[1]
+    rep = Hq // Hkv
+    rows = max(1, _MAX_SCORES // max(1, rep * S))
+    kv_idx = torch.arange(S).view(1, 1, S)
+    outs, dqs, dks, dvs = [], [], [], []
+    for sl in slices:
+        heads = torch.arange(sl.kv_head * rep, (sl.kv_head + 1) * rep)
+        qs = q[sl.batch, heads].detach().to(torch.float64)
+        ks = k[sl.batch, sl.kv_head].detach().to(torch.float64)
+        vs = v[sl.batch, sl.kv_head].detach().to(torch.float64)
+        want_grad = grad_out is not None
+        if want_grad:
+            qs, ks, vs = (t.clone().requires_grad_(True) for t in (qs, ks, vs))
+        out = torch.empty(rep, S, D, dtype=torch.float64)
+        for r0 in range(0, S, rows):
+            r1 = min(S, r0 + rows)
+            with torch.set_grad_enabled(want_grad):
+                s = torch.matmul(qs[:, r0:r1], ks.transpose(0, 1)) * scale
+                s = dense(s, sl.batch, heads.view(rep, 1, 1), torch.arange(r0, r1).view(1, r1 - r0, 1), kv_idx)
+                o = torch.matmul(_softmax_rows(s), vs)
+            if want_grad:
+                assert grad_out is not None
+                go = grad_out[sl.batch, heads, r0:r1].to(torch.float64)
+                (o * go).sum().backward()
+            out[:, r0:r1] = o.detach()
+        outs.append(out)
+        if want_grad:
+            dqs.append(qs.grad)
+            dks.append(ks.grad)
+            dvs.append(vs.grad)
+    res = {"out": torch.stack(outs)}
+    if grad_out is not None:
+        res |= {"dq": torch.stack(dqs), "dk": torch.stack(dks), "dv": torch.stack(dvs)}  # type: ignore[arg-type]
+    return res
