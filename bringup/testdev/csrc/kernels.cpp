@@ -1,0 +1,333 @@
+// testdev kernels: the ops a backend must have (empty, copy, views, resize, set_), a few native compute
+// kernels, the global boxed CPU fallback for everything else, and autocast registrations.
+//
+// Native compute kernels see device memory as CPU tensors (from_blob over the same host memory) and
+// write their results into testdev memory: no transfer happens, which is what a native kernel means.
+#include "testdev.h"
+
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_local_scalar_dense_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/resize_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <initializer_list>
+
+namespace bringup_testdev {
+namespace {
+
+using at::Tensor;
+
+constexpr c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
+
+// A testdev tensor seen as a CPU tensor over the same memory (CPU tensors are returned as they are).
+Tensor as_cpu(const Tensor& t) {
+  if (!t.defined() || !t.device().is_privateuseone()) return t;
+  Tensor r = t.numel() == 0 || t.data_ptr() == nullptr
+                 ? at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU))
+                 : at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  if (t.is_conj()) r._set_conj(true);
+  if (t.is_neg()) r._set_neg(true);
+  return r;
+}
+
+// The device a native kernel runs on: that of its testdev tensors, which must agree; CPU tensors
+// are allowed only as 0-dim scalars (as on other accelerators).
+c10::Device common_device(std::initializer_list<const Tensor*> ts, const char* op) {
+  std::optional<c10::Device> dev;
+  for (const Tensor* t : ts) {
+    if (!t->defined()) continue;
+    if (t->device().is_privateuseone()) {
+      TORCH_CHECK(!dev || *dev == t->device(), "testdev ", op, ": expected all tensors on one device, got ", *dev,
+                  " and ", t->device());
+      dev = t->device();
+    } else {
+      TORCH_CHECK(t->device().is_cpu() && t->dim() == 0, "testdev ", op,
+                  ": expected all tensors to be on the same device, but found a ", t->device(), " tensor");
+    }
+  }
+  TORCH_CHECK(dev, "testdev ", op, ": no testdev tensor among the arguments");
+  return *dev;
+}
+
+// ---- memory, copies, views -----------------------------------------------------------------------
+Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                           std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                           std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  const auto dev = c10::device_or_default(device);
+  TORCH_CHECK(dev.is_privateuseone(), "testdev empty: not a testdev device: ", dev);
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, "testdev: only strided tensors are supported");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "testdev: only CPU tensors can be pinned");
+  const c10::DeviceGuard guard(dev);
+  return at::detail::empty_generic(size, allocator(), kKeys, c10::dtype_or_default(dtype), memory_format);
+}
+
+Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                     std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                     std::optional<bool> pin_memory) {
+  const auto dev = c10::device_or_default(device);
+  TORCH_CHECK(dev.is_privateuseone(), "testdev empty_strided: not a testdev device: ", dev);
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, "testdev: only strided tensors are supported");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "testdev: only CPU tensors can be pinned");
+  const c10::DeviceGuard guard(dev);
+  return at::detail::empty_strided_generic(size, stride, allocator(), kKeys, c10::dtype_or_default(dtype));
+}
+
+// copy_ lands here whenever one side is a testdev tensor: host<->device and device<->device.
+Tensor copy_from(const Tensor& self, const Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.defined() && dst.defined(), "testdev _copy_from: undefined tensor");
+  Tensor dst_cpu = as_cpu(dst);
+  dst_cpu.copy_(as_cpu(self), non_blocking);
+  return dst;
+}
+
+Tensor _copy_from_and_resize(const Tensor& self, const Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar _local_scalar_dense(const Tensor& self) { return at::native::_local_scalar_dense_cpu(as_cpu(self)); }
+
+Tensor as_strided(const Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                  std::optional<c10::SymInt> storage_offset) {
+  std::optional<int64_t> off;
+  if (storage_offset) off = storage_offset->expect_int();
+  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride), off);
+}
+
+Tensor view(const Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+Tensor _reshape_alias(const Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+Tensor unfold(const Tensor& self, int64_t dimension, int64_t size, int64_t step) {
+  return at::native::unfold(self, dimension, size, step);
+}
+
+const Tensor& resize_(const Tensor& self, c10::SymIntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
+  const c10::DeviceGuard guard(self.device());
+  return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), memory_format);
+}
+
+Tensor& set_source_tensor(Tensor& self, const Tensor& source) { return at::native::set_tensor_(self, source); }
+
+Tensor& set_source_storage(Tensor& self, at::Storage source) { return at::native::set_(self, source); }
+
+Tensor& set_source_storage_offset(Tensor& self, at::Storage source, c10::SymInt storage_offset,
+                                  c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::set_storage_cpu_(self, source, storage_offset.expect_int(), C10_AS_INTARRAYREF_SLOW(size),
+                                      C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+// ---- native compute kernels ----------------------------------------------------------------------
+Tensor binary_out_tensor(const Tensor& self, const Tensor& other, const char* op, bool true_divide) {
+  const auto dev = common_device({&self, &other}, op);
+  auto dtype = at::result_type(self, other);
+  if (true_divide && c10::isIntegralType(dtype, /*includeBool=*/true)) {
+    dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
+  }
+  const c10::DeviceGuard guard(dev);
+  return at::empty(at::infer_size(self.sizes(), other.sizes()), self.options().dtype(dtype).device(dev));
+}
+
+Tensor add_tensor(const Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  Tensor out = binary_out_tensor(self, other, "add", false);
+  Tensor o = as_cpu(out);
+  at::add_out(o, as_cpu(self), as_cpu(other), alpha);
+  return out;
+}
+
+Tensor& add_inplace(Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  common_device({&self, &other}, "add_");
+  Tensor s = as_cpu(self);
+  at::add_out(s, s, as_cpu(other), alpha);
+  return self;
+}
+
+Tensor sub_tensor(const Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  Tensor out = binary_out_tensor(self, other, "sub", false);
+  Tensor o = as_cpu(out);
+  at::sub_out(o, as_cpu(self), as_cpu(other), alpha);
+  return out;
+}
+
+Tensor& sub_inplace(Tensor& self, const Tensor& other, const at::Scalar& alpha) {
+  common_device({&self, &other}, "sub_");
+  Tensor s = as_cpu(self);
+  at::sub_out(s, s, as_cpu(other), alpha);
+  return self;
+}
+
+Tensor mul_tensor(const Tensor& self, const Tensor& other) {
+  Tensor out = binary_out_tensor(self, other, "mul", false);
+  Tensor o = as_cpu(out);
+  at::mul_out(o, as_cpu(self), as_cpu(other));
+  return out;
+}
+
+Tensor& mul_inplace(Tensor& self, const Tensor& other) {
+  common_device({&self, &other}, "mul_");
+  Tensor s = as_cpu(self);
+  at::mul_out(s, s, as_cpu(other));
+  return self;
+}
+
+Tensor div_tensor(const Tensor& self, const Tensor& other) {
+  Tensor out = binary_out_tensor(self, other, "div", true);
+  Tensor o = as_cpu(out);
+  at::div_out(o, as_cpu(self), as_cpu(other));
+  return out;
+}
+
+Tensor& div_inplace(Tensor& self, const Tensor& other) {
+  common_device({&self, &other}, "div_");
+  Tensor s = as_cpu(self);
+  at::div_out(s, s, as_cpu(other));
+  return self;
+}
+
+Tensor mm(const Tensor& self, const Tensor& mat2) {
+  const auto dev = common_device({&self, &mat2}, "mm");
+  TORCH_CHECK(self.dim() == 2 && mat2.dim() == 2, "testdev mm: expected 2-D tensors, got ", self.dim(), "-D and ",
+              mat2.dim(), "-D");
+  const c10::DeviceGuard guard(dev);
+  Tensor out = at::empty({self.size(0), mat2.size(1)}, self.options().device(dev));
+  Tensor o = as_cpu(out);
+  at::mm_out(o, as_cpu(self), as_cpu(mat2));
+  return out;
+}
+
+Tensor bmm(const Tensor& self, const Tensor& mat2) {
+  const auto dev = common_device({&self, &mat2}, "bmm");
+  TORCH_CHECK(self.dim() == 3 && mat2.dim() == 3, "testdev bmm: expected 3-D tensors, got ", self.dim(), "-D and ",
+              mat2.dim(), "-D");
+  const c10::DeviceGuard guard(dev);
+  Tensor out = at::empty({self.size(0), self.size(1), mat2.size(2)}, self.options().device(dev));
+  Tensor o = as_cpu(out);
+  at::bmm_out(o, as_cpu(self), as_cpu(mat2));
+  return out;
+}
+
+Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const at::Scalar& beta,
+             const at::Scalar& alpha) {
+  const auto dev = common_device({&self, &mat1, &mat2}, "addmm");
+  TORCH_CHECK(mat1.dim() == 2 && mat2.dim() == 2, "testdev addmm: expected 2-D matrices, got ", mat1.dim(), "-D and ",
+              mat2.dim(), "-D");
+  const c10::DeviceGuard guard(dev);
+  Tensor out = at::empty({mat1.size(0), mat2.size(1)}, mat1.options().device(dev));
+  Tensor o = as_cpu(out);
+  at::addmm_out(o, as_cpu(self), as_cpu(mat1), as_cpu(mat2), beta, alpha);
+  return out;
+}
+
+Tensor& fill_scalar(Tensor& self, const at::Scalar& value) {
+  as_cpu(self).fill_(value);
+  return self;
+}
+
+Tensor& zero_(Tensor& self) {
+  as_cpu(self).zero_();
+  return self;
+}
+
+// ---- the CPU fallback ----------------------------------------------------------------------------
+int64_t device_bytes(const c10::IValue& v) {
+  auto one = [](const Tensor& t) -> int64_t {
+    return t.defined() && t.device().is_privateuseone() ? static_cast<int64_t>(t.numel() * t.element_size()) : 0;
+  };
+  int64_t n = 0;
+  if (v.isTensor()) {
+    n += one(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const Tensor& t : v.toTensorList().vec()) n += one(t);
+  } else if (v.isOptionalTensorList()) {
+    for (const auto& t : v.toOptionalTensorList().vec()) n += t ? one(*t) : 0;
+  }
+  return n;
+}
+
+// Everything without a kernel above. What cpu_fallback moves: every device tensor argument to the
+// host, then every device tensor it returns (results and mutated arguments) back to the device.
+void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string name = c10::toString(op.schema().operator_name());
+  TORCH_CHECK_NOT_IMPLEMENTED(fallback_enabled(), "testdev has no kernel for '", name,
+                              "' and the CPU fallback is off (BRINGUP_TESTDEV_FALLBACK=0)");
+  int64_t to_host = 0;
+  for (const auto& v : torch::jit::last(*stack, op.schema().arguments().size())) to_host += device_bytes(v);
+  at::native::cpu_fallback(op, stack);
+  int64_t to_device = 0;
+  for (const auto& v : torch::jit::last(*stack, op.schema().returns().size())) to_device += device_bytes(v);
+  count_fallback(name, to_host, to_device);
+}
+
+}  // namespace
+}  // namespace bringup_testdev
+
+namespace bt = bringup_testdev;
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(bt::empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(bt::empty_strided));
+  m.impl("_copy_from", TORCH_FN(bt::copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(bt::_copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(bt::_local_scalar_dense));
+  m.impl("as_strided", TORCH_FN(bt::as_strided));
+  m.impl("view", TORCH_FN(bt::view));
+  m.impl("_reshape_alias", TORCH_FN(bt::_reshape_alias));
+  m.impl("unfold", TORCH_FN(bt::unfold));
+  m.impl("resize_", TORCH_FN(bt::resize_));
+  m.impl("set_.source_Tensor", TORCH_FN(bt::set_source_tensor));
+  m.impl("set_.source_Storage", TORCH_FN(bt::set_source_storage));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(bt::set_source_storage_offset));
+  // native compute
+  m.impl("add.Tensor", TORCH_FN(bt::add_tensor));
+  m.impl("add_.Tensor", TORCH_FN(bt::add_inplace));
+  m.impl("sub.Tensor", TORCH_FN(bt::sub_tensor));
+  m.impl("sub_.Tensor", TORCH_FN(bt::sub_inplace));
+  m.impl("mul.Tensor", TORCH_FN(bt::mul_tensor));
+  m.impl("mul_.Tensor", TORCH_FN(bt::mul_inplace));
+  m.impl("div.Tensor", TORCH_FN(bt::div_tensor));
+  m.impl("div_.Tensor", TORCH_FN(bt::div_inplace));
+  m.impl("mm", TORCH_FN(bt::mm));
+  m.impl("bmm", TORCH_FN(bt::bmm));
+  m.impl("addmm", TORCH_FN(bt::addmm));
+  m.impl("fill_.Scalar", TORCH_FN(bt::fill_scalar));
+  m.impl("zero_", TORCH_FN(bt::zero_));
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&bt::fallback>());
+}
+
+// Autocast: the CUDA policy for the common training ops (matmuls in low precision, norms and
+// losses in fp32); everything else falls through unchanged.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
+
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  KERNEL_PRIVATEUSEONE(mm, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(bmm, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(addmm, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(baddbmm, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(matmul, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(linear, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(scaled_dot_product_attention, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(layer_norm, fp32)
+  KERNEL_PRIVATEUSEONE(group_norm, fp32)
+  KERNEL_PRIVATEUSEONE(softmax, int, fp32)
+  KERNEL_PRIVATEUSEONE(log_softmax, int, fp32)
+  KERNEL_PRIVATEUSEONE(mse_loss, fp32)
+  KERNEL_PRIVATEUSEONE(nll_loss, fp32)
+  KERNEL_PRIVATEUSEONE(cross_entropy_loss, fp32)
+}

@@ -1,0 +1,42 @@
+// testdev: a small out-of-tree PrivateUse1 backend (renamed "testdev" from Python) for bringup's CI.
+//
+// Memory is ordinary host memory behind a device allocator with its own statistics; a handful of ops
+// have native kernels (they compute in place on that memory); every other op goes through a global
+// boxed CPU fallback (at::native::cpu_fallback), which can be switched off so those ops raise
+// NotImplementedError instead, as Neuron's and Ascend's switches do.
+#pragma once
+
+#include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace bringup_testdev {
+
+// Devices (BRINGUP_TESTDEV_DEVICES, 1..16, default 1) and the thread's current device.
+c10::DeviceIndex device_count();
+c10::DeviceIndex current_device();
+void set_device(c10::DeviceIndex index);
+c10::DeviceIndex exchange_device(c10::DeviceIndex index);
+void check_index(c10::DeviceIndex index);
+
+// The device allocator (host memory, 64-byte aligned, counted per device).
+c10::Allocator* allocator();
+
+// CPU fallback switch (BRINGUP_TESTDEV_FALLBACK=0 at load time turns it off) and its call counter.
+bool fallback_enabled();
+void set_fallback_enabled(bool enabled);
+// Per op: {calls, bytes of device tensors handed to the fallback (copied to host), bytes of device
+// tensors it returned (copied back)}. The backend's own ground truth for bringup's detector tests.
+struct FallbackStat {
+  int64_t calls = 0;
+  int64_t bytes_to_host = 0;
+  int64_t bytes_to_device = 0;
+};
+std::map<std::string, FallbackStat> fallback_stats();
+void reset_fallback_counts();
+void count_fallback(const std::string& op, int64_t to_host, int64_t to_device);
+
+}  // namespace bringup_testdev
