@@ -1,0 +1,49 @@
+"""`bringup profile` with bad input: one line on stderr, exit 2, no traceback, nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_one_line_error
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--steps", "0"], "--steps"),
+        (["--mode", "turbo"], "unknown --mode 'turbo'"),
+        (["--mode", "compile", "--warmup", "0"], "--warmup >= 1"),
+        (["--model", "qwen3-huge"], "unknown model 'qwen3-huge'"),
+        (["--model", "no_such_module_xyz:build"], "no module named"),
+        (["--override", "num_hidden_layers=-1"], "num_hidden_layers must be positive"),
+        (["--dtype", "fp8"], "unknown dtype"),
+    ],
+)  # fmt: skip
+def test_bad_profile_options(cli, tmp_path: Path, args: list[str], needle: str) -> None:
+    assert_one_line_error(cli("--device", "cpu", "profile", *args, timeout=300), needle)
+    assert not (tmp_path / "bringup-results").exists()  # no run was started
+
+
+def test_out_is_a_file(cli, tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    assert_one_line_error(cli("--device", "cpu", "profile", "--out", "f", timeout=300), "not a directory")
+    assert_one_line_error(cli("--device", "cpu", "profile", "--out", "f/sub", timeout=300), "cannot create")
+    assert (tmp_path / "f").read_text() == "x"
+    assert not (tmp_path / "bringup-results").exists()
+
+
+def test_out_is_not_writable(cli, tmp_path: Path) -> None:
+    import os
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        if os.access(ro, os.W_OK):
+            pytest.skip("running as a user who can write anywhere (root)")
+        assert_one_line_error(cli("--device", "cpu", "profile", "--out", "ro", timeout=300), "not writable")
+        assert_one_line_error(cli("--device", "cpu", "profile", "--out", "ro/new", timeout=300), "cannot create")
+    finally:
+        ro.chmod(0o755)
