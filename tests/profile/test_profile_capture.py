@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from bringup import profile as bp
@@ -69,3 +70,28 @@ def test_profile_cli_on_cpu(cli, tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "bringup-results" / "bringup.db")
     arts = dict(db.execute("SELECT name, path FROM artifacts").fetchall())
     assert Path(arts["trace"]).name == "trace.json.gz" and Path(arts["summary"]).name == "summary.json"
+
+
+def test_run_includes_a_short_eager_profile() -> None:
+    from bringup.device import Device
+    from bringup.suites import profile as suite
+
+    quick = suite.run_cases(Device("cpu"), quick=True)
+    assert [(c.params["model"], c.params["mode"]) for c in quick] == [("qwen3-tiny", "eager")]
+    assert quick[0].params["steps"] <= 3 and quick[0].isolated
+    full = suite.run_cases(Device("cpu"), quick=False)
+    assert {c.params["mode"] for c in full} == {"eager", "compile"}
+    assert len({c.case_id for c in full}) == len(full)
+
+
+@pytest.mark.slow
+def test_profile_cli_regional_compile_shows_compiled_regions(cli, tmp_path: Path) -> None:
+    p = cli("--device", "cpu", "profile", "--mode", "regional", "--steps", "1", "--warmup", "1", "--batch", "1",
+            "--seq", "16", "--override", "num_hidden_layers=1", "--json", "out.json", timeout=1800)  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    case = load_json(tmp_path / "out.json")["cases"][0]
+    names = [r["name"] for r in case["compiled_regions"]]
+    assert any(n.startswith("Torch-Compiled Region") for n in names), names
+    assert "CompiledFunctionBackward" in names
+    assert 0 < case["compiled_s"] <= case["step_s"]
+    assert "compiled regions" in p.stdout
