@@ -215,8 +215,10 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
         artifacts["summary_out"] = str(_copy_out(summary_path, out_dir))
     reason = ""
     if fallback_ops:
-        reason = f"{len(fallback_ops)} op(s) ran through the CPU fallback: {', '.join(sorted(fallback_ops))}"
-    r = CaseResult.for_case(case, Status.PASS, reason[:300], artifacts=artifacts)
+        top = sorted(fallback_ops, key=lambda k: (-fallback_ops[k], k))[:3]
+        more = f", +{len(fallback_ops) - len(top)} more" if len(fallback_ops) > len(top) else ""
+        reason = f"{len(fallback_ops)} op(s) ran through the CPU fallback: {', '.join(top)}{more}"
+    r = CaseResult.for_case(case, Status.PASS, reason, artifacts=artifacts)
     for k in ("step_s", "busy_s", "idle_s", "host_s", "ops_s", "compiled_s"):
         r.metric(k, summary[k], "s")
     r.metric("loss", loss)
