@@ -32,15 +32,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from bringup.cli import nonneg_int, positive_int
 
     d = DEFAULTS
-    p.add_argument("--model", default=d["model"],
-                   help="qwen3 preset (qwen3-tiny, qwen3-0.6b, ...), an HF config JSON, or module:function")
-    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                   help="change a model config field (repeatable), e.g. num_hidden_layers=2")
+    p.add_argument(
+        "--model",
+        default=d["model"],
+        help="qwen3 preset (qwen3-tiny, qwen3-0.6b, ...), an HF config JSON, or module:function",
+    )
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a model config field (repeatable), e.g. num_hidden_layers=2",
+    )
     p.add_argument("--mode", default=d["mode"], help="eager (default) | compile | regional")
     p.add_argument("--backend", default=d["backend"], help="torch.compile backend (default inductor)")
     p.add_argument("--steps", type=positive_int, default=d["steps"], help="profiled steps (default 3)")
-    p.add_argument("--warmup", type=nonneg_int, default=d["warmup"],
-                   help="untraced steps first (compile, caches, allocator; default 2)")
+    p.add_argument(
+        "--warmup",
+        type=nonneg_int,
+        default=d["warmup"],
+        help="untraced steps first (compile, caches, allocator; default 2)",
+    )
     p.add_argument("--batch", type=positive_int, default=d["batch"], help="batch size (default 4)")
     p.add_argument("--seq", type=positive_int, default=d["seq"], help="sequence length (default 128)")
     p.add_argument("--dtype", default=d["dtype"], help="fp32 | bf16 | fp16 (default fp32)")
@@ -222,8 +234,23 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
     for k in ("step_s", "busy_s", "idle_s", "host_s", "ops_s", "compiled_s"):
         r.metric(k, summary[k], "s")
     r.metric("loss", loss)
-    r.fields = {k: summary[k] for k in (*SUMMARY_KEYS, "step_s", "ops_s", "steps", "top_kernels", "compiled_regions",
-                                        "compiled_s", "device_memcpy", "fallback_ops", "activities", "note", "device")}
+    r.fields = {
+        k: summary[k]
+        for k in (
+            *SUMMARY_KEYS,
+            "step_s",
+            "ops_s",
+            "steps",
+            "top_kernels",
+            "compiled_regions",
+            "compiled_s",
+            "device_memcpy",
+            "fallback_ops",
+            "activities",
+            "note",
+            "device",
+        )
+    }
     return r
 
 
@@ -256,6 +283,7 @@ def print_profile(r: CaseResult, console: Any) -> None:
         console.print(f"  device busy n/a · device idle n/a · host overhead n/a (no device events in the trace); "
                       f"host inside torch ops {_ms(f.get('ops_s'))} per step")  # fmt: skip
     else:
+
         def pct(v: float) -> str:
             return f"{100 * v / step:.0f}%" if step else "-"
 

@@ -36,8 +36,11 @@ def test_merge_intersect_length() -> None:
 # ---- the busy / idle / host split ----------------------------------------------------------------
 def test_split_from_hand_made_device_events() -> None:
     trace = steps2(
-        ev("aten::mm", 0, 30), ev("aten::add", 60, 10), ev("aten::mm", 100, 30),  # host in ops: 70 us
-        ev("gemm_kernel", 20, 30, "kernel", tid=7), ev("gemm_kernel", 120, 30, "kernel", tid=7),
+        ev("aten::mm", 0, 30),
+        ev("aten::add", 60, 10),
+        ev("aten::mm", 100, 30),  # host in ops: 70 us
+        ev("gemm_kernel", 20, 30, "kernel", tid=7),
+        ev("gemm_kernel", 120, 30, "kernel", tid=7),
         ev("Memcpy DtoH (Device -> Pinned)", 160, 10, "gpu_memcpy", tid=7, bytes=4096),
     )
     s = bp.timeline_split(bp.spans(trace))
@@ -153,11 +156,13 @@ def test_transfer_kind(src: str, dst: str | None, kind: str | None) -> None:
 
 
 def test_count_transfers_per_step_and_time_source() -> None:
-    recs = [bp.CopyRecord("aten::copy_", "cpu", "cuda:0", 1024, 10.0),
-            bp.CopyRecord("aten::copy_", "cpu", "cuda:0", 2048, 20.0),
-            bp.CopyRecord("aten::copy_", "cuda:0", "cpu", 8, 4.0),
-            bp.CopyRecord("aten::copy_", "cpu", "cpu", 99999, 50.0),  # host copy: no transfer
-            bp.CopyRecord("aten::copy_", "cuda:0", "cuda:0", 99999, 50.0)]  # same device: no transfer
+    recs = [
+        bp.CopyRecord("aten::copy_", "cpu", "cuda:0", 1024, 10.0),
+        bp.CopyRecord("aten::copy_", "cpu", "cuda:0", 2048, 20.0),
+        bp.CopyRecord("aten::copy_", "cuda:0", "cpu", 8, 4.0),
+        bp.CopyRecord("aten::copy_", "cpu", "cpu", 99999, 50.0),  # host copy: no transfer
+        bp.CopyRecord("aten::copy_", "cuda:0", "cuda:0", 99999, 50.0),
+    ]  # same device: no transfer
     out = bp.count_transfers(recs, steps=1)
     assert out["h2d"] == {"count": 2, "bytes": 3072, "host_s": pytest.approx(30e-6),
                           "time_s": pytest.approx(30e-6), "time_from": "host"}  # fmt: skip
