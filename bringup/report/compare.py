@@ -86,9 +86,7 @@ class CaseDiff:
     ttfs_ratio: float | None = None
     loss_divergence: float | None = None
     loss_steps: int = 0
-    parity_metric: str | None = None
-    parity_a: float | None = None
-    parity_b: float | None = None
+    parity: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> (A, B)
     regressions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -147,8 +145,7 @@ def diff_case(a: CaseResult, b: CaseResult, fail_on: dict[str, float | None]) ->
     for name in PARITY:
         va, vb = _m(a, name), _m(b, name)
         if va is not None and vb is not None:
-            d.parity_metric, d.parity_a, d.parity_b = name, va, vb
-            break
+            d.parity[name] = (va, vb)
     if a.series.get("loss") and b.series.get("loss"):
         d.loss_divergence, d.loss_steps = loss_divergence(a.series["loss"], b.series["loss"])
     both_pass = a.status is Status.PASS and b.status is Status.PASS
@@ -160,9 +157,9 @@ def diff_case(a: CaseResult, b: CaseResult, fail_on: dict[str, float | None]) ->
         if "ttfs" in fail_on and th and d.ttfs_ratio is not None and d.ttfs_ratio > th:
             d.regressions.append(f"{d.ttfs_metric} x{d.ttfs_ratio:.2f} (> {th:g})")
         th = fail_on.get("parity")
-        if ("parity" in fail_on and th and d.parity_b is not None and d.parity_a is not None
-                and d.parity_b > th * max(d.parity_a, PARITY_FLOOR)):  # fmt: skip
-            d.regressions.append(f"{d.parity_metric} {d.parity_a:.3g} -> {d.parity_b:.3g} (> x{th:g})")
+        for name, (va, vb) in d.parity.items():
+            if "parity" in fail_on and th and vb > th * max(va, PARITY_FLOOR):
+                d.regressions.append(f"{name} {va:.3g} -> {vb:.3g} (> x{th:g})")
         th = fail_on.get("loss")
         if "loss" in fail_on and th and d.loss_divergence is not None and d.loss_divergence > th:
             d.regressions.append(f"loss curves differ by {d.loss_divergence:.3g} (> {th:g})")
@@ -255,7 +252,7 @@ def print_diffs(console: Console, run_a: RunInfo, run_b: RunInfo, diffs: list[Ca
             t.add_column(c, justify="right" if c in ("throughput", "ttfs", "loss div") else "left")
         style = {"regression": "red", "improvement": "green", "missing": "yellow", "new": "cyan"}
         for d in rows:
-            par = f"{_g(d.parity_a)} -> {_g(d.parity_b)}" if d.parity_metric else "-"
+            par = "; ".join(f"{_g(va)} -> {_g(vb)}" for va, vb in d.parity.values()) or "-"
             change = d.change if d.change != "regression" or d.regressions else "regression (not counted)"
             t.add_row(
                 escape(f"{d.suite}/{d.name}"), f"{d.status_a or '-'} -> {d.status_b or '-'}",
@@ -263,6 +260,9 @@ def print_diffs(console: Console, run_a: RunInfo, run_b: RunInfo, diffs: list[Ca
                 _g(d.loss_divergence), par, escape("; ".join(d.regressions + d.notes)),
             )  # fmt: skip
         console.print(t)
+    for d in diffs:  # plain lines too: what a CI log is searched for, never cut by the table's width
+        if d.regressions:
+            console.print(f"regression: {d.suite}/{d.name}: {'; '.join(d.regressions)}", highlight=False, markup=False)
     console.print(summary_line(diffs), highlight=False)
 
 

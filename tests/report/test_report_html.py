@@ -124,17 +124,17 @@ def test_plots_are_valid_and_escape_labels() -> None:
     assert plots.nice_ticks(5, 5) != []
 
 
-def test_report_cli_default_path_latest_run_and_bundle(tmp_path: Path) -> None:
+def test_report_cli_default_path_latest_run_and_bundle(tmp_path: Path, bringup_inproc) -> None:
     db = tmp_path / "res" / "bringup.db"
     build_store(db)
     latest = build_store(db, regress=True)
-    p = run_cli(["--db", str(db), "report"], cwd=tmp_path, check_rc=0)
+    p = run_cli(["--db", str(db), "report"], cwd=tmp_path, check_rc=0)  # the real CLI, once
     out = db.parent / latest / "report.html"
     assert f"report: {out}" in p.stdout and out.is_file()
     assert oct(out.stat().st_mode & 0o777) != oct(0o600)  # an ordinary file, not mkstemp's 0600
-    run_cli(["--db", str(db), "report", latest, "--out", "r.html"], cwd=tmp_path, check_rc=0)
+    assert bringup_inproc("--db", str(db), "report", latest, "--out", "r.html").returncode == 0
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
-    run_cli(["--db", str(db), "export", latest, "--out", "b.json"], cwd=tmp_path, check_rc=0)
-    run_cli(["report", "b.json"], cwd=tmp_path, check_rc=0)
+    assert bringup_inproc("--db", str(db), "export", latest, "--out", "b.json").returncode == 0
+    assert bringup_inproc("report", "b.json").returncode == 0
     page = (tmp_path / "b.html").read_text()
     assert latest in page and 'id="sec-flex"' in page
