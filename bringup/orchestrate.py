@@ -1,9 +1,11 @@
 """`bringup run`: every suite that exists, on one device, in one run, then the scorecard.
 
 Order: smoke -> probe -> train -> flex -> zoo -> ops -> profile (the suites present in this checkout),
-then the port scan when `--port PATH` is given, then the HTML report (`<db dir>/<run id>/report.html`,
-or `--out`). `--quick` (default) plans each suite's small cases (about 10 minutes on 2 cpu cores);
-`--full` the full matrices, for a real accelerator. `--skip a,b` / `--only a,b` pick suites.
+with the port scan of `--port PATH` (static analysis in this process, no device: its findings go into
+the run's info as `info["port"]` and into summary.json as `port`), then the HTML report
+(`<db dir>/<run id>/report.html`, or `--out`). `--quick` (default) plans each suite's small cases
+(about 10 minutes on 2 cpu cores); `--full` the full matrices, for a real accelerator.
+`--skip a,b` / `--only a,b` pick suites.
 The runner shows one progress bar (case n/N, the current suite/case) on a terminal.
 """
 
@@ -54,19 +56,22 @@ def plan(args: argparse.Namespace, device: Any) -> list[Case]:
         if name in skip or (only and name not in only) or name not in avail:
             continue
         cases += suites.load(name).run_cases(device, quick=not args.full)
-    if args.port and "port" not in skip and (not only or "port" in only):
-        cases += port_cases(args.port)
     return cases
 
 
-def port_cases(paths: list[str]) -> list[Case]:
-    """The port scan as cases of the `port` suite (its findings land in the store like any result and
-    the report reads them from the case fields). Empty where this checkout has no port module."""
-    if importlib.util.find_spec("bringup.port") is None or importlib.util.find_spec("bringup.port.suite") is None:
-        return []
-    from bringup.port import suite as port_suite
+def wants_port(args: argparse.Namespace) -> bool:
+    only = _names(args.only)
+    return bool(args.port) and "port" not in _names(args.skip) and (not only or "port" in only)
 
-    return list(port_suite.run_cases_for_paths(paths))
+
+def port_scan(paths: list[str]) -> dict[str, Any] | None:
+    """`bringup port PATH...` without --fix: {"findings": [...], "summary": {...}}; None where this
+    checkout has no port scanner. A missing path is BadInput (raised before any work)."""
+    if importlib.util.find_spec("bringup.port") is None:
+        return None
+    from bringup.port import scan
+
+    return dict(scan(list(paths)).to_json())
 
 
 def describe(cases: list[Case], args: argparse.Namespace) -> str:
@@ -78,8 +83,6 @@ def describe(cases: list[Case], args: argparse.Namespace) -> str:
     line = f"plan ({'full' if args.full else 'quick'}): " + ", ".join(parts)
     if missing:
         line += f"; not in this checkout: {', '.join(missing)}"
-    if args.port and not c.get("port"):
-        line += "; --port ignored: no port scanner in this checkout"
     return line
 
 
@@ -96,13 +99,30 @@ def finish(store: Store, run: RunInfo, results: list[CaseResult], out: str | Non
 def main(sess: Any) -> int:
     from bringup.flow import check_output_path, execute_cases, summarize_by_suite
 
-    check_output_path(sess.args.out, "--out")
-    cases = plan(sess.args, sess.device)
-    if not cases:
+    args = sess.args
+    check_output_path(args.out, "--out")
+    cases = plan(args, sess.device)
+    port: dict[str, Any] | None = None
+    if wants_port(args):
+        port = port_scan(args.port)
+        if port is None:
+            sess.console.print("--port ignored: no port scanner in this checkout", highlight=False)
+    if not cases and port is None:
         raise BadInput("run: every suite was skipped; nothing to do")
-    sess.console.print(describe(cases, sess.args), highlight=False)
+    sess.console.print(describe(cases, args), highlight=False)
+
+    def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+        extras = summarize_by_suite(results, console)
+        if port is not None:
+            s = port.get("summary", {})
+            console.print(f"port: {s.get('findings', 0)} finding(s) in {s.get('files', 0)} file(s), "
+                          f"{s.get('fixable', 0)} fixable (bringup port --fix)", highlight=False)  # fmt: skip
+            extras["port"] = port
+        return extras
 
     def after(store: Store, run: RunInfo, results: list[CaseResult]) -> None:
-        finish(store, run, results, sess.args.out)
+        if port is not None:
+            store.update_run_info(run.run_id, port=port)
+        finish(store, run, results, args.out)
 
-    return execute_cases(sess, "run", cases, summarize_by_suite, after)
+    return execute_cases(sess, "run", cases, summarize, after)
