@@ -82,10 +82,21 @@ def _diff(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -
     return out
 
 
-def _eager_reason(diff: dict[str, dict[str, int]], what: str) -> str:
-    limit = torch._dynamo.config.recompile_limit
-    if any("recompile limit" in k.lower() or "recompile_limit" in k for k in diff.get("unimplemented", {})):
-        return f"{what} ran eager: dynamo hit its recompile limit ({limit})"
+def _cache_entries(fn: Callable[..., Any]) -> int | None:
+    """How many compiled variants dynamo holds for fn's code object (None if torch can't say)."""
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+        return len(_debug_get_cache_entry_list(fn.__code__))
+    except Exception:
+        return None
+
+
+def _eager_reason(diff: dict[str, dict[str, int]], what: str, entries: int | None, limit: int) -> str:
+    hit = any("recompile limit" in k.lower() or "recompile_limit" in k for k in diff.get("unimplemented", {}))
+    if hit or (entries is not None and entries >= limit):
+        held = f"; {entries} compiled variant(s) of flex_attention already cached" if entries is not None else ""
+        return f"{what} ran eager: dynamo hit its recompile limit ({limit}){held}"
     return f"{what} ran eager: dynamo ran no compiled graph for it (fallback)"
 
 
@@ -215,6 +226,10 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         except Exception as e:
             return result(classify_flex(e, compiling=False), f"timed runs: {first_line(e)}", e)
         later_eager = tally.calls < calls
+        eager_why = ""
+        if first_eager or later_eager:
+            what = "the compiled call" if first_eager else f"{calls - tally.calls} of {calls} compiled calls"
+            eager_why = _eager_reason(diff, what, _cache_entries(flex_attention), torch._dynamo.config.recompile_limit)
 
     # ---- numerics vs the float64 dense reference ----------------------------------------------------
     slices = ref_slices(shape)
@@ -235,9 +250,8 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     check = check_attention(mine, ref, dtype)
 
     # ---- verdict ------------------------------------------------------------------------------------
-    if first_eager or later_eager:
-        what = "the compiled call" if first_eager else f"{calls - tally.calls} of {calls} compiled calls"
-        status, reason = Status.SILENT_EAGER, _eager_reason(diff, what)
+    if eager_why:
+        status, reason = Status.SILENT_EAGER, eager_why
         if not check.ok:
             reason += f"; numerics also off: {check.summary()}"
     elif nonfinite:

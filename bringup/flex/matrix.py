@@ -67,20 +67,16 @@ class CaseSpec:
 class Matrix:
     name: str
     cases: tuple[CaseSpec, ...]
-    grid_mods: tuple[str, ...] | None = None  # the mods axis when the matrix is a grid (--mods replaces it)
+    grid_mods: tuple[str, ...] | None = None  # the mods axis when the matrix is a grid
 
     def with_mods(self, mods: Sequence[str]) -> Matrix:
-        """--mods: a grid gets this mods axis; an explicit case list keeps only cases with these mods."""
-        mods = tuple(mods)
-        if self.grid_mods is not None:
-            seen: list[tuple[Any, ...]] = []
-            for c in self.cases:
-                key = (c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim, c.dtype, c.backward)
-                if key not in seen:
-                    seen.append(key)
-            cases = [CaseSpec(m, *k) for m in mods for k in seen]
-            return Matrix(self.name, tuple(cases), mods)
-        return Matrix(self.name, tuple(c for c in self.cases if c.mod in mods), None)
+        """--mods: these mods at every shape the matrix has (for a grid: its mods axis replaced)."""
+        shapes: list[tuple[Any, ...]] = []
+        for c in self.cases:
+            key = (c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim, c.dtype, c.backward)
+            if key not in shapes:
+                shapes.append(key)
+        return Matrix(self.name, tuple(CaseSpec(m, *k) for m in dict.fromkeys(mods) for k in shapes), tuple(mods))
 
 
 def grid(

@@ -45,8 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default=None, help="bf16 | fp16 | fp32 (default: the matrix's; default matrix: "
                    "bf16 on accelerators, fp32 on cpu)")  # fmt: skip
     p.add_argument("--mods", default="", metavar="a,b,...",
-                   help="mods to run (built-in names or module:function / file.py:function user mods); "
-                   "replaces the matrix's mods (a case list: keeps only these)")  # fmt: skip
+                   help="mods to run, at every shape of the matrix (built-in names, or module:function / "
+                   "file.py:function user mods)")  # fmt: skip
     p.add_argument("--backend", default="inductor", help="torch.compile backend (default inductor)")
     # Hidden, for tests and demonstrations: let dynamo hit its recompile limit on purpose.
     p.add_argument("--recompile-limit", type=int, default=None, help=argparse.SUPPRESS)
