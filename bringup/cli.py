@@ -155,6 +155,9 @@ def _main(argv: list[str]) -> int:
         imports = imports or list(resume_run.info.get("imports", []))
         if args.command is None:
             args.command = "_resume"
+        elif args.command != resume_run.command and args.command not in COMMANDS.keys() - {"run"}:
+            raise BadInput(f"--resume {args.resume}: that run is a {resume_run.command!r} run, not "
+                           f"{args.command!r}; use `bringup --resume {args.resume}` alone")  # fmt: skip
     if args.command is None:
         parser.print_help()
         return 2

@@ -9,6 +9,7 @@ import argparse
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from rich.console import Console
 from bringup.case import Case, CaseResult, is_failure
 from bringup.device import Device
 from bringup.errors import BadInput
-from bringup.store import DEFAULT_DB, RunInfo, Store
+from bringup.store import DEFAULT_DB, RunInfo, Store, new_run_id
 
 
 @dataclass
@@ -50,6 +51,12 @@ def check_output_path(path: str | None, what: str) -> None:
         raise BadInput(f"{what} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
         raise BadInput(f"{what} {path}: directory {parent} is not writable")
+    try:  # the real test (root passes os.access everywhere; read-only mounts, /proc, quotas)
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise BadInput(f"{what} {path}: cannot write in {parent} ({e.strerror})") from None
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -80,12 +87,7 @@ def execute_cases(
     check_outputs(args)
     store = sess.open_store()
     try:
-        if sess.resume_run is not None:
-            run_id = sess.resume_run.run_id
-            store.reopen_run(run_id)
-        else:
-            info = {"imports": sess.imports, "options": _options(args)}
-            run_id = store.new_run(command, sess.argv, sess.device.name, sess.device.device_name, info)
+        run_id = sess.resume_run.run_id if sess.resume_run is not None else new_run_id()
         run_dir = sess.db.parent / run_id
         spec = WorkerSpec(
             device=sess.device.name,
@@ -93,8 +95,14 @@ def execute_cases(
             max_rss_gb=getattr(args, "max_rss_gb", None),
             log_dir=str(run_dir / "logs"),
         )
+        # The executor first: a bad executor setting (unreachable Ray cluster...) leaves no run row.
         executor = make_executor(getattr(args, "executor", "local"), spec, getattr(args, "workers", 1),
                                  getattr(args, "ray_address", None))  # fmt: skip
+        if sess.resume_run is not None:
+            store.reopen_run(run_id)
+        else:
+            info = {"imports": sess.imports, "options": _options(args)}
+            store.new_run(command, sess.argv, sess.device.name, sess.device.device_name, info, run_id=run_id)
         sess.console.print(f"run {run_id} on {sess.device.name} ({sess.device.device_name}): "
                            f"{len(cases)} case(s); results in {sess.db}", highlight=False)  # fmt: skip
         old = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None

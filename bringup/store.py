@@ -104,12 +104,20 @@ class Store:
             raise BadInput(f"database path {self.path} is not a file")
         try:
             self.conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        except sqlite3.Error as e:
+            raise BadInput(f"cannot open database {self.path}: {e}") from e
+        try:
             self.conn.execute("PRAGMA busy_timeout = 60000")
+            self._check_ours()  # before WAL: never touch a file that isn't ours (WAL is persistent)
             self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate()
         except sqlite3.DatabaseError as e:
+            self.conn.close()
             raise BadInput(f"{self.path} is not a usable bringup database ({e})") from e
+        except BaseException:
+            self.conn.close()
+            raise
 
     def close(self) -> None:
         self.conn.close()
@@ -125,16 +133,21 @@ class Store:
     def version(self) -> int:
         return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
 
+    def _check_ours(self) -> int:
+        """Read-only: the schema version, or BadInput for a foreign or too-new database."""
+        v = self.version
+        if v > SCHEMA_VERSION:
+            raise BadInput(
+                f"{self.path} has schema v{v}, newer than this bringup understands (v{SCHEMA_VERSION});"
+                " upgrade bringup or use another --db"
+            )
+        if v == 0 and self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise BadInput(f"{self.path} is an SQLite file but not a bringup database")
+        return v
+
     def _migrate(self) -> None:
         with self.tx():
-            v = self.version
-            if v > SCHEMA_VERSION:
-                raise BadInput(
-                    f"{self.path} has schema v{v}, newer than this bringup understands (v{SCHEMA_VERSION});"
-                    " upgrade bringup or use another --db"
-                )
-            if v == 0 and self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                raise BadInput(f"{self.path} is an SQLite file but not a bringup database")
+            v = self._check_ours()  # again, under the write lock: another process may have migrated
             for i in range(v, SCHEMA_VERSION):
                 for stmt in MIGRATIONS[i].split(";"):
                     if stmt.strip():
@@ -154,13 +167,19 @@ class Store:
 
     # ---- runs ----------------------------------------------------------------------------------
     def new_run(
-        self, command: str, argv: list[str], device: str, device_name: str, info: dict[str, Any]
+        self,
+        command: str,
+        argv: list[str],
+        device: str,
+        device_name: str,
+        info: dict[str, Any],
+        run_id: str | None = None,
     ) -> str:
         import torch
 
         from bringup import __version__
 
-        run_id = new_run_id()
+        run_id = run_id or new_run_id()
         with self.tx() as c:
             c.execute(
                 "INSERT INTO runs (run_id, command, argv, bringup_version, torch_version, device,"

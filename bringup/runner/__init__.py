@@ -30,6 +30,9 @@ def make_executor(name: str, spec: WorkerSpec, workers: int, ray_address: str | 
     if name == "local":
         from bringup.runner.local import LocalExecutor
 
+        if ray_address:
+            raise BadInput("--ray-address needs --executor ray")
+
         return LocalExecutor(spec, workers)
     if name == "ray":
         from bringup.runner.ray import RayExecutor

@@ -65,13 +65,16 @@ class LocalExecutor:
         with self._lock:
             live = list(self._live)
         for w in live:
-            w.kill()
+            w.kill_group()  # not kill(): closing pipes another thread is reading is not ours to do
 
     def _track(self, w: WorkerProcess | None, add: bool) -> None:
         if w is None:
             return
         with self._lock:
             (self._live.add if add else self._live.discard)(w)
+            late = add and self._stop.is_set()
+        if late:  # started after shutdown() swept the live set: it must not run on unowned
+            w.kill_group()
 
     def _slot(self, slot: int, todo: queue.Queue[Case | None], done: queue.Queue, run_dir: Path) -> None:
         worker: WorkerProcess | None = None
@@ -104,6 +107,10 @@ class LocalExecutor:
                     import traceback
 
                     result = CaseResult.for_case(case, Status.ERROR, f"executor: {e}", error=traceback.format_exc())
+                    if worker is not None:  # its protocol state is unknown now: never reuse it
+                        self._track(worker, False)
+                        worker.kill()
+                        worker = None
                 if self._stop.is_set():
                     break
                 done.put(("result", result))

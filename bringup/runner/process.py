@@ -56,7 +56,8 @@ class WorkerProcess:
         r, w = os.pipe()
         env = {**os.environ, **spec.env, **(extra_env or {})}
         env["PYTHONUNBUFFERED"] = "1"
-        cmd = [sys.executable, "-m", "bringup.runner.worker", "--fd", str(w), "--device", spec.device]
+        cmd = [sys.executable, "-m", "bringup.runner.worker", "--fd", str(w), "--device", spec.device,
+               "--parent-pid", str(os.getpid())]  # fmt: skip
         for m in spec.imports:
             cmd += ["--import", m]
         self.proc = subprocess.Popen(
@@ -106,11 +107,16 @@ class WorkerProcess:
         except Exception:
             return 0
 
-    def kill(self) -> None:
+    def kill_group(self) -> None:
+        """SIGKILL the worker's process group and nothing else: safe from any thread (the thread
+        that owns this worker then sees EOF, reports the case and closes the pipes itself)."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+    def kill(self) -> None:
+        self.kill_group()
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

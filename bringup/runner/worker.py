@@ -16,7 +16,9 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -78,6 +80,18 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower()
 
 
+def is_not_implemented(exc: BaseException) -> bool:
+    """NotImplementedError anywhere in the cause chain (torch raises it for missing kernels)."""
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen:
+        if isinstance(cur, NotImplementedError):
+            return True
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 def run_one(case: Case, ctx: WorkerContext) -> CaseResult:
     """Call the case's entry; our own exceptions become `error` with the traceback kept."""
     t0 = time.perf_counter()
@@ -89,11 +103,39 @@ def run_one(case: Case, ctx: WorkerContext) -> CaseResult:
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
-        status = Status.OOM if is_oom(e) else Status.ERROR
+        if is_oom(e):
+            status = Status.OOM
+        elif is_not_implemented(e):  # the device/backend said "not here": a gap, not our bug
+            status = Status.UNSUPPORTED
+        else:
+            status = Status.ERROR
         line = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         result = CaseResult.for_case(case, status, line, error=traceback.format_exc())
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+PARENT_POLL_S = 0.25
+
+
+def watch_parent(parent_pid: int) -> None:
+    """Die with the driver: when the process that started us is gone (SIGKILLed driver, lost Ray
+    actor), kill our whole process group (us, compile workers, torchrun ranks) at once, so an orphan
+    never keeps running or writes anything. A thread polling getppid() rather than PR_SET_PDEATHSIG:
+    portable, fires on process (not thread) death, and can take the process group down with it."""
+
+    def loop() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        try:
+            if os.getpgrp() == os.getpid():  # we lead our own group (the driver starts us so)
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+        finally:
+            os._exit(70)
+
+    if os.getppid() != parent_pid:  # the parent died before we got here
+        os._exit(70)
+    threading.Thread(target=loop, name="parent-watch", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--import", dest="imports", action="append", default=[])
+    ap.add_argument("--parent-pid", type=int, default=None, help="exit (with our process group) when it dies")
     args = ap.parse_args(argv)
+    if args.parent_pid is not None:
+        watch_parent(args.parent_pid)
     channel = os.fdopen(args.fd, "w", buffering=1)
 
     def send(msg: dict[str, Any]) -> None:

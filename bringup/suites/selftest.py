@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import math
 import os
 import re
+import signal
 import time
 from typing import Any
 
@@ -19,12 +21,14 @@ from bringup.errors import BadInput
 
 HELP = "harness self-test: cases that sleep, crash, exit, hang, raise or blow up memory on purpose"
 
-_ITEM = re.compile(r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print)(?::([0-9.]+))?(?:\*(\d+))?")
+_ITEM = re.compile(
+    r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print|spin|loseonce|lose)(?::([0-9.]+))?(?:\*(\d+))?"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", default="ok*3", help="comma list of ok|sleep:S|segv|exit:N|raise|hang|alloc:GB|"
-                   "phase:S|unsupported|print, each optionally *N (default ok*3)")  # fmt: skip
+                   "phase:S|unsupported|print|spin:N|lose|loseonce, each optionally *N (default ok*3)")  # fmt: skip
     p.add_argument("--budget", type=float, default=60.0, help="wall budget per case, seconds (default 60)")
     p.add_argument("--phase-budget", type=float, default=1.0, help="budget of the 'phase' item's phase")
     p.add_argument("--tag", default="", help="distinguishes otherwise identical plans (part of case ids)")
@@ -43,8 +47,9 @@ def parse_plan(plan: str) -> list[tuple[str, float | None]]:
 
 
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
-    if args.budget <= 0 or args.phase_budget <= 0:
-        raise BadInput("--budget and --phase-budget must be positive")
+    for opt, v in (("--budget", args.budget), ("--phase-budget", args.phase_budget)):
+        if not 0 < v < math.inf:  # also refuses nan
+            raise BadInput(f"{opt} must be a positive number of seconds, got {v:g}")
     cases = []
     for i, (op, arg) in enumerate(parse_plan(args.plan)):
         name = f"{i:03d}-{op}" + (f"-{arg:g}" if arg is not None else "")
@@ -80,6 +85,22 @@ def run_item(case: Case, ctx: Any) -> CaseResult:
     elif op == "phase":
         with ctx.phase("compile", budget_s=float(case.params["phase_budget"])):
             time.sleep(float(arg or 10))
+    elif op == "spin":  # fixed CPU work (N million loop steps): what scaling benchmarks measure
+        x = 0
+        for i in range(int(float(arg or 1) * 1_000_000)):
+            x = (x + i * i) % 1_000_003
+        r = CaseResult.for_case(case, Status.PASS)
+        r.metric("spin_result", x)
+        return r
+    elif op in ("lose", "loseonce"):
+        # Kill the process that runs this worker: the Ray actor (a "lost worker" Ray must retry),
+        # or with the local executor bringup itself (a driver crash). `loseonce` does it once per run
+        # (a marker in the case's artifact dir), so the retry or the resumed run then passes.
+        marker = ctx.artifact("lost-once")
+        if op == "lose" or not marker.exists():
+            marker.touch()
+            os.kill(os.getppid(), signal.SIGKILL)
+            time.sleep(60)  # the parent-watch takes us down with it
     elif op == "print":
         print("selftest: noise on stdout {\"type\": \"result\"}", flush=True)
     r = CaseResult.for_case(case, Status.PASS)
