@@ -546,13 +546,29 @@ def capture(step: Callable[[], Any], device_type: str, steps: int, trace_path: s
         except Exception as e:  # private API; transfers become n/a rather than wrong
             got["copies_error"] = f"{type(e).__name__}: {e}"
 
-    sched = schedule(wait=0, warmup=warmup, active=steps, repeat=1)
-    with profile(activities=acts, schedule=sched, on_trace_ready=ready, record_shapes=True) as prof:
+    def start(activities: list[Any]) -> Any:
+        sched = schedule(wait=0, warmup=warmup, active=steps, repeat=1)
+        prof = profile(activities=activities, schedule=sched, on_trace_ready=ready, record_shapes=True)
+        prof.__enter__()
+        return prof
+
+    try:
+        prof = start(acts)
+    except Exception as e:  # a device profiler plugin that fails to start: still trace the host
+        if len(acts) == 1:
+            raise
+        why = (f"{type(e).__name__}: {e}".splitlines() or [""])[0][:200]
+        note = f"the device's profiler failed to start ({why}): host events only"
+        acts = acts[:1]
+        prof = start(acts)
+    try:
         for _ in range(warmup + steps):
             step()
             if sync is not None:
                 sync()
             prof.step()
+    finally:
+        prof.__exit__(None, None, None)
     if not path.exists():
         raise RuntimeError("torch.profiler produced no trace")
     if "copies_error" in got:
