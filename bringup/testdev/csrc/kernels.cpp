@@ -242,6 +242,45 @@ Tensor& zero_(Tensor& self) {
   return self;
 }
 
+// Convolutions: PyTorch routes every non-CPU/CUDA device to convolution_overrideable, whose default
+// raises; the CPU fallback cannot help (cpu's kernel for it is that same default). A backend must
+// implement it: ours runs the CPU convolution on the device memory and keeps the result on device.
+Tensor to_device(const Tensor& cpu, c10::Device dev) {
+  if (!cpu.defined()) return cpu;
+  Tensor out = at::empty_strided(cpu.sizes(), cpu.strides(), cpu.options().device(dev));
+  Tensor o = as_cpu(out);
+  o.copy_(cpu);
+  return out;
+}
+
+Tensor convolution_overrideable(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                                c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  const Tensor b = bias.value_or(Tensor());
+  const auto dev = common_device({&input, &weight, &b}, "convolution");
+  const c10::DeviceGuard guard(dev);
+  Tensor out = at::convolution(as_cpu(input), as_cpu(weight), b.defined() ? std::optional<Tensor>(as_cpu(b)) : std::nullopt,
+                               C10_AS_INTARRAYREF_SLOW(stride), C10_AS_INTARRAYREF_SLOW(padding),
+                               C10_AS_INTARRAYREF_SLOW(dilation), transposed, C10_AS_INTARRAYREF_SLOW(output_padding),
+                               groups.expect_int());
+  return to_device(out, dev);
+}
+
+std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, c10::SymIntArrayRef stride,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
+    c10::SymInt groups, std::array<bool, 3> output_mask) {
+  const auto dev = common_device({&grad_output, &input, &weight}, "convolution_backward");
+  const c10::DeviceGuard guard(dev);
+  const int64_t g = groups.expect_int();
+  const std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * g : weight.size(0)};
+  auto [gi, gw, gb] = at::convolution_backward(
+      as_cpu(grad_output), as_cpu(input), as_cpu(weight), c10::IntArrayRef(bias_sizes), C10_AS_INTARRAYREF_SLOW(stride),
+      C10_AS_INTARRAYREF_SLOW(padding), C10_AS_INTARRAYREF_SLOW(dilation), transposed,
+      C10_AS_INTARRAYREF_SLOW(output_padding), g, output_mask);
+  return {to_device(gi, dev), to_device(gw, dev), to_device(gb, dev)};
+}
+
 // ---- the CPU fallback ----------------------------------------------------------------------------
 int64_t device_bytes(const c10::IValue& v) {
   auto one = [](const Tensor& t) -> int64_t {
@@ -305,6 +344,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm", TORCH_FN(bt::addmm));
   m.impl("fill_.Scalar", TORCH_FN(bt::fill_scalar));
   m.impl("zero_", TORCH_FN(bt::zero_));
+  m.impl("convolution_overrideable", TORCH_FN(bt::convolution_overrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(bt::convolution_backward_overrideable));
+}
+
+// Copies resolve conjugate / negative views themselves (as_cpu carries the bits to the CPU copy);
+// without these fallthroughs the Conjugate fallback would materialise the source with clone(),
+// which copies, which lands here again: endless recursion.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

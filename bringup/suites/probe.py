@@ -1,0 +1,363 @@
+"""probe: which training features does the device support? One case per feature, each run for real
+on the device against a float64 cpu reference:
+
+    dtype.bfloat16 / dtype.float16          tensors, elementwise, reduction and matmul in that dtype
+    fp8.float8_e4m3fn / fp8.float8_e5m2      fp8 tensors (conversion round trip, bit-exact vs cpu)
+    scaled_mm.float8_e4m3fn / .float8_e5m2   fp8 matmul with scales (torch._scaled_mm, where present)
+    autocast.bfloat16 / autocast.float16     torch.autocast(device) casts a linear to that dtype
+    sdpa.default / sdpa.<BACKEND>            scaled_dot_product_attention, and each SDPBackend forced
+    compile.<backend>                        torch.compile(fullgraph=True) of a tiny function
+    distributed.<backend>                    a 1-rank process group with the device's default backend
+    torchao.float8_training / .mxfp8_training  TorchAO low-precision training (only if torchao imports)
+
+Status: pass = supported; fallback = works, but only through the backend's CPU fallback;
+unsupported = the device/library said so (the error line is kept); fail_numeric = runs but wrong;
+fail_compile / silent_eager for compile; error = anything else (traceback kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import re
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import classify, first_line
+from bringup.checks.parity import parity
+from bringup.device import Device
+from bringup.errors import BadInput
+
+HELP = "feature probe: bf16/fp16/fp8, scaled_mm, autocast, SDPA backends, compile, distributed, TorchAO"
+
+ENTRY = "bringup.suites.probe:run_feature"
+BUDGET_S = 180.0
+COMPILE_BUDGET_S = 300.0
+DEFAULT_COMPILE_BACKENDS = "aot_eager,inductor"
+FP8 = ("float8_e4m3fn", "float8_e5m2")
+# Messages that mean "no kernel / backend for this here" without a NotImplementedError.
+_UNSUPPORTED = re.compile(r"No viable backend|No available kernel|not compiled with|Unsupported device|"
+                          r"device type .* not supported|doesn't support|is only supported", re.IGNORECASE)  # fmt: skip
+# torchao low-precision training: only fp8-capable matmuls make sense; the error line says why not.
+TORCHAO_FEATURES = ("float8_training", "mxfp8_training")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--only", default="", metavar="REGEX", help="only features whose name matches REGEX")
+    p.add_argument("--compile-backends", default=DEFAULT_COMPILE_BACKENDS,
+                   help=f"torch.compile backends to probe (default {DEFAULT_COMPILE_BACKENDS}); "
+                   "e.g. a device's own backend registered by an --import plugin")  # fmt: skip
+
+
+def _sdpa_backends() -> list[str]:
+    try:
+        from torch.nn.attention import SDPBackend
+    except ImportError:
+        return []
+    return [n for n in SDPBackend.__members__ if n != "ERROR"]
+
+
+def features(compile_backends: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(feature name, params) for every probe, in order."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    out += [(f"dtype.{d}", {"kind": "dtype", "dtype": d}) for d in ("bfloat16", "float16")]
+    out += [(f"fp8.{d}", {"kind": "fp8", "dtype": d}) for d in FP8]
+    out += [(f"scaled_mm.{d}", {"kind": "scaled_mm", "dtype": d}) for d in FP8]
+    out += [(f"autocast.{d}", {"kind": "autocast", "dtype": d}) for d in ("bfloat16", "float16")]
+    out += [("sdpa.default", {"kind": "sdpa", "backend": None})]
+    out += [(f"sdpa.{b}", {"kind": "sdpa", "backend": b}) for b in _sdpa_backends()]
+    out += [(f"compile.{b}", {"kind": "compile", "backend": b}) for b in compile_backends]
+    out += [("distributed.default", {"kind": "distributed"})]
+    if importlib.util.find_spec("torchao") is not None:
+        out += [(f"torchao.{f}", {"kind": "torchao", "feature": f}) for f in TORCHAO_FEATURES]
+    return out
+
+
+def _cases(feats: list[tuple[str, dict[str, Any]]]) -> list[Case]:
+    cases = []
+    for name, params in feats:
+        params = {"feature": name, **params}
+        budget = COMPILE_BUDGET_S if params["kind"] == "compile" else BUDGET_S
+        # a process group (or a compile cache) must not leak into the next case
+        isolated = params["kind"] in ("distributed", "torchao")
+        cases.append(Case("probe", name, params, ENTRY, budget, isolated=isolated))
+    return cases
+
+
+def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+    backends = [b.strip() for b in args.compile_backends.split(",") if b.strip()]
+    known = set(torch._dynamo.list_backends(exclude_tags=())) | {"inductor"}
+    for b in backends:
+        if b not in known:
+            raise BadInput(f"unknown torch.compile backend {b!r}; known: {', '.join(sorted(known))}")
+    feats = features(backends)
+    if args.only:
+        try:
+            pat = re.compile(args.only)
+        except re.error as e:
+            raise BadInput(f"bad --only regex {args.only!r}: {e}") from None
+        feats = [f for f in feats if pat.search(f[0])]
+        if not feats:
+            raise BadInput(
+                f"--only {args.only!r} matches no feature; features: {', '.join(n for n, _ in features([]))}"
+            )
+    return _cases(feats)
+
+
+def run_cases(device: Device, quick: bool) -> list[Case]:
+    return _cases(features(DEFAULT_COMPILE_BACKENDS.split(",")))
+
+
+# ---- the probes (in the worker) --------------------------------------------------------------------
+def _rand(*shape: int, seed: int = 0, scale: float = 1.0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+
+
+def _rounded(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """x as the device will hold it in `dtype`, back in float64 (so the reference is fair)."""
+    return x.to(dtype).to(torch.float64)
+
+
+def _judge(case: Case, got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], dtype: torch.dtype) -> CaseResult:
+    rep = parity(got, ref, dtype)
+    r = CaseResult.for_case(case, Status.PASS if rep.ok else Status.FAIL_NUMERIC, "" if rep.ok else rep.summary())
+    r.metric("max_rel_err", rep.max_rel_err)
+    return r
+
+
+def probe_dtype(case: Case, dev: torch.device) -> CaseResult:
+    dt = getattr(torch, case.params["dtype"])
+    a, b = _rounded(_rand(64, 64, seed=1), dt), _rounded(_rand(64, 64, seed=2), dt)
+    ref = {"add": a + b, "mul": a * b, "sum": a.sum(0), "matmul": a @ b}
+    da, db = a.to(dev, dt), b.to(dev, dt)
+    got = {"add": da + db, "mul": da * db, "sum": da.sum(0), "matmul": da @ db}
+    return _judge(case, {k: v.cpu() for k, v in got.items()}, ref, dt)
+
+
+def probe_fp8(case: Case, dev: torch.device) -> CaseResult:
+    dt = getattr(torch, case.params["dtype"], None)
+    if dt is None:
+        return CaseResult.for_case(case, Status.UNSUPPORTED, f"torch {torch.__version__} has no {case.params['dtype']}")
+    x = _rand(512, seed=3, scale=4.0).to(torch.float32)
+    ref = x.to(dt).to(torch.float32)
+    got = x.to(dev).to(dt)
+    back = got.to(torch.float32).cpu()
+    bad = int((back != ref).sum())  # conversions are exactly specified: bit-exact or wrong
+    if got.dtype != dt or bad:
+        return CaseResult.for_case(case, Status.FAIL_NUMERIC, f"{bad}/{x.numel()} values differ from cpu's conversion")
+    return CaseResult.for_case(case, Status.PASS)
+
+
+def probe_scaled_mm(case: Case, dev: torch.device) -> CaseResult:
+    fn = getattr(torch, "_scaled_mm", None)
+    dt = getattr(torch, case.params["dtype"], None)
+    if fn is None or dt is None:
+        return CaseResult.for_case(case, Status.UNSUPPORTED, f"torch {torch.__version__} has no _scaled_mm / {dt}")
+    # a in the probed format, b in e4m3 (e5m2 x e5m2 is not a supported pairing anywhere)
+    m, k, n = 32, 64, 48  # multiples of 16, as fp8 GEMM libraries require
+    fa = _rand(m, k, seed=4).to(dt)
+    fb = _rand(n, k, seed=5).to(torch.float8_e4m3fn)
+    sa, sb = torch.tensor(0.5), torch.tensor(2.0)
+    ref = (fa.to(torch.float64) @ fb.to(torch.float64).t()) * 0.5 * 2.0
+    got = fn(fa.to(dev), fb.to(dev).t(), scale_a=sa.to(dev), scale_b=sb.to(dev), out_dtype=torch.bfloat16)
+    return _judge(case, {"out": got.cpu()}, {"out": ref}, torch.bfloat16)
+
+
+def probe_autocast(case: Case, dev: torch.device) -> CaseResult:
+    dt = getattr(torch, case.params["dtype"])
+    x, w = _rand(16, 32, seed=6), _rand(8, 32, seed=7)
+    ref = _rounded(x, dt) @ _rounded(w, dt).t()
+    with torch.autocast(dev.type, dtype=dt):
+        y = torch.nn.functional.linear(x.to(dev, torch.float32), w.to(dev, torch.float32))
+    if y.dtype != dt:
+        return CaseResult.for_case(case, Status.UNSUPPORTED, f"autocast({dev.type}, {dt}) left linear in {y.dtype}")
+    return _judge(case, {"linear": y.cpu()}, {"linear": ref}, dt)
+
+
+def _sdpa_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    s = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    mask = torch.ones(s, s, dtype=torch.bool).tril()
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
+
+
+def probe_sdpa(case: Case, dev: torch.device) -> CaseResult:
+    dt = torch.bfloat16
+    q, k, v = (_rounded(_rand(2, 4, 64, 32, seed=s), dt) for s in (8, 9, 10))
+    ref = _sdpa_ref(q, k, v)
+    args = [t.to(dev, dt) for t in (q, k, v)]
+    backend = case.params["backend"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if backend is None:
+                out = torch.nn.functional.scaled_dot_product_attention(*args, is_causal=True)
+            else:
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+
+                with sdpa_kernel([getattr(SDPBackend, backend)]):
+                    out = torch.nn.functional.scaled_dot_product_attention(*args, is_causal=True)
+        except RuntimeError as e:
+            why = [str(w.message).splitlines()[0] for w in caught if str(w.message).strip()]
+            if _UNSUPPORTED.search(str(e)):
+                return CaseResult.for_case(case, Status.UNSUPPORTED, (why[0] if why else first_line(e))[:300],
+                                           error=first_line(e, 2000))  # fmt: skip
+            raise
+    return _judge(case, {"out": out.cpu()}, {"out": ref}, dt)
+
+
+def _tiny(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.gelu(x @ y).sum(-1) + x.mean()
+
+
+def probe_compile(case: Case, dev: torch.device, ctx: Any) -> CaseResult:
+    from torch._dynamo.utils import counters
+
+    backend = case.params["backend"]
+    x, y = _rand(16, 32, seed=11), _rand(32, 8, seed=12)
+    ref = _tiny(x, y)
+    torch._dynamo.reset()
+    counters.clear()
+    fn = torch.compile(_tiny, backend=backend, fullgraph=True)
+    try:
+        with ctx.phase("compile", budget_s=COMPILE_BUDGET_S - 30):
+            got = fn(x.to(dev, torch.float32), y.to(dev, torch.float32))
+    except Exception as e:
+        st = classify(e, compiling=True)
+        if st is Status.FAIL_COMPILE and any(_UNSUPPORTED.search(str(c)) for c in _chain(e)):
+            st = Status.UNSUPPORTED
+        return CaseResult.for_case(case, st, _last_line(e), error=_tb(e))
+    graphs = int(counters["stats"]["unique_graphs"])
+    if graphs < 1:
+        return CaseResult.for_case(case, Status.SILENT_EAGER, f"torch.compile(backend={backend!r}) compiled no graph")
+    r = _judge(case, {"out": got.cpu()}, {"out": ref}, torch.float32)
+    r.metric("graphs", graphs)
+    return r
+
+
+def probe_distributed(case: Case, dev: torch.device) -> CaseResult:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return CaseResult.for_case(case, Status.UNSUPPORTED, "torch.distributed is not available in this torch build")
+    backend = dist.Backend.default_device_backend_map.get(dev.type)
+    if not backend:
+        why = f"no torch.distributed backend is registered for device type {dev.type!r}"
+        return CaseResult.for_case(case, Status.UNSUPPORTED, why)
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        t = torch.arange(8, dtype=torch.float32, device=dev)
+        dist.all_reduce(t)
+        got = t.cpu()
+    finally:
+        dist.destroy_process_group()
+    r = _judge(case, {"all_reduce": got}, {"all_reduce": torch.arange(8, dtype=torch.float64)}, torch.float32)
+    r.fields["backend"] = backend
+    if r.status is Status.PASS:
+        r.reason = f"backend {backend}"
+    return r
+
+
+def probe_torchao(case: Case, dev: torch.device) -> CaseResult:
+    feature = case.params["feature"]
+    torch.manual_seed(0)
+    dims = 256  # fp8 / MX kernels need dims that are multiples of 16 / 32
+    model = torch.nn.Sequential(torch.nn.Linear(dims, dims, bias=False), torch.nn.ReLU(),
+                                torch.nn.Linear(dims, dims, bias=False)).to(dev, torch.bfloat16)  # fmt: skip
+    import copy
+
+    ref_model = copy.deepcopy(model)  # same weights, left in bf16
+    if feature == "float8_training":
+        from torchao.float8 import convert_to_float8_training
+
+        convert_to_float8_training(model)
+    else:
+        from torchao.prototype.mx_formats import MXLinearConfig
+        from torchao.quantization import quantize_
+
+        quantize_(model, MXLinearConfig())
+    x = _rand(64, dims, seed=13).to(dev, torch.bfloat16)
+    y = model(x)
+    y.float().pow(2).mean().backward()
+    y_ref = ref_model(x)
+    grads = [p.grad for p in model.parameters()]
+    if any(g is None or not torch.isfinite(g).all() for g in grads):
+        return CaseResult.for_case(case, Status.FAIL_NUMERIC, "missing or non-finite weight gradients")
+    err = float(((y.float() - y_ref.float()).pow(2).mean().sqrt() / y_ref.float().pow(2).mean().sqrt()).item())
+    # fp8 e4m3 keeps 3 mantissa bits (~6% per value); two chained fp8 matmuls stay well under 25%.
+    ok = err < 0.25
+    r = CaseResult.for_case(case, Status.PASS if ok else Status.FAIL_NUMERIC,
+                            "" if ok else f"output rel_rmse {err:.3g} vs bf16 (bound 0.25)")  # fmt: skip
+    r.metric("rel_rmse_vs_bf16", err)
+    return r
+
+
+def _chain(e: BaseException) -> list[BaseException]:
+    from bringup.checks.errors import chain
+
+    return chain(e)
+
+
+def _last_line(e: BaseException) -> str:
+    """The most specific line: the innermost exception's first line."""
+    return first_line(_chain(e)[-1])
+
+
+def _tb(e: BaseException) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception(e))[-8000:]
+
+
+_PROBES: dict[str, Callable[[Case, torch.device], CaseResult]] = {
+    "dtype": probe_dtype,
+    "fp8": probe_fp8,
+    "scaled_mm": probe_scaled_mm,
+    "autocast": probe_autocast,
+    "sdpa": probe_sdpa,
+    "distributed": probe_distributed,
+    "torchao": probe_torchao,
+}
+
+
+def run_feature(case: Case, ctx: Any) -> CaseResult:
+    from bringup.checks.fallbacks import FallbackDetector
+
+    dev: Device = ctx.device
+    kind = case.params["kind"]
+    fields = {"feature": case.params["feature"]}
+    try:
+        if kind == "compile":
+            r = probe_compile(case, dev.torch_device, ctx)
+            r.fields |= fields
+            return r
+        with FallbackDetector(dev) as det:
+            r = _PROBES[kind](case, dev.torch_device)
+    except ImportError as e:
+        return CaseResult.for_case(case, Status.UNSUPPORTED, first_line(e), error=_tb(e), fields=fields)
+    except Exception as e:
+        st = classify(e)
+        if st is Status.ERROR and any(_UNSUPPORTED.search(str(c)) for c in _chain(e)):
+            st = Status.UNSUPPORTED
+        return CaseResult.for_case(case, st, _last_line(e), error=_tb(e), fields=fields)
+    rep = det.report()
+    r.fields |= fields | {"fallback_ops": sorted(rep.fallback_ops)}
+    if r.status is Status.PASS and rep.fallback_ops:
+        r.status, r.reason = Status.FALLBACK, rep.summary()
+    return r
+
+
+def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+    from bringup.report.terminal import case_table
+
+    console.print(case_table("probe", results, ["max_rel_err"]))
+    if importlib.util.find_spec("torchao") is None:
+        console.print("torchao is not installed: float8 / MXFP8 training were not probed")
+    supported = {r.name: r.status.value for r in results}
+    return {"features": supported}
