@@ -186,6 +186,9 @@ def data_table(
     rows: Iterable[CaseResult],
     row_attrs: Callable[[CaseResult], dict[str, str]] | None = None,
 ) -> str:
+    """A sortable table; numeric columns with no value in any row are left out."""
+    rows = list(rows)
+    cols = [c for c in cols if not c.numeric or any(c.cell(r)[1] != "" for r in rows)]
     out = [f'<table class="data sortable" id="{esc(table_id)}"><thead><tr>']
     for c in cols:
         out.append(f'<th class="{"num" if c.numeric else ""}">{esc(c.title)}</th>')
@@ -495,6 +498,17 @@ def flex_params(r: CaseResult) -> dict[str, Any]:
     return out
 
 
+def _short(k: str, v: Any, p: dict[str, Any]) -> str:
+    """Compact heatmap column parts, like the flex suite's own labels: b4 s8192 h16/2 d128 fp32 +bwd."""
+    if k == "backward":
+        return "+bwd" if v is True or v in ("on", "true", "1") else "fwd"
+    if k == "q_heads":
+        return f"h{v}/{p['kv_heads']}" if "kv_heads" in p else f"h{v}"
+    if k == "kv_heads":
+        return "" if "q_heads" in p else f"kv{v}"
+    return {"batch": f"b{v}", "seq": f"s{v}", "head_dim": f"d{v}"}.get(k, str(v))
+
+
 def _pv(k: str, v: Any) -> str:
     if k == "backward":
         return "fwd+bwd" if v is True or v in ("on", "true", "1") else "fwd" if v in (False, "off", "false") else str(v)
@@ -532,6 +546,19 @@ def flex_summary_line(results: Sequence[CaseResult]) -> str:
     return "; ".join(parts)
 
 
+def flex_sentence(results: Sequence[CaseResult], summary: dict[str, Any]) -> str:
+    """The flex suite's own sentence (the same words as its terminal summary) when its module is in this
+    checkout; else the one its summary.json kept; else computed here."""
+    try:
+        from bringup.flex import summary as flex_summary
+
+        return str(flex_summary.sentence(list(results)))
+    except Exception:  # the module is absent or can't read these cases (e.g. a bundle from another version)
+        pass
+    kept = summary.get("flex", {}).get("sentence") if isinstance(summary.get("flex"), dict) else None
+    return kept if isinstance(kept, str) and kept else flex_summary_line(results)
+
+
 _STATUS_RANK = {s.value: i for i, s in enumerate(
     [Status.PASS, Status.REF_FAIL, Status.FALLBACK, Status.UNSUPPORTED, Status.SILENT_EAGER, Status.BUDGET,
      Status.FAIL_NUMERIC, Status.FAIL_COMPILE, Status.OOM, Status.CRASH, Status.ERROR])}  # fmt: skip
@@ -549,16 +576,23 @@ def flex_section(results: Sequence[CaseResult], summary: dict[str, Any]) -> str:
         p = ps[id(r)]
         return ", ".join(_pv(k, p.get(k)) for k in varying) or "all"
 
+    def short(r: CaseResult) -> str:
+        p = ps[id(r)]
+        keys = list(varying) + (["kv_heads"] if "q_heads" in varying and "kv_heads" not in varying else [])
+        keys += ["q_heads"] if "kv_heads" in varying and "q_heads" not in varying else []
+        keys = [k for k in FLEX_SHAPE_KEYS if k in keys]
+        return " ".join(x for x in (_short(k, p.get(k), p) for k in keys) if x) or "all"
+
     rows: list[str] = []
     cols: list[str] = []
     cells: dict[tuple[str, str], plots.Cell] = {}
     for r in sorted(rs, key=lambda r: tuple(_sortable(ps[id(r)].get(k)) for k in varying)):
-        row, col = str(ps[id(r)]["mod"]), shape(r)
+        row, col = str(ps[id(r)]["mod"]), short(r)
         if row not in rows:
             rows.append(row)
         if col not in cols:
             cols.append(col)
-        tip = f"{row} | {col}: {r.status.value}"
+        tip = f"{row} | {shape(r)}: {r.status.value}"
         for m, u in (("compile_s", "s"), ("fwd_ms", "ms"), ("bwd_ms", "ms"), ("tflops", "TFLOP/s")):
             v = metric(r, m)
             if v is not None:
@@ -569,11 +603,8 @@ def flex_section(results: Sequence[CaseResult], summary: dict[str, Any]) -> str:
         if old is None or _STATUS_RANK.get(r.status.value, 99) > _STATUS_RANK.get(old.status, 99):
             label = {"pass": "✓", "budget": "T", "unsupported": "U", "fail_numeric": "N"}.get(r.status.value, "✗")
             cells[(row, col)] = plots.Cell(r.status.value, tip, label)
-    line = flex_summary_line(rs)
-    suite_line = summary.get("flex", {}).get("line") if isinstance(summary.get("flex"), dict) else None
+    line = flex_sentence(rs, summary)
     body = [f'<p class="summary-line" id="flex-line">{esc(line)}</p>']
-    if isinstance(suite_line, str) and suite_line and suite_line != line:
-        body.append(f'<p class="muted">flex suite summary: {esc(suite_line)}</p>')
     if constant:
         body.append(f'<p class="muted">every case: {esc(", ".join(_pv(k, ps[id(rs[0])][k]) for k in constant))}</p>')
     body.append(plots.heatmap(rows, cols, cells, "mods x shapes, coloured by status (hover for details)"))
@@ -681,6 +712,7 @@ def ops_section(results: Sequence[CaseResult]) -> str:
     cols = [
         col_text("op", lambda r: get(r, "op") or r.name), col_text("dtype", lambda r: get(r, "dtype")),
         col_status(), col_num("samples", lambda r: metric(r, "samples"), lambda v: f"{v:.0f}"),
+        col_text("CPU-fallback ops", lambda r: ", ".join(_listish(r.fields.get("fallback_ops"))) or None),
         col_num("max abs err", lambda r: metric(r, "max_abs_err")), col_reason(),
     ]  # fmt: skip
     by_dtype: dict[str, Counter[str]] = {}
@@ -697,15 +729,33 @@ def ops_section(results: Sequence[CaseResult]) -> str:
 
 
 # -- profile
-def _link(path: str, out_dir: Path | None) -> str:
-    p = Path(path)
-    href = p.as_uri() if p.is_absolute() else path
-    if out_dir is not None and p.is_absolute():
-        try:
-            href = os.path.relpath(p, out_dir)
-        except ValueError:
-            pass
-    return f'<a href="{esc(href)}">{esc(path)}</a>'
+@dataclass(frozen=True)
+class Where:
+    """Where the report goes (`out_dir`) and where the run's folder is now (`run_dir`), to link artifacts."""
+
+    out_dir: Path | None = None
+    run_dir: Path | None = None
+    run_id: str = ""
+
+    def locate(self, path: str) -> Path:
+        """An artifact path as stored (absolute, or relative to the directory the run was started in)
+        -> where it is now: re-rooted under the run's folder when it names that folder."""
+        p = Path(path)
+        if self.run_dir is not None and self.run_id and self.run_id in p.parts:
+            moved = self.run_dir / Path(*p.parts[p.parts.index(self.run_id) + 1 :])
+            if moved.exists() or not p.exists():
+                return moved
+        return p
+
+    def link(self, path: str) -> str:
+        p = self.locate(path)
+        href = p.as_uri() if p.is_absolute() else path
+        if self.out_dir is not None:
+            try:
+                href = os.path.relpath(p.absolute(), self.out_dir)
+            except ValueError:
+                pass
+        return f'<a href="{esc(href)}">{esc(path)}</a>'
 
 
 def _kv_table(d: dict[str, Any]) -> str:
@@ -737,10 +787,12 @@ def dict_table(table_id: str, rows: Sequence[Any], cols: Sequence[tuple[str, str
 
 def _ms(v: Any) -> str:
     f = num(v)
-    return "n/a" if f is None else f"{f * 1e3:.3g} ms"
+    if f is None:
+        return "n/a"
+    return f"{f:.3g} s" if abs(f) >= 1 else f"{f * 1e3:.3g} ms"
 
 
-def profile_section(results: Sequence[CaseResult], out_dir: Path | None) -> str:
+def profile_section(results: Sequence[CaseResult], where: Where) -> str:
     if not results:
         return section("profile", AREA_TITLES["profile"], none_here("profile"))
     body: list[str] = []
@@ -777,7 +829,10 @@ def profile_section(results: Sequence[CaseResult], out_dir: Path | None) -> str:
                                                    ("pct_busy", "% busy", fmt)]))  # fmt: skip
         tr = r.fields.get("transfers")
         body.append("<h3>Host &lt;-&gt; device transfers (per step)</h3>")
-        if isinstance(tr, dict) and tr and all(isinstance(v, dict) for v in tr.values()):
+        moved = isinstance(tr, dict) and any(num(v.get("count")) for v in tr.values() if isinstance(v, dict))
+        if isinstance(tr, dict) and tr and not moved and all(isinstance(v, dict) for v in tr.values()):
+            body.append('<p class="muted">none (no tensor crossed a host/device boundary; on cpu there is none)</p>')
+        elif isinstance(tr, dict) and tr and all(isinstance(v, dict) for v in tr.values()):
             rows = [{"name": str(d).upper(), **v} for d, v in tr.items()]
             body.append(dict_table(f"tbl-profile-transfers-{i}", rows, [
                 ("name", "direction", str), ("count", "count", fmt), ("bytes", "bytes", lambda v: fmt_bytes(num(v))),
@@ -802,7 +857,7 @@ def profile_section(results: Sequence[CaseResult], out_dir: Path | None) -> str:
                 if str(path).endswith((".json.gz", ".json")) and "trace" in name
                 else ""
             )
-            body.append(f"<p>{esc(name)}: {_link(path, out_dir)}{esc(hint)}</p>")
+            body.append(f"<p>{esc(name)}: {where.link(path)}{esc(hint)}</p>")
         if r.error:
             body.append(f"<details><summary>traceback</summary><pre>{esc(r.error)}</pre></details>")
     return section("profile", AREA_TITLES["profile"], "".join(body))
@@ -857,8 +912,9 @@ def failures_section(results: Sequence[CaseResult], allow_unsupported: bool) -> 
 
 # ---- the page --------------------------------------------------------------------------------------
 def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] | None = None,
-           out_dir: Path | None = None) -> str:  # fmt: skip
-    """The whole page as a string. Pure: reads nothing but its arguments (and the packaged templates)."""
+           out_dir: Path | None = None, run_dir: Path | None = None) -> str:  # fmt: skip
+    """The whole page as a string. Reads nothing but its arguments and the packaged templates (and
+    checks whether artifact files exist under `run_dir`, to link them from `out_dir`)."""
     from bringup.report.contract import contract
 
     summary = summary or {}
@@ -880,7 +936,7 @@ def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] 
         flex_section(by_suite.get("flex", []), summary),
         zoo_section(by_suite.get("zoo", [])),
         ops_section(by_suite.get("ops", [])),
-        profile_section(by_suite.get("profile", []), out_dir),
+        profile_section(by_suite.get("profile", []), Where(out_dir, run_dir, run.run_id)),
         port_section(port),
         *[generic_section(s, by_suite[s]) for s in others],
         failures_section(results, allow),
@@ -927,5 +983,6 @@ def write_report(store: Store, run_id: str, out: str | os.PathLike[str] | None) 
     results = store.results(run_id)
     path = Path(out) if out else default_path(store, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = render(run, results, read_summary(run), path.resolve().parent)
+    run_dir = (store.path.parent / run_id).absolute()
+    text = render(run, results, read_summary(run), path.resolve().parent, run_dir)
     return atomic_write_text(path, text)

@@ -271,7 +271,7 @@ def heatmap(
     statuses = sorted({c.status for c in cells.values()}, key=lambda s: list(STATUS_COLOURS).index(s)
                       if s in STATUS_COLOURS else 99)  # fmt: skip
     legend_h = 24
-    width = max(left + len(cols) * cell_w + 16, 360, 16 + 7 * len(title))
+    width = max(left + len(cols) * cell_w + 16, 360, 24 + 8 * len(title))
     height = top + len(rows) * cell_h + legend_h + 16
     out = [_svg_open(width, height, title, "heatmap")]
     out.append(f'<text class="plot-title" x="8" y="16">{esc(title)}</text>')
