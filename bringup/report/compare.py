@@ -248,22 +248,49 @@ def print_diffs(console: Console, run_a: RunInfo, run_b: RunInfo, diffs: list[Ca
     rows = [d for d in diffs if show_all or d.change != "same" or d.regressions]
     if rows:
         t = Table(title="changes A -> B" if not show_all else "all cases A -> B", title_justify="left")
-        for c in ("case", "status A -> B", "change", "throughput", "ttfs", "loss div", "parity A -> B", "why"):
-            t.add_column(c, justify="right" if c in ("throughput", "ttfs", "loss div") else "left")
         style = {"regression": "red", "improvement": "green", "missing": "yellow", "new": "cyan"}
-        for d in rows:
-            par = "; ".join(f"{_g(va)} -> {_g(vb)}" for va, vb in d.parity.values()) or "-"
-            change = d.change if d.change != "regression" or d.regressions else "regression (not counted)"
-            t.add_row(
-                escape(f"{d.suite}/{d.name}"), f"{d.status_a or '-'} -> {d.status_b or '-'}",
-                f"[{style.get(d.change, 'default')}]{escape(change)}[/]", _r(d.throughput_ratio), _r(d.ttfs_ratio),
-                _g(d.loss_divergence), par, escape("; ".join(d.regressions + d.notes)),
-            )  # fmt: skip
-        console.print(t)
+        cols: list[tuple[str, Any]] = [
+            ("case", lambda d: escape(f"{d.suite}/{d.name}")),
+            ("A -> B", lambda d: f"{d.status_a or '-'} -> {d.status_b or '-'}"),
+            ("change", lambda d: f"[{style.get(d.change, 'default')}]{escape(_change(d))}[/]"),
+            ("throughput", lambda d: _r(d.throughput_ratio)),
+            ("ttfs", lambda d: _r(d.ttfs_ratio)),
+            ("loss div", lambda d: _g(d.loss_divergence)),
+            (
+                "error A -> B",
+                lambda d: (
+                    "; ".join(
+                        f"{k.removeprefix('max_').removesuffix('_err')} {_g(va)} -> {_g(vb)}"
+                        for k, (va, vb) in d.parity.items()
+                    )
+                    or "-"
+                ),
+            ),
+            ("why", lambda d: escape("; ".join(d.regressions + d.notes)) or "-"),
+        ]
+        cells = [[fn(d) for _, fn in cols] for d in rows]
+        keep = [i for i, (name, _) in enumerate(cols) if i < 3 or any(c[i] != "-" for c in cells)]
+        for i in keep:
+            name = cols[i][0]
+            t.add_column(name, justify="right" if name in ("throughput", "ttfs", "loss div") else "left",
+                         overflow="fold", no_wrap=name in ("A -> B", "change", "throughput", "ttfs"))  # fmt: skip
+        for c in cells:
+            t.add_row(*[c[i] for i in keep])
+        width = console.width
+        if not console.is_terminal:  # a CI log: no terminal width to respect; don't fold every cell
+            console.width = max(width, 160)
+        try:
+            console.print(t)
+        finally:
+            console.width = width
     for d in diffs:  # plain lines too: what a CI log is searched for, never cut by the table's width
         if d.regressions:
             console.print(f"regression: {d.suite}/{d.name}: {'; '.join(d.regressions)}", highlight=False, markup=False)
     console.print(summary_line(diffs), highlight=False)
+
+
+def _change(d: CaseDiff) -> str:
+    return d.change if d.change != "regression" or d.regressions else "regression (not counted)"
 
 
 def summary(diffs: list[CaseDiff]) -> dict[str, int]:
