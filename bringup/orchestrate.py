@@ -90,9 +90,23 @@ def finish(store: Store, run: RunInfo, results: list[CaseResult], out: str | Non
     """After every run (and every resumed run): the HTML scorecard."""
     if importlib.util.find_spec("bringup.report.html") is None:
         return
+    import sys
+    import traceback
+
     from bringup.report import html
 
-    path = html.write_report(store, run.run_id, out)
+    try:
+        path = html.write_report(store, run.run_id, out)
+    except Exception as e:  # a report bug must not cost the run its verdict (exit code): say so, keep the trace
+        log = store.path.parent / run.run_id / "report-error.txt"
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(traceback.format_exc())
+        except OSError:
+            pass
+        print(f"bringup: the HTML report failed ({type(e).__name__}: {e}); details in {log}; the results are "
+              f"saved: retry with `bringup --db {store.path} report {run.run_id}`", file=sys.stderr)  # fmt: skip
+        return
     print(f"report: {path}")
 
 

@@ -138,3 +138,33 @@ def test_report_cli_default_path_latest_run_and_bundle(tmp_path: Path, bringup_i
     assert bringup_inproc("report", "b.json").returncode == 0
     page = (tmp_path / "b.html").read_text()
     assert latest in page and 'id="sec-flex"' in page
+
+
+def test_render_survives_odd_field_types() -> None:
+    """Suites evolve: fields of unexpected shapes, NaN/inf metrics and empty series must not break the page."""
+    import itertools
+    import math
+
+    from bringup.case import Metric
+    from bringup.store import RunInfo
+
+    odd = [None, "", "x<y", 3, -1.5, float("nan"), [], [None, 1, "a", {"k": "<v>"}], {}, {"a": None, "b": [1]},
+           {"H2D": None}, True]  # fmt: skip
+    keys = ["top_ops", "transfers", "busy_s", "idle_s", "host_s", "break_reasons", "fallback_ops", "findings",
+            "summary", "compile_breakdown", "mode", "cache", "mod", "batch", "seq", "q_heads", "kv_heads",
+            "backward", "op", "dtype", "feature", "top_kernels", "compiled_regions", "note", "nproc",
+            "model"]  # fmt: skip
+    results = []
+    for i, (suite, value) in enumerate(itertools.product(html.AREAS + ("other",), odd)):
+        r = fixture_results()[i % 40]
+        r.suite, r.case_id = suite, f"c{i}"
+        r.fields = dict.fromkeys(keys, value)
+        r.params = dict.fromkeys(keys[10:20], value)
+        r.metrics = {k: Metric(v, u) for k, v, u in [("ttfs_s", math.inf, "s"), ("step_s", math.nan, "ms"),
+                                                      ("mfu", -1.0, "%"), ("compile_x_s", 1.0, "min")]}  # fmt: skip
+        r.series = {"loss": [(0, math.nan)], "other": []}
+        results.append(r)
+    run = RunInfo("r", "run", [], "0", "t", "cpu", "", "h", 0.0, None, "interrupted",
+                  {"port": {"findings": [None, {"line": "<x>"}], "summary": []}, "options": []})  # fmt: skip
+    page = html.render(run, results)
+    assert page.endswith("</html>\n") and "results are partial" in page
