@@ -24,6 +24,13 @@ def wrong_reference(shape, device):
 def own_functions(shape, device):
     """No dense reference: judged against its own functions evaluated densely in float64."""
     return FlexMod("own_functions", mask_mod=causal_mask)
+
+
+def broken_reference(shape, device):
+    """The reference itself raises: ref_fail, left out of the pass rate."""
+    def dense(s, b, h, q, kv):
+        raise ArithmeticError("reference exploded")
+    return FlexMod("broken_reference", mask_mod=causal_mask, mask_broadcast=True, dense=dense)
 '''
 
 
@@ -78,7 +85,7 @@ def test_budget_one_second_is_budget(cli, tmp_path: Path) -> None:
 def test_user_mod_whose_reference_disagrees_is_fail_numeric(cli, tmp_path: Path) -> None:
     (tmp_path / "usermods.py").write_text(USER_MODS)
     (tmp_path / "m.yaml").write_text(
-        "mods: [usermods.py:wrong_reference, usermods.py:own_functions]\n"
+        "mods: [usermods.py:wrong_reference, usermods.py:own_functions, usermods.py:broken_reference]\n"
         "batch: 1\nseq: 128\nheads: 2\nhead_dim: 16\nbackward: off\n"
     )
     p = cli("--device", "cpu", "flex", "--matrix", "m.yaml", "--json", "out.json", timeout=600)
@@ -89,7 +96,10 @@ def test_user_mod_whose_reference_disagrees_is_fail_numeric(cli, tmp_path: Path)
     assert "out off: rel_rmse" in by["wrong_reference"]["reason"]
     assert by["wrong_reference"]["max_abs_err"] > 0.1
     assert by["own_functions"]["status"] == "pass" and by["own_functions"]["reference"] == "derived"
-    assert data["sentence"] == "1/2 passed; 1 fail_numeric (mod usermods.py:wrong_reference)"
+    assert by["broken_reference"]["status"] == "ref_fail"
+    assert "reference exploded" in by["broken_reference"]["reason"]
+    assert data["sentence"] == ("1/2 passed; 1 fail_numeric (mod usermods.py:wrong_reference); "
+                                "1 ref_fail (excluded: the cpu reference failed)")  # fmt: skip
 
 
 def test_recompile_limit_sweep_is_silent_eager_and_the_reset_prevents_it(cli, tmp_path: Path) -> None:
@@ -110,3 +120,22 @@ def test_recompile_limit_sweep_is_silent_eager_and_the_reset_prevents_it(cli, tm
                timeout=600)  # fmt: skip
     assert good.returncode == 0, good.stderr[-2000:]
     assert [c["status"] for c in load_json(tmp_path / "good.json")["cases"]] == ["pass"] * 3
+
+
+def test_privateuse1_device_is_unsupported_not_a_crash(cli, tmp_path: Path) -> None:
+    """FlexAttention refuses device types it doesn't know (ValueError in _validate_device): that is the
+    backend's gap, reported `unsupported`, not `crash` or `error`."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("bringup.testdev") is None:
+        pytest.skip("bringup.testdev (the PrivateUse1 test device) is not in this checkout")
+    (tmp_path / "one.yaml").write_text("mods: [causal, softcap]\nbatch: 1\nseq: 64\nheads: 2\nhead_dim: 16\n")
+    p = cli("--import", "bringup.testdev", "--device", "testdev", "flex", "--matrix", "one.yaml", "--json",
+            "out.json", timeout=600)  # fmt: skip
+    assert p.returncode == 1, p.stderr[-2000:]
+    cases = load_json(tmp_path / "out.json")["cases"]
+    assert len(cases) == 2 and all(c["backward"] for c in cases)  # auto: on, the device type isn't cpu/mps
+    assert [c["status"] for c in cases] == ["unsupported"] * 2, cases
+    assert "only supported on" in cases[0]["reason"]
