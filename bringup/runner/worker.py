@@ -48,11 +48,14 @@ def import_plugins(modules: list[str]) -> None:
 class WorkerContext:
     """What a case function gets besides its Case: the device, phases with budgets, an artifact dir."""
 
-    def __init__(self, device: Any, channel: TextIO | None, artifact_dir: Path, run_dir: Path) -> None:
+    def __init__(
+        self, device: Any, channel: TextIO | None, artifact_dir: Path, run_dir: Path, imports: tuple[str, ...] = ()
+    ) -> None:
         self.device = device
         self._channel = channel
         self.artifact_dir = artifact_dir
         self.run_dir = run_dir
+        self.imports = imports  # the worker's --import modules: child processes (ranks) import them too
 
     def send(self, msg: dict[str, Any]) -> None:
         if self._channel is not None:
@@ -168,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         msg = json.loads(line)
         case = Case.from_json(msg["case"])
         print(f"=== case {case.case_id} {case.suite}/{case.name}", flush=True)
-        ctx = WorkerContext(device, channel, Path(msg["artifact_dir"]), Path(msg["run_dir"]))
+        ctx = WorkerContext(device, channel, Path(msg["artifact_dir"]), Path(msg["run_dir"]), tuple(args.imports))
         result = run_one(case, ctx)
         sys.stdout.flush()
         sys.stderr.flush()
