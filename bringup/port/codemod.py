@@ -958,9 +958,9 @@ class PortCodemod(ContextAwareTransformer):
         return upd
 
     def _backend_ref(self, node: cst.CSTNode, qn: str) -> None:
-        hint = ('use torch.set_float32_matmul_precision("high") for TF32' if qn.endswith("allow_tf32")
-                else "it has effect on CUDA only; mark a deliberate one `# cuda-ok`")  # fmt: skip
-        self.report(node, "BU130", f"{qn} is a CUDA-only switch: {hint}", False)
+        hint = ('for TF32 use torch.set_float32_matmul_precision("high")' if qn.endswith("allow_tf32")
+                else "mark a deliberate one `# cuda-ok`")  # fmt: skip
+        self.report(node, "BU130", f"{qn} is a CUDA-only switch (no effect elsewhere): {hint}", False)
 
     # -- environment variables
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:

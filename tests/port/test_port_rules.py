@@ -85,3 +85,9 @@ def test_fixed_fixtures_define_every_name_they_use() -> None:
     if p.returncode != 0 and "No module named ruff" in p.stderr:
         pytest.skip("ruff not installed")
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_docs_document_every_rule() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "port.md").read_text()
+    for code in sorted(CODES):
+        assert f"### {code} " in docs, f"docs/port.md has no section for {code}"
