@@ -5,7 +5,8 @@ cuda`, `from torch.cuda import synchronize as sync` are all seen as `torch.cuda.
 recorded on the original node's position; a rewrite is made only when `fix` is on and the rule's
 rewrite keeps the meaning on CUDA (see `rules.py` and docs/port.md). Rewrites that need the device
 use one module-level name introduced after the imports (`DEVICE = torch.accelerator.
-current_accelerator(check_available=True) or torch.device("cpu")`), so the code falls back to cpu.
+current_accelerator() or torch.device("cpu")`), so the code falls back to cpu. No runtime check
+there: importing a module must not initialise CUDA (a later CUDA_VISIBLE_DEVICES, fork safety).
 """
 
 from __future__ import annotations
@@ -401,18 +402,15 @@ class PortCodemod(ContextAwareTransformer):
                 continue
             break
         self.head_len = head
-        aliases: list[str] = []
-        for stmt in node.body[:head]:
-            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
-                if isinstance(small, cst.Import):
-                    for al in small.names:
-                        full = cst.Module([]).code_for_node(al.name)
-                        if al.asname is None and (full == "torch" or full.startswith("torch.")):
-                            aliases.insert(0, "torch")
-                        elif al.asname is not None and full == "torch":
-                            aliases.append(cst.Module([]).code_for_node(al.asname.name))
-        if aliases:
-            self.T, self.head_binds_torch = aliases[0], True
+        # where the module binds torch at top level: the first such import line (and its alias)
+        for i, stmt in enumerate(node.body):
+            aliases = _torch_aliases(stmt)
+            if aliases:
+                self.T, self.head_binds_torch = ("torch" if "torch" in aliases else aliases[0]), True
+                # after the head, or right after that import when it comes later (after a sys.path or
+                # os.environ line, say): the module's own import order is kept
+                self.head_len = max(head, i + 1)
+                break
         for stmt in node.body:
             name = _device_assignment(stmt)
             if name is not None:
@@ -433,7 +431,7 @@ class PortCodemod(ContextAwareTransformer):
             add.append(cst.parse_statement("import torch\n"))
         if self.st.needs_device and not self.device_exists:
             stmt = cst.parse_statement(
-                f'{self.D} = {self.T}.accelerator.current_accelerator(check_available=True) or {self.T}.device("cpu")\n'
+                f'{self.D} = {self.T}.accelerator.current_accelerator() or {self.T}.device("cpu")\n'
             )
             note = cst.Comment(DEVICE_COMMENT)
             stmt = stmt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(comment=note)])
@@ -480,16 +478,6 @@ class PortCodemod(ContextAwareTransformer):
         if role:
             self.set_role(node.body, role)
             self.set_role(node.orelse, role)
-
-    def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
-        """`"cuda" if torch.cuda.is_available() else "cpu"` is exactly DEVICE.type: say so."""
-        t = original_node.test
-        if (id(original_node.body) in self.fixed_strings and _str_value(original_node.body) == "cuda"
-                and _str_value(original_node.orelse) == "cpu" and isinstance(t, cst.Call) and not t.args
-                and self.qname(t.func) in ("torch.cuda.is_available", "torch.accelerator.is_available")):  # fmt: skip
-            self.fixed_strings.add(id(original_node))
-            return updated_node.body.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
-        return updated_node
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
         role = self.roles.get(id(node))
@@ -678,7 +666,7 @@ class PortCodemod(ContextAwareTransformer):
             and len(original_node.args) == 1
             and id(original_node.args[0].value) in self.fixed_strings
         ):
-            # torch.device("cuda") / torch.device("cuda" if torch.cuda.is_available() else "cpu") -> DEVICE
+            # torch.device("cuda") -> DEVICE
             if cst.Module([]).code_for_node(updated_node.args[0].value) == f"{self.D}.type":
                 return self.dev().with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
         if qn is not None and qn.startswith(("torch.backends.cuda.", "torch.backends.cudnn.")):
@@ -1001,6 +989,21 @@ def _collect_names(node: cst.CSTNode) -> list[cst.Name]:
     return out
 
 
+def _torch_aliases(stmt: cst.CSTNode) -> list[str]:
+    """Names a top-level import line binds to the torch package (`import torch`, `import torch.nn`,
+    `import torch as th`)."""
+    out: list[str] = []
+    for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+        if isinstance(small, cst.Import):
+            for al in small.names:
+                full = cst.Module([]).code_for_node(al.name)
+                if al.asname is None and (full == "torch" or full.startswith("torch.")):
+                    out.append("torch")
+                elif al.asname is not None and full == "torch":
+                    out.append(cst.Module([]).code_for_node(al.asname.name))
+    return out
+
+
 def _is_docstring(stmt: cst.CSTNode) -> bool:
     return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)
             and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))  # fmt: skip
@@ -1020,7 +1023,7 @@ def _device_assignment(stmt: cst.CSTNode) -> str | None:
     if len(a.targets) != 1 or not isinstance(a.targets[0].target, cst.Name):
         return None
     code = re.sub(r"\s+", "", cst.Module([]).code_for_node(a.value)).replace("'", '"')
-    if re.fullmatch(r"\w+\.accelerator\.current_accelerator\(check_available=True\)or\w+\.device\(\"cpu\"\)", code):
+    if re.fullmatch(r"\w+\.accelerator\.current_accelerator\((check_available=True)?\)or\w+\.device\(\"cpu\"\)", code):
         return a.targets[0].target.value
     return None
 
