@@ -142,6 +142,8 @@ def _main(argv: list[str]) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.ray_address and args.executor != "ray":
+        raise BadInput("--ray-address needs --executor ray")
     db = Path(args.db or default_db())
     resume_run = None
     imports = list(args.imports)
