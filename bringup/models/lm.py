@@ -186,11 +186,30 @@ def vocab_size(model: torch.nn.Module) -> int:
     return int(emb.num_embeddings)
 
 
-def synthetic_batches(vocab: int, batch: int, seq: int, steps: int, seed: int = 1234) -> Iterator[torch.Tensor]:
-    """Seeded token batches on cpu: the same sequence for every mode and rank, so loss curves compare."""
+def synthetic_batches(
+    vocab: int, batch: int, seq: int, steps: int, seed: int = 1234, learnable: bool = False
+) -> Iterator[torch.Tensor]:
+    """Seeded token batches on cpu: the same sequence for every mode and rank, so loss curves compare.
+
+    Default: uniform random tokens (nothing to learn: the loss stays near ln(vocab)). `learnable`:
+    a fixed random bigram chain over a 256-token subset of the vocabulary (each token is followed by
+    its successor 90% of the time, else by a random subset token), so the loss falls within a few
+    steps and a wrong gradient shows in the curve. Still seeded: every mode gets the same tokens."""
     g = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
-        yield torch.randint(0, vocab, (batch, seq), generator=g)
+    if not learnable:
+        for _ in range(steps):
+            yield torch.randint(0, vocab, (batch, seq), generator=g)
+        return
+    active = min(vocab, 256)
+    subset = torch.randperm(vocab, generator=g)[:active]
+    successor = torch.zeros(vocab, dtype=torch.long)
+    successor[subset] = subset[torch.randperm(active, generator=g)]
+    noise = subset[torch.randint(0, active, (steps * batch, seq), generator=g)]
+    follow = torch.rand(steps * batch, seq, generator=g) < 0.9
+    x = noise.clone()
+    for t in range(1, seq):  # one pass over positions for all steps at once
+        x[:, t] = torch.where(follow[:, t], successor[x[:, t - 1]], noise[:, t])
+    yield from x.split(batch)
 
 
 MODES = ("eager", "compile", "regional")

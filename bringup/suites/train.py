@@ -1,0 +1,278 @@
+"""train: eager vs compiled vs regional training on the device: time to first step, steady step,
+tokens/s, MFU, compile phases, cold and warm caches, loss curves, and --nproc N ranks with FSDP2.
+
+    bringup --device DEV train [--model qwen3-tiny] [--override KEY=VALUE ...] [--modes eager,compile,regional]
+        [--steps N] [--warmup W] [--batch B] [--seq S] [--dtype fp32|bf16] [--compile-backend NAME]
+        [--cache cold|warm|both] [--nproc N] [--budget SEC] [--flops-only] [--json FILE]
+
+One case per mode (and per cache state), each in a fresh worker process. The pieces live in
+bringup/train/ (loop, caches, ranks, compile metrics, loss band, summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import traceback
+from typing import Any
+
+from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import classify, first_line
+from bringup.device import Device, dtype_name, parse_dtype
+from bringup.errors import BadInput
+from bringup.train.spec import CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
+
+HELP = "eager vs compile vs regional training: time to first step, tokens/s, MFU, cold/warm caches, ranks"
+ENTRY, FLOPS_ENTRY = "bringup.suites.train:run_mode", "bringup.suites.train:run_flops"
+D = TrainSpec()  # defaults
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bringup.cli import positive_float, positive_int
+
+    p.add_argument("--model", default=None, help="qwen3 preset (qwen3-tiny [default], qwen3-0.6b ... qwen3-32b), "
+                   "an HF config JSON, or module:function returning a model")  # fmt: skip
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="change a model config field (repeatable), e.g. num_key_value_heads=4")  # fmt: skip
+    p.add_argument("--modes", default=None, help="comma list of eager,compile,regional (default: all three)")
+    p.add_argument("--steps", type=positive_int, default=None, help=f"optimizer steps per mode (default {D.steps})")
+    p.add_argument("--warmup", type=positive_int, default=None,
+                   help=f"steps left out of the steady median, step 1 included (default {D.warmup})")  # fmt: skip
+    p.add_argument("--batch", type=positive_int, default=None, help=f"batch per rank (default {D.batch})")
+    p.add_argument("--seq", type=positive_int, default=None, help=f"sequence length (default {D.seq})")
+    p.add_argument("--dtype", default=None, help="fp32 (default) | bf16 | fp16: model, grads and optimizer")
+    p.add_argument("--compile-backend", default=None, help="torch.compile backend (default inductor)")
+    p.add_argument("--cache", choices=[CACHE_COLD, CACHE_WARM, "both"], default=None,
+                   help="compile caches: cold (fresh, default), warm (rerun on the cold one), both")  # fmt: skip
+    p.add_argument("--nproc", type=positive_int, default=None, help="ranks (torchrun launcher, FSDP2; default 1)")
+    p.add_argument("--budget", type=positive_float, default=None,
+                   help="budget of the first step (compile) in seconds: past it the case is 'budget'")  # fmt: skip
+    p.add_argument("--case-budget", type=positive_float, default=3600.0, help="wall budget of each case (3600 s)")
+    p.add_argument("--lr", type=positive_float, default=None, help=f"AdamW learning rate (default {D.lr:g})")
+    p.add_argument("--loss-rtol", type=positive_float, default=None,
+                   help="loss band of compiled modes around eager (default: by dtype, see docs/train.md)")  # fmt: skip
+    p.add_argument("--flops-only", action="store_true", help="params and FLOPs/token only (meta device, no training)")
+
+
+# ---- planning (pure; raises BadInput before any work) --------------------------------------------
+def parse_modes(text: str) -> tuple[str, ...]:
+    from bringup.models.lm import MODES
+
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise BadInput(f"bad --modes {text!r}: use a comma list of {', '.join(MODES)}")
+    return tuple(m for m in MODES if m in modes)  # canonical order: eager first (the reference)
+
+
+def check_model(model: str, overrides: list[str], seq: int) -> dict[str, Any]:
+    """Presets and config JSONs are built on the meta device (no memory, catches bad configs) and give
+    params and FLOPs/token; module:function is only checked for an importable callable."""
+    import importlib
+
+    import bringup.models  # noqa: F401  (torchvision shim before transformers)
+    from bringup.models import lm
+
+    if lm.is_user_fn(model):
+        if overrides:
+            raise BadInput("--override applies to presets and config JSONs, not to module:function models")
+        mod_name, _, fn_name = model.partition(":")
+        try:
+            fn = getattr(importlib.import_module(mod_name), fn_name)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise BadInput(f"model {model}: {type(e).__name__}: {e}".splitlines()[0]) from None
+        if not callable(fn):
+            raise BadInput(f"model {model}: {fn_name} is not callable")
+        return {}
+    lm.load_config(model, overrides)
+    try:
+        meta = lm.build_model(model, overrides, device="meta")
+    except BadInput:
+        raise
+    except Exception as e:
+        raise BadInput(f"model {model}: cannot build it: {type(e).__name__}: {e}".splitlines()[0]) from None
+    params, emb = lm.param_counts(meta)
+    return {"params": params, "embedding_params": emb, "flops_per_token": lm.flops_per_token(meta, seq)}
+
+
+def _flops_conflicts(args: argparse.Namespace) -> list[str]:
+    opts = ("modes", "steps", "warmup", "batch", "dtype", "compile_backend", "cache", "nproc", "budget", "lr",
+            "loss_rtol")  # fmt: skip
+    return ["--" + o.replace("_", "-") for o in opts if getattr(args, o, None) is not None]
+
+
+def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+    model, seq = args.model or D.model, args.seq or D.seq
+    if args.flops_only:
+        if bad := _flops_conflicts(args):
+            raise BadInput(f"--flops-only trains nothing: drop {', '.join(bad)}")
+        check_model(model, args.override, seq)
+        params = {"flops_only": True, "model": model, "overrides": list(args.override), "seq": seq}
+        return [Case("train", f"flops-{model}", params, FLOPS_ENTRY, 600.0)]
+    steps = args.steps or D.steps
+    warmup = args.warmup if args.warmup is not None else min(D.warmup, steps - 1)
+    if steps < 2 or warmup >= steps:
+        raise BadInput(f"--steps ({steps}) must be more than --warmup ({warmup}): step 1 is the compile, and "
+                       "the steady step needs at least one step after the warm-up")  # fmt: skip
+    modes = parse_modes(args.modes) if args.modes is not None else ("eager", "compile", "regional")
+    backend = args.compile_backend or D.backend
+    if args.compile_backend is not None and any(m != "eager" for m in modes):
+        import torch._dynamo
+
+        known = torch._dynamo.list_backends(exclude_tags=())
+        if backend not in known:
+            raise BadInput(f"unknown --compile-backend {backend!r}; known: {', '.join(sorted(known))}")
+    nproc = args.nproc or 1
+    if nproc > 1 and not device.is_cpu and nproc > device.count():
+        raise BadInput(f"--nproc {nproc}: only {device.count()} {device.type} device(s) here")
+    check_model(model, args.override, seq)
+    base = TrainSpec(
+        model=model, overrides=tuple(args.override), steps=steps, warmup=warmup, batch=args.batch or D.batch,
+        seq=seq, dtype=dtype_name(parse_dtype(args.dtype or D.dtype)), backend=backend, nproc=nproc,
+        lr=args.lr or D.lr, compile_budget_s=args.budget, loss_rtol=args.loss_rtol,
+    )  # fmt: skip
+    caches = {CACHE_WARM: (CACHE_WARM,), "both": (CACHE_COLD, CACHE_WARM)}.get(args.cache, (CACHE_COLD,))
+    return plan(base, modes, caches, args.case_budget)
+
+
+def plan(base: TrainSpec, modes: tuple[str, ...], caches: tuple[str, ...], case_budget: float = 3600.0) -> list[Case]:
+    """Eager first (the loss reference), then every compiled mode cold, then warm (warm reruns on the
+    cache its cold case left, so it must come after it: the local executor runs cases in order)."""
+    specs = [base.with_(mode="eager", cache=CACHE_NONE)] if "eager" in modes else []
+    for cache in caches:
+        specs += [base.with_(mode=m, cache=cache) for m in modes if m != "eager"]
+    return [Case("train", s.name, s.params(), ENTRY, case_budget, isolated=True) for s in specs]
+
+
+def run_cases(device: Device, quick: bool) -> list[Case]:
+    """`bringup run`: quick = qwen3-tiny, all modes, a few small steps (about 2 min on 2 cpu cores with
+    cold compiles); full = the largest qwen3 preset that fits the device, bf16, all modes, cold + warm."""
+    modes = ("eager", "compile", "regional")
+    if quick:
+        return plan(TrainSpec(steps=6, warmup=2, batch=2, seq=128), modes, (CACHE_COLD,))
+    from bringup.train.summary import preset_that_fits
+
+    base = TrainSpec(model=preset_that_fits(device, batch=2, seq=2048), steps=20, warmup=5, batch=2, seq=2048,
+                     dtype="bf16", compile_budget_s=1800.0)  # fmt: skip
+    return plan(base, modes, (CACHE_COLD, CACHE_WARM), case_budget=7200.0)
+
+
+# ---- the cases (run in the worker) ---------------------------------------------------------------
+def run_mode(case: Case, ctx: Any) -> CaseResult:
+    """One mode: caches, train, then the verdict (crash/compile/budget first, then numbers)."""
+    from bringup.train import cache, distributed, loop, numerics
+    from bringup.train.summary import record_outcome
+
+    spec = TrainSpec.from_params(case.params)
+    r = CaseResult.for_case(case, Status.PASS)
+    work = ctx.artifact_dir
+    dirs = None
+    if spec.compiled:
+        dirs, needs_priming = cache.prepare(spec, ctx.run_dir)
+        r.fields["cache_dir"] = str(dirs.root)
+        if spec.cache == CACHE_WARM:
+            r.fields["warm_from"] = "primed by this case (no passed cold case)" if needs_priming else "cold case"
+        if needs_priming and (err := cache.prime(spec, ctx.device.name, ctx.imports, work)):
+            return _failed(case, RuntimeError(err), "priming the cache (a cold compile)", True)
+    phase = lambda: ctx.phase("compile" if spec.compiled else "first_step", spec.compile_budget_s)
+    try:
+        if spec.nproc > 1:
+            out = distributed.launch(spec, ctx.device, ctx.imports, work / "ranks", first_step=phase)
+        else:
+            out = loop.train(spec, ctx.device, first_step=phase)
+    except loop.StageError as e:
+        return _failed(case, e.exc, e.stage, e.stage == "first_step" and spec.compiled)
+    record_outcome(r, spec, out, ctx.device)
+
+    verdicts: list[tuple[Status, str]] = []
+    if (bad := numerics.first_nonfinite(out.losses)) is not None:
+        verdicts.append((Status.FAIL_NUMERIC, f"loss is not finite at step {bad}"))
+    if spec.compiled:
+        from bringup.train.compile_metrics import silent_eager_reason
+
+        if why := silent_eager_reason(out.final, spec.mode):
+            verdicts.append((Status.SILENT_EAGER, why))
+        ref, source = _eager_reference(spec, ctx)
+        r.fields["loss_reference"] = source
+        if ref is not None:
+            rep = numerics.compare(out.losses, ref, numerics.band_for(spec.dtype, spec.loss_rtol))
+            r.metric("loss_max_rel_dev", rep.max_rel_dev)
+            r.fields["loss_check"] = rep.summary(spec.mode)
+            if not rep.ok:
+                verdicts.append((Status.FAIL_NUMERIC, rep.summary(spec.mode)))
+    if out.fallback_ops:
+        ops = ", ".join(f"{k} x{v}" for k, v in sorted(out.fallback_ops.items(), key=lambda kv: -kv[1])[:5])
+        verdicts.append((Status.FALLBACK, f"{len(out.fallback_ops)} op(s) ran via the CPU fallback: {ops}"))
+    if verdicts:
+        r.status, r.reason = verdicts[0][0], "; ".join(v[1] for v in verdicts)
+    if spec.mode == "eager" and r.status is not Status.FAIL_NUMERIC:
+        _save_reference(spec, ctx, out.losses)  # the compiled cases' loss reference
+    if dirs is not None and spec.cache == CACHE_COLD and r.status is Status.PASS:
+        dirs.mark_passed()
+    if dirs is not None:
+        r.metric("cache_bytes", dirs.size_bytes(), "B")
+    return r
+
+
+def _failed(case: Case, exc: BaseException, stage: str, compiling: bool) -> CaseResult:
+    status = getattr(exc, "status", None) or classify(exc, compiling=compiling)
+    r = CaseResult.for_case(case, status, f"{stage}: {first_line(exc)}")
+    r.error = "".join(traceback.format_exception(exc))
+    r.fields["failed_stage"] = stage
+    return r
+
+
+def _reference_path(spec: TrainSpec, ctx: Any) -> Any:
+    return ctx.run_dir / "train-ref" / f"{spec.reference_key}.json"
+
+
+def _save_reference(spec: TrainSpec, ctx: Any, losses: list[float]) -> None:
+    from bringup.report.contract import atomic_write_text
+
+    p = _reference_path(spec, ctx)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(p, json.dumps({"loss": losses, "spec": spec.params()}))
+
+
+def _eager_reference(spec: TrainSpec, ctx: Any) -> tuple[list[float] | None, str]:
+    """The eager loss curve of this run's eager case; if there is none (eager not asked for, still
+    running, or failed) and there is one rank, an eager run in this process after the measurement."""
+    p = _reference_path(spec, ctx)
+    if p.exists():
+        return list(json.loads(p.read_text())["loss"]), "eager case"
+    if spec.nproc > 1:
+        return None, "none: no passed eager case in this run (with --nproc, run eager too)"
+    import torch._dynamo
+
+    from bringup.train import loop
+
+    torch._dynamo.reset()  # drop compiled graphs (and the model they hold) before a second model
+    try:
+        out = loop.train(spec.with_(mode="eager", cache=CACHE_NONE), ctx.device, check_fallbacks=False)
+    except loop.StageError as e:
+        return None, f"none: the eager run failed ({e.stage}: {first_line(e.exc)})"
+    return out.losses, "eager run in this case"
+
+
+def run_flops(case: Case, ctx: Any) -> CaseResult:
+    """--flops-only: params and TorchTitan's FLOPs/token from the model built on the meta device."""
+    from bringup.models import lm
+
+    p = case.params
+    meta = lm.build_model(p["model"], p["overrides"], device="meta")
+    params, emb = lm.param_counts(meta)
+    cfg = meta.config
+    r = CaseResult.for_case(case, Status.PASS)
+    r.metric("params", params)
+    r.metric("embedding_params", emb)
+    r.metric("flops_per_token", lm.flops_per_token(meta, int(p["seq"])), "FLOP")
+    r.fields["config"] = {k: getattr(cfg, k, None) for k in (
+        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+        "head_dim", "vocab_size", "tie_word_embeddings")}  # fmt: skip
+    return r
+
+
+def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+    from bringup.train.summary import summarize as _summarize
+
+    return _summarize(results, console)

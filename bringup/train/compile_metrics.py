@@ -1,0 +1,63 @@
+"""Dynamo's own compile metrics, read after the first step and at the end of a case.
+
+Sources (torch 2.13): `torch._dynamo.utils.calculate_time_spent()` (cumulative seconds per phase that
+dynamo times: `entire_frame_compile` = dynamo tracing + the backend for the forward,
+`backend_compile` = AOT autograd + inductor for the forward, `entire_backward_compile` = the lazy
+backward compile, `inductor_compile` = inductor's own part, forward and backward),
+`torch._dynamo.utils.counters` (graph breaks, graphs, FX-graph and AOT-autograd cache hits and
+misses) and `get_compilation_metrics()` (one record per frame compile, with `recompile_reason`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def snapshot() -> dict[str, Any]:
+    """The process's compile metrics so far (cumulative)."""
+    from torch._dynamo.utils import calculate_time_spent, counters, get_compilation_metrics
+
+    metrics = get_compilation_metrics()
+    reasons = [m.recompile_reason for m in metrics if m.recompile_reason]
+    unimpl = counters.get("unimplemented", {})
+    return {
+        "times": {k: round(float(v), 4) for k, v in calculate_time_spent().items()},
+        "graph_breaks": int(sum(counters.get("graph_break", {}).values())),
+        "break_reasons": sorted(counters.get("graph_break", {}))[:5],
+        "graphs": int(counters.get("stats", {}).get("unique_graphs", 0)),
+        "frames_ok": int(counters.get("frames", {}).get("ok", 0)),
+        "recompiles": len(reasons),
+        "recompile_reasons": [str(r)[:200] for r in reasons[:5]],
+        "recompile_limit_hit": any("recompile limit" in k.lower() or "recompile_limit" in k for k in unimpl),
+        "cache": {
+            "fx_hit": int(counters.get("inductor", {}).get("fxgraph_cache_hit", 0)),
+            "fx_miss": int(counters.get("inductor", {}).get("fxgraph_cache_miss", 0)),
+            "aot_hit": int(counters.get("aot_autograd", {}).get("autograd_cache_hit", 0)),
+            "aot_miss": int(counters.get("aot_autograd", {}).get("autograd_cache_miss", 0)),
+        },
+    }
+
+
+def breakdown(times: dict[str, float]) -> dict[str, float]:
+    """Compile seconds by phase: dynamo tracing, AOT autograd (joint graph, partition, cache loads),
+    the backend (inductor codegen + kernel compile, forward and backward), and their total."""
+    frame = times.get("entire_frame_compile", 0.0)
+    backend_fw = times.get("backend_compile", 0.0)
+    backward = times.get("entire_backward_compile", 0.0)
+    inductor = times.get("inductor_compile", 0.0)
+    after_dynamo = backend_fw + backward
+    return {
+        "total_s": round(frame + backward, 4),
+        "dynamo_s": round(max(frame - backend_fw, 0.0), 4),
+        "aot_autograd_s": round(max(after_dynamo - inductor, 0.0), 4),
+        "backend_s": round(inductor, 4),
+    }
+
+
+def silent_eager_reason(snap: dict[str, Any], mode: str) -> str:
+    """Non-empty when a compiled mode did not really run compiled code."""
+    if snap["graphs"] == 0:
+        return f"{mode}: torch.compile produced no graph (dynamo skipped the frames): the model ran eager"
+    if snap["recompile_limit_hit"]:
+        return f"{mode}: dynamo hit its recompile limit; later calls ran eager ({snap['recompiles']} recompiles)"
+    return ""

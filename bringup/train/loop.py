@@ -1,0 +1,172 @@
+"""The training loop of one process (the whole case, or one rank of --nproc N): build the model on the
+device, apply the mode, then time each optimizer step. Step 1 is timed on the wall clock (it holds
+the compile); steady steps with the device's timer (torch.Event where the backend has one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from bringup.device import Device, parse_dtype
+from bringup.errors import BadInput
+from bringup.models import lm
+from bringup.train import compile_metrics
+from bringup.train.spec import TrainSpec
+
+DATA_SEED = 1234  # synthetic data seed (rank r uses DATA_SEED + r)
+
+
+class StageError(Exception):
+    """An exception raised in one stage of the case: `build`, `first_step` (compile), `steps`."""
+
+    def __init__(self, stage: str, exc: BaseException) -> None:
+        super().__init__(f"{stage}: {type(exc).__name__}: {exc}")
+        self.stage = stage
+        self.exc = exc
+
+
+@dataclass
+class TrainOutcome:
+    losses: list[float]  # per step (all ranks' mean with --nproc)
+    step_s: list[float]  # per step; step 1 = wall incl. compile
+    setup_s: float  # model build + mode + data on the device
+    params: int
+    flops_per_token: int | None
+    peak_mem_bytes: int | None
+    first: dict[str, Any]  # compile metrics after step 1
+    final: dict[str, Any]  # compile metrics at the end
+    fallback_ops: dict[str, int] | None = None  # None: not checked (cpu, or no detector)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ttfs_s(self) -> float:
+        return self.step_s[0]
+
+    def steady_s(self, warmup: int) -> float:
+        return float(statistics.median(self.step_s[warmup:]))
+
+
+def shard(model: torch.nn.Module, device: Device, world: int) -> torch.nn.Module:
+    """FSDP2 as TorchTitan applies it: fully_shard each transformer block, then the root."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(device.type, (world,))
+    for block in lm.decoder_layers(model):
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def prepare(model: torch.nn.Module, spec: TrainSpec, device: Device, world: int) -> torch.nn.Module:
+    """Apply the mode (and FSDP2 when world > 1). Regional: blocks compiled first, then sharded (as
+    TorchTitan does); full compile: shard first, then compile the sharded model."""
+    if world == 1:
+        return lm.apply_mode(model, spec.mode, spec.backend)
+    if spec.mode == "regional":
+        return shard(lm.apply_mode(model, "regional", spec.backend), device, world)
+    return lm.apply_mode(shard(model, device, world), spec.mode, spec.backend)
+
+
+def _stage(name: str) -> Callable[[BaseException], StageError]:
+    return lambda e: StageError(name, e)
+
+
+def train(
+    spec: TrainSpec,
+    device: Device,
+    *,
+    rank: int = 0,
+    world: int = 1,
+    first_step: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    after_first: Callable[[], None] | None = None,
+    check_fallbacks: bool = True,
+) -> TrainOutcome:
+    """Run spec.steps optimizer steps. Raises StageError naming the stage that failed."""
+    t0 = time.perf_counter()
+    try:
+        model = lm.build_model(spec.model, list(spec.overrides), device.torch_device, parse_dtype(spec.dtype),
+                               seed=spec.seed)  # fmt: skip
+        params, _ = lm.param_counts(model)
+        try:
+            flops: int | None = lm.flops_per_token(model, spec.seq)
+        except BadInput:
+            flops = None  # a user model without a transformers config: no FLOPs, no MFU
+        vocab = lm.vocab_size(model)
+        model = prepare(model, spec, device, world)
+        opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
+        data = lm.synthetic_batches(vocab, spec.batch, spec.seq, spec.steps, DATA_SEED + rank, learnable=True)
+        batches = [b.to(device.torch_device) for b in data]
+        device.synchronize()
+        device.reset_peak_memory()
+    except Exception as e:
+        raise StageError("build", e) from e
+    setup_s = time.perf_counter() - t0
+
+    losses: list[torch.Tensor] = []
+    times: list[float] = []
+    try:
+        with first_step():
+            t1 = time.perf_counter()
+            losses.append(lm.train_step(model, opt, batches[0]))
+            device.synchronize()
+            times.append(time.perf_counter() - t1)
+    except Exception as e:
+        raise StageError("first_step", e) from e
+    first = compile_metrics.snapshot()
+    if after_first is not None:
+        after_first()
+    timer = device.timer()
+    try:
+        for tokens in batches[1:]:
+            timer.start()
+            losses.append(lm.train_step(model, opt, tokens))
+            times.append(timer.stop())
+    except Exception as e:
+        raise StageError("steps", e) from e
+    peak = device.peak_memory()
+    final = compile_metrics.snapshot()
+    fallback_ops, notes = None, []
+    if check_fallbacks and not device.is_cpu:
+        fallback_ops, note = _fallbacks(model, opt, batches[-1], device)
+        notes += [note] if note else []
+    loss_t = torch.stack(losses).float()
+    step_t = torch.tensor(times, dtype=torch.float64)
+    if world > 1:  # mean loss over ranks; a step takes as long as its slowest rank
+        import torch.distributed as dist
+
+        loss_t = loss_t.to(device.torch_device)
+        dist.all_reduce(loss_t)
+        loss_t /= world
+        step_t = step_t.to(device.torch_device)
+        dist.all_reduce(step_t, op=dist.ReduceOp.MAX)
+        mem = torch.tensor([peak or 0], dtype=torch.float64, device=step_t.device)
+        dist.all_reduce(mem, op=dist.ReduceOp.MAX)
+        peak = int(mem.item()) or peak
+    return TrainOutcome(
+        losses=[float(x) for x in loss_t.cpu()], step_s=[float(x) for x in step_t.cpu()], setup_s=setup_s,
+        params=params, flops_per_token=flops, peak_mem_bytes=peak, first=first, final=final,
+        fallback_ops=fallback_ops, notes=notes,
+    )  # fmt: skip
+
+
+def _fallbacks(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor, device: Device
+               ) -> tuple[dict[str, int] | None, str]:  # fmt: skip
+    """One extra (untimed) step under the CPU-fallback detector: {op: calls} that ran via the fallback."""
+    try:
+        from bringup.checks.fallbacks import FallbackDetector
+    except ImportError as e:
+        return None, f"fallbacks not checked: {e}"
+    try:
+        with FallbackDetector(device) as det:
+            lm.train_step(model, opt, tokens)
+        return dict(det.report().fallback_ops), ""
+    except Exception as e:
+        return None, f"fallbacks not checked: {type(e).__name__}: {e}".splitlines()[0][:200]

@@ -1,0 +1,75 @@
+"""TrainSpec: everything one train case needs, as plain data (Case.params round-trips through it)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from bringup.case import make_case_id
+
+CACHE_NONE, CACHE_COLD, CACHE_WARM = "none", "cold", "warm"
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    model: str = "qwen3-tiny"
+    overrides: tuple[str, ...] = ()
+    mode: str = "eager"  # eager | compile | regional (bringup.models.lm.MODES)
+    cache: str = CACHE_NONE  # none (eager) | cold | warm
+    steps: int = 10  # measured steps, step 1 included
+    warmup: int = 2  # steps left out of the steady median (step 1 always is)
+    batch: int = 4  # per rank
+    seq: int = 256
+    dtype: str = "fp32"
+    backend: str = "inductor"
+    nproc: int = 1
+    lr: float = 1e-3
+    seed: int = 0
+    compile_budget_s: float | None = None  # budget of the first step (compile) phase
+    loss_rtol: float | None = None  # overrides the loss band of numerics.LOSS_BANDS
+
+    @property
+    def compiled(self) -> bool:
+        return self.mode != "eager"
+
+    @property
+    def name(self) -> str:
+        return self.mode if self.cache == CACHE_NONE else f"{self.mode}-{self.cache}"
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Tokens of one optimizer step over all ranks."""
+        return self.batch * self.seq * self.nproc
+
+    def params(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["overrides"] = list(self.overrides)
+        return d
+
+    @classmethod
+    def from_params(cls, d: dict[str, Any]) -> TrainSpec:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["overrides"] = tuple(kw.get("overrides", ()))
+        return cls(**kw)
+
+    def with_(self, **kw: Any) -> TrainSpec:
+        return replace(self, **kw)
+
+    def key(self, *drop: str) -> str:
+        """A stable hash of the spec without the named fields: the eager reference of a compiled case
+        is `key("mode", "cache", "backend", ...)`, its cache directory `key("cache", ...)`."""
+        p = self.params()
+        for k in drop:
+            p.pop(k, None)
+        return make_case_id("train", p)
+
+    @property
+    def reference_key(self) -> str:
+        """Cases that must produce the same loss curve (same model, data, optimizer) share this."""
+        return self.key("mode", "cache", "backend", "compile_budget_s", "loss_rtol", "warmup")
+
+    @property
+    def cache_key(self) -> str:
+        """A cold case and its warm rerun share this (same graphs to compile)."""
+        return self.key("cache", "compile_budget_s", "loss_rtol", "warmup", "steps")

@@ -1,0 +1,234 @@
+"""What a train case records, and what the train suite prints and returns as top-level JSON.
+
+Top-level JSON (besides the common `cases` rows):
+    model, params, flops_per_token, seq, batch, nproc, dtype, peak_flops, peak_flops_source,
+    modes.<eager|compile|regional>: {status, cache, ttfs_s, step_s, first_over_steady, tokens_per_s,
+        tokens_per_s_per_device, mfu, peak_mem_bytes, graph_breaks, recompiles, compile_s,
+        compile_breakdown, speedup_vs_eager, loss: [per step]}
+        With --cache both, a compiled mode's entry is its cold run and holds its warm rerun under
+        "warm" (same keys); with --cache warm alone the entry is the warm run ("cache": "warm").
+    fast_start: the entry that reaches step 1 first and what its steady step costs, measured; advice:
+        the same as one sentence.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bringup.case import CaseResult, Status
+from bringup.device import Device, parse_dtype
+from bringup.train import compile_metrics
+from bringup.train.loop import TrainOutcome
+from bringup.train.spec import CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
+
+MODE_ORDER = {("eager", CACHE_NONE): 0, ("compile", CACHE_COLD): 1, ("compile", CACHE_WARM): 2,
+              ("regional", CACHE_COLD): 3, ("regional", CACHE_WARM): 4}  # fmt: skip
+USABLE = (Status.PASS, Status.FALLBACK)  # ran and measured: may give advice
+
+
+# ---- recording (in the worker) -------------------------------------------------------------------
+def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: Device) -> None:
+    steady = out.steady_s(spec.warmup)
+    tok_s = spec.tokens_per_step / steady if steady > 0 else None
+    per_dev = tok_s / spec.nproc if tok_s else None
+    r.metric("ttfs_s", out.ttfs_s, "s")
+    r.metric("step_s", steady, "s")
+    r.metric("first_over_steady", out.ttfs_s / steady if steady > 0 else None)
+    r.metric("tokens_per_s", tok_s, "tok/s")
+    r.metric("tokens_per_s_per_device", per_dev, "tok/s")
+    r.metric("setup_s", out.setup_s, "s")
+    r.metric("params", out.params)
+    r.metric("flops_per_token", out.flops_per_token, "FLOP")
+    r.metric("peak_mem_bytes", out.peak_mem_bytes, "B")
+    peak = device.peak_flops(parse_dtype(spec.dtype))
+    if peak is not None and peak.flops > 0:
+        r.metric("peak_flops", peak.flops, "FLOP/s")
+        r.fields["peak_flops_source"] = peak.source
+        if out.flops_per_token and per_dev:
+            r.metric("mfu", out.flops_per_token * per_dev / peak.flops)
+    if spec.compiled:
+        first = compile_metrics.breakdown(out.first["times"])
+        r.fields["compile_breakdown"] = first
+        r.metric("compile_s", first["total_s"], "s")
+        later = compile_metrics.breakdown(out.final["times"])["total_s"] - first["total_s"]
+        r.metric("compile_after_first_s", max(later, 0.0), "s")
+        r.metric("graph_breaks", out.final["graph_breaks"])
+        r.metric("recompiles", out.final["recompiles"])
+        r.metric("graphs", out.final["graphs"])
+        r.fields["compile_cache"] = out.first["cache"]
+        r.fields["break_reasons"] = out.final["break_reasons"]
+        r.fields["recompile_reasons"] = out.final["recompile_reasons"]
+    if out.fallback_ops is not None:
+        r.fields["fallback_ops"] = out.fallback_ops
+    if out.notes:
+        r.fields["notes"] = out.notes
+    r.series["loss"] = [(i + 1, x) for i, x in enumerate(out.losses)]
+    r.series["step_s"] = [(i + 1, x) for i, x in enumerate(out.step_s)]
+
+
+# ---- choosing a model for `bringup run --full` ---------------------------------------------------
+def total_memory(device: Device) -> int | None:
+    import torch
+
+    try:
+        if device.is_accelerator:
+            return int(torch.accelerator.get_memory_info(device.index or 0)[1])
+        props = device.module.get_device_properties(device.index or 0)
+        return int(props.total_memory)
+    except Exception:
+        return None
+
+
+def training_bytes(cfg: dict[str, Any], batch: int, seq: int) -> float:
+    """Rough bf16 AdamW footprint: 8 B/param (weights, grads, two moments) + activations without
+    checkpointing (~34 B per layer x token x hidden, Korthikanti et al.) + logits (bf16, fp32 loss, grad)."""
+    h, i, L, q, kv = (cfg[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
+                                       "num_attention_heads", "num_key_value_heads"))  # fmt: skip
+    hd, V = cfg.get("head_dim", 128), cfg.get("vocab_size", 151936)
+    layer = h * (q + 2 * kv) * hd + q * hd * h + 3 * h * i
+    params = L * layer + V * h * (1 if cfg.get("tie_word_embeddings") else 2)
+    return 8.0 * params + 34.0 * L * batch * seq * h + 10.0 * batch * seq * V
+
+
+def preset_that_fits(device: Device, batch: int, seq: int) -> str:
+    from bringup.models.lm import _QWEN3_COMMON, PRESETS
+
+    mem = total_memory(device)
+    if not mem:
+        return "qwen3-0.6b"
+    for name in ("qwen3-8b", "qwen3-4b", "qwen3-1.7b", "qwen3-0.6b"):
+        if training_bytes({**_QWEN3_COMMON, **PRESETS[name]}, batch, seq) <= 0.8 * mem:
+            return name
+    return "qwen3-tiny"
+
+
+# ---- summarising (in the driver) -----------------------------------------------------------------
+def _m(r: CaseResult, k: str) -> float | None:
+    return r.metrics[k].value if k in r.metrics else None
+
+
+def entry(r: CaseResult) -> dict[str, Any]:
+    spec = TrainSpec.from_params(r.params)
+    e: dict[str, Any] = {"status": r.status.value, "reason": r.reason, "cache": spec.cache}
+    for k in ("ttfs_s", "step_s", "first_over_steady", "tokens_per_s", "tokens_per_s_per_device", "mfu",
+              "peak_mem_bytes", "graph_breaks", "recompiles", "compile_s", "loss_max_rel_dev"):  # fmt: skip
+        e[k] = _m(r, k)
+    for k in ("peak_mem_bytes", "graph_breaks", "recompiles"):
+        e[k] = int(e[k]) if e[k] is not None else None
+    e["compile_breakdown"] = r.fields.get("compile_breakdown")
+    e["loss"] = [v for _, v in r.series.get("loss", [])]
+    return e
+
+
+def label(mode: str, cache: str) -> str:
+    return mode if cache == CACHE_NONE else f"{mode} ({cache} cache)"
+
+
+def fast_start(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
+    """Which measured entry reaches step 1 first, and what its steady step costs vs the fastest."""
+    ok = [(n, e) for n, e in rows if e["status"] in {s.value for s in USABLE} and e["ttfs_s"] and e["step_s"]]
+    if not ok:
+        return None
+    fn, fe = min(ok, key=lambda x: x[1]["ttfs_s"])
+    sn, se = min(ok, key=lambda x: x[1]["step_s"])
+    ln, le = max(ok, key=lambda x: x[1]["ttfs_s"])
+    out: dict[str, Any] = {"entry": fn, "ttfs_s": fe["ttfs_s"], "step_s": fe["step_s"], "fastest_steady": sn,
+                           "steady_cost_vs_fastest": fe["step_s"] / se["step_s"], "break_even_steps": None}  # fmt: skip
+    text = f"fast start: {fn} reaches step 1 first, in {fe['ttfs_s']:.3g} s"
+    if ln != fn:
+        text += f" ({le['ttfs_s'] / fe['ttfs_s']:.1f}x sooner than {ln}, {le['ttfs_s']:.3g} s)"
+    if sn == fn:
+        text += f", and has the fastest steady step too ({fe['step_s']:.3g} s)"
+    else:
+        cost = fe["step_s"] / se["step_s"]
+        text += f"; its steady step costs {cost:.2f}x that of {sn} ({fe['step_s']:.3g} s vs {se['step_s']:.3g} s)"
+        gain = fe["step_s"] - se["step_s"]
+        if gain > 0:
+            n = math.ceil((se["ttfs_s"] - fe["ttfs_s"]) / gain)
+            out["break_even_steps"] = max(n, 0)
+            text += f": {sn} makes up its later start after {max(n, 0)} steps"
+    out["advice"] = text
+    return out
+
+
+def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+    from rich.table import Table
+
+    from bringup.report.terminal import fmt, styled
+
+    extras: dict[str, Any] = {}
+    flops = [r for r in results if r.params.get("flops_only")]
+    runs = sorted((r for r in results if not r.params.get("flops_only")),
+                  key=lambda r: MODE_ORDER.get((r.params.get("mode"), r.params.get("cache")), 9))  # fmt: skip
+    for r in flops:
+        cfg = r.fields.get("config", {})
+        extras.update(model=r.params["model"], params=_int(_m(r, "params")), seq=r.params["seq"],
+                      embedding_params=_int(_m(r, "embedding_params")),
+                      flops_per_token=_int(_m(r, "flops_per_token")), config=cfg)  # fmt: skip
+        console.print(f"[bold]train --flops-only[/]: {r.params['model']}: {_int(_m(r, 'params')) or 0:,} params "
+                      f"({_int(_m(r, 'embedding_params')) or 0:,} embedding); FLOPs/token at seq {r.params['seq']}: "
+                      f"{fmt(_m(r, 'flops_per_token'))} (TorchTitan's formula)" + (f" [{r.status}: {r.reason}]"
+                      if r.status is not Status.PASS else ""), highlight=False)  # fmt: skip
+    if not runs:
+        return extras
+    spec = TrainSpec.from_params(runs[0].params)
+    first = next((r for r in runs if "params" in r.metrics), runs[0])
+    extras.update(model=spec.model, params=_int(_m(first, "params")),
+                  flops_per_token=_int(_m(first, "flops_per_token")), seq=spec.seq, batch=spec.batch,
+                  nproc=spec.nproc, dtype=spec.dtype, peak_flops=_m(first, "peak_flops"),
+                  peak_flops_source=first.fields.get("peak_flops_source"))  # fmt: skip
+    rows = [(label(r.params["mode"], r.params["cache"]), entry(r), r) for r in runs]
+    eager = next((e for n, e, _ in rows if n == "eager"), None)
+    for _, e, r in rows:
+        ok = eager and eager["step_s"] and e["step_s"] and r.status in USABLE
+        e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]
+    modes: dict[str, Any] = {}
+    for _, e, r in rows:
+        mode, cache = r.params["mode"], r.params["cache"]
+        if cache == CACHE_WARM and mode in modes and modes[mode]["cache"] == CACHE_COLD:
+            modes[mode]["warm"] = e
+        else:
+            modes[mode] = e
+    extras["modes"] = modes
+    fs = fast_start([(n, e) for n, e, _ in rows])
+    extras["fast_start"] = fs
+    extras["advice"] = fs["advice"] if fs else None
+
+    t = Table(title=f"train: {spec.model}, {spec.batch} x {spec.seq} tokens x {spec.nproc} rank(s), {spec.dtype}",
+              title_justify="left")  # fmt: skip
+    for c in ("mode", "status", "first step s", "steady step s", "ratio", "tok/s", "tok/s/dev", "MFU %",
+              "speed-up", "compile s", "breaks", "peak mem GB"):  # fmt: skip
+        t.add_column(c, justify="left" if c in ("mode", "status") else "right", no_wrap=c in ("mode", "status"))
+    for _, e, r in rows:
+        mfu = e["mfu"] * 100 if e["mfu"] is not None else None
+        mem = e["peak_mem_bytes"] / 1e9 if e["peak_mem_bytes"] else None
+        name = r.params["mode"] + ("" if r.params["cache"] == CACHE_NONE else f" {r.params['cache']}")
+        t.add_row(name, styled(r.status), fmt(e["ttfs_s"]), fmt(e["step_s"]), fmt(e["first_over_steady"]),
+                  fmt(e["tokens_per_s"]), fmt(e["tokens_per_s_per_device"]), fmt(mfu), _x(e["speedup_vs_eager"]),
+                  fmt(e["compile_s"]), fmt(e["graph_breaks"]), fmt(mem))  # fmt: skip
+    width = console.width
+    if not console.is_terminal:  # a log file or CI: no terminal width to respect, don't fold the numbers
+        console.width = max(width, 150)
+    try:
+        console.print(t)
+    finally:
+        console.width = width
+    params, fpt = extras["params"], extras["flops_per_token"]
+    console.print(f"{spec.model}: {params or 0:,} params, {fmt(fpt)} FLOPs/token at seq {spec.seq}; MFU against "
+                  f"{fmt(extras['peak_flops'])} FLOP/s per device ({extras['peak_flops_source'] or 'no peak'})",
+                  highlight=False, markup=False)  # fmt: skip
+    for n, _, r in rows:
+        if r.reason:
+            console.print(f"  {n}: {r.status.value}: {r.reason}", highlight=False, markup=False)
+    if fs:
+        console.print(fs["advice"], highlight=False, markup=False)
+    return extras
+
+
+def _int(v: float | None) -> int | None:
+    return int(v) if v is not None else None
+
+
+def _x(v: float | None) -> str:
+    return f"{v:.2f}x" if v is not None else "-"
