@@ -67,7 +67,6 @@ class CaseSpec:
 class Matrix:
     name: str
     cases: tuple[CaseSpec, ...]
-    grid_mods: tuple[str, ...] | None = None  # the mods axis when the matrix is a grid
 
     def with_mods(self, mods: Sequence[str]) -> Matrix:
         """--mods: these mods at every shape the matrix has (for a grid: its mods axis replaced)."""
@@ -76,7 +75,7 @@ class Matrix:
             key = (c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim, c.dtype, c.backward)
             if key not in shapes:
                 shapes.append(key)
-        return Matrix(self.name, tuple(CaseSpec(m, *k) for m in dict.fromkeys(mods) for k in shapes), tuple(mods))
+        return Matrix(self.name, tuple(CaseSpec(m, *k) for m in dict.fromkeys(mods) for k in shapes))
 
 
 def grid(
@@ -93,7 +92,7 @@ def grid(
         CaseSpec(m, b, s, hq, hkv, d, dtype, backward)
         for m, b, s, (hq, hkv), d in itertools.product(mods, batch, seq, heads, head_dim)
     ]
-    return Matrix(name, tuple(cases), tuple(mods))
+    return Matrix(name, tuple(cases))
 
 
 ALL_MODS: tuple[str, ...] = tuple(BUILTIN_MODS)
@@ -110,7 +109,7 @@ def quick_matrix() -> Matrix:
     each its own compile: ~1-2 min on 2 cpu cores from a cold compile cache, with pooled workers."""
     cases = [CaseSpec(m, 2, 256, 4, 2, 64, "fp32") for m in ALL_MODS]
     cases.append(CaseSpec("causal", 1, 512, 4, 4, 64, "fp32"))
-    return Matrix("quick", tuple(cases), None)
+    return Matrix("quick", tuple(cases))
 
 
 # ---- files -----------------------------------------------------------------------------------------
@@ -135,11 +134,11 @@ def parse_matrix(data: Any, where: str = "matrix") -> Matrix:
     if not isinstance(data, dict):
         raise MatrixError(f"{where}: expected a mapping with mods/batch/seq/heads/head_dim or cases, "
                           f"got {type(data).__name__}")  # fmt: skip
-    unknown = set(data) - set(_AXES) - set(_SCALARS) - {"cases", "name"}
+    unknown = set(data) - set(_AXES) - set(_SCALARS) - {"cases"}
     if unknown:
         raise MatrixError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
                           f"allowed: {', '.join((*_AXES, *_SCALARS, 'cases'))}")  # fmt: skip
-    name = str(data.get("name", Path(where.removeprefix("matrix file ")).stem or "file"))
+    name = Path(where.removeprefix("matrix file ")).stem or "file"
     dtype = _dtype(data.get("dtype"), f"{where}: dtype")
     backward = _backward(data.get("backward"), f"{where}: backward")
     if "cases" in data:
@@ -170,7 +169,7 @@ def parse_matrix(data: Any, where: str = "matrix") -> Matrix:
                 _dtype(c.get("dtype"), f"{cw}: dtype") or dtype,
                 _backward(c.get("backward"), f"{cw}: backward") or backward,
             ))  # fmt: skip
-        return Matrix(name, tuple(_dedupe(out)), None)
+        return Matrix(name, tuple(_dedupe(out)))
     if "mods" not in data:
         raise MatrixError(f"{where}: needs mods (a grid) or cases (a list)")
     mods = [_mod(m, f"{where}: mods") for m in _as_list(data["mods"], f"{where}: mods")]

@@ -21,7 +21,9 @@ These are derived, not yet measured on an accelerator: re-check them on the firs
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import torch
 
@@ -32,12 +34,14 @@ class AttnTolerance:
     grad: float
 
 
-ATTN_TOLERANCES: dict[torch.dtype, AttnTolerance] = {
-    torch.float64: AttnTolerance(1e-10, 1e-9),
-    torch.float32: AttnTolerance(1e-4, 1e-3),
-    torch.bfloat16: AttnTolerance(2e-2, 8e-2),
-    torch.float16: AttnTolerance(5e-3, 2e-2),
-}
+ATTN_TOLERANCES: Mapping[torch.dtype, AttnTolerance] = MappingProxyType(
+    {
+        torch.float64: AttnTolerance(1e-10, 1e-9),
+        torch.float32: AttnTolerance(1e-4, 1e-3),
+        torch.bfloat16: AttnTolerance(2e-2, 8e-2),
+        torch.float16: AttnTolerance(5e-3, 2e-2),
+    }
+)
 
 
 def bound_for(name: str, dtype: torch.dtype) -> float:
