@@ -687,6 +687,15 @@ class PortCodemod(ContextAwareTransformer):
 
     def _dot_cuda(self, orig: cst.Call, upd: cst.Call) -> cst.BaseExpression:
         assert isinstance(orig.func, cst.Attribute) and isinstance(upd.func, cst.Attribute)
+        if any(a.star for a in orig.args):
+            self.report(orig.func.attr, "BU101", f".cuda(*args) moves to CUDA only: rewrite as .to({self.D}, ...) "
+                        "with the device argument mapped by hand", False)  # fmt: skip
+            return upd
+        obj = orig.func.value
+        if isinstance(obj, cst.Call) and isinstance(obj.func, cst.Name) and obj.func.value == "super":
+            self.report(orig.func.attr, "BU101", "super().cuda() in an override: forward to "
+                        f"super().to({self.D}) by hand if the override's meaning allows", False)  # fmt: skip
+            return upd
         dev_arg = _find_arg(upd.args, 0, "device")
         orig_dev = _find_arg(orig.args, 0, "device")
         if dev_arg is not None and isinstance(dev_arg.value, cst.Integer):
@@ -734,6 +743,11 @@ class PortCodemod(ContextAwareTransformer):
             return upd
         new = f"torch.{fn.target}"
         args = list(upd.args)
+        stars = {a.star for a in args if a.star}
+        if ("**" in stars and fn.device_kw) or ("*" in stars and name == "amp.autocast"):
+            self.report(node, fn.code, f"{old}() with *args/**kwargs is CUDA-only: map the arguments to "
+                        f"torch.{fn.target}() by hand", False)  # fmt: skip
+            return upd
         if name == "Event":
             names = ("enable_timing", "blocking", "interprocess", "external")
             pos = [a for a in args if a.keyword is None]

@@ -28,7 +28,12 @@ class Rule:
 PARSE_ERROR = "BU000"
 
 RULES: tuple[Rule, ...] = (
-    Rule(PARSE_ERROR, "file could not be parsed (left untouched)", "", "fix the syntax error; nothing was checked"),
+    Rule(
+        PARSE_ERROR,
+        "file could not be parsed or checked (left untouched)",
+        "",
+        "fix the syntax error (or report the internal error); nothing in the file was checked",
+    ),
     Rule(
         "BU101",
         "`.cuda()` call",

@@ -218,6 +218,12 @@ def _one(src: _Source, select: set[str] | None, fix: bool, write: bool, rep: Por
         rep.findings.append(Finding(src.shown, int(line), int(col), PARSE_ERROR,
                                     f"cannot parse, left untouched: {msg}", False))  # fmt: skip
         return
+    except Exception as e:  # our bug: say so, keep the file as it is, go on with the others
+        rep.parse_errors += 1
+        msg = f"{type(e).__name__}: {e}".splitlines()[0]
+        rep.findings.append(Finding(src.shown, 1, 1, PARSE_ERROR, f"internal error in bringup port, file left "
+                                    f"untouched (please report): {msg}", False))  # fmt: skip
+        return
     if not fix or res.code == text:
         add(res.hits)
         return
