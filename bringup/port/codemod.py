@@ -465,6 +465,9 @@ class PortCodemod(ContextAwareTransformer):
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self.set_role(node.value, "value")
 
+    def visit_Return(self, node: cst.Return) -> None:
+        self.set_role(node.value, "value")
+
     def visit_Param(self, node: cst.Param) -> None:
         self.set_role(node.default, "value")
 
