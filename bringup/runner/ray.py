@@ -139,7 +139,9 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, spec: WorkerSpec, workers: int = 1, address: str | None = None) -> None:
-        self.spec = spec
+        # Absolute paths: an actor's working directory is not the driver's (on a cluster, paths are the
+        # driver's and need a shared file system for logs and artifacts).
+        self.spec = replace(spec, log_dir=str(Path(spec.log_dir).resolve()))
         self.workers = max(1, workers)
         self.address = address
         self.retries = retries_from_env()
@@ -240,6 +242,7 @@ class RayExecutor:
 
         if not ray.is_initialized():
             self._connect()
+        run_dir = run_dir.resolve()
         todo = deque(cases)
         free = deque(range(min(self.workers, max(1, len(cases)))))
         inflight: dict[Any, _Task] = {}
@@ -267,8 +270,7 @@ class RayExecutor:
                 for ref, task in list(inflight.items()):
                     if now > task.deadline:
                         del inflight[ref]
-                        ray.cancel(ref, force=True)
-                        self._drop_actor(task.slot)
+                        self._drop_actor(task.slot)  # ray.kill fails its pending task; its worker follows
                         free.append(task.slot)
                         on_result(CaseResult.for_case(
                             task.case, Status.CRASH,

@@ -133,3 +133,28 @@ def test_sigkill_then_resume_ray(tmp_path: Path) -> None:
             check_rc=0, timeout=900)  # fmt: skip
     _assert_kept(before, _finished(db))
     _assert_complete(db, run_id, 6)
+
+
+def test_sigterm_stops_at_once_marks_the_run_and_says_how_to_resume(tmp_path: Path) -> None:
+    """SIGTERM (a scheduler's preemption, `kill`): the running case is abandoned at once (not waited
+    for), its worker killed, the run marked `interrupted`, exit 130 with the resume command."""
+    db = tmp_path / "term.db"
+    p = subprocess.Popen([sys.executable, "-m", "bringup.cli", "--db", str(db), "selftest", "--plan", "ok*2,sleep:60",
+                          "--tag", "term"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)  # fmt: skip
+    t_end = time.monotonic() + 300
+    while len(_finished(db)) < 2:
+        assert p.poll() is None and time.monotonic() < t_end
+        time.sleep(0.1)
+    workers = [k for k in psutil.Process(p.pid).children(recursive=True)
+               if "bringup.runner.worker" in " ".join(_cmdline(k))]  # fmt: skip
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, (out[-2000:], err[-2000:])
+    assert time.monotonic() - t0 < 30  # not the 60 s sleep
+    run_id = _q(db, "SELECT run_id FROM runs")[0][0]
+    assert f"--resume {run_id}" in err and "Traceback" not in err
+    assert _q(db, "SELECT status FROM runs") == [("interrupted",)]
+    assert len(_finished(db)) == 2
+    _assert_orphans_die(workers, within_s=10)
