@@ -367,7 +367,7 @@ def train_label(r: CaseResult) -> str:
     mode = str(get(r, "mode") or r.name)
     cache = get(r, "cache")
     nproc = get(r, "nproc")
-    label = mode if not cache or (mode == "eager" and cache == "cold") else f"{mode} ({cache})"
+    label = mode if not cache or cache == "none" or (mode == "eager" and cache == "cold") else f"{mode} ({cache})"
     return label + (f" x{nproc}" if isinstance(nproc, int) and nproc > 1 else "")
 
 
@@ -384,11 +384,11 @@ def compile_phases(r: CaseResult) -> list[tuple[str, float]]:
     if isinstance(bd, dict) and bd:
         for k, v in bd.items():
             f = num(v)
-            if f is not None:
-                out.append((str(k), f))
+            if f is not None and "total" not in str(k):
+                out.append((str(k).removesuffix("_s").replace("_", " "), f))
         return out
     for name in r.metrics:
-        if name.startswith("compile_") and name != "compile_s" and "total" not in name:
+        if name.startswith("compile_") and name != "compile_s" and not any(w in name for w in ("total", "after")):
             v = seconds(r, name)
             if v is not None:
                 label = name.removeprefix("compile_").removesuffix("_s").replace("_", " ")
@@ -413,10 +413,31 @@ def ttfs_bars(results: Sequence[CaseResult]) -> list[tuple[str, list[tuple[str, 
     return bars
 
 
-def train_section(results: Sequence[CaseResult]) -> str:
+def _train_setup(r: CaseResult) -> str:
+    """model: params, FLOPs/token; batch x seq x ranks, dtype; the MFU peak and its source."""
+    parts = [str(get(r, "model") or "?")]
+    n, f = metric(r, "params"), metric(r, "flops_per_token")
+    if n:
+        parts.append(f"{plots.fmt_num(n)} params")
+    if f:
+        parts.append(f"{f:.3g} FLOPs/token")
+    shape = [f"{k} {r.params[k]}" for k in ("batch", "seq", "nproc", "dtype") if k in r.params]
+    text = ", ".join(parts) + ("; " + ", ".join(shape) if shape else "")
+    peak = metric(r, "peak_flops")
+    if peak:
+        text += f"; MFU against {peak:.3g} FLOP/s" + (f" ({r.fields['peak_flops_source']})"
+                                                      if r.fields.get("peak_flops_source") else "")  # fmt: skip
+    return text
+
+
+def train_section(results: Sequence[CaseResult], summary: dict[str, Any] | None = None) -> str:
     if not results:
         return section("train", AREA_TITLES["train"], none_here("train"))
-    rs = sorted(results, key=_train_key)
+    flops_only = [r for r in results if get(r, "flops_only")]
+    rs = sorted((r for r in results if not get(r, "flops_only")), key=_train_key)
+    head = [f"<p>FLOPs only: {esc(_train_setup(r))} {badge(r.status)} {esc(r.reason)}</p>" for r in flops_only]
+    if not rs:
+        return section("train", AREA_TITLES["train"], "".join(head))
     eager = next((r for r in rs if str(get(r, "mode")) == "eager" and r.status is Status.PASS), None)
     e_tps = metric(eager, "tokens_per_s") if eager else None
     e_step = seconds(eager, "step_s") if eager else None
@@ -449,10 +470,17 @@ def train_section(results: Sequence[CaseResult]) -> str:
         col_num("recompiles", lambda r: metric(r, "recompiles"), lambda v: f"{v:.0f}"),
         col_reason(),
     ]  # fmt: skip
-    body = [counts_line(rs), data_table("tbl-train", cols, rs)]
-    model = next((get(r, "model") for r in rs if get(r, "model")), None)
-    if model:
-        body.insert(0, f'<p class="muted">model: {esc(model)}</p>')
+    first = next((r for r in rs if "params" in r.metrics), rs[0])
+    body = [
+        *head,
+        f'<p class="muted">{esc(_train_setup(first))}</p>',
+        counts_line(rs),
+        data_table("tbl-train", cols, rs),
+    ]
+    t_extra = (summary or {}).get("train")
+    advice = t_extra.get("advice") if isinstance(t_extra, dict) else None
+    if isinstance(advice, str) and advice:
+        body.append(f'<p class="summary-line">{esc(advice[0].upper() + advice[1:])}</p>')
     fast = [r for r in rs if r.status is Status.PASS and seconds(r, "ttfs_s") is not None
             and str(get(r, "mode")) != "eager"]  # fmt: skip
     if fast:
@@ -936,7 +964,7 @@ def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] 
         section("verdict", "Verdict by area", tiles(verdicts)),
         generic_section("smoke", by_suite.get("smoke", []), AREA_TITLES["smoke"]),
         probe_section(by_suite.get("probe", [])),
-        train_section(by_suite.get("train", [])),
+        train_section(by_suite.get("train", []), summary),
         flex_section(by_suite.get("flex", []), summary),
         zoo_section(by_suite.get("zoo", [])),
         ops_section(by_suite.get("ops", [])),
