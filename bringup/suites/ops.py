@@ -48,18 +48,20 @@ QUICK_OPS = (
 QUICK_SAMPLES = 2
 
 # Device result vs cpu result, same dtype: (rtol, atol). PyTorch's test_compare_cpu (test/test_ops.py)
-# holds CUDA to cpu with atol=rtol=1e-3 for every dtype (device math libraries use other algorithms
-# and fast approximations); we use that, except where 1e-3 is below about two ulps of the dtype:
-# bf16 keeps torch.testing.assert_close's own rtol (1.6e-2, ~2 ulps), fp16 gets 2e-3 (~2 ulps).
-# Integer and bool results must match exactly.
+# holds CUDA to cpu with atol=rtol=1e-3 (device math libraries use other algorithms and fast
+# approximations); we use that for 32/64-bit floats. In 16-bit floats a device may legitimately use
+# another algorithm (e.g. testdev runs native_group_norm as its decomposition, rounding every step to
+# bf16, where cpu has a fused fp32 kernel): that costs a few ulps on outputs of magnitude ~1, so
+# bf16 gets assert_close's rtol (1.6e-2) and atol 1e-2 (~2-3 bf16 ulps near 1), fp16 2e-3 / 3e-3
+# (~3 fp16 ulps). Integer and bool results must match exactly.
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float64: (1e-3, 1e-3),
     torch.float32: (1e-3, 1e-3),
     torch.complex128: (1e-3, 1e-3),
     torch.complex64: (1e-3, 1e-3),
-    torch.float16: (2e-3, 1e-3),
-    torch.complex32: (2e-3, 1e-3),
-    torch.bfloat16: (1.6e-2, 1e-3),
+    torch.float16: (2e-3, 3e-3),
+    torch.complex32: (2e-3, 3e-3),
+    torch.bfloat16: (1.6e-2, 1e-2),
 }
 # Worst first: the case's status is the worst of its samples'.
 _SEVERITY = (Status.CRASH, Status.OOM, Status.FAIL_NUMERIC, Status.UNSUPPORTED, Status.FALLBACK, Status.PASS)

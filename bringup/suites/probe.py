@@ -43,6 +43,14 @@ FP8 = ("float8_e4m3fn", "float8_e5m2")
 # Messages that mean "no kernel / backend for this here" without a NotImplementedError.
 _UNSUPPORTED = re.compile(r"No viable backend|No available kernel|not compiled with|Unsupported device|"
                           r"device type .* not supported|doesn't support|is only supported", re.IGNORECASE)  # fmt: skip
+# The aten op each forced SDPA backend runs; MATH runs none of them (it decomposes).
+SDPA_OPS: dict[str, tuple[str, ...]] = {
+    "FLASH_ATTENTION": ("aten::_scaled_dot_product_flash_attention",
+                        "aten::_scaled_dot_product_flash_attention_for_cpu"),
+    "EFFICIENT_ATTENTION": ("aten::_scaled_dot_product_efficient_attention",),
+    "CUDNN_ATTENTION": ("aten::_scaled_dot_product_cudnn_attention",),
+    "OVERRIDEABLE": ("aten::_scaled_dot_product_fused_attention_overrideable",),
+}  # fmt: skip
 # torchao low-precision training: only fp8-capable matmuls make sense; the error line says why not.
 TORCHAO_FEATURES = ("float8_training", "mxfp8_training")
 
@@ -220,6 +228,13 @@ def probe_compile(case: Case, dev: torch.device, ctx: Any) -> CaseResult:
     from torch._dynamo.utils import counters
 
     backend = case.params["backend"]
+    if backend == "inductor":
+        from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
+
+        init_backend_registration()
+        if get_scheduling_for_device(dev.type) is None:
+            return CaseResult.for_case(case, Status.UNSUPPORTED, f"inductor has no code generator for device type "
+                                       f"{dev.type!r} (none registered with register_backend_for_device)")  # fmt: skip
     x, y = _rand(16, 32, seed=11), _rand(32, 8, seed=12)
     ref = _tiny(x, y)
     torch._dynamo.reset()
@@ -305,8 +320,13 @@ def _chain(e: BaseException) -> list[BaseException]:
 
 
 def _last_line(e: BaseException) -> str:
-    """The most specific line: the innermost exception's first line."""
-    return first_line(_chain(e)[-1])
+    """The most specific line: the innermost exception that says something."""
+    chain = _chain(e)
+    for c in reversed(chain):
+        if str(c).strip():
+            line = first_line(c)
+            return line if c is chain[-1] else f"{type(chain[-1]).__name__} in {line}"[:300]
+    return first_line(chain[-1])
 
 
 def _tb(e: BaseException) -> str:
@@ -348,8 +368,26 @@ def run_feature(case: Case, ctx: Any) -> CaseResult:
         return CaseResult.for_case(case, st, _last_line(e), error=_tb(e), fields=fields)
     rep = det.report()
     r.fields |= fields | {"fallback_ops": sorted(rep.fallback_ops)}
+    if kind == "sdpa" and r.status in (Status.PASS, Status.FALLBACK):
+        r = _check_sdpa_backend(case, r, set(rep.ops))
     if r.status is Status.PASS and rep.fallback_ops:
         r.status, r.reason = Status.FALLBACK, rep.summary()
+    return r
+
+
+def _check_sdpa_backend(case: Case, r: CaseResult, ran: set[str]) -> CaseResult:
+    """A forced backend must have run its own kernel: some devices ignore sdpa_kernel() and take
+    the math path, which would make every backend look supported."""
+    backend = case.params.get("backend")
+    if case.params.get("kind") != "sdpa" or backend is None:
+        return r
+    fused = {op for ops in SDPA_OPS.values() for op in ops}
+    used = sorted(ran & fused)
+    r.fields["sdpa_kernels"] = used
+    expected = SDPA_OPS.get(backend)
+    if (expected is not None and not ran & set(expected)) or (backend == "MATH" and used):
+        what = ", ".join(used) or "the math path"
+        r.status, r.reason = Status.UNSUPPORTED, f"sdpa_kernel({backend}) ran {what}: the backend was not used"
     return r
 
 

@@ -1,0 +1,35 @@
+"""`bringup ops` / `bringup probe` with bad input: one line on stderr, exit 2, no traceback, no run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_one_line_error
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["ops", "--filter", "(add"], "bad --filter regex '(add'"),
+        (["ops", "--filter", "^no_such_op_xyz$"], "matches no OpInfo"),
+        (["ops", "--dtypes", "float33"], "unknown dtype 'float33'"),
+        (["ops", "--dtypes", " , "], "--dtypes is empty"),
+        (["ops", "--samples", "0"], "--samples must be a positive integer"),
+        (["ops", "--samples", "many"], "--samples"),
+        (["ops", "--budget", "0"], "--budget must be positive"),
+        (["probe", "--only", "[x"], "bad --only regex"),
+        (["probe", "--only", "^warp_drive$"], "matches no feature"),
+        (["probe", "--compile-backends", "inductor,no_such_backend"], "torch.compile backend 'no_such_backend'"),
+    ],
+)  # fmt: skip
+def test_bad_ops_and_probe_options(cli, tmp_path: Path, args: list[str], needle: str) -> None:
+    assert_one_line_error(cli("--device", "cpu", *args, timeout=300), needle)
+    assert not (tmp_path / "bringup-results").exists()  # no run was started
+
+
+def test_testdev_index_out_of_range(cli, tmp_path: Path) -> None:
+    """The plugin loads, but testdev:3 does not exist (one device unless BRINGUP_TESTDEV_DEVICES)."""
+    p = cli("--import", "bringup.testdev", "--device", "testdev:3", "ops", "--filter", "^add$", timeout=900)
+    assert_one_line_error(p, "does not exist")

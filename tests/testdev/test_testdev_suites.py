@@ -1,0 +1,47 @@
+"""Every suite's quick path (`bringup run --quick --only SUITE`) on the out-of-tree testdev device:
+each capability proven on a device that is neither cpu nor cuda. Verdicts must be honest: no case
+may end in `error` (our bug) or `crash`; where a suite cannot run on a PrivateUse1 device it must
+say `unsupported`."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from bringup import suites
+from tests.conftest import load_json
+
+TD = ("--import", "bringup.testdev", "--device", "testdev")
+# Extra, suite-specific honesty checks on the statuses of the quick cases.
+ALLOWED: dict[str, set[str]] = {
+    "smoke": {"pass"},
+    "ops": {"pass", "fallback"},  # the quick ops all run on testdev, natively or via its CPU fallback
+    "probe": {"pass", "fallback", "unsupported", "fail_compile", "silent_eager"},
+    "flex": {"unsupported", "ref_fail"},  # FlexAttention's _validate_device rejects PrivateUse1 devices
+}
+
+
+@pytest.mark.parametrize("suite", ["smoke", "ops", "probe", "train", "flex", "zoo", "profile"])
+def test_quick_suite_on_testdev(suite: str, cli, tmp_path: Path, testdev_built: None) -> None:
+    if importlib.util.find_spec(suites.SUITES[suite]) is None:
+        pytest.skip("suite not landed yet")
+    p = cli(*TD, "run", "--quick", "--only", suite, "--json", "out.json", timeout=1800)
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    data = load_json(tmp_path / "out.json")
+    cases = [c for c in data["cases"] if c["suite"] == suite]
+    assert cases, data["cases"]
+    assert data["device"] == "testdev"
+    bad = [(c["name"], c["status"], c["reason"]) for c in cases if c["status"] in ("error", "crash")]
+    assert not bad, bad
+    if suite in ALLOWED:
+        off = [(c["name"], c["status"], c["reason"]) for c in cases if c["status"] not in ALLOWED[suite]]
+        assert not off, off
+    if suite == "probe":
+        st = {c["name"]: c["status"] for c in cases}
+        assert st["fp8.float8_e4m3fn"] == "pass"  # conversions are native copies
+        assert st["autocast.bfloat16"] == "pass"  # testdev registers autocast kernels
+        assert st["dtype.bfloat16"] == "fallback"  # its sum runs through the CPU fallback
+        assert st["distributed.default"] == "unsupported"  # no process-group backend for testdev
+        assert st["compile.inductor"] in ("unsupported", "fail_compile")  # inductor has no testdev codegen
