@@ -42,7 +42,8 @@ DEFAULT_COMPILE_BACKENDS = "aot_eager,inductor"
 FP8 = ("float8_e4m3fn", "float8_e5m2")
 # Messages that mean "no kernel / backend for this here" without a NotImplementedError.
 _UNSUPPORTED = re.compile(r"No viable backend|No available kernel|not compiled with|Unsupported device|"
-                          r"device type .* not supported|doesn't support|is only supported", re.IGNORECASE)  # fmt: skip
+                          r"device type .* not supported|doesn't support|is only supported|\bneeds \w+|"
+                          r"requires (CUDA|triton|sm_?\d+|compute capability)", re.IGNORECASE)  # fmt: skip
 # The aten op each forced SDPA backend runs; MATH runs none of them (it decomposes).
 SDPA_OPS: dict[str, tuple[str, ...]] = {
     "FLASH_ATTENTION": ("aten::_scaled_dot_product_flash_attention",
@@ -293,10 +294,7 @@ def probe_torchao(case: Case, dev: torch.device) -> CaseResult:
 
         convert_to_float8_training(model)
     else:
-        from torchao.prototype.mx_formats import MXLinearConfig
-        from torchao.quantization import quantize_
-
-        quantize_(model, MXLinearConfig())
+        _convert_mxfp8(model)
     x = _rand(64, dims, seed=13).to(dev, torch.bfloat16)
     y = model(x)
     y.float().pow(2).mean().backward()
@@ -311,6 +309,23 @@ def probe_torchao(case: Case, dev: torch.device) -> CaseResult:
                             "" if ok else f"output rel_rmse {err:.3g} vs bf16 (bound 0.25)")  # fmt: skip
     r.metric("rel_rmse_vs_bf16", err)
     return r
+
+
+def _convert_mxfp8(model: torch.nn.Module) -> None:
+    """MXFP8 training with the device's real kernels (not the emulated recipe): torchao >= 0.15 has
+    MXFP8TrainingOpConfig; older releases had MXLinearConfig."""
+    from torchao.quantization import quantize_
+
+    try:
+        from torchao.prototype.moe_training.config import MXFP8TrainingOpConfig
+
+        quantize_(model, MXFP8TrainingOpConfig())
+        return
+    except ImportError:
+        pass
+    from torchao.prototype.mx_formats import MXLinearConfig
+
+    quantize_(model, MXLinearConfig())
 
 
 def _chain(e: BaseException) -> list[BaseException]:
