@@ -309,7 +309,8 @@ def header(run: RunInfo, results: Sequence[CaseResult], allow_unsupported: bool)
         ("device", f"{run.device} ({run.device_name})" if run.device_name else run.device),
         ("torch", run.torch_version), ("bringup", run.bringup_version), ("host", run.host),
         ("started", fmt_time(run.started_at)), ("duration", fmt_dur(dur)),
-        ("run", f"{run.run_id} ({run.command}, {run.status})"), ("command line", " ".join(run.argv)),
+        ("run", f"{run.run_id} ({run.command}, {run.status})"),
+        ("command line", " ".join(["bringup", *map(str, run.argv)])),
     ]  # fmt: skip
     imports = run.info.get("imports")
     if imports:
