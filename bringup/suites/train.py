@@ -173,7 +173,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
         if spec.cache == CACHE_WARM:
             r.fields["warm_from"] = "primed by this case (no passed cold case)" if needs_priming else "cold case"
         if needs_priming and (err := cache.prime(spec, ctx.device.name, ctx.imports, work)):
-            return _failed(case, RuntimeError(err), "priming the cache (a cold compile)", True)
+            return _failed(case, RuntimeError(err), "priming the cache (a cold compile)", True, ctx.device)
     phase = lambda: ctx.phase("compile" if spec.compiled else "first_step", spec.compile_budget_s)
     try:
         if spec.nproc > 1:
@@ -181,7 +181,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
         else:
             out = loop.train(spec, ctx.device, first_step=phase)
     except loop.StageError as e:
-        return _failed(case, e.exc, e.stage, e.stage == "first_step" and spec.compiled)
+        return _failed(case, e.exc, e.stage, e.stage == "first_step" and spec.compiled, ctx.device)
     record_outcome(r, spec, out, ctx.device)
 
     verdicts: list[tuple[Status, str]] = []
@@ -214,12 +214,32 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     return r
 
 
-def _failed(case: Case, exc: BaseException, stage: str, compiling: bool) -> CaseResult:
+def _failed(case: Case, exc: BaseException, stage: str, compiling: bool, device: Device | None = None
+            ) -> CaseResult:  # fmt: skip
     status = getattr(exc, "status", None) or classify(exc, compiling=compiling)
-    r = CaseResult.for_case(case, status, f"{stage}: {first_line(exc)}")
+    why = first_line(exc)
+    target = next((ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith("target:")), "")
+    why += f" ({target})" if target else ""  # inductor lowering errors name the op on a later line
+    if compiling and device is not None and status is Status.FAIL_COMPILE and not _inductor_knows(device, case):
+        status, why = Status.UNSUPPORTED, f"inductor has no code generator registered for {device.type!r}: {why}"
+    r = CaseResult.for_case(case, status, f"{stage}: {why}")
     r.error = "".join(traceback.format_exception(exc))
     r.fields["failed_stage"] = stage
     return r
+
+
+def _inductor_knows(device: Device, case: Case) -> bool:
+    """False when the case compiles with inductor for a device inductor has no backend for (a gap of
+    the device's compiler support, reported `unsupported`, not a compile bug)."""
+    if case.params.get("backend") != "inductor":
+        return True
+    try:
+        from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
+
+        init_backend_registration()
+        return get_scheduling_for_device(device.type) is not None
+    except Exception:
+        return True
 
 
 def _reference_path(spec: TrainSpec, ctx: Any) -> Any:

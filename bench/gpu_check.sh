@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One check of `bringup train` on a real accelerator, at most ~8 minutes on one H100/H200-class GPU.
+#
+#   make setup && bash bench/gpu_check.sh            (from a fresh clone; OUT=dir to choose where results go)
+#
+# bf16 qwen3-1.7b (fits any GPU of 40 GB or more with AdamW at batch 2 x 2048), every mode (eager,
+# full compile, regional), compile caches cold then warm: the seeds' table (first step, steady step,
+# ratio, tok/s, MFU, speed-up) and the fast-start advice line. Only `bringup` commands, no device
+# named: --device auto picks the machine's accelerator.
+#
+# Time budget (estimates for one H200; the compile budget turns a slow compile into `budget`, not a
+# hang): 5 fresh workers x ~10 s start-up, compile cold ~60-120 s, regional cold ~20-40 s, warm
+# ~10-20 s each, 5 x 12 steps of ~0.15 s. Every command has its own timeout; the script stops at 470 s.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BRINGUP="${BRINGUP:-.venv/bin/bringup}"
+OUT="${OUT:-gpu-check-out}"
+mkdir -p "$OUT"
+DB="$OUT/bringup.db"
+start=$SECONDS
+left() { echo $((470 - (SECONDS - start))); }
+
+timeout 60 "$BRINGUP" --db "$DB" devices | tee "$OUT/devices.txt"
+
+timeout "$(left)" "$BRINGUP" --db "$DB" train --model qwen3-1.7b --dtype bf16 --modes eager,compile,regional \
+    --cache both --steps 12 --warmup 4 --batch 2 --seq 2048 --budget 240 --case-budget 300 \
+    --json "$OUT/train.json" 2>&1 | tee "$OUT/train.txt"
+rc=${PIPESTATUS[0]}
+echo "gpu_check: bringup train exit code $rc (0 = every mode passed, 1 = a case failed, 124 = out of time)" \
+     "after $((SECONDS - start)) s; JSON: $OUT/train.json"
+exit "$rc"

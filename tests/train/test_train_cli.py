@@ -1,0 +1,135 @@
+"""`bringup train` end to end on cpu, through the real CLI, runner and worker processes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import load_json
+from tests.train.test_train_units import qwen3_32b_by_hand
+
+TINY = ("--device", "cpu", "train", "--model", "qwen3-tiny", "--batch", "2", "--seq", "64")
+
+
+def _cases(data: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in data["cases"]}
+
+
+def test_eager_and_compile_three_steps(cli, tmp_path: Path) -> None:
+    """The seeds' table on cpu: numbers present and sane, one case per mode, loss curves agree."""
+    p = cli(*TINY, "--modes", "eager,compile", "--steps", "3", "--json", "out.json", timeout=1200)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    data = load_json(tmp_path / "out.json")
+    cases = _cases(data)
+    assert set(cases) == {"eager", "compile-cold"} and all(c["status"] == "pass" for c in cases.values())
+    assert data["model"] == "qwen3-tiny" and data["params"] > 1e6 and data["flops_per_token"] > 6 * 1e6
+    assert data["peak_flops_source"].startswith("calibrated")  # cpu has no table entry
+    modes = data["modes"]
+    assert set(modes) == {"eager", "compile"}
+    for name, m in modes.items():
+        assert m["status"] == "pass"
+        assert 0 < m["step_s"] and m["ttfs_s"] > 0
+        assert m["first_over_steady"] == pytest.approx(m["ttfs_s"] / m["step_s"])
+        assert m["tokens_per_s"] == pytest.approx(2 * 64 / m["step_s"]) == m["tokens_per_s_per_device"]
+        assert m["mfu"] == pytest.approx(data["flops_per_token"] * m["tokens_per_s"] / cases[_case(name)]["peak_flops"])
+        assert 0 < m["mfu"] < 1 and m["peak_mem_bytes"] > 0
+        assert len(m["loss"]) == 3 and all(math.isfinite(x) and 5 < x < 12 for x in m["loss"])
+    c = modes["compile"]
+    assert c["cache"] == "cold" and c["graph_breaks"] == 0 and c["recompiles"] == 0
+    assert c["ttfs_s"] > c["compile_s"] > 0  # step 1 holds the whole compile
+    b = c["compile_breakdown"]
+    assert b["total_s"] == pytest.approx(b["dynamo_s"] + b["aot_autograd_s"] + b["backend_s"], abs=1e-3)
+    assert b["dynamo_s"] > 0 and b["backend_s"] > 0
+    row = cases["compile-cold"]
+    assert row["compile_cache"]["fx_miss"] > 0 and row["compile_cache"]["fx_hit"] == 0  # really cold
+    assert row["loss_reference"] == "eager case" and row["loss_max_rel_dev"] < 1e-4
+    assert all(math.isclose(a, b, rel_tol=1e-4) for a, b in zip(c["loss"], modes["eager"]["loss"], strict=True))
+    assert c["speedup_vs_eager"] == pytest.approx(modes["eager"]["step_s"] / c["step_s"])
+    assert modes["eager"]["speedup_vs_eager"] == pytest.approx(1.0)
+    assert data["fast_start"]["entry"] in ("eager", "compile (cold cache)") and data["advice"].startswith("fast start")
+    assert "first step s" in p.stdout and "fast start:" in p.stdout
+    assert str(tmp_path) in row["cache_dir"]  # the cache lives under the run dir, not /tmp
+
+
+def _case(mode: str) -> str:
+    return "eager" if mode == "eager" else f"{mode}-cold"
+
+
+def test_regional_cold_then_warm(cli, tmp_path: Path) -> None:
+    """--cache both: the warm case reruns on the cache its cold case left, and hits it."""
+    p = cli(*TINY, "--modes", "regional", "--cache", "both", "--steps", "3", "--json", "out.json", timeout=1200)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    data = load_json(tmp_path / "out.json")
+    cases = _cases(data)
+    cold, warm = cases["regional-cold"], cases["regional-warm"]
+    assert cold["cache_dir"] == warm["cache_dir"] and warm["warm_from"] == "cold case"
+    # cold: an empty cache (every block is the same graph: compiled once, 0 recompiles, no KV cache)
+    assert cold["graphs"] == 1 and cold["recompiles"] == 0, cold["recompile_reasons"]
+    assert cold["compile_cache"]["fx_miss"] > 0 and cold["compile_cache"]["aot_miss"] > 0
+    assert cold["compile_cache"]["aot_hit"] == 0
+    # warm: everything comes from the cold case's cache
+    assert warm["compile_cache"]["fx_miss"] == warm["compile_cache"]["aot_miss"] == 0
+    assert warm["compile_cache"]["fx_hit"] > 0 and warm["compile_cache"]["aot_hit"] > 0
+    assert cold["loss_reference"] == warm["loss_reference"] == "eager run in this case"  # no eager case asked for
+    r = data["modes"]["regional"]
+    assert r["cache"] == "cold" and r["warm"]["cache"] == "warm" and r["warm"]["ttfs_s"] > 0
+    assert r["speedup_vs_eager"] is None  # no eager case: no speed-up
+
+
+def test_compile_budget(cli, tmp_path: Path) -> None:
+    p = cli(*TINY, "--modes", "compile", "--steps", "2", "--budget", "1", "--json", "out.json", timeout=600)
+    assert p.returncode == 1
+    row = load_json(tmp_path / "out.json")["cases"][0]
+    assert row["status"] == "budget" and row["budget_phase"] == "compile", row
+
+
+def test_two_gloo_ranks(cli, tmp_path: Path) -> None:
+    """--nproc 2 on cpu: torchrun's launcher, gloo, FSDP2; aggregate and per-device tokens/s."""
+    p = cli(*TINY, "--modes", "eager", "--nproc", "2", "--steps", "3", "--json", "out.json", timeout=1200)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    data = load_json(tmp_path / "out.json")
+    m = data["modes"]["eager"]
+    assert data["nproc"] == 2 and m["status"] == "pass"
+    assert m["tokens_per_s"] == pytest.approx(2 * 2 * 64 / m["step_s"])
+    assert m["tokens_per_s_per_device"] == pytest.approx(m["tokens_per_s"] / 2)
+    assert len(m["loss"]) == 3 and all(math.isfinite(x) for x in m["loss"])
+    assert "2 rank(s)" in p.stdout
+
+
+def test_flops_only_qwen3_32b(cli, tmp_path: Path) -> None:
+    p = cli("--device", "cpu", "train", "--model", "qwen3-32b", "--seq", "2048", "--flops-only", "--json", "f.json",
+            timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    data = load_json(tmp_path / "f.json")
+    total, flops = qwen3_32b_by_hand(2048)
+    assert data["params"] == total and data["flops_per_token"] == flops and data["seq"] == 2048
+    assert data["config"]["num_key_value_heads"] == 8 and data["config"]["tie_word_embeddings"] is False
+    assert "32,762,123,264 params" in p.stdout
+
+
+@pytest.mark.slow
+def test_warm_without_its_cold_case_primes_its_own_cache(cli, tmp_path: Path) -> None:
+    p = cli(*TINY, "--modes", "compile", "--cache", "warm", "--steps", "3", "--json", "out.json", timeout=1800)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    row = load_json(tmp_path / "out.json")["cases"][0]
+    assert row["warm_from"].startswith("primed by this case") and row["cache_dir"].endswith("-primed")
+    assert row["compile_cache"]["fx_hit"] > 0 and row["compile_cache"]["fx_miss"] == 0
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_all_modes(cli, tmp_path: Path) -> None:
+    p = cli(*TINY, "--nproc", "2", "--steps", "3", "--json", "out.json", timeout=3600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    modes = load_json(tmp_path / "out.json")["modes"]
+    assert all(modes[m]["status"] == "pass" for m in ("eager", "compile", "regional")), modes
+
+
+@pytest.mark.slow
+def test_run_quick_includes_a_tiny_train(cli, tmp_path: Path) -> None:
+    p = cli("--device", "cpu", "run", "--quick", "--only", "train", "--json", "out.json", timeout=1800)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    data = load_json(tmp_path / "out.json")
+    assert sorted(c["name"] for c in data["cases"]) == ["compile-cold", "eager", "regional-cold"]
+    assert all(c["status"] == "pass" for c in data["cases"])
