@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import socket
+import sys
 import time
 import traceback
 from collections import deque
@@ -180,6 +181,15 @@ class RayExecutor:
         except BaseException:
             self.shutdown()
             raise
+        print(f"ray: {self.describe()}", file=sys.stderr, flush=True)
+
+    def describe(self) -> str:
+        """One line: where, how many slots, what each slot asks Ray for."""
+        o = self._options
+        asks = [f"num_cpus={o['num_cpus']:g}"] + ([f"num_gpus={o['num_gpus']:g}"] if "num_gpus" in o else [])
+        asks += [f"{k}={v:g}" for k, v in o.get("resources", {}).items()]
+        where = f"cluster {self.address}" if self.address else "local instance"
+        return f"{where}, {self.workers} slot(s), each {' '.join(asks)}; lost workers retried {self.retries}x"
 
     def _slot_options(self, ray: Any) -> dict[str, Any]:
         total = ray.cluster_resources()

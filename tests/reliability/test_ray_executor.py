@@ -4,6 +4,7 @@ retries and kill/resume under Ray are in test_fault_injection.py and test_kill_r
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -79,3 +80,21 @@ def _cmd(p: psutil.Process) -> list[str]:
         return p.cmdline()
     except psutil.Error:
         return []
+
+
+def test_custom_resource_for_a_privateuse1_device(tmp_path: Path) -> None:
+    """On a non-cuda accelerator each slot asks Ray for a custom resource named after the device
+    type; with 1 device and 2 slots they share it. Cases still run, crash and finish there."""
+    pytest.importorskip("bringup.testdev", reason="the PrivateUse1 test device is not in this checkout")
+    from tests.conftest import run_cli
+
+    p = run_cli(["--import", "bringup.testdev", "--device", "testdev", "--executor", "ray", "--workers", "2",
+                 "selftest", "--plan", "ok*2,segv,unsupported", "--json", "out.json"], cwd=tmp_path,
+                timeout=900)  # fmt: skip
+    assert p.returncode == 1, (p.stdout[-2000:], p.stderr[-2000:])
+    line = next(ln for ln in p.stderr.splitlines() if ln.startswith("ray: "))
+    assert "local instance, 2 slot(s)" in line and "testdev=" in line, line
+    rows = {r["name"]: r for r in json.loads((tmp_path / "out.json").read_text())["cases"]}
+    assert rows["000-ok"]["status"] == rows["001-ok"]["status"] == "pass"
+    assert rows["002-segv"]["status"] == "crash" and "SIGSEGV" in rows["002-segv"]["reason"]
+    assert rows["003-unsupported"]["status"] == "unsupported"
