@@ -77,8 +77,10 @@ def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
         if not hasattr(cfg, key):
             raise BadInput(f"bad --override {o!r}: {type(cfg).__name__} has no field {key!r}")
         old = getattr(cfg, key)
-        if old is not None and not isinstance(value, type(old)) and not (
-            isinstance(old, float) and isinstance(value, int)
+        if (
+            old is not None
+            and not isinstance(value, type(old))
+            and not (isinstance(old, float) and isinstance(value, int))
         ):
             raise BadInput(f"bad --override {o!r}: {key} is {type(old).__name__}, got {type(value).__name__}")
         setattr(cfg, key, value)

@@ -126,8 +126,13 @@ def test_loss_band() -> None:
 
 
 def test_compile_breakdown_from_dynamo_times() -> None:
-    cold = {"entire_frame_compile": 41.4, "backend_compile": 37.3, "entire_backward_compile": 19.8,
-            "inductor_compile": 51.5, "total_wall_time": 61.2}  # fmt: skip (measured on this machine)
+    cold = {
+        "entire_frame_compile": 41.4,
+        "backend_compile": 37.3,
+        "entire_backward_compile": 19.8,
+        "inductor_compile": 51.5,
+        "total_wall_time": 61.2,
+    }  # fmt: skip (measured on this machine)
     b = compile_metrics.breakdown(cold)
     assert b["total_s"] == pytest.approx(61.2)
     assert b["dynamo_s"] == pytest.approx(4.1) and b["backend_s"] == pytest.approx(51.5)
