@@ -85,6 +85,7 @@ class CaseDiff:
     ttfs_metric: str | None = None
     ttfs_ratio: float | None = None
     loss_divergence: float | None = None
+    loss_series: str | None = None
     loss_steps: int = 0
     parity: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> (A, B)
     regressions: list[str] = field(default_factory=list)
@@ -146,8 +147,12 @@ def diff_case(a: CaseResult, b: CaseResult, fail_on: dict[str, float | None]) ->
         va, vb = _m(a, name), _m(b, name)
         if va is not None and vb is not None:
             d.parity[name] = (va, vb)
-    if a.series.get("loss") and b.series.get("loss"):
-        d.loss_divergence, d.loss_steps = loss_divergence(a.series["loss"], b.series["loss"])
+    for name in sorted(set(a.series) & set(b.series)):
+        # every loss curve ("loss", "loss.eager", "loss.compiled", ...) but the float64 cpu reference
+        if (name == "loss" or name.startswith("loss.")) and name != "loss.ref" and a.series[name] and b.series[name]:
+            div, steps = loss_divergence(a.series[name], b.series[name])
+            if div is not None and (d.loss_divergence is None or div > d.loss_divergence):
+                d.loss_divergence, d.loss_series, d.loss_steps = div, name, steps
     both_pass = a.status is Status.PASS and b.status is Status.PASS
     if both_pass:
         th = fail_on.get("throughput")
@@ -162,7 +167,7 @@ def diff_case(a: CaseResult, b: CaseResult, fail_on: dict[str, float | None]) ->
                 d.regressions.append(f"{name} {va:.3g} -> {vb:.3g} (> x{th:g})")
         th = fail_on.get("loss")
         if "loss" in fail_on and th and d.loss_divergence is not None and d.loss_divergence > th:
-            d.regressions.append(f"loss curves differ by {d.loss_divergence:.3g} (> {th:g})")
+            d.regressions.append(f"{d.loss_series} curves differ by {d.loss_divergence:.3g} (> {th:g})")
         if d.regressions and d.change == "same":
             d.change = "regression"
     if d.change == "regression" and not d.regressions:

@@ -186,9 +186,9 @@ def data_table(
     rows: Iterable[CaseResult],
     row_attrs: Callable[[CaseResult], dict[str, str]] | None = None,
 ) -> str:
-    """A sortable table; numeric columns with no value in any row are left out."""
+    """A sortable table; columns with no value in any row are left out (the first one always stays)."""
     rows = list(rows)
-    cols = [c for c in cols if not c.numeric or any(c.cell(r)[1] != "" for r in rows)]
+    cols = [c for i, c in enumerate(cols) if i == 0 or any(c.cell(r)[1] not in ("", None) for r in rows)]
     out = [f'<table class="data sortable" id="{esc(table_id)}"><thead><tr>']
     for c in cols:
         out.append(f'<th class="{"num" if c.numeric else ""}">{esc(c.title)}</th>')
@@ -714,6 +714,7 @@ def zoo_section(results: Sequence[CaseResult]) -> str:
         col_num("compile s", lambda r: seconds(r, "compile_s")),
         col_num("wall s", lambda r: r.wall_s),
         col_num("peak mem", lambda r: metric(r, "peak_mem_bytes"), fmt_bytes),
+        col_text("baseline", _baseline),
         col_reason("error"),
     ]  # fmt: skip
 
@@ -730,6 +731,14 @@ def zoo_section(results: Sequence[CaseResult]) -> str:
     body.append(filter_bar("tbl-zoo", rs, [("gb", "graph breaks"), ("fb", "fallback ops"), ("err", "has error")]))
     body.append(data_table("tbl-zoo", cols, rs, attrs))
     return section("zoo", AREA_TITLES["zoo"], "".join(body))
+
+
+def _baseline(r: CaseResult) -> str | None:
+    """The zoo's comparison with a --baseline bundle, when the run had one."""
+    bl = r.fields.get("baseline")
+    if not isinstance(bl, dict):
+        return None
+    return str(bl.get("status") or "compared")
 
 
 def _reason_key(r: CaseResult) -> str:
