@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from rich.console import Console  # noqa: E402
 
-from bringup.case import Case, Status  # noqa: E402
+from bringup.case import Case  # noqa: E402
 from bringup.device import resolve_device  # noqa: E402
 from bringup.runner import execute, make_executor  # noqa: E402
 from bringup.runner.process import WorkerSpec  # noqa: E402
@@ -52,7 +53,7 @@ def sweep_cases(kind: str, n: int, spin: float) -> tuple[str, list[Case]]:
     return f"selftest spin:{spin:g} x{len(cases)}", cases
 
 
-def one_pass(executor_name: str, cases: list[Case], workers: int, root: Path, tag: str) -> tuple[float, int]:
+def one_pass(executor_name: str, cases: list[Case], workers: int, root: Path, tag: str) -> tuple[float, str]:
     run_dir = root / tag
     run_dir.mkdir(parents=True)
     spec = WorkerSpec(device="cpu", log_dir=str(run_dir / "logs"))
@@ -63,7 +64,8 @@ def one_pass(executor_name: str, cases: list[Case], workers: int, root: Path, ta
         t0 = time.perf_counter()
         results = execute(store, run_id, cases, executor, run_dir, quiet)
         wall = time.perf_counter() - t0
-    return wall, sum(r.status is Status.PASS for r in results)
+    counts = Counter(r.status.value for r in results)
+    return wall, ", ".join(f"{n} {s}" for s, n in counts.most_common())
 
 
 def main() -> int:
@@ -90,9 +92,9 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="bringup-bench-ray-") as tmp:
             for rep in range(args.repeats):
                 for ex, w in arms:
-                    wall, ok = one_pass(ex, cases, w, Path(tmp), f"{ex}{w}-{rep}")
+                    wall, statuses = one_pass(ex, cases, w, Path(tmp), f"{ex}{w}-{rep}")
                     times[(ex, w)].append(wall)
-                    print(f"  rep {rep}: {ex:5s} x{w}: {wall:7.1f} s  ({ok}/{len(cases)} pass)", flush=True)
+                    print(f"  rep {rep}: {ex:5s} x{w}: {wall:7.1f} s  ({statuses})", flush=True)
     finally:
         ray.shutdown()
     med = {a: statistics.median(v) for a, v in times.items()}
