@@ -88,15 +88,17 @@ def execute_cases(
     store = sess.open_store()
     try:
         run_id = sess.resume_run.run_id if sess.resume_run is not None else new_run_id()
-        run_dir = sess.db.parent / run_id
+        run_dir = sess.db.resolve().parent / run_id  # absolute: artifact paths stay valid from anywhere
+        workers = getattr(args, "workers", 1)
         spec = WorkerSpec(
             device=sess.device.name,
             imports=tuple(sess.imports),
             max_rss_gb=getattr(args, "max_rss_gb", None),
             log_dir=str(run_dir / "logs"),
+            env=thread_env(workers),
         )
         # The executor first: a bad executor setting (unreachable Ray cluster...) leaves no run row.
-        executor = make_executor(getattr(args, "executor", "local"), spec, getattr(args, "workers", 1),
+        executor = make_executor(getattr(args, "executor", "local"), spec, workers,
                                  getattr(args, "ray_address", None))  # fmt: skip
         if sess.resume_run is not None:
             store.reopen_run(run_id)
@@ -170,6 +172,15 @@ def summarize_by_suite(results: list[CaseResult], console: Console) -> dict[str,
 
             console.print(case_table(name, rs, []))
     return extras
+
+
+def thread_env(workers: int) -> dict[str, str]:
+    """N workers on one host share its cores: each gets cores/N intra-op threads (torch would give every
+    worker all cores, and N workers would fight over them). A user's OMP_NUM_THREADS wins."""
+    if workers <= 1 or "OMP_NUM_THREADS" in os.environ:
+        return {}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return {"OMP_NUM_THREADS": str(max(1, cores // workers))}
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:

@@ -50,10 +50,10 @@ class CaseSlot:
     """The body of one Ray actor: one slot, one warm worker process, one case at a time."""
 
     def __init__(self, spec: WorkerSpec, slot: int) -> None:
-        if spec.device.split(":")[0] == "cuda" and os.environ.get("CUDA_VISIBLE_DEVICES"):
+        if spec.device.split(":")[0] == "cuda" and os.environ.get("CUDA_VISIBLE_DEVICES"):  # cuda-ok
             # Ray picked this actor's GPU and made it the only visible one; the driver's index means
             # nothing here.
-            spec = replace(spec, device="cuda")
+            spec = replace(spec, device="cuda")  # cuda-ok
         self.spec = spec
         self.slot = slot
         self.worker: WorkerProcess | None = None
@@ -170,7 +170,7 @@ class RayExecutor:
             # A private local instance for this run: address="local" never joins some other cluster
             # found through RAY_ADDRESS or /tmp/ray.
             resources: dict[str, Any] = {"num_cpus": max(_cpus(), self.workers)}
-            if self.dev_type == "cuda":
+            if self.dev_type == "cuda":  # cuda-ok: num_gpus means CUDA GPUs to Ray
                 resources["num_gpus"] = _device_count("cuda")
             elif self.dev_type != "cpu":
                 resources["resources"] = {self.dev_type: _device_count(self.dev_type)}
@@ -199,7 +199,7 @@ class RayExecutor:
             # to the share); on a cluster, one CPU per slot and Ray spreads them.
             opts["num_cpus"] = max(1, int(total.get("CPU", 1) // self.workers)) if not self.address else 1
             return opts
-        key = "GPU" if self.dev_type == "cuda" else self.dev_type
+        key = "GPU" if self.dev_type == "cuda" else self.dev_type  # cuda-ok
         have = float(total.get(key, 0.0))
         if have <= 0:
             hint = "--num-gpus N" if key == "GPU" else f"--resources '{{\"{key}\": N}}'"
