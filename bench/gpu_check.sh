@@ -8,6 +8,8 @@
 # ratio, tok/s, MFU, speed-up) and the fast-start advice line. Only `bringup` commands, no device
 # named: --device auto picks the machine's accelerator.
 #
+# MODEL, BATCH, SEQ, MODES override the defaults (e.g. a dry run on cpu: MODEL=qwen3-tiny SEQ=64).
+#
 # Time budget (estimates for one H200; the compile budget turns a slow compile into `budget`, not a
 # hang): 5 fresh workers x ~10 s start-up, compile cold ~60-120 s, regional cold ~20-40 s, warm
 # ~10-20 s each, 5 x 12 steps of ~0.15 s. Every command has its own timeout; the script stops at 470 s.
@@ -22,8 +24,9 @@ left() { echo $((470 - (SECONDS - start))); }
 
 timeout 60 "$BRINGUP" --db "$DB" devices | tee "$OUT/devices.txt"
 
-timeout "$(left)" "$BRINGUP" --db "$DB" train --model qwen3-1.7b --dtype bf16 --modes eager,compile,regional \
-    --cache both --steps 12 --warmup 4 --batch 2 --seq 2048 --budget 240 --case-budget 300 \
+timeout "$(left)" "$BRINGUP" --db "$DB" train --model "${MODEL:-qwen3-1.7b}" --dtype bf16 \
+    --modes "${MODES:-eager,compile,regional}" --cache both --steps 12 --warmup 4 --batch "${BATCH:-2}" \
+    --seq "${SEQ:-2048}" --budget 240 --case-budget 300 \
     --json "$OUT/train.json" 2>&1 | tee "$OUT/train.txt"
 rc=${PIPESTATUS[0]}
 echo "gpu_check: bringup train exit code $rc (0 = every mode passed, 1 = a case failed, 124 = out of time)" \
