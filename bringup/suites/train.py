@@ -217,7 +217,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
 def _failed(case: Case, exc: BaseException, stage: str, compiling: bool, device: Device | None = None
             ) -> CaseResult:  # fmt: skip
     status = getattr(exc, "status", None) or classify(exc, compiling=compiling)
-    why = first_line(exc)
+    why = str(exc) if hasattr(exc, "status") else first_line(exc)  # a RankError: already "rank R: Type: msg"
     target = next((ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith("target:")), "")
     why += f" ({target})" if target else ""  # inductor lowering errors name the op on a later line
     if compiling and device is not None and status is Status.FAIL_COMPILE and not _inductor_knows(device, case):

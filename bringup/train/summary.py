@@ -215,9 +215,10 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     finally:
         console.width = width
     params, fpt = extras["params"], extras["flops_per_token"]
-    console.print(f"{spec.model}: {params or 0:,} params, {fmt(fpt)} FLOPs/token at seq {spec.seq}; MFU against "
-                  f"{fmt(extras['peak_flops'])} FLOP/s per device ({extras['peak_flops_source'] or 'no peak'})",
-                  highlight=False, markup=False)  # fmt: skip
+    if params:
+        peak = f"{fmt(extras['peak_flops'])} FLOP/s per device ({extras['peak_flops_source'] or 'no peak'})"
+        console.print(f"{spec.model}: {params:,} params, {fmt(fpt)} FLOPs/token at seq {spec.seq}; MFU against {peak}",
+                      highlight=False, markup=False)  # fmt: skip
     for n, _, r in rows:
         if r.reason:
             console.print(f"  {n}: {r.status.value}: {r.reason}", highlight=False, markup=False)

@@ -133,3 +133,27 @@ def test_run_quick_includes_a_tiny_train(cli, tmp_path: Path) -> None:
     data = load_json(tmp_path / "out.json")
     assert sorted(c["name"] for c in data["cases"]) == ["compile-cold", "eager", "regional-cold"]
     assert all(c["status"] == "pass" for c in data["cases"])
+
+
+RANK_FAIL = """
+import os
+
+
+def build():
+    from bringup.models import lm
+
+    if os.environ.get("RANK") == "1":
+        raise NotImplementedError("no kernel for this on rank 1, on purpose")
+    return lm.build_model("qwen3-tiny")
+"""
+
+
+def test_a_failing_rank_is_reported_with_its_status(cli, tmp_path: Path) -> None:
+    """A rank's NotImplementedError is `unsupported`, naming the rank and the stage, not a crash."""
+    (tmp_path / "rank_fail_model.py").write_text(RANK_FAIL)
+    p = cli("--device", "cpu", "train", "--model", "rank_fail_model:build", "--modes", "eager", "--nproc", "2",
+            "--steps", "2", "--batch", "2", "--seq", "32", "--json", "out.json", timeout=900)  # fmt: skip
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    row = load_json(tmp_path / "out.json")["cases"][0]
+    assert row["status"] == "unsupported" and row["failed_stage"] == "build", row
+    assert row["reason"] == "build: rank 1: NotImplementedError: no kernel for this on rank 1, on purpose"
