@@ -1,0 +1,97 @@
+"""What torch.compile made of a model: graphs, graph breaks (with reasons), recompiles, compile time.
+
+`watch()` wraps the real compiled run (no second compile): it resets dynamo, then reads dynamo's own
+bookkeeping afterwards: `counters["stats"]["unique_graphs"]` (graphs compiled),
+`counters["graph_break"]` (reason -> occurrences), the compilation metrics (one per compiled frame;
+`recompile_reason` set on recompiles) and `calculate_time_spent()` (dynamo + backend compile time,
+forward and backward). `explain()` is the same report from `torch._dynamo.explain` for callers that
+only want the breaks of a function without running a backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+_REASON_LEN = 200
+
+
+@dataclass
+class GraphReport:
+    graph_count: int = 0
+    graph_breaks: int = 0
+    break_reasons: dict[str, int] = field(default_factory=dict)  # first line of the reason -> count
+    recompiles: int = 0
+    recompile_reasons: list[str] = field(default_factory=list)
+    compile_s: float = 0.0
+
+    def summary(self) -> str:
+        s = f"{self.graph_count} graph(s), {self.graph_breaks} break(s), {self.recompiles} recompile(s)"
+        if self.break_reasons:
+            top = max(self.break_reasons.items(), key=lambda kv: kv[1])[0]
+            s += f"; e.g. {top}"
+        return s
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "graph_count": self.graph_count, "graph_breaks": self.graph_breaks,
+            "break_reasons": dict(self.break_reasons), "recompiles": self.recompiles,
+            "recompile_reasons": list(self.recompile_reasons), "compile_s": round(self.compile_s, 3),
+        }  # fmt: skip
+
+
+def short_reason(reason: Any) -> str:
+    text = str(getattr(reason, "reason", reason)).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # dynamo's messages start with a headline ("Graph break due to unsupported builtin ...") and often
+    # carry an "Explanation:" line; keep the headline and the explanation
+    head = lines[0] if lines else ""
+    expl = next((ln for ln in lines[1:] if ln.startswith("Explanation:")), "")
+    out = f"{head} {expl}".strip()
+    return out[:_REASON_LEN]
+
+
+@contextmanager
+def watch(reset: bool = True) -> Iterator[GraphReport]:
+    """Fill a GraphReport with what dynamo compiled inside the block."""
+    import torch._dynamo
+    from torch._dynamo import utils as du
+
+    if reset:
+        torch._dynamo.reset()
+    du.counters.clear()
+    if hasattr(du, "clear_compilation_metrics"):
+        du.clear_compilation_metrics()
+    t0 = du.calculate_time_spent().get("total_wall_time", 0.0)
+    rep = GraphReport()
+    try:
+        yield rep
+    finally:
+        stats = du.counters.get("stats", {})
+        rep.graph_count = int(stats.get("unique_graphs", 0))
+        breaks = du.counters.get("graph_break", {})
+        rep.break_reasons = {}
+        for reason, n in breaks.items():
+            key = short_reason(reason)
+            rep.break_reasons[key] = rep.break_reasons.get(key, 0) + int(n)
+        rep.graph_breaks = sum(rep.break_reasons.values())
+        metrics = du.get_compilation_metrics() if hasattr(du, "get_compilation_metrics") else []
+        reasons = [str(m.recompile_reason) for m in metrics if getattr(m, "recompile_reason", None)]
+        rep.recompiles = len(reasons)
+        rep.recompile_reasons = [r.splitlines()[0][:_REASON_LEN] for r in reasons]
+        rep.compile_s = max(0.0, du.calculate_time_spent().get("total_wall_time", 0.0) - t0)
+
+
+def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> GraphReport:
+    """Graph count and breaks of `fn(*args, **kwargs)` via torch._dynamo.explain (dynamo only)."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    out = torch._dynamo.explain(fn)(*args, **kwargs)
+    rep = GraphReport(graph_count=int(out.graph_count), graph_breaks=int(out.graph_break_count))
+    for r in out.break_reasons:
+        key = short_reason(r)
+        rep.break_reasons[key] = rep.break_reasons.get(key, 0) + 1
+    return rep

@@ -1,0 +1,800 @@
+"""Tiny random-init models for every transformers architecture, for the `zoo` suite.
+
+`tiny_config(model_type)` shrinks a model type's default config consistently, the way transformers'
+own model testers do (tests/causal_lm_tester.py: hidden 32, 2 layers, 2 heads, vocab 99): every size
+in the config (and in its text / vision / audio sub-configs) is set by its ROLE, so hidden size, head
+count, head dim and kv heads stay divisible, experts and their intermediate sizes shrink together,
+per-layer lists (layer_types, ...) follow the layer count, and token ids stay inside the vocabulary.
+A small override table (`OVERRIDES`) fixes the types the generic rules can't, each with its reason.
+
+Nothing is downloaded: configs come from the config classes' defaults, weights from a seeded init.
+`build(spec)` returns a `Built`: the model (fp32, cpu), seeded batches and the loss to train on.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+PARAM_LIMIT = 5_000_000  # the issue's ceiling per tiny model
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The tiny sizes every config is shrunk to (one place, so all types shrink alike)."""
+
+    hidden: int = 64
+    heads: int = 4
+    kv_heads: int = 2  # GQA (2 query heads per kv head) unless the type is MHA or MQA by default
+    head_dim: int = 16  # hidden / heads
+    layers: int = 2
+    ffn: int = 128
+    moe_ffn: int = 32
+    experts: int = 4
+    top_k: int = 2
+    vocab: int = 256
+    positions: int = 256
+    lora_rank: int = 32  # MLA q/kv low-rank projections
+    rope_head_dim: int = 8  # MLA rotary part
+    state: int = 16  # SSM state size
+    image: int = 32  # vision towers: 32x32 images
+    patch: int = 8
+    mel_bins: int = 16
+    max_layers: int = 4  # hybrids keep one layer of each kind, up to this many
+
+
+SIZES = Sizes()
+
+# ---- roles: config key -> what it sizes -----------------------------------------------------------
+_ROLES: dict[str, tuple[str, ...]] = {
+    "hidden": ("hidden_size", "d_model", "n_embd", "n_embed", "model_dim", "embed_dim", "emb_dim", "hidden_dim",
+               "d_embed", "word_embed_proj_dim", "attention_hidden_size", "lru_width", "embedding_size",
+               "input_embedding_size", "output_embedding_size", "dim_model", "text_embed_dim", "projection_dim",
+               "backbone_hidden_size", "router_hidden_size", "output_hidden_size", "hidden_size_per_layer",
+               "pronunciation_embed_dim", "shape_embed_dim", "adapter_in_dim", "adapter_out_dim"),
+    "heads": ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
+              "decoder_attention_heads", "attention_heads", "num_encoder_attention_heads",
+              "num_decoder_attention_heads", "swa_num_attention_heads", "index_n_heads", "linear_num_heads",
+              "linear_num_key_heads", "num_attention_heads_text"),
+    "kv_heads": ("num_key_value_heads", "n_kv_heads", "num_kv_heads", "swa_num_key_value_heads",
+                 "num_query_groups", "n_head_kv", "num_kv"),
+    "head_dim": ("head_dim", "d_head", "attention_head_dim", "attention_head_size", "kv_channels", "swa_head_dim",
+                 "dim_head", "linear_key_head_dim", "linear_value_head_dim", "index_head_dim", "linear_head_dim",
+                 "d_kv", "qk_head_dim_text"),
+    "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
+               "num_encoder_layers", "num_decoder_layers", "num_text_layers"),
+    "ffn": ("intermediate_size", "ffn_dim", "n_inner", "d_ff", "d_inner", "encoder_ffn_dim", "decoder_ffn_dim",
+            "ffn_hidden_size", "feed_forward_size", "dim_ff", "dff", "intermediate_size_mlp",
+            "dense_intermediate_size", "shared_intermediate_size", "shared_expert_intermediate_size",
+            "shared_experts_intermediate_size", "moe_shared_expert_intermediate_size"),
+    "moe_ffn": ("moe_intermediate_size", "expert_ffn_hidden_size"),
+    "experts": ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts", "zero_expert_num"),
+    "top_k": ("num_experts_per_tok", "moe_topk", "moe_k", "num_experts_per_token", "top_k", "router_topk"),
+    "one": ("n_group", "num_expert_group", "topk_group", "mamba_n_groups", "n_groups", "mamba_ngroups",
+            "first_k_dense_replace", "num_nextn_predict_layers", "moe_layer_start_index", "n_shared_experts",
+            "num_shared_experts", "moe_num_shared_experts", "num_dense_layers"),
+    "vocab": ("vocab_size", "decoder_vocab_size", "unpadded_vocab_size", "vocab_size_per_layer_input",
+              "pronunciation_vocab_size", "shape_vocab_size", "encoder_hash_byte_group_vocab"),
+    "positions": ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "context_length",
+                  "max_target_positions", "max_source_positions", "max_length_text"),
+    "lora_rank": ("q_lora_rank", "kv_lora_rank", "o_lora_rank"),
+    "rope_head_dim": ("qk_rope_head_dim", "qk_nope_head_dim"),
+    "v_head_dim": ("v_head_dim",),
+    "rotary_dim": ("rotary_dim", "rotary_emb_base_dim"),
+    "state": ("state_size", "ssm_state_size", "mamba_d_state", "d_state"),
+    "image": ("image_size",),
+    "patch": ("patch_size",),
+    "mel_bins": ("num_mel_bins",),
+}  # fmt: skip
+ROLE_OF: dict[str, str] = {k: role for role, keys in _ROLES.items() for k in keys}
+
+# keys that hold per-layer lists (resized with the layer count) and index lists (filtered)
+_INDEX_LIST_KEYS = ("mlp_only_layers", "full_attn_idxs", "moe_layers", "no_rope_layers", "hybrid_layer_ids",
+                    "attention_layers_idx", "attn_layer_indices", "ple_layer_ids")  # fmt: skip
+_PER_LAYER_DICT_KEYS = ("per_layer_config",)
+# keys whose value the shrinker never touches (dropout etc. are handled separately)
+_TOKEN_ID = re.compile(r"(^|_)(token_id|token_index|token_ids|_id)$|_token_id$|_token_index$|^(bos|eos|pad|sep|cls|"
+                       r"mask|unk|decoder_start)_")  # fmt: skip
+_DROPOUT = re.compile(r"(dropout|drop_rate|pdrop|drop_prob|layerdrop|drop_path|jitter_noise|mask_time_prob|"
+                      r"mask_feature_prob)", re.IGNORECASE)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Override:
+    """Extra config values for one model type (applied after the generic shrink), with the reason."""
+
+    values: dict[str, Any]
+    reason: str
+    inputs: dict[str, Any] = field(default_factory=dict)  # extra input-construction hints
+
+
+# Per-type fixes the generic role rules can't derive. Each entry says why.
+OVERRIDES: dict[str, Override] = {
+    "gpt_neo": Override({"attention_types": [[["global", "local"], 1]]},
+                        "attention_layers is expanded from attention_types = [[pattern, repeats]] (12 x "
+                        "global+local by default): one global+local pair for the 2 kept layers"),
+    "mamba2": Override({"num_heads": 8},
+                       "SSM heads x head_dim must equal expand x hidden_size: 8 x 16 = 2 x 64"),
+    "deepseek_v2": Override({"num_experts_per_tok": 2},
+                            "defaults to None, which greedy top-k routing can't use; the tester sets 2"),
+    "dots1": Override({"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
+                      "MoE sizes default to None in Dots1Config (the MoE layer then can't be built)"),
+    "lfm2_moe": Override({"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+                         "layer_types defaults to None but the modeling code indexes it: one short-conv "
+                         "and one attention layer, the first dense, the second MoE"),
+    "cohere_compass_text": Override({"rope_parameters": {"full_attention": {"rope_type": "default",
+                                                                           "rope_theta": 10000.0}}},
+                                    "default rope_parameters is empty but attention reads "
+                                    "rope_parameters[layer_type]"),
+    "dbrx": Override({"attn_config": {"rope_theta": 10000.0, "clip_qkv": 8.0}},
+                     "modeling_dbrx reads attn_config.rope_theta, which DbrxAttentionConfig no longer "
+                     "defines (transformers 5.24), and clamps q/k/v with clip_qkv even when it is None"),
+    "longcat_flash": Override({"head_dim": 8},
+                              "rotary embedding is sized by head_dim, applied to the qk_rope_head_dim (8) part"),
+    "xmod": Override({"default_language": "en_XX"},
+                     "X-MOD routes through a per-language adapter and refuses to run without a language"),
+    "reformer": Override({"is_decoder": True, "axial_pos_shape": [4, 4], "axial_pos_embds_dim": [32, 32],
+                          "max_position_embeddings": 16, "local_attn_chunk_length": 4,
+                          "lsh_attn_chunk_length": 4, "num_buckets": 2, "attention_head_size": 16,
+                          "attn_layers": ["local", "lsh"]},
+                         "an LM head needs is_decoder; in training the sequence length (16) must equal the "
+                         "product of axial_pos_shape and be a multiple of the chunk lengths (as the tester)"),
+    "git": Override({}, "GitForCausalLM drops the image-token positions from the logits: it needs an image",
+                    inputs={"pixel_values": True}),
+}  # fmt: skip
+
+
+# ---- the shrinker ---------------------------------------------------------------------------------
+def _is_sub_config(v: Any) -> bool:
+    return isinstance(v, dict) and "model_type" in v
+
+
+def _kv_for(default_heads: Any, default_kv: Any, s: Sizes) -> int:
+    """Keep the type's attention flavour: MHA stays MHA, MQA stays MQA, GQA becomes 2:1."""
+    if isinstance(default_heads, int) and isinstance(default_kv, int):
+        if default_kv >= default_heads:
+            return s.heads
+        if default_kv == 1:
+            return 1
+    return s.kv_heads
+
+
+def _layer_selection(n_old: int, lists: list[list[Any]], s: Sizes) -> list[int]:
+    """Which old layer indices to keep: the first `s.layers`, plus the first layer of each kind the
+    per-layer lists name that those miss (a hybrid keeps one layer of each kind), up to max_layers."""
+    keep = list(range(min(n_old, s.layers)))
+    for lst in lists:
+        seen = {_hashable(lst[i]) for i in keep if i < len(lst)}
+        for i, v in enumerate(lst):
+            hv = _hashable(v)
+            if hv not in seen and len(keep) < s.max_layers:
+                keep.append(i)
+                seen.add(hv)
+    return sorted(keep)
+
+
+def _hashable(v: Any) -> Any:
+    return repr(v) if isinstance(v, (list, dict)) else v
+
+
+def shrink_dict(d: dict[str, Any], s: Sizes = SIZES) -> dict[str, Any]:
+    """The shrunk copy of a config dict (recursing into sub-config dicts)."""
+    out = copy.deepcopy(d)
+    # layer count first: per-layer lists are resized to the kept layers
+    layer_keys = [k for k in d if ROLE_OF.get(k) == "layers" and isinstance(d[k], int) and not isinstance(d[k], bool)]
+    n_old = max((d[k] for k in layer_keys), default=0)
+    per_layer = [k for k, v in d.items() if isinstance(v, list) and n_old and len(v) == n_old and k not in
+                 ("id2label", "label2id")]  # fmt: skip
+    keep = _layer_selection(n_old, [d[k] for k in per_layer], s) if n_old else []
+    for k in layer_keys:
+        if d[k] == n_old:
+            out[k] = len(keep)
+        else:  # a second, smaller layer count (e.g. decoder vs encoder): same shrink
+            out[k] = min(d[k], s.layers)
+    for k in per_layer:
+        out[k] = [d[k][i] for i in keep]
+    remap = {old: new for new, old in enumerate(keep)}
+    for k in _INDEX_LIST_KEYS:
+        if isinstance(d.get(k), list) and keep:
+            out[k] = [remap[i] for i in d[k] if isinstance(i, int) and i in remap]
+    for k in _PER_LAYER_DICT_KEYS:  # {"05": {...overrides for layer 5...}}: keep the kept layers' entries
+        if isinstance(d.get(k), dict) and keep:
+            out[k] = {str(remap[int(i)]): shrink_dict(v, s) for i, v in d[k].items()
+                      if str(i).isdigit() and int(i) in remap and isinstance(v, dict)}  # fmt: skip
+    if "use_cache" in d:
+        out["use_cache"] = False  # training: no kv cache (hybrids also trip over an empty one)
+    heads_default = next((d[k] for k in d if ROLE_OF.get(k) == "heads" and isinstance(d[k], int)), None)
+    for k, v in d.items():
+        role = ROLE_OF.get(k)
+        if _is_sub_config(v):
+            out[k] = shrink_dict(v, s)
+            continue
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, float) and _DROPOUT.search(k):
+            out[k] = 0.0
+            continue
+        if role is None or role == "layers":
+            continue
+        if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            if k in per_layer:  # a per-layer list (e.g. intermediate_size per layer): already resized
+                out[k] = [_role_value(role, s) if role not in ("one", "kv_heads") else x for x in out[k]]
+            else:
+                out[k] = _shrink_list(role, v, s)
+            continue
+        if v is None and role in ("kv_heads", "head_dim") and k in ("num_key_value_heads", "head_dim"):
+            # None means "derive it" in most configs, but some models read it raw: make it explicit
+            out[k] = s.head_dim if role == "head_dim" else s.heads
+            continue
+        if not isinstance(v, int):
+            continue
+        if role == "kv_heads":
+            out[k] = _kv_for(heads_default, v, s)
+        elif role == "one":
+            out[k] = min(v, 1)
+        else:
+            target = _role_value(role, s)
+            # shrink, never grow (a type whose default is already smaller keeps it), never below 1
+            out[k] = max(1, min(v, target)) if role not in ("hidden", "heads", "head_dim") else target
+    _fix_token_ids(out, s)
+    return out
+
+
+def _role_value(role: str, s: Sizes) -> int:
+    return {
+        "hidden": s.hidden, "heads": s.heads, "head_dim": s.head_dim, "ffn": s.ffn, "moe_ffn": s.moe_ffn,
+        "experts": s.experts, "top_k": s.top_k, "vocab": s.vocab, "positions": s.positions,
+        "lora_rank": s.lora_rank, "rope_head_dim": s.rope_head_dim, "rotary_dim": s.head_dim // 2,
+        "v_head_dim": s.head_dim, "state": s.state, "image": s.image, "patch": s.patch, "mel_bins": s.mel_bins,
+    }[role]  # fmt: skip
+
+
+def _shrink_list(role: str, v: list[int], s: Sizes) -> list[int]:
+    """Per-stage lists (vision backbones: hidden_sizes, depths, num_heads) keep their length."""
+    if role == "hidden":  # widths grow per stage in the original: keep the ratios, from 16
+        base = v[0] or 1
+        return [max(8, int(16 * x / base)) // 8 * 8 for x in v]
+    if role == "heads":
+        return [min(x, 2) for x in v]
+    if role == "layers":
+        return [1 for _ in v]
+    return [min(x, _role_value(role, s)) for x in v]
+
+
+def _fix_token_ids(d: dict[str, Any], s: Sizes) -> None:
+    """Special token ids must fall inside the shrunk vocabulary: map them to the top of it."""
+    vocab = d.get("vocab_size")
+    if not isinstance(vocab, int):
+        return
+    used: set[int] = set()
+    for k in sorted(d):
+        v = d[k]
+        if not _TOKEN_ID.search(k) or isinstance(v, bool):
+            continue
+        if isinstance(v, int) and v >= vocab:
+            d[k] = _free_top_id(vocab, used)
+        elif isinstance(v, list) and all(isinstance(x, int) for x in v):
+            d[k] = [x if x < vocab else _free_top_id(vocab, used) for x in v]
+        if isinstance(d[k], int):
+            used.add(d[k])
+
+
+def _free_top_id(vocab: int, used: set[int]) -> int:
+    i = vocab - 1
+    while i in used and i > 0:
+        i -= 1
+    used.add(i)
+    return i
+
+
+def special_token_ids(cfg: Any) -> set[int]:
+    """Every token id a config names (and its sub-configs): batches avoid them, so a multimodal
+    model never sees an image/audio placeholder without the matching features."""
+    out: set[int] = set()
+
+    def visit(d: dict[str, Any]) -> None:
+        for k, v in d.items():
+            if not isinstance(k, str) or k in ("id2label", "label2id"):
+                continue
+            if isinstance(v, dict):
+                visit(v)
+            elif _TOKEN_ID.search(k) and isinstance(v, int) and not isinstance(v, bool):
+                out.add(v)
+            elif _TOKEN_ID.search(k) and isinstance(v, list):
+                out.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
+
+    visit(cfg.to_dict())
+    return out
+
+
+def _changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in new.items() if old.get(k) != v or _is_sub_config(v)}
+
+
+def default_config(model_type: str) -> Any:
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model(model_type)
+
+
+def tiny_config(model_type: str, s: Sizes = SIZES) -> Any:
+    """The shrunk config of `model_type` (raises whatever the config class raises if it can't)."""
+    from transformers import AutoConfig
+
+    d = default_config(model_type).to_dict()
+    new = shrink_dict(d, s)
+    _propagate_vocab(new)
+    base = default_config(model_type)
+    ch = _fields_only(type(base), _changes(d, new))
+    ov = OVERRIDES.get(model_type)
+    if ov is not None:  # after the field filter: an override may set what the class doesn't declare
+        _deep_update(ch, ov.values)
+    return AutoConfig.for_model(model_type, **ch)
+
+
+_NOT_PASSED = ("model_type", "transformers_version", "architectures", "id2label", "label2id")
+
+
+def _config_class(cls: Any, key: str, sub: dict[str, Any]) -> Any:
+    from transformers import CONFIG_MAPPING
+
+    sc = (getattr(cls, "sub_configs", None) or {}).get(key)
+    if sc is None or sc.__name__ == "AutoConfig":
+        mt = sub.get("model_type")
+        return CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None
+    return sc
+
+
+def _fields_only(cls: Any, d: dict[str, Any]) -> dict[str, Any]:
+    """Keep the keys the config class takes (dataclass fields and their aliases): derived values
+    (deepseek's qk_head_dim, head_dim = qk_rope_head_dim) are recomputed by the class, not forced."""
+    import dataclasses
+
+    out: dict[str, Any] = {}
+    if dataclasses.is_dataclass(cls):
+        amap = getattr(cls, "attribute_map", {}) or {}
+        allowed = {f.name for f in dataclasses.fields(cls)} | set(amap) | set(amap.values())
+    else:
+        allowed = None
+    for k, v in d.items():
+        if k in _NOT_PASSED or (allowed is not None and k not in allowed):
+            continue
+        if _is_sub_config(v):
+            sub_cls = _config_class(cls, k, v)
+            v = {"model_type": v["model_type"], **_fields_only(sub_cls, v)} if sub_cls is not None else v
+        out[k] = v
+    return out
+
+
+def _propagate_vocab(d: dict[str, Any]) -> None:
+    """Top-level token ids of multimodal configs refer to the text sub-config's vocabulary."""
+    vocab = d.get("vocab_size")
+    if not isinstance(vocab, int):
+        tc = d.get("text_config")
+        vocab = tc.get("vocab_size") if isinstance(tc, dict) else None
+    if isinstance(vocab, int):
+        tmp = {**d, "vocab_size": vocab}
+        _fix_token_ids(tmp, SIZES)
+        for k in d:
+            if k != "vocab_size":
+                d[k] = tmp[k]
+
+
+def _deep_update(d: dict[str, Any], upd: dict[str, Any]) -> None:
+    for k, v in upd.items():
+        if isinstance(v, dict) and isinstance(d.get(k), dict) and not v.get("__replace__"):
+            _deep_update(d[k], v)
+        else:
+            d[k] = {kk: vv for kk, vv in v.items() if kk != "__replace__"} if isinstance(v, dict) else v
+
+
+# ---- model specs and builds -----------------------------------------------------------------------
+# hf-all: one task per model type, the first mapping (in this order) that names it. The task decides
+# the head, the inputs and the loss.
+TASKS: tuple[tuple[str, str], ...] = (
+    ("causal-lm", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
+    ("masked-lm", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
+    ("seq2seq-lm", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
+    ("image-classification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
+    ("audio-classification", "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES"),
+    ("ctc", "MODEL_FOR_CTC_MAPPING_NAMES"),
+    ("speech-seq2seq", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
+    ("sequence-classification", "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"),
+    ("token-classification", "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES"),
+    ("image-text-to-text", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"),
+    ("base", "MODEL_MAPPING_NAMES"),
+)
+_AUTO_CLASS = {
+    "causal-lm": "AutoModelForCausalLM", "masked-lm": "AutoModelForMaskedLM",
+    "seq2seq-lm": "AutoModelForSeq2SeqLM", "image-classification": "AutoModelForImageClassification",
+    "audio-classification": "AutoModelForAudioClassification", "ctc": "AutoModelForCTC",
+    "speech-seq2seq": "AutoModelForSpeechSeq2Seq", "sequence-classification": "AutoModelForSequenceClassification",
+    "token-classification": "AutoModelForTokenClassification", "image-text-to-text": "AutoModelForImageTextToText",
+    "base": "AutoModel",
+}  # fmt: skip
+
+
+def causal_types() -> list[str]:
+    """The model types of transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES (196 in transformers 5.24)."""
+    from transformers.models.auto import modeling_auto
+
+    return sorted(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def all_types() -> list[tuple[str, str]]:
+    """(model_type, task) for every model type in any task mapping: the first task of TASKS naming it;
+    types that only appear in other mappings (detection, segmentation, ...) get their base model."""
+    from transformers.models.auto import modeling_auto
+
+    out: dict[str, str] = {}
+    for task, mapping in TASKS:
+        for t in getattr(modeling_auto, mapping, {}):
+            out.setdefault(t, task)
+    for name in dir(modeling_auto):
+        if name.endswith("_MAPPING_NAMES") and name != "CONFIG_MAPPING_NAMES":
+            for t in getattr(modeling_auto, name):
+                out.setdefault(t, "base")
+    return sorted(out.items())
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    batch: int = 2
+    seq: int = 16
+    image: int = 32
+    audio_samples: int = 4000
+
+
+@dataclass
+class Built:
+    """A model ready for the zoo: fp32 on cpu, seeded init, plus how to feed it and what to train on."""
+
+    model: torch.nn.Module
+    make_batch: Callable[[int], dict[str, Any]]  # step -> inputs (cpu; floats in fp32)
+    forward: Callable[[torch.nn.Module, dict[str, Any]], Any]  # (model, batch) -> output
+    loss: Callable[[Any, dict[str, Any]], torch.Tensor]  # (output, batch) -> scalar loss
+    logits: Callable[[Any], torch.Tensor | None]  # output -> the tensor compared as "logits"
+    note: str = ""  # how the config was obtained (for the report)
+
+
+class ConfigError(Exception):
+    """The tiny config or the model can't be built: the case is ref_fail with reason 'config'."""
+
+
+def count_params_meta(build_fn: Callable[[], torch.nn.Module]) -> int:
+    """Parameter count without allocating: build on the meta device."""
+    with torch.device("meta"):
+        m = build_fn()
+    return sum(p.numel() for p in m.parameters())
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _allowed_ids(vocab: int, avoid: set[int]) -> torch.Tensor:
+    ids = torch.tensor([i for i in range(vocab) if i not in avoid], dtype=torch.long)
+    if ids.numel() == 0:
+        raise ConfigError(f"no token ids left in a vocabulary of {vocab}")
+    return ids
+
+
+def _tokens(allowed: torch.Tensor, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
+    return allowed[torch.randint(0, allowed.numel(), shape, generator=g)]
+
+
+def _first_float(out: Any) -> torch.Tensor | None:
+    if isinstance(out, torch.Tensor):
+        return out if out.is_floating_point() else None
+    if hasattr(out, "logits") and isinstance(getattr(out, "logits", None), torch.Tensor):
+        return out.logits  # type: ignore[no-any-return]
+    items: Any
+    if isinstance(out, dict) or hasattr(out, "to_tuple"):
+        items = out.values() if isinstance(out, dict) else out.to_tuple()
+    elif isinstance(out, (list, tuple)):
+        items = out
+    else:
+        return None
+    for v in items:
+        t = _first_float(v)
+        if t is not None:
+            return t
+    return None
+
+
+def _target_mse(out: Any, batch: dict[str, Any]) -> torch.Tensor:
+    """Generic objective: mean squared distance of the first float output to a fixed target of the
+    same shape (a model without a task loss still trains on something deterministic). The target is
+    a function of the shape only (no generator, no per-step value): traceable without graph breaks
+    or recompiles, so the breaks the zoo reports are the model's own."""
+    y = _first_float(out)
+    if y is None:
+        raise ConfigError("model output has no floating tensor to train on")
+    idx = torch.arange(y.numel(), device=y.device, dtype=torch.float32)
+    target = torch.sin(idx * 0.618 + 0.5).reshape(y.shape).to(y.dtype)
+    return torch.nn.functional.mse_loss(y, target)
+
+
+def _hf_loss(out: Any, batch: dict[str, Any]) -> torch.Tensor:
+    loss = getattr(out, "loss", None)
+    if isinstance(loss, torch.Tensor):
+        return loss
+    if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):
+        return out["loss"]  # type: ignore[no-any-return]
+    return _target_mse(out, batch)
+
+
+def _call_kwargs(model: torch.nn.Module, batch: dict[str, Any]) -> Any:
+    return model(**{k: v for k, v in batch.items() if not k.startswith("_")})
+
+
+def _text_config(cfg: Any) -> Any:
+    try:
+        return cfg.get_text_config()
+    except Exception:
+        return cfg
+
+
+def _hf_model_class(model_type: str, task: str) -> Any:
+    import transformers
+
+    auto = getattr(transformers, _AUTO_CLASS[task])
+    return auto
+
+
+def build_hf(model_type: str, task: str = "causal-lm", bs: BatchSpec | None = None, seed: int = 0,
+             cfg: Any = None, limit: int = PARAM_LIMIT) -> Built:  # fmt: skip
+    """A tiny transformers model of `model_type` for `task` (or from `cfg` when given)."""
+    bs = bs or BatchSpec()
+    try:
+        cfg = cfg if cfg is not None else tiny_config(model_type)
+    except Exception as e:
+        raise ConfigError(f"tiny config: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    auto = _hf_model_class(model_type, task)
+
+    def make() -> torch.nn.Module:
+        return auto.from_config(cfg, attn_implementation="sdpa") if _sdpa_ok(auto, cfg) else auto.from_config(cfg)
+
+    try:
+        n = count_params_meta(make)
+    except Exception as e:
+        raise ConfigError(f"build: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    if n > limit:
+        raise ConfigError(f"tiny config still has {n / 1e6:.1f}M params (> {limit / 1e6:g}M)")
+    torch.manual_seed(seed)
+    try:
+        model = make().to(torch.float32)
+    except Exception as e:
+        raise ConfigError(f"build: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    model.train()
+    make_batch = _hf_batches(model, task, bs, seed)
+    return Built(model, make_batch, _call_kwargs, _hf_loss, _first_float, note=f"{type(model).__name__}, {n} params")
+
+
+def _sdpa_ok(auto: Any, cfg: Any) -> bool:
+    try:
+        cls = auto._model_mapping[type(cfg)]
+    except Exception:
+        return False
+    return bool(getattr(cls, "_supports_sdpa", False))
+
+
+def _hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> Callable[[int], dict[str, Any]]:
+    cfg = model.config
+    tcfg = _text_config(cfg)
+    main = getattr(model, "main_input_name", "input_ids")
+    sig = set(inspect.signature(model.forward).parameters)
+    vocab = getattr(tcfg, "vocab_size", None) or getattr(cfg, "vocab_size", None)
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    if isinstance(emb, torch.nn.Embedding):
+        vocab = min(vocab or emb.num_embeddings, emb.num_embeddings)
+    avoid = special_token_ids(cfg)
+    num_labels = int(getattr(cfg, "num_labels", 2) or 2)
+    ov = OVERRIDES.get(str(getattr(cfg, "model_type", "")))
+    hints = ov.inputs if ov is not None else {}
+
+    def batch(step: int) -> dict[str, Any]:
+        g = _generator(seed * 1000 + step + 1)
+        b: dict[str, Any] = {}
+        if main == "input_ids":
+            if not vocab:
+                raise ConfigError("no vocab_size for a text model")
+            allowed = _allowed_ids(int(vocab), avoid)
+            ids = _tokens(allowed, (bs.batch, bs.seq), g)
+            b["input_ids"] = ids
+            if task in ("causal-lm", "masked-lm", "image-text-to-text") and "labels" in sig:
+                b["labels"] = ids.clone()
+            elif task == "seq2seq-lm" and "labels" in sig:
+                b["labels"] = _tokens(allowed, (bs.batch, bs.seq), g)
+            elif task == "sequence-classification" and "labels" in sig:
+                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+            elif task == "token-classification" and "labels" in sig:
+                b["labels"] = torch.randint(0, num_labels, (bs.batch, bs.seq), generator=g)
+            elif task == "base" and "decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False):
+                b["decoder_input_ids"] = _tokens(allowed, (bs.batch, bs.seq), g)
+            if hints.get("pixel_values"):
+                vcfg = getattr(cfg, "vision_config", None) or cfg
+                size = getattr(vcfg, "image_size", bs.image)
+                size = size[0] if isinstance(size, (list, tuple)) else size
+                b["pixel_values"] = torch.randn(bs.batch, getattr(vcfg, "num_channels", 3), int(size), int(size),
+                                                generator=g)  # fmt: skip
+        elif main == "pixel_values":
+            vcfg = getattr(cfg, "vision_config", None) or cfg
+            size = getattr(vcfg, "image_size", bs.image)
+            size = size[0] if isinstance(size, (list, tuple)) else size
+            ch = getattr(vcfg, "num_channels", 3)
+            b["pixel_values"] = torch.randn(bs.batch, ch, int(size), int(size), generator=g)
+            if task == "image-classification" and "labels" in sig:
+                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+        elif main == "input_values":
+            b["input_values"] = torch.randn(bs.batch, bs.audio_samples, generator=g)
+            if task == "audio-classification" and "labels" in sig:
+                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+        elif main == "input_features":
+            mel = int(getattr(cfg, "num_mel_bins", 16) or 16)
+            frames = 2 * int(getattr(cfg, "max_source_positions", 16) or 16)
+            b["input_features"] = torch.randn(bs.batch, mel, frames, generator=g)
+            if "decoder_input_ids" in sig and vocab:
+                allowed = _allowed_ids(int(vocab), avoid)
+                key = "labels" if task == "speech-seq2seq" and "labels" in sig else "decoder_input_ids"
+                b[key] = _tokens(allowed, (bs.batch, bs.seq), g)
+        else:
+            raise ConfigError(f"no input recipe for main input {main!r}")
+        return b
+
+    return batch
+
+
+# ---- timm ----------------------------------------------------------------------------------------
+def build_timm(name: str, image: int | None = 64, batch: int = 2, seed: int = 0, num_classes: int = 10) -> Built:
+    """timm.create_model(name, pretrained=False): img_size=image where the model takes it (a fixed patch
+    grid is then built for that size), else its own input size if fixed, else image. image=None: the
+    model's default input size."""
+    import timm
+
+    if name not in timm.list_models():
+        raise ConfigError(f"unknown timm model {name!r}")
+    kw: dict[str, Any] = {"pretrained": False, "num_classes": num_classes, "drop_rate": 0.0}
+    size: tuple[int, int, int] | None = None
+    try:
+        torch.manual_seed(seed)
+        if image is None:
+            raise TypeError("use the default size")
+        model = timm.create_model(name, **kw, img_size=image)
+        size = (int(getattr(model, "in_chans", 3) or 3), image, image)
+    except TypeError:
+        try:
+            torch.manual_seed(seed)
+            model = timm.create_model(name, **kw)
+        except Exception as e:
+            raise ConfigError(f"timm.create_model: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    except Exception as e:
+        raise ConfigError(f"timm.create_model: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    model = model.to(torch.float32).train()
+    if size is None:
+        cfg = getattr(model, "pretrained_cfg", None) or {}
+        ch, h, w = (int(x) for x in cfg.get("input_size", (3, 224, 224)))
+        size = (ch, h, w) if (image is None or cfg.get("fixed_input_size")) else (ch, image, image)
+
+    def make_batch(step: int) -> dict[str, Any]:
+        g = _generator(seed * 1000 + step + 1)
+        x = torch.randn(batch, *size, generator=g)
+        return {"x": x, "labels": torch.randint(0, num_classes, (batch,), generator=g)}
+
+    def fwd(m: torch.nn.Module, b: dict[str, Any]) -> Any:
+        return m(b["x"])
+
+    def loss(out: Any, b: dict[str, Any]) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(out, b["labels"].to(out.device))
+
+    n = sum(p.numel() for p in model.parameters())
+    return Built(model, make_batch, fwd, loss, _first_float, note=f"{type(model).__name__}, {n} params, input {size}")
+
+
+# ---- user models ---------------------------------------------------------------------------------
+def build_fn(entry: str, seed: int = 0, batch: int = 2) -> Built:
+    """`module:function` returning an nn.Module (a transformers model is fed like hf-causal) or a
+    tuple (module, example_inputs) with a tensor, a tuple of tensors or a dict of them."""
+    import importlib
+
+    mod_name, _, fn_name = entry.partition(":")
+    try:
+        fn = getattr(importlib.import_module(mod_name), fn_name)
+    except Exception as e:
+        raise ConfigError(f"{entry}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    torch.manual_seed(seed)
+    res = fn()
+    example: Any = None
+    if isinstance(res, tuple) and len(res) == 2 and isinstance(res[0], torch.nn.Module):
+        res, example = res
+    if not isinstance(res, torch.nn.Module):
+        raise ConfigError(f"{entry} returned {type(res).__name__}, not an nn.Module or (module, inputs)")
+    model = res.to(torch.float32).train()
+    if example is None:
+        if getattr(model, "config", None) is None:
+            raise ConfigError(f"{entry}: return (module, example_inputs) for a model that is not a transformers model")
+        return Built(model, _hf_batches(model, "causal-lm", BatchSpec(batch=batch), seed), _call_kwargs, _hf_loss,
+                     _first_float, note=type(model).__name__)  # fmt: skip
+
+    def make_batch(step: int) -> dict[str, Any]:
+        g = _generator(seed * 1000 + step + 1)
+        return {"_args": _jitter(example, g)}
+
+    def fwd(m: torch.nn.Module, b: dict[str, Any]) -> Any:
+        a = b["_args"]
+        if isinstance(a, dict):
+            return m(**a)
+        return m(*a) if isinstance(a, (tuple, list)) else m(a)
+
+    return Built(model, make_batch, fwd, _hf_loss, _first_float, note=type(model).__name__)
+
+
+def _jitter(example: Any, g: torch.Generator) -> Any:
+    """Step batches: float example tensors get fresh seeded noise of the same shape; others are kept."""
+    if isinstance(example, torch.Tensor):
+        return torch.randn(example.shape, generator=g) if example.is_floating_point() else example.clone()
+    if isinstance(example, dict):
+        return {k: _jitter(v, g) for k, v in example.items()}
+    if isinstance(example, (tuple, list)):
+        return type(example)(_jitter(v, g) for v in example)
+    return example
+
+
+def build_hf_json(path: str, seed: int = 0) -> Built:
+    """An HF config JSON (needs "model_type"): built as given when it has <= PARAM_LIMIT params,
+    else shrunk like the hf sources (a full-size config.json would not fit a cpu float64 reference)."""
+    import json
+    from pathlib import Path
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except Exception as e:
+        raise ConfigError(f"{path}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+        raise ConfigError(f'{path}: no "model_type" in the config JSON')
+    from transformers import AutoConfig
+
+    model_type = data.pop("model_type")
+    task = next((t for mt, t in all_types() if mt == model_type), "base")
+    for k, v in list(data.items()):  # parity needs the same function in every run: no dropout
+        if isinstance(v, float) and _DROPOUT.search(k):
+            data[k] = 0.0
+    try:
+        cfg = AutoConfig.for_model(model_type, **_no_dropout_defaults(model_type, data))
+    except Exception as e:
+        raise ConfigError(f"{path}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    auto = _hf_model_class(model_type, task)
+    try:
+        n = count_params_meta(lambda: auto.from_config(cfg))
+    except Exception as e:
+        raise ConfigError(f"{path}: build: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    if n > PARAM_LIMIT:
+        small = shrink_dict(cfg.to_dict())
+        for k in ("model_type", "transformers_version", "architectures", "id2label", "label2id"):
+            small.pop(k, None)
+        cfg = AutoConfig.for_model(model_type, **small)
+    return build_hf(model_type, task, seed=seed, cfg=cfg)
+
+
+def _no_dropout_defaults(model_type: str, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` plus 0.0 for every dropout-like field the config class defaults to non-zero."""
+    from transformers import AutoConfig
+
+    base = AutoConfig.for_model(model_type).to_dict()
+    extra = {k: 0.0 for k, v in base.items() if isinstance(v, float) and _DROPOUT.search(k) and v and k not in data}
+    return {**data, **extra}
+
+
+def batches(built: Built, steps: int) -> Iterator[dict[str, Any]]:
+    for i in range(steps):
+        yield built.make_batch(i)
+
+
+def param_count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

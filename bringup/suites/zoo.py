@@ -1,0 +1,694 @@
+"""zoo: every transformers architecture (tiny random-init configs) and timm models, each trained for
+K steps on the device, eager and compiled, against a float64 CPU reference.
+
+Per model, one case:
+  a. reference: float64 on cpu (from the weights the run dtype holds), forward + backward, K SGD steps
+     on fixed seeded batches -> loss curve, logits, every grad. Failure -> ref_fail (reason "config:"
+     when the tiny model can't even be built, "reference:" when it can't run).
+  b. trusted baseline: cpu eager in the run dtype (on cpu this IS the device eager run).
+  c. device eager in the run dtype: parity of loss, logits and every grad (checks/parity.py) and the
+     loss curve (checks/losscurve.py).
+  d. device compiled with --compile-backend: graph count, graph breaks with reasons, recompiles and
+     compile time (checks/graphs.py), parity and loss curve as in c.
+  e. CPU fallbacks (not on cpu), params, wall time incl. compile, peak memory.
+With --baseline BUNDLE, the run's curves and output statistics are also checked against the same
+model in an exported run (another machine, say a CUDA box).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bringup.case import Case, CaseResult, Status
+from bringup.device import Device, dtype_name, parse_dtype
+from bringup.errors import BadInput
+
+HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
+
+SOURCES = ("hf-causal", "hf-all", "timm")
+DEFAULT_STEPS = 4
+DEFAULT_TIMEOUT = 600.0
+LR = 0.5  # SGD: big enough that a tiny random-init model's loss moves visibly in a few steps
+LOGIT_SAMPLES = 16
+ENTRY = "bringup.suites.zoo:run_model"
+# `bringup run --quick`: a few HF types (dense GQA + rope, learned positions + gelu, MoE) and a timm
+# convnet; ~2 min on 2 cores with inductor compiles.
+QUICK = (("hf", "llama", "causal-lm"), ("hf", "gpt2", "causal-lm"), ("hf", "qwen3_moe", "causal-lm"),
+         ("timm", "test_resnet", ""))  # fmt: skip
+FULL_EXTRA_TIMM = 8  # `bringup run --full`: all hf-causal types and the first timm models
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", default="hf-causal",
+                   help="hf-causal (default: the 196 causal-LM types) | hf-all (every task mapping) | timm | "
+                   "FILE (one module:function or HF config JSON path per line)")  # fmt: skip
+    p.add_argument("--filter", default=None, metavar="REGEX", help="keep models whose name matches (re.search)")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N models (after --filter)")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="K",
+                   help=f"optimizer steps per run (default {DEFAULT_STEPS})")  # fmt: skip
+    p.add_argument("--compile-backend", default="inductor", metavar="NAME",
+                   help="dynamo backend for the compiled run (default inductor; 'none' skips it)")  # fmt: skip
+    p.add_argument("--dtype", default="fp32", help="fp32 (default) | bf16 | fp16")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SEC",
+                   help=f"wall budget per model incl. compiles (default {DEFAULT_TIMEOUT:g})")  # fmt: skip
+    p.add_argument("--baseline", default=None, metavar="BUNDLE",
+                   help="compare curves and outputs with this exported run (bringup export)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="init and data seed (default 0)")
+
+
+# ---- planning -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Entry:
+    source: str  # hf | timm | fn | hf-json
+    model: str  # model type, timm name, module:function or (absolute) config path
+    task: str = ""
+    label: str = ""  # the name as the user wrote it (a config path from a FILE), if not `model`
+
+    @property
+    def name(self) -> str:
+        return self.label or self.model
+
+
+def _hf_causal() -> list[Entry]:
+    from bringup.models import zoo as mz
+
+    return [Entry("hf", t, "causal-lm") for t in mz.causal_types()]
+
+
+def _hf_all() -> list[Entry]:
+    from bringup.models import zoo as mz
+
+    return [Entry("hf", t, task) for t, task in mz.all_types()]
+
+
+def _timm() -> list[Entry]:
+    from bringup.models.timm_zoo import DEFAULT_MODELS
+
+    return [Entry("timm", m.name) for m in DEFAULT_MODELS]
+
+
+def read_model_file(path: str) -> list[Entry]:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"--source {path}: cannot read: {type(e).__name__}: {e}") from e
+    out = []
+    for i, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.endswith(".json"):
+            cfg = Path(line) if Path(line).is_absolute() else (p.parent / line)
+            if not cfg.is_file():
+                raise BadInput(f"--source {path}:{i}: config {line} does not exist")
+            out.append(Entry("hf-json", str(cfg.resolve()), label=line))
+        elif re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", line):
+            out.append(Entry("fn", line))
+        else:
+            raise BadInput(f"--source {path}:{i}: {line!r} is neither module:function nor a config .json path")
+    if not out:
+        raise BadInput(f"--source {path}: no models listed")
+    return out
+
+
+def entries_for(source: str) -> list[Entry]:
+    if source == "hf-causal":
+        return _hf_causal()
+    if source == "hf-all":
+        return _hf_all()
+    if source == "timm":
+        return _timm()
+    if Path(source).exists():
+        return read_model_file(source)
+    raise BadInput(f"unknown --source {source!r}: use hf-causal, hf-all, timm or a FILE that exists")
+
+
+def check_backend(name: str) -> str:
+    if name.lower() == "none":
+        return "none"
+    import torch._dynamo
+
+    known = torch._dynamo.list_backends(exclude_tags=())
+    if name not in known:
+        raise BadInput(f"unknown --compile-backend {name!r}; registered here: {', '.join(sorted(known))} "
+                       "(a plugin can register more: --import MODULE)")  # fmt: skip
+    return name
+
+
+def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+    """Validate every option (BadInput before any work), then one case per model."""
+    dtype = parse_dtype(args.dtype)
+    if dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise BadInput(f"--dtype {args.dtype}: the zoo runs fp32, bf16 or fp16 (float64 is the reference)")
+    if args.steps is None or args.steps < 1:
+        raise BadInput(f"--steps must be >= 1, got {args.steps}")
+    if args.limit is not None and args.limit < 1:
+        raise BadInput(f"--limit must be >= 1, got {args.limit}")
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise BadInput(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    pattern = None
+    if args.filter is not None:
+        try:
+            pattern = re.compile(args.filter)
+        except re.error as e:
+            raise BadInput(f"bad --filter regex {args.filter!r}: {e}") from e
+    backend = check_backend(args.compile_backend)
+    baseline = _load_baseline(args.baseline) if args.baseline else None
+    entries = entries_for(args.source)
+    if pattern is not None:
+        entries = [e for e in entries if pattern.search(e.name)]
+    if args.limit is not None:
+        entries = entries[: args.limit]
+    if not entries:
+        raise BadInput(f"zoo: no model of --source {args.source} matches --filter {args.filter!r}")
+    return [make_case(e, dtype_name(dtype), args.steps, backend, args.timeout, args.seed, baseline) for e in entries]
+
+
+def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, seed: int = 0,
+              baseline: BaselineIndex | None = None) -> Case:  # fmt: skip
+    params: dict[str, Any] = {"source": e.source, "model": e.model, "task": e.task, "dtype": dtype,
+                              "steps": steps, "backend": backend, "seed": seed}  # fmt: skip
+    if baseline is not None:
+        params["baseline"] = baseline.entry_for(e.name, dtype, steps)
+    # Pooled, not isolated: a fresh process per model would re-import torch + transformers (~5-10 s)
+    # and start inductor's compile workers cold every time. What a model could leak into the next
+    # case is reset per case (dynamo caches and counters, seeds, peak memory); a hang, segfault or
+    # OOM still costs only its own case (the runner replaces the worker).
+    return Case("zoo", e.name, params, ENTRY, budget_s=timeout, isolated=False)
+
+
+def run_cases(device: Device, quick: bool) -> list[Case]:
+    if quick:
+        entries = [Entry(s, m, t) for s, m, t in QUICK]
+        return [make_case(e, "fp32", 3, "inductor", 300.0) for e in entries]
+    entries = _hf_causal() + _timm()[:FULL_EXTRA_TIMM]
+    return [make_case(e, "fp32", DEFAULT_STEPS, "inductor", DEFAULT_TIMEOUT) for e in entries]
+
+
+# ---- baselines (an exported run) ------------------------------------------------------------------
+@dataclass
+class BaselineIndex:
+    path: str
+    device: str
+    by_name: dict[str, CaseResult] = field(default_factory=dict)
+
+    def entry_for(self, name: str, dtype: str, steps: int) -> dict[str, Any]:
+        """What the worker needs to compare a model with the bundle (small: curves and statistics)."""
+        r = self.by_name.get(name)
+        head = {"path": self.path, "device": self.device}
+        if r is None:
+            return {**head, "found": False}
+        f = r.fields
+        return {
+            **head, "found": True, "status": r.status.value, "dtype": r.params.get("dtype"),
+            "steps": r.params.get("steps"),
+            "curves": {k: [v for _, v in s] for k, s in r.series.items() if k.startswith("loss.")},
+            "logits": f.get("logits"),
+        }  # fmt: skip
+
+
+def _load_baseline(path: str) -> BaselineIndex:
+    from bringup.report.bundle import load_bundle
+
+    run, results = load_bundle(path)
+    zoo = [r for r in results if r.suite == "zoo"]
+    if not zoo:
+        raise BadInput(f"--baseline {path}: the bundle has no zoo results (run {run.run_id}: {run.command})")
+    return BaselineIndex(str(Path(path).resolve()), run.device, {r.name: r for r in zoo})
+
+
+def bundle_names(path: str) -> set[str]:
+    from bringup.report.bundle import load_bundle
+
+    _, results = load_bundle(path)
+    return {r.name for r in results if r.suite == "zoo"}
+
+
+# ---- one model ------------------------------------------------------------------------------------
+@dataclass
+class RunOut:
+    """One training run: step-0 tensors (loss, logits, grads) and the K-step loss curve."""
+
+    tensors: dict[str, torch.Tensor]
+    curve: list[float]
+    seconds: float = 0.0
+    first_step_s: float = 0.0
+
+
+def build_model(params: dict[str, Any]) -> Any:
+    from bringup.models import zoo as mz
+
+    src, model, seed = params["source"], params["model"], int(params.get("seed", 0))
+    if src == "hf":
+        return mz.build_hf(model, params.get("task") or "causal-lm", seed=seed)
+    if src == "timm":
+        from bringup.models import timm_zoo
+
+        return timm_zoo.build(model, seed=seed)
+    if src == "fn":
+        return mz.build_fn(model, seed=seed)
+    if src == "hf-json":
+        return mz.build_hf_json(model, seed=seed)
+    raise mz.ConfigError(f"unknown source {src!r}")
+
+
+def _cast_batch(batch: dict[str, Any], device: torch.device, dtype: torch.dtype,
+                round_to: torch.dtype | None = None) -> dict[str, Any]:  # fmt: skip
+    def one(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            if v.is_floating_point():
+                if round_to is not None:
+                    v = v.to(round_to)
+                return v.to(device=device, dtype=dtype)
+            return v.to(device)
+        if isinstance(v, dict):
+            return {k: one(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return type(v)(one(x) for x in v)
+        return v
+
+    return {k: one(v) for k, v in batch.items()}
+
+
+def _load_init(model: torch.nn.Module, init: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype,
+               round_to: torch.dtype | None) -> torch.nn.Module:  # fmt: skip
+    """The model on `device` in `dtype`, its floating state first rounded through `round_to` (the run
+    dtype): the float64 reference starts from exactly the weights the run holds."""
+    model.load_state_dict(init)
+    model.to(device=device, dtype=dtype)
+    if round_to is not None and round_to != dtype:
+        with torch.no_grad():
+            for t in [*model.parameters(), *model.buffers()]:
+                if t.is_floating_point():
+                    t.copy_(t.to(round_to).to(dtype))
+    return model
+
+
+def _experts_impl(model: torch.nn.Module, impl: str | None) -> None:
+    """transformers' MoE layers dispatch on config._experts_implementation at call time; the default
+    (grouped_mm) has no float64 kernel, so the float64 reference runs the eager per-expert loop: the
+    same mathematics, another code path. Other runs get back the model's own choice."""
+    seen: set[int] = set()
+    for m in model.modules():
+        cfg = getattr(m, "config", None)
+        if cfg is None or id(cfg) in seen or not hasattr(cfg, "_experts_implementation"):
+            continue
+        seen.add(id(cfg))
+        own = cfg.__dict__.setdefault("_bringup_own_experts_impl", cfg._experts_implementation)
+        cfg._experts_implementation = impl or own
+
+
+def _no_dropout(model: torch.nn.Module) -> None:
+    """Dropout draws different masks in each run (and compiled code draws them differently again):
+    parity needs the same function in every run. Configs are built with dropout 0 (models/zoo.py);
+    this catches nn.Dropout modules a user model or a fixed-size config still has."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.p = 0.0
+
+
+def train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
+              dtype: torch.dtype, round_to: torch.dtype | None = None, backend: str | None = None,
+              on_first_step: Any = None) -> RunOut:  # fmt: skip
+    """K SGD steps. Step 0's loss, logits and grads are kept (moved to cpu) for parity."""
+    model = _load_init(built.model, init, device, dtype, round_to)
+    model.train()
+    _no_dropout(model)
+    _experts_impl(model, "eager" if dtype == torch.float64 else None)
+
+    def fwd_loss(b: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        out = built.forward(model, b)
+        return built.loss(out, b), built.logits(out)
+
+    step_fn = fwd_loss if backend is None else torch.compile(fwd_loss, backend=backend)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    curve: list[float] = []
+    tensors: dict[str, torch.Tensor] = {}
+    t0 = time.perf_counter()
+    first = 0.0
+    for i, raw in enumerate(batches):
+        b = _cast_batch(raw, device, dtype, round_to)
+        ts = time.perf_counter()
+        if i == 0 and on_first_step is not None:
+            with on_first_step():
+                loss, logits = step_fn(b)
+                loss.backward()
+        else:
+            loss, logits = step_fn(b)
+            loss.backward()
+        if i == 0:
+            first = time.perf_counter() - ts
+            tensors["loss"] = loss.detach().to("cpu").reshape(())
+            if logits is not None:
+                tensors["logits"] = logits.detach().to("cpu")
+            for n, p in model.named_parameters():
+                if p.grad is not None:
+                    tensors[f"grad.{n}"] = p.grad.detach().to("cpu").clone()
+        curve.append(float(loss.detach().to("cpu", torch.float64)))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return RunOut(tensors, curve, time.perf_counter() - t0, first)
+
+
+def _finite_curve(c: list[float]) -> bool:
+    return all(math.isfinite(x) for x in c)
+
+
+def logits_digest(t: torch.Tensor | None) -> dict[str, Any] | None:
+    """Output statistics + a few fixed-position values: what a bundle keeps of the logits."""
+    if t is None:
+        return None
+    x = t.detach().to("cpu", torch.float64).flatten()
+    if x.numel() == 0:
+        return None
+    idx = torch.linspace(0, x.numel() - 1, min(LOGIT_SAMPLES, x.numel())).round().long()
+    fin = x[torch.isfinite(x)]
+    n = fin.numel()
+    return {
+        "shape": list(t.shape), "mean": float(fin.mean()) if n else math.nan,
+        "std": float(fin.std()) if n > 1 else 0.0, "abs_max": float(fin.abs().max()) if n else math.nan,
+        "sample": [float(v) for v in x[idx]],
+    }  # fmt: skip
+
+
+def _series(curve: list[float]) -> list[tuple[int, float]]:
+    return [(i, v) for i, v in enumerate(curve)]
+
+
+def _fail(r: CaseResult, status: Status, reason: str) -> CaseResult:
+    if r.status is Status.PASS:  # the first failure names the case
+        r.status, r.reason = status, reason
+    return r
+
+
+def run_model(case: Case, ctx: Any) -> CaseResult:
+    """One model: reference, trusted baseline, device eager, device compiled; then the verdict."""
+    import traceback
+
+    from bringup.checks.errors import classify, first_line
+    from bringup.checks.graphs import watch
+    from bringup.checks.losscurve import compare_curves
+    from bringup.checks.parity import parity
+    from bringup.models.zoo import ConfigError, param_count
+
+    t_case = time.monotonic()
+    p = case.params
+    dtype = parse_dtype(p["dtype"])
+    steps = int(p["steps"])
+    backend = p.get("backend") or "none"
+    dev: Device = ctx.device
+    cpu = torch.device("cpu")
+    r = CaseResult.for_case(case, Status.PASS)
+    r.fields.update({"source": p["source"], "task": p.get("task") or "", "backend": backend, "params": None,
+                     "graph_breaks": None, "fallback_ops": None, "max_rel_err": None, "loss_divergence": None,
+                     "compile_s": None, "peak_mem_bytes": None})  # fmt: skip
+    torch._dynamo.reset()
+    torch.manual_seed(int(p.get("seed", 0)))
+    # -- build (ref_fail "config" when the tiny model can't be made) --
+    try:
+        built = build_model(p)
+    except (ConfigError, BadInput) as e:
+        return _fail(r, Status.REF_FAIL, f"config: {e}")
+    except Exception as e:
+        return _fail(r, Status.REF_FAIL, f"config: {first_line(e)}")
+    r.fields["params"] = param_count(built.model)
+    r.fields["note"] = built.note
+    init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
+    # -- a. reference --
+    try:
+        batches = [built.make_batch(i) for i in range(steps)]
+        ref = train_run(built, init, batches, cpu, torch.float64, round_to=dtype)
+    except Exception as e:
+        r.error = traceback.format_exc()
+        return _fail(r, Status.REF_FAIL, f"reference: {first_line(e)}")
+    if not _finite_curve(ref.curve):
+        return _fail(r, Status.REF_FAIL, "reference: non-finite loss in float64")
+    r.series["loss.ref"] = _series(ref.curve)
+    r.fields["logits"] = {"ref": logits_digest(ref.tensors.get("logits"))}
+    # -- b. trusted baseline: cpu eager in the run dtype --
+    base: RunOut | None = None
+    try:
+        base = train_run(built, init, batches, cpu, dtype)
+        r.series["loss.cpu_eager"] = _series(base.curve)
+    except Exception as e:
+        r.fields["baseline_error"] = first_line(e)
+    dev.reset_peak_memory()
+    # -- c. device eager --
+    eager: RunOut | None = None
+    try:
+        if dev.is_cpu and base is not None:
+            eager = base
+        else:
+            eager = _device_run(built, init, batches, dev, dtype, r)
+    except Exception as e:
+        r.error = traceback.format_exc()
+        _fail(r, classify(e), f"eager: {first_line(e)}")
+    if eager is not None:
+        r.series["loss.eager"] = _series(eager.curve)
+        r.fields["logits"]["eager"] = logits_digest(eager.tensors.get("logits"))
+        # on cpu, eager in the run dtype IS the trusted baseline: judged for gross errors only
+        self_trusted = dev.is_cpu and eager is base
+        _judge(r, "eager", eager, ref, None if self_trusted else base, dtype, parity, compare_curves,
+               trusted=self_trusted)  # fmt: skip
+    # -- d. device compiled --
+    comp: RunOut | None = None
+    if backend != "none":
+        left = max(1.0, case.budget_s - (time.monotonic() - t_case))
+        try:
+            with watch() as graphs:
+                comp = train_run(built, init, batches, dev.torch_device, dtype, backend=backend,
+                                 on_first_step=lambda: ctx.phase("compile", budget_s=left))  # fmt: skip
+        except Exception as e:
+            r.error = r.error or traceback.format_exc()
+            _fail(r, classify(e, compiling=True), f"compiled: {first_line(e)}")
+        r.fields.update({"graph_count": graphs.graph_count, "graph_breaks": graphs.graph_breaks,
+                         "break_reasons": graphs.break_reasons, "recompiles": graphs.recompiles,
+                         "recompile_reasons": graphs.recompile_reasons})  # fmt: skip
+        if comp is not None:
+            r.fields["compile_s"] = round(graphs.compile_s or comp.first_step_s, 3)
+            r.series["loss.compiled"] = _series(comp.curve)
+            r.fields["logits"]["compiled"] = logits_digest(comp.tensors.get("logits"))
+            if graphs.graph_count == 0:
+                _fail(r, Status.SILENT_EAGER, "compiled: dynamo captured no graph (the run was eager)")
+            _judge(r, "compiled", comp, ref, base if base is not None else eager, dtype, parity, compare_curves)
+    # -- e. fallbacks, memory --
+    r.fields["peak_mem_bytes"] = dev.peak_memory()
+    fb = r.fields.get("fallback_ops")
+    if fb:
+        top = ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])[:5])
+        _fail(r, Status.FALLBACK, f"ran through the CPU fallback: {top}")
+    # -- baseline bundle --
+    bl = p.get("baseline")
+    if bl:
+        _compare_bundle(r, bl, dtype)
+    r.metric("max_rel_err", r.fields.get("max_rel_err"))
+    r.metric("loss_divergence", r.fields.get("loss_divergence"))
+    r.metric("compile_s", r.fields.get("compile_s"), "s")
+    return r
+
+
+def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], dev: Device,
+                dtype: torch.dtype, r: CaseResult) -> RunOut:  # fmt: skip
+    """Device eager run; off cpu, under the fallback detector (which ops ran through the CPU fallback)."""
+    from bringup.checks.fallbacks import FallbackDetector
+
+    with FallbackDetector(dev) as det:
+        out = train_run(built, init, batches, dev.torch_device, dtype)
+    rep = det.report()
+    r.fields["fallback_ops"] = dict(rep.fallback_ops)
+    return out
+
+
+def _judge(r: CaseResult, label: str, got: RunOut, ref: RunOut, base: RunOut | None, dtype: torch.dtype,
+           parity: Any, compare_curves: Any, trusted: bool = False) -> None:  # fmt: skip
+    rep = parity(got.tensors, ref.tensors, dtype, baseline=None if base is None else base.tensors, trusted=trusted)
+    curve = compare_curves(got.curve, ref.curve, dtype, baseline=None if base is None else base.curve,
+                           trusted=trusted)  # fmt: skip
+    r.fields[f"{label}_max_rel_err"] = rep.max_rel_err
+    r.fields[f"{label}_loss_divergence"] = curve.max_rel_dev
+    r.fields[f"{label}_first_diverging_step"] = curve.first_diverging_step
+    r.fields[f"{label}_tensors_compared"] = len(rep.tensors)
+    r.fields["max_rel_err"] = max(r.fields.get("max_rel_err") or 0.0, rep.max_rel_err)
+    r.fields["loss_divergence"] = max(r.fields.get("loss_divergence") or 0.0, curve.max_rel_dev)
+    if not rep.ok:
+        r.fields[f"{label}_parity"] = rep.summary()
+        _fail(r, Status.FAIL_NUMERIC, f"{label}: {rep.summary()}")
+    if not curve.ok:
+        _fail(r, Status.FAIL_NUMERIC, f"{label}: {curve.summary()}")
+
+
+def _compare_bundle(r: CaseResult, bl: dict[str, Any], dtype: torch.dtype) -> None:
+    """This run vs the same model in an exported run: the float64 reference curves must agree (same
+    model, same data: otherwise the comparison says nothing), then each run's device curves and logits
+    statistics must agree within the dtype's loss tolerance (both sides carry their own rounding)."""
+    from bringup.checks.losscurve import rel_devs
+    from bringup.checks.parity import tolerance_for
+
+    out: dict[str, Any] = {"bundle": bl.get("path"), "bundle_device": bl.get("device")}
+    r.fields["baseline_check"] = out
+    if not bl.get("found"):
+        out["status"] = "missing"
+        return
+    if bl.get("dtype") != dtype_name(dtype) or int(bl.get("steps") or 0) != len(r.series.get("loss.ref", [])):
+        out["status"] = f"incomparable: bundle ran {bl.get('dtype')} x {bl.get('steps')} steps"
+        return
+    curves = bl.get("curves") or {}
+    ours = {k: [v for _, v in s] for k, s in r.series.items()}
+    ref_dev = max(rel_devs(ours.get("loss.ref", []), curves.get("loss.ref", [])), default=math.inf)
+    out["ref_curve_dev"] = ref_dev
+    if not curves.get("loss.ref") or ref_dev > 1e-6:
+        out["status"] = "incomparable: the float64 reference curves differ (another model or data?)"
+        _fail(r, Status.FAIL_NUMERIC, f"baseline: float64 reference differs from the bundle's ({ref_dev:.3g})")
+        return
+    tol = tolerance_for(dtype).loss_rel * 2  # two independent runs, each within loss_rel of float64
+    problems: list[str] = []
+    for key in ("loss.eager", "loss.compiled"):
+        if key in ours and key in curves:
+            d = max(rel_devs(ours[key], curves[key]), default=0.0)
+            out[f"{key}_dev"] = d
+            if d > tol:
+                problems.append(f"{key} deviates {d:.3g} (> {tol:.3g})")
+    # logits: 16 fixed-position values, in units of the reference logits' std. Each side is within
+    # ~rel_rmse of float64 in RMS (the max of 16 noisy samples stays within ~4 RMS), so two correct
+    # runs differ by at most 2 x 4 x rel_rmse.
+    sample_tol = 8 * tolerance_for(dtype).rel_rmse
+    theirs, mine = bl.get("logits") or {}, r.fields.get("logits") or {}
+    ref = mine.get("ref") or {}
+    for key in ("eager", "compiled"):
+        a, b = mine.get(key), theirs.get(key)
+        if a and b and a.get("shape") == b.get("shape"):
+            scale = max(abs(ref.get("std") or 0.0), 1e-12)
+            d = max(abs(x - y) for x, y in zip(a["sample"], b["sample"], strict=False)) / scale
+            out[f"logits.{key}_dev"] = d
+            if d > sample_tol:
+                problems.append(f"{key} logits deviate {d:.3g} std (> {sample_tol:.3g})")
+    out["status"] = "ok" if not problems else "differs"
+    if problems:
+        _fail(r, Status.FAIL_NUMERIC, f"baseline: vs the {bl.get('device')} bundle: {'; '.join(problems)}")
+
+
+# ---- summary --------------------------------------------------------------------------------------
+def failure_reason(r: CaseResult) -> str:
+    """The reason class of a non-pass: what failed (config, reference, eager, compiled, baseline) or,
+    for runner statuses, the status itself (budget, crash, oom)."""
+    if r.status is Status.PASS:
+        return ""
+    head = r.reason.split(":", 1)[0].strip() if ":" in r.reason else ""
+    if head in ("config", "reference", "eager", "compiled", "baseline"):
+        return head
+    return r.status.value
+
+
+def _fmt_bytes(n: Any) -> str:
+    if not isinstance(n, (int, float)) or n <= 0:
+        return "-"
+    return f"{n / 2**20:.0f}M"
+
+
+def _fmt_count(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "-"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f}M"
+    if n >= 1e4:
+        return f"{n / 1e3:.0f}k"
+    return str(int(n))
+
+
+def _fmt_small(v: Any) -> str:
+    if not isinstance(v, (int, float)):
+        return "-"
+    return "0" if v == 0 else ("inf" if not math.isfinite(v) else f"{v:.1e}")
+
+
+def _fmt_secs(v: Any) -> str:
+    return f"{v:.1f}" if isinstance(v, (int, float)) else "-"
+
+
+def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+    from rich.table import Table
+
+    from bringup.report.terminal import _esc, styled
+
+    t = Table(title="zoo", title_justify="left")
+    cols = (("model", "left"), ("status", "left"), ("params", "right"), ("breaks", "right"), ("fallbk", "right"),
+            ("rel err", "right"), ("loss dev", "right"), ("comp s", "right"), ("wall s", "right"),
+            ("peak", "right"), ("reason", "left"))  # fmt: skip
+    for col, just in cols:
+        t.add_column(
+            col,
+            justify=just,
+            overflow="fold",
+            no_wrap=col not in ("reason", "model"),
+            max_width=28 if col == "model" else None,
+            min_width=20 if col == "reason" else None,
+        )  # type: ignore[arg-type]
+    for r in results:
+        f = r.fields
+        fb = f.get("fallback_ops")
+        t.add_row(
+            r.name, styled(r.status), _fmt_count(f.get("params")), _fmt_count(f.get("graph_breaks")),
+            "-" if fb is None else str(len(fb)), _fmt_small(f.get("max_rel_err")),
+            _fmt_small(f.get("loss_divergence")), _fmt_secs(f.get("compile_s")), f"{r.wall_s:.0f}",
+            _fmt_bytes(f.get("peak_mem_bytes")), _esc(r.reason[:160]),
+        )  # fmt: skip
+    console.print(t)
+    by_status = Counter(r.status.value for r in results)
+    by_reason = Counter(failure_reason(r) for r in results if r.status is not Status.PASS)
+    config_fail = by_reason.get("config", 0)
+    judged = [r for r in results if r.status is not Status.REF_FAIL]
+    extras: dict[str, Any] = {
+        "totals": {
+            "models": len(results), "built": len(results) - config_fail, "config_fail": config_fail,
+            "judged": len(judged), "pass": by_status.get("pass", 0),
+            "pass_rate": round(by_status.get("pass", 0) / len(judged), 4) if judged else None,
+        },
+        "by_status": dict(sorted(by_status.items())),
+        "by_reason": dict(sorted(by_reason.items())),
+        "graph_breaks_total": sum(int(r.fields.get("graph_breaks") or 0) for r in results),
+    }  # fmt: skip
+    base = _baseline_summary(results)
+    if base:
+        extras["baseline"] = base
+    console.print(
+        f"zoo: {len(results)} model(s), {extras['totals']['built']} built ({config_fail} config failures, counted "
+        f"apart); {by_status.get('pass', 0)}/{len(judged)} judged pass; by status: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(by_status.items()))
+        + ("; by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) if by_reason else ""),
+        highlight=False, markup=False,
+    )  # fmt: skip
+    if base:
+        console.print(f"baseline {base['bundle']}: {base['compared']} compared, {base['differs']} differ; missing "
+                      f"in the bundle: {', '.join(base['missing_in_bundle']) or 'none'}; missing in this run: "
+                      f"{', '.join(base['missing_in_run']) or 'none'}", highlight=False, markup=False)  # fmt: skip
+    return extras
+
+
+def _baseline_summary(results: list[CaseResult]) -> dict[str, Any] | None:
+    paths = {str((r.params.get("baseline") or {}).get("path")) for r in results if r.params.get("baseline")}
+    if not paths:
+        return None
+    path = sorted(paths)[0]
+    ours = {r.name for r in results}
+    try:
+        theirs = bundle_names(path)
+    except BadInput:
+        theirs = set()
+    st = [((r.fields.get("baseline_check") or {}).get("status") or "") for r in results]
+    return {
+        "bundle": path,
+        "compared": sum(s in ("ok", "differs") for s in st),
+        "differs": sum(s == "differs" for s in st),
+        "missing_in_bundle": sorted(r.name for r in results if (r.params.get("baseline") or {}).get("found") is False),
+        "missing_in_run": sorted(theirs - ours),
+    }

@@ -1,0 +1,155 @@
+"""The parity rule (bringup/checks/parity.py): a 1% error in ONE aten op kind is flagged, correct
+backends are not, in fp32 and bf16, on tiny random-init models.
+
+The proof runs the zoo's own training loop (bringup.suites.zoo.train_run: forward, backward, SGD
+steps) through test-only dynamo backends that scale one op kind's output by 1.01
+(tests/zoo/perturb_backend.py) and through the real ones. The default run covers llama in fp32 and
+bf16 with aot_eager-based perturbations (seconds per compile); the full matrix (5 models, inductor,
+both dtypes) is marked slow.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+import torch
+
+import bringup.models  # noqa: F401  (torchvision shim first)
+from bringup.checks.losscurve import compare_curves
+from bringup.checks.parity import TOLERANCES, bias, parity, rel_rmse, tolerance_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo"))
+import perturb_backend as pb
+
+from bringup.suites import zoo as sz
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+KINDS = ("mm", "softmax", "norm", "act", "add", "sdpa")
+
+
+# ---- the rule on synthetic tensors --------------------------------------------------------------
+def _noise(ref: torch.Tensor, rel: float, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return ref + rel * ref.std() * torch.randn(ref.shape, generator=g, dtype=torch.float64)
+
+
+def test_basics() -> None:
+    ref = torch.randn(64, 64, dtype=torch.float64)
+    assert parity({"w": ref.float()}, {"w": ref}, torch.float32).ok
+    assert not parity({"w": ref.float().t()}, {"w": ref.reshape(32, 128)}, torch.float32).ok
+    nan = ref.clone()
+    nan[0, 0] = math.nan
+    assert not parity({"w": nan}, {"w": ref}, torch.float32).ok
+    assert not parity({}, {"w": ref}, torch.float32).ok
+    assert not parity({"w": ref, "x": ref}, {"w": ref}, torch.float32).ok
+    assert abs(bias(ref * 1.01, ref) - 0.01) < 1e-12 and rel_rmse(ref, ref) == 0.0
+    assert set(TOLERANCES) >= {torch.float32, torch.bfloat16, torch.float16} and all(
+        t.reason for t in TOLERANCES.values()
+    )
+
+
+def test_scale_error_hidden_in_bf16_noise_is_caught_by_its_direction() -> None:
+    """1% of scale inside ~1% of noise: by size within 3x the baseline's (dynamo's rule passes it),
+    by direction 30+ standard errors off."""
+    ref = torch.randn(64, 128, dtype=torch.float64)
+    base = _noise(ref, 0.01, 1)
+    good = _noise(ref, 0.01, 2)
+    scaled = _noise(ref, 0.01, 3) * 1.01
+    assert rel_rmse(scaled, ref) < 3 * rel_rmse(base, ref)  # invisible to a size rule
+    assert parity({"w": good}, {"w": ref}, torch.bfloat16, baseline={"w": base}).ok
+    rep = parity({"w": scaled}, {"w": ref}, torch.bfloat16, baseline={"w": base})
+    assert not rep.ok and "bias" in rep.summary(), rep.summary()
+
+
+def test_more_accurate_than_the_baseline_is_not_flagged() -> None:
+    """A backend that beats the trusted run (fp32 intermediates) differs from its bias: not a failure."""
+    ref = torch.randn(64, dtype=torch.float64)
+    biased_base = _noise(ref, 0.05, 1) * 0.97  # the trusted bf16 run: 3% low on this tensor
+    accurate = _noise(ref, 0.005, 2)
+    assert parity({"b": accurate}, {"b": ref}, torch.bfloat16, baseline={"b": biased_base}).ok
+
+
+def test_trusted_run_is_judged_for_gross_errors_only() -> None:
+    ref = torch.randn(256, dtype=torch.float64)
+    assert parity({"g": _noise(ref, 0.3, 1)}, {"g": ref}, torch.bfloat16, trusted=True).ok
+    assert not parity({"g": _noise(ref, 0.3, 1)}, {"g": ref}, torch.bfloat16).ok
+    assert not parity({"g": -ref}, {"g": ref}, torch.bfloat16, trusted=True).ok
+
+
+def test_loss_curves() -> None:
+    ref = [5.0, 4.9, 4.8, 4.7]
+    assert compare_curves([5.0, 4.9, 4.8, 4.7000001], ref, torch.float32).ok
+    rep = compare_curves([5.0, 4.9, 4.85, 4.7], ref, torch.float32)
+    assert not rep.ok and rep.first_diverging_step == 2 and rep.max_rel_dev > 1e-2
+    assert not compare_curves([5.0, math.nan, 4.8, 4.7], ref, torch.float32).ok
+    base = [5.0, 4.91, 4.81, 4.71]  # a noisy trusted run loosens the bound to 3x its deviation
+    assert compare_curves([5.0, 4.92, 4.82, 4.72], ref, torch.bfloat16, baseline=base).ok
+    assert not compare_curves([5.0, 4.9, 4.8], ref, torch.float32).ok  # a step missing
+    assert tolerance_for(torch.bfloat16).loss_rel > tolerance_for(torch.float32).loss_rel
+
+
+# ---- the proof on tiny models --------------------------------------------------------------------
+STEPS = 2
+
+
+@cache
+def _setup(model: str, dtype: str) -> tuple:
+    src = "timm" if model.startswith("test_") else "hf"
+    built = sz.build_model({"source": src, "model": model, "task": "causal-lm", "seed": 0})
+    init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
+    batches = [built.make_batch(i) for i in range(STEPS)]
+    dt = DTYPES[dtype]
+    cpu = torch.device("cpu")
+    ref = sz.train_run(built, init, batches, cpu, torch.float64, round_to=dt)
+    base = sz.train_run(built, init, batches, cpu, dt)
+    return built, init, batches, ref, base
+
+
+def _judge(model: str, dtype: str, backend: str) -> tuple[bool, int, str]:
+    """(flagged, perturbed nodes, summary) for one compiled run against the cpu eager baseline."""
+    built, init, batches, ref, base = _setup(model, dtype)
+    torch._dynamo.reset()
+    before = pb.PERTURBED[backend]
+    got = sz.train_run(built, init, batches, torch.device("cpu"), DTYPES[dtype], backend=backend)
+    rep = parity(got.tensors, ref.tensors, DTYPES[dtype], baseline=base.tensors)
+    return not rep.ok, pb.PERTURBED[backend] - before, f"score {rep.score:.3g}: {rep.summary()}"
+
+
+def _check(model: str, dtype: str, backend: str) -> None:
+    flagged, nodes, why = _judge(model, dtype, backend)
+    if backend.startswith("perturb_"):
+        if nodes == 0:
+            pytest.skip(f"{model} has no {backend.split('_')[1]} op in its graphs")
+        assert flagged, f"{model} {dtype} {backend}: a 1% error in {nodes} node(s) went through ({why})"
+    else:
+        assert not flagged, f"{model} {dtype} {backend}: a correct backend was flagged ({why})"
+
+
+def test_eager_is_not_flagged() -> None:
+    for dtype in DTYPES:
+        _, _, _, ref, base = _setup("llama", dtype)
+        assert parity(base.tensors, ref.tensors, DTYPES[dtype], trusted=True).ok
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize(
+    "backend", ["aot_eager", *[f"perturb_{k}_aot_eager" for k in ("mm", "norm", "act", "add", "sdpa")]]
+)
+def test_llama(backend: str, dtype: str) -> None:
+    _check("llama", dtype, backend)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["llama", "gpt2", "qwen3_moe", "test_vit", "test_resnet"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize(
+    "backend",
+    ["aot_eager", "inductor", *[f"perturb_{k}_aot_eager" for k in KINDS],
+     *[f"perturb_{k}_inductor" for k in ("mm", "norm", "add")]],
+)  # fmt: skip
+def test_matrix(model: str, dtype: str, backend: str) -> None:
+    _check(model, dtype, backend)

@@ -1,0 +1,75 @@
+"""`bringup zoo` bad inputs: one line on stderr, exit 2, no traceback, no run started."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_one_line_error, run_cli
+
+
+def _zoo(tmp: Path, *args: str):
+    return run_cli(["--device", "cpu", "zoo", *args], cwd=tmp, timeout=300)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--source", "nope"], "unknown --source"),
+        (["--filter", "("], "bad --filter regex"),
+        (["--filter", "^no_such_model_type$"], "matches --filter"),
+        (["--limit", "0"], "--limit"),
+        (["--steps", "0"], "--steps"),
+        (["--steps", "x"], "invalid int"),
+        (["--compile-backend", "no_such_backend"], "unknown --compile-backend"),
+        (["--dtype", "fp8"], "unknown dtype"),
+        (["--dtype", "fp64"], "--dtype"),
+        (["--timeout", "0"], "--timeout"),
+    ],
+)
+def test_bad_option(tmp_path: Path, args: list[str], needle: str) -> None:
+    p = _zoo(tmp_path, *args)
+    assert_one_line_error(p, needle)
+    assert not (tmp_path / "bringup-results").exists() or not list((tmp_path / "bringup-results").glob("2*"))
+
+
+def _bundle(**over: object) -> dict:
+    b = {"format": "bringup-bundle", "version": 1,
+         "run": {"run_id": "r1", "command": "zoo", "device": "cuda"}, "cases": []}  # fmt: skip
+    b.update(over)
+    return b
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not valid JSON"),
+        (json.dumps(_bundle())[:40], "not valid JSON"),  # truncated
+        (json.dumps({"hello": 1}), "not a bringup bundle"),
+        (json.dumps(_bundle(version=99)), "newer than this bringup"),
+        (json.dumps(_bundle(cases=[{"suite": "zoo"}])), "malformed"),
+        (json.dumps(_bundle()), "no zoo results"),
+    ],
+)
+def test_bad_baseline_bundle(tmp_path: Path, content: str, needle: str) -> None:
+    f = tmp_path / "bundle.json"
+    f.write_text(content)
+    assert_one_line_error(_zoo(tmp_path, "--filter", "^llama$", "--baseline", str(f)), needle)
+
+
+def test_missing_baseline_and_unreadable_file(tmp_path: Path) -> None:
+    assert_one_line_error(_zoo(tmp_path, "--baseline", str(tmp_path / "nope.json")), "does not exist")
+    d = tmp_path / "adir"
+    d.mkdir()
+    assert_one_line_error(_zoo(tmp_path, "--source", str(d)), "cannot read")
+    f = tmp_path / "models.txt"
+    f.write_text("not a model line\n")
+    assert_one_line_error(_zoo(tmp_path, "--source", str(f)), "neither module:function")
+    f.write_text("# only a comment\n")
+    assert_one_line_error(_zoo(tmp_path, "--source", str(f)), "no models listed")
+    f.write_text("missing_config.json\n")
+    assert_one_line_error(_zoo(tmp_path, "--source", str(f)), "does not exist")
+    f.write_bytes(b"\xff\xfe\x00bad")
+    assert_one_line_error(_zoo(tmp_path, "--source", str(f)), "cannot read")
