@@ -1,11 +1,15 @@
 """Loss-curve divergence: a K-step training loss curve against the float64 reference curve.
 
 Per step i: dev_i = |got_i - ref_i| / max(|ref_i|, tiny). The report gives the largest dev (the
-"loss divergence" column) and the first step whose dev passes the bound (None if none does). The
-bound comes from the tolerance table in checks/parity.py (`Tolerance.loss_rel`); with a trusted
-same-dtype baseline curve it becomes `loss_multiplier` x the baseline's own largest deviation (never
-below `loss_floor`): a backend may be as noisy as a trusted run in its dtype, not much more.
-Non-finite losses where the reference is finite diverge at that step.
+"loss divergence" column) and the first step whose dev passes its bound (None if none does). Bounds
+come from the tolerance table in checks/parity.py: with a trusted same-dtype baseline curve, step i
+may deviate `loss_multiplier` x the most the baseline deviated up to step i (never below
+`loss_floor`): a backend may be as noisy as a trusted run in its dtype, not much more. Without one,
+`loss_rel`. Non-finite losses where the reference is finite diverge at that step.
+
+Chaos: when the trusted run's own deviation grows by more than CHAOTIC over the steps, rounding noise
+is being amplified so much that two correct runs part by amounts no bound can tell from a bug; such a
+curve is reported (`chaotic`) but not judged. The per-tensor parity of step 0 is judged regardless.
 """
 
 from __future__ import annotations
@@ -19,18 +23,22 @@ import torch
 from bringup.checks.parity import tolerance_for
 
 _TINY = 1e-12
+CHAOTIC = 100.0
 
 
 @dataclass(frozen=True)
 class CurveReport:
     ok: bool
     max_rel_dev: float  # largest per-step relative deviation from the reference (inf: non-finite)
-    first_diverging_step: int | None  # first step over the bound, None when none is
-    bound: float
+    first_diverging_step: int | None  # first step over its bound, None when none is
+    bound: float  # the bound at the first diverging step (else the largest bound)
     steps: int
     why: str = ""
+    chaotic: bool = False  # the trusted run's deviation grew past CHAOTIC: reported, not judged
 
     def summary(self) -> str:
+        if self.chaotic:
+            return f"loss curve not judged: {self.why} (max rel dev {self.max_rel_dev:.3g})"
         if self.ok:
             return f"loss curve ok over {self.steps} steps (max rel dev {self.max_rel_dev:.3g} <= {self.bound:.3g})"
         return (f"loss curve diverges at step {self.first_diverging_step}: max rel dev {self.max_rel_dev:.3g} "
@@ -49,14 +57,13 @@ def rel_devs(got: Sequence[float], ref: Sequence[float]) -> list[float]:
     return out
 
 
-def curve_bound(dtype: torch.dtype, baseline_dev: float | None = None, trusted: bool = False) -> tuple[float, str]:
-    tol = tolerance_for(dtype)
-    if trusted:  # the trusted run itself: only a gross divergence says anything
-        return max(tol.loss_rel, tol.gross), "(trusted run)"
-    if baseline_dev is None or not math.isfinite(baseline_dev):
-        return tol.loss_rel, ""
-    b = max(tol.loss_multiplier * baseline_dev, tol.loss_floor)
-    return b, f"(baseline max dev {baseline_dev:.3g})"
+def amplification(base_devs: Sequence[float], dtype: torch.dtype) -> float:
+    """How much the trusted run's deviation grew over the steps (>= 1), from its first step's
+    deviation or the dtype's eps, whichever is larger."""
+    if not base_devs or not all(math.isfinite(d) for d in base_devs):
+        return math.inf
+    start = max(base_devs[0], torch.finfo(dtype).eps)
+    return max(1.0, max(base_devs) / start)
 
 
 def compare_curves(
@@ -68,12 +75,29 @@ def compare_curves(
 ) -> CurveReport:
     """Compare `got` with the float64 `ref` curve (and a trusted same-dtype `baseline` curve); with
     `trusted=True`, `got` is the trusted run itself and only a gross divergence fails."""
+    tol = tolerance_for(dtype)
     n = min(len(got), len(ref))
     if len(got) != len(ref):
         return CurveReport(False, math.inf, n, 0.0, n, f"curve has {len(got)} steps, reference {len(ref)}")
     devs = rel_devs(got, ref)
-    base_dev = max(rel_devs(baseline, ref), default=0.0) if baseline is not None else None
-    bound, why = curve_bound(dtype, base_dev, trusted)
-    first = next((i for i, d in enumerate(devs) if d > bound), None)
     mx = max(devs, default=0.0)
+    if trusted:
+        bounds = [max(tol.loss_rel, tol.gross)] * n
+        why = "(trusted run)"
+    elif baseline is None or len(baseline) != n:
+        bounds = [tol.loss_rel] * n
+        why = ""
+    else:
+        base = rel_devs(baseline, ref)
+        amp = amplification(base, dtype)
+        if amp > CHAOTIC and all(math.isfinite(d) for d in devs):
+            why = f"chaotic training: the trusted run's own deviation grew {amp:.0f}x in {n} steps"
+            return CurveReport(True, mx, None, math.inf, n, why, chaotic=True)
+        running, bounds = 0.0, []
+        for d in base:
+            running = max(running, d)
+            bounds.append(max(tol.loss_multiplier * running, tol.loss_floor))
+        why = f"(baseline max dev {max(base, default=0.0):.3g})"
+    first = next((i for i, (d, b) in enumerate(zip(devs, bounds, strict=True)) if d > b), None)
+    bound = bounds[first] if first is not None else max(bounds, default=0.0)
     return CurveReport(first is None, mx, first, bound, n, why)

@@ -5,11 +5,12 @@ else `rmse(fp64, res) <= multiplier * rmse(fp64, ref) + tol / 10`. We keep its f
 "compare against how wrong a trusted run is" idea, but drop the allclose-first shortcut and the
 additive tol/10 term: on tiny random-init models both let a 1% error in one operator through.
 
-Each named tensor (loss, logits, every grad) is judged twice:
+Each named tensor (loss, logits, every grad) is judged twice; failing either fails it:
 
 1. Size of the error: rel_rmse = RMSE(got - ref64) / RMS(ref64), scale-free. Alone it must stay under
    the dtype's `rel_rmse`; with a trusted baseline run in the same dtype (cpu eager), under
-   `multiplier` x the baseline's own rel_rmse (never below `floor`, never above `rel_rmse`).
+   `multiplier` x the baseline's own rel_rmse (never below `floor`; no cap: a bf16 BatchNorm grad
+   of a correct run can be 30% off float64, and a backend may be as far off as the trusted run).
 2. Direction of the error (systematic bias): bias = <got - ref64, ref64> / <ref64, ref64>, the
    least-squares scale of the error along the reference. Rounding noise is nearly orthogonal to the
    reference; an operator whose output is off by a factor (1 + d) is not: every weight that operator
@@ -21,6 +22,10 @@ Each named tensor (loss, logits, every grad) is judged twice:
    the trusted one (inductor keeps bf16 intermediates in fp32) is never flagged for differing from
    the trusted run's own bias, and a bias the trusted run shares is not the backend's fault.
 
+A reference that is numerically zero (RMS under max(FLOOR_REL, FLOOR_EPS x eps) x the median RMS of
+all compared tensors: a key bias's gradient under softmax cancels exactly, so what any run computes is
+rounding residue) is judged against that floor, without a bias check. `trusted=True` judges the
+trusted run itself (cpu eager in the run dtype) for gross errors only (`gross`).
 A NaN/inf where the reference is finite, a shape mismatch or a missing tensor always fails.
 The numbers, each with its reason, are in TOLERANCES; tests/checks/test_parity.py proves the rule on
 tiny models: a 1.01 scale of one aten op kind (mm, softmax, norm, activation, add, sdpa) is flagged,
@@ -30,12 +35,15 @@ eager / aot_eager / inductor are not, in fp32 and in bf16.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import torch
 
 BIAS_CHUNKS = 16  # the bias' standard error is estimated from this many contiguous chunks
+# a reference RMS under max(FLOOR_REL, FLOOR_EPS x eps(dtype)) x the median RMS is numerically zero
+FLOOR_REL = 1e-3
+FLOOR_EPS = 10.0
 
 
 @dataclass(frozen=True)
@@ -44,11 +52,11 @@ class Tolerance:
     multiplier: float  # with a baseline: allowed multiple of the baseline's rel_rmse
     floor: float  # with a baseline: rel_rmse below this always passes (baseline may be ~exact)
     reason: str
-    bias: float = 1e-3  # max |bias - baseline's bias| beyond its noise (see module doc)
+    bias: float = 1e-3  # bias (and bias beyond the baseline's) allowed beyond its noise (module doc)
     bias_z: float = 4.0  # noise allowance of the bias, in standard errors
     gross: float = 0.5  # the trusted run itself (cpu eager): rel_rmse above this is garbage
     loss_rel: float = 1e-3  # loss curve: max per-step |got - ref| / |ref| with no baseline curve
-    loss_multiplier: float = 3.0  # with a baseline curve: allowed multiple of its max deviation
+    loss_multiplier: float = 5.0  # with a baseline curve: allowed multiple of its deviation so far
     loss_floor: float = 1e-4  # with a baseline curve: deviations below this always pass
 
 
@@ -70,8 +78,9 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
         "BatchNorm over a tiny batch); 1e-4 (or 3x the baseline's) leaves headroom for reduction-order "
         "changes (fusion, tiling), while a 1% op error reaches >= 3e-3 in some grad. bias 1e-4: "
         "correct runs differ by <= 1e-6, a 1% op error by ~1e-2. gross 1e-2: the cpu fp32 run is "
-        "garbage past 1%. Loss curves: correct runs deviate <= 2e-6 per step over a few SGD steps.",
-        bias=1e-4, bias_z=4.0, gross=1e-2, loss_rel=1e-4, loss_multiplier=3.0, loss_floor=1e-5,
+        "garbage past 1%. Loss curves: correct runs deviate <= 2e-6 per step over a few SGD steps; "
+        "5x the trusted run's deviation so far (different rounding, amplified alike), floor 1e-5.",
+        bias=1e-4, bias_z=4.0, gross=1e-2, loss_rel=1e-4, loss_multiplier=5.0, loss_floor=1e-5,
     ),
     torch.bfloat16: Tolerance(
         5e-2, 3.0, 1e-2,
@@ -82,14 +91,14 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
         "differ from cpu eager by <= 3e-3 in bias, a 1% op error by 7e-3..1e-2 on the grads it feeds: "
         "bias bound 3e-3 + 4 standard errors. gross 0.5: the trusted cpu bf16 run itself can be 30% "
         "off on BatchNorm grads. Loss curves: bf16 rounding moves tiny models' losses up to ~1e-2 per "
-        "step; 5e-2 alone, 3x the baseline's deviation with one (floor 5e-3).",
-        bias=3e-3, bias_z=4.0, gross=0.5, loss_rel=5e-2, loss_multiplier=3.0, loss_floor=5e-3,
+        "step; 5e-2 alone, 5x the baseline's deviation so far with one (floor 5e-3).",
+        bias=3e-3, bias_z=4.0, gross=0.5, loss_rel=5e-2, loss_multiplier=5.0, loss_floor=5e-3,
     ),
     torch.float16: Tolerance(
         2e-2, 3.0, 2e-3,
         "fp16 eps 9.8e-4: 8x finer than bf16, so the bf16 bounds tightened ~2.5x (not 8x: fp16's "
         "narrow range adds overflow-avoiding rescales); same multiplier.",
-        bias=1.5e-3, bias_z=4.0, gross=0.25, loss_rel=2e-2, loss_multiplier=3.0, loss_floor=2e-3,
+        bias=1.5e-3, bias_z=4.0, gross=0.25, loss_rel=2e-2, loss_multiplier=5.0, loss_floor=2e-3,
     ),
 }  # fmt: skip
 
@@ -169,12 +178,17 @@ class ParityReport:
         return f"{head}; worst {w.name}: {what}{' ' + w.why if w.why else ''}"
 
 
-def rel_rmse(got: torch.Tensor, ref: torch.Tensor) -> float:
-    """RMSE(got - ref) / RMS(ref), in float64 on cpu; 0/0 -> 0, x/0 -> inf."""
+def rms(t: torch.Tensor) -> float:
+    x = t.detach().to("cpu", torch.float64)
+    return torch.sqrt(torch.mean(x**2)).item() if x.numel() else 0.0
+
+
+def rel_rmse(got: torch.Tensor, ref: torch.Tensor, floor: float = 0.0) -> float:
+    """RMSE(got - ref) / max(RMS(ref), floor), in float64 on cpu; 0/0 -> 0, x/0 -> inf."""
     g = got.detach().to("cpu", torch.float64)
     r = ref.detach().to("cpu", torch.float64)
     err = torch.sqrt(torch.mean((g - r) ** 2)).item() if g.numel() else 0.0
-    scale = torch.sqrt(torch.mean(r**2)).item() if r.numel() else 0.0
+    scale = max(rms(r), floor)
     if scale == 0.0:
         return 0.0 if err == 0.0 else math.inf
     return err / scale
@@ -226,7 +240,10 @@ def compare_tensor(
     dtype: torch.dtype,
     baseline: torch.Tensor | None = None,
     trusted: bool = False,
+    scale_floor: float = 0.0,
 ) -> TensorParity:
+    """One tensor. `scale_floor`: the RMS below which the reference counts as numerically zero (errors
+    are then relative to the floor, and its direction means nothing: no bias check)."""
     tol = tolerance_for(dtype)
     if tuple(got.shape) != tuple(ref64.shape):
         return _bad(name, f"shape {tuple(got.shape)} != {tuple(ref64.shape)}", tol.rel_rmse)
@@ -245,26 +262,41 @@ def compare_tensor(
     max_abs = diff.max().item() if diff.numel() else 0.0
     denom = r.abs().max().item() if r.numel() else 0.0
     max_rel = max_abs / denom if denom else (0.0 if max_abs == 0 else math.inf)
-    err = rel_rmse(g, r)
+    err = rel_rmse(g, r, scale_floor)
     n = int(r.numel())
     if trusted:  # the trusted run itself (cpu eager): only gross errors say anything
         return TensorParity(name, err <= tol.gross, err, max_abs, max_rel, tol.gross, "(trusted run)", numel=n)
-    b_err = bias(g, r)
+    zero = rms(r) < scale_floor  # e.g. the grad of a key bias: zero in exact arithmetic
+    b_err = 0.0 if zero else bias(g, r)
     noise = err if math.isfinite(err) else 0.0
     sqn = math.sqrt(max(n, 1))
     bias_bound = tol.bias + tol.bias_z * bias_stderr(g - r, r, noise / sqn)
     bound, excess, excess_bound, why = tol.rel_rmse, b_err, bias_bound, ""
     if baseline is not None and tuple(baseline.shape) == tuple(got.shape):
         b = baseline.detach().to("cpu", torch.float64).flatten()[keep]
-        base_err = rel_rmse(b, r)
+        base_err = rel_rmse(b, r, scale_floor)
         if math.isfinite(base_err):
-            base_bias = bias(b, r)
+            base_bias = 0.0 if zero else bias(b, r)
             bound = max(tol.floor, tol.multiplier * base_err)
             excess = b_err - base_bias
             excess_bound = tol.bias + tol.bias_z * bias_stderr(g - b, r, math.hypot(noise, base_err) / sqn)
             why = f"(baseline rel_rmse {base_err:.3g}, bias {base_bias:+.3g})"
+    if zero:
+        bias_bound = excess_bound = math.inf
+        why = f"{why} (reference ~0: error relative to {scale_floor:.3g})".strip()
     t = TensorParity(name, True, err, max_abs, max_rel, bound, why, b_err, bias_bound, excess, excess_bound, n)
     return replace(t, ok=err <= bound and not t.biased)
+
+
+def scale_floor(refs: Iterable[torch.Tensor], dtype: torch.dtype) -> float:
+    """max(FLOOR_REL, FLOOR_EPS x eps(dtype)) x the median RMS of the reference tensors: a tensor whose
+    reference is smaller than that is numerically zero at this precision (a gradient that cancels
+    exactly, like a key bias's under softmax: its computed value is rounding residue of terms the size
+    of the other grads), so its error is measured against the floor, not against ~0."""
+    scales = sorted(rms(r) for r in refs if r.numel() and bool(torch.isfinite(r).all()))
+    if not scales:
+        return 0.0
+    return max(FLOOR_REL, FLOOR_EPS * torch.finfo(dtype).eps) * scales[len(scales) // 2]
 
 
 def parity(
@@ -278,12 +310,13 @@ def parity(
     run in the same dtype (cpu eager) whose own error sets the bounds; `trusted=True`: `got` IS that
     trusted run, judged only for gross errors (non-finite, shape, rel_rmse over `gross`)."""
     out: list[TensorParity] = []
+    floor = scale_floor(ref64.values(), dtype)
     for name, r in ref64.items():
         if name not in got:
             out.append(_bad(name, "missing", 0.0))
             continue
         b = None if baseline is None else baseline.get(name)
-        out.append(compare_tensor(name, got[name], r, dtype, b, trusted))
+        out.append(compare_tensor(name, got[name], r, dtype, b, trusted, floor))
     for name in got.keys() - ref64.keys():
         out.append(_bad(name, "not in reference", 0.0))
     return ParityReport(all(t.ok for t in out), out)

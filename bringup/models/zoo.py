@@ -57,7 +57,8 @@ _ROLES: dict[str, tuple[str, ...]] = {
                "d_embed", "word_embed_proj_dim", "attention_hidden_size", "lru_width", "embedding_size",
                "input_embedding_size", "output_embedding_size", "dim_model", "text_embed_dim", "projection_dim",
                "backbone_hidden_size", "router_hidden_size", "output_hidden_size", "hidden_size_per_layer",
-               "pronunciation_embed_dim", "shape_embed_dim", "adapter_in_dim", "adapter_out_dim"),
+               "pronunciation_embed_dim", "shape_embed_dim", "adapter_in_dim", "adapter_out_dim",
+               "hidden_sizes", "embed_dims", "embedding_dims"),
     "heads": ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
               "decoder_attention_heads", "attention_heads", "num_encoder_attention_heads",
               "num_decoder_attention_heads", "swa_num_attention_heads", "index_n_heads", "linear_num_heads",
@@ -67,7 +68,7 @@ _ROLES: dict[str, tuple[str, ...]] = {
     "head_dim": ("head_dim", "d_head", "attention_head_dim", "attention_head_size", "kv_channels", "swa_head_dim",
                  "dim_head", "linear_key_head_dim", "linear_value_head_dim", "index_head_dim", "linear_head_dim",
                  "d_kv", "qk_head_dim_text"),
-    "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
+    "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers", "depths",
                "num_encoder_layers", "num_decoder_layers", "num_text_layers"),
     "ffn": ("intermediate_size", "ffn_dim", "n_inner", "d_ff", "d_inner", "encoder_ffn_dim", "decoder_ffn_dim",
             "ffn_hidden_size", "feed_forward_size", "dim_ff", "dff", "intermediate_size_mlp",
@@ -220,7 +221,10 @@ def shrink_dict(d: dict[str, Any], s: Sizes = SIZES) -> dict[str, Any]:
         if isinstance(v, float) and _DROPOUT.search(k):
             out[k] = 0.0
             continue
-        if role is None or role == "layers":
+        if k in ("rope_parameters", "rope_scaling") and isinstance(v, dict):
+            out[k] = _shrink_rope(v, s)
+            continue
+        if role is None or (role == "layers" and not isinstance(v, list)):
             continue
         if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
             if k in per_layer:  # a per-layer list (e.g. intermediate_size per layer): already resized
@@ -253,6 +257,22 @@ def _role_value(role: str, s: Sizes) -> int:
         "lora_rank": s.lora_rank, "rope_head_dim": s.rope_head_dim, "rotary_dim": s.head_dim // 2,
         "v_head_dim": s.head_dim, "state": s.state, "image": s.image, "patch": s.patch, "mel_bins": s.mel_bins,
     }[role]  # fmt: skip
+
+
+def _shrink_rope(rope: dict[str, Any], s: Sizes) -> dict[str, Any]:
+    """Multimodal rope (mrope_section: the rotary half-dim split between t/h/w) must sum to the
+    shrunk head_dim / 2: keep the proportions. Per-layer-type rope dicts recurse."""
+    out = dict(rope)
+    for k, v in rope.items():
+        if isinstance(v, dict):
+            out[k] = _shrink_rope(v, s)
+        elif k == "mrope_section" and isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+            half = s.head_dim // 2
+            total = sum(v) or 1
+            sec = [max(1, round(x * half / total)) for x in v]
+            sec[-1] += half - sum(sec)
+            out[k] = sec if sec[-1] > 0 else [half - len(v) + 1] + [1] * (len(v) - 1)
+    return out
 
 
 def _shrink_list(role: str, v: list[int], s: Sizes) -> list[int]:
@@ -591,7 +611,10 @@ def _hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> 
     main = getattr(model, "main_input_name", "input_ids")
     sig = set(inspect.signature(model.forward).parameters)
     vocab = getattr(tcfg, "vocab_size", None) or getattr(cfg, "vocab_size", None)
-    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    try:
+        emb = model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        emb = None
     if isinstance(emb, torch.nn.Embedding):
         vocab = min(vocab or emb.num_embeddings, emb.num_embeddings)
     avoid = special_token_ids(cfg)
