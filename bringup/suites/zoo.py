@@ -22,6 +22,8 @@ import math
 import re
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -318,10 +320,29 @@ def _no_dropout(model: torch.nn.Module) -> None:
             m.p = 0.0
 
 
+@contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """The float64 reference also creates its own tensors (masks, `torch.full(finfo.min)`, position
+    tables) in float64: some models build them with the default dtype. Restored afterwards."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype if dtype == torch.float64 else old)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
 def train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
               dtype: torch.dtype, round_to: torch.dtype | None = None, backend: str | None = None,
               on_first_step: Any = None) -> RunOut:  # fmt: skip
     """K SGD steps. Step 0's loss, logits and grads are kept (moved to cpu) for parity."""
+    with _default_dtype(dtype):
+        return _train_run(built, init, batches, device, dtype, round_to, backend, on_first_step)
+
+
+def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
+               dtype: torch.dtype, round_to: torch.dtype | None, backend: str | None,
+               on_first_step: Any) -> RunOut:  # fmt: skip
     model = _load_init(built.model, init, device, dtype, round_to)
     model.train()
     _no_dropout(model)
@@ -444,6 +465,14 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         r.series["loss.cpu_eager"] = _series(base.curve)
     except Exception as e:
         r.fields["baseline_error"] = first_line(e)
+    if base is not None:
+        # the trusted run must itself be near float64; if even cpu eager in this dtype is grossly off
+        # (a discontinuous model: LSH buckets, near-tied routing), the comparison says nothing
+        gross = parity(base.tensors, ref.tensors, dtype, trusted=True)
+        r.fields["cpu_eager_max_rel_err"] = gross.max_rel_err
+        if not gross.ok:
+            return _fail(r, Status.REF_FAIL, f"reference: cpu eager in {p['dtype']} is itself off float64 "
+                         f"({gross.summary()}): ill-conditioned at this precision")  # fmt: skip
     dev.reset_peak_memory()
     # -- c. device eager --
     eager: RunOut | None = None
