@@ -78,9 +78,10 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
         "BatchNorm over a tiny batch); 1e-4 (or 3x the baseline's) leaves headroom for reduction-order "
         "changes (fusion, tiling), while a 1% op error reaches >= 3e-3 in some grad. bias 1e-4: "
         "correct runs differ by <= 1e-6, a 1% op error by ~1e-2. gross 1e-2: the cpu fp32 run is "
-        "garbage past 1%. Loss curves: correct runs deviate <= 2e-6 per step over a few SGD steps; "
-        "5x the trusted run's deviation so far (different rounding, amplified alike), floor 1e-5.",
-        bias=1e-4, bias_z=4.0, gross=1e-2, loss_rel=1e-4, loss_multiplier=5.0, loss_floor=1e-5,
+        "garbage past 1%. Loss curves: correct runs deviate up to ~1.3e-5 over 3 SGD steps (the 181 "
+        "causal types with inductor); 5x the trusted run's deviation so far (different rounding, "
+        "amplified alike), floor 1e-4.",
+        bias=1e-4, bias_z=4.0, gross=1e-2, loss_rel=1e-4, loss_multiplier=5.0, loss_floor=1e-4,
     ),
     torch.bfloat16: Tolerance(
         5e-2, 3.0, 1e-2,

@@ -644,6 +644,8 @@ def _hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> 
                 b["labels"] = ids.clone()
             elif task == "seq2seq-lm" and "labels" in sig:
                 b["labels"] = _tokens(allowed, (bs.batch, bs.seq), g)
+                if "decoder_input_ids" in sig:  # explicit: some configs lack decoder_start_token_id
+                    b["decoder_input_ids"] = torch.cat([b["labels"][:, :1], b["labels"][:, :-1]], dim=1)
             elif task == "sequence-classification" and "labels" in sig:
                 b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
             elif task == "token-classification" and "labels" in sig:
