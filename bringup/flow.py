@@ -23,6 +23,13 @@ from bringup.errors import BadInput
 from bringup.store import DEFAULT_DB, RunInfo, Store, new_run_id
 
 
+def _console() -> Console:
+    """Rich wraps piped output at 80 columns, which folds the wide suite tables (train) line by line;
+    a log or a CI console gets 160 unless COLUMNS says otherwise."""
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(highlight=False, soft_wrap=True, width=width)
+
+
 @dataclass
 class Session:
     """What every command gets: parsed args, the device, plugins, where results go."""
@@ -32,7 +39,7 @@ class Session:
     imports: list[str]
     db: Path
     argv: list[str]
-    console: Console = field(default_factory=lambda: Console(highlight=False, soft_wrap=True))
+    console: Console = field(default_factory=lambda: _console())
     resume_run: RunInfo | None = None
 
     def open_store(self) -> Store:

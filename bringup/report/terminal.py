@@ -34,15 +34,22 @@ def fmt(v: float | None) -> str:
 def case_table(title: str, results: Iterable[CaseResult], metric_cols: list[str]) -> Table:
     t = Table(title=title, title_justify="left")
     t.add_column("case")
-    t.add_column("status")
+    t.add_column("status", no_wrap=True)
     for m in metric_cols:
         t.add_column(m, justify="right")
     t.add_column("wall s", justify="right")
     t.add_column("reason", overflow="fold", max_width=70)
     for r in results:
         vals = [fmt(r.metrics[m].value) if m in r.metrics else "-" for m in metric_cols]
-        t.add_row(r.name, styled(r.status), *vals, f"{r.wall_s:.1f}", _esc(r.reason))
+        t.add_row(r.name, styled(r.status), *vals, f"{r.wall_s:.1f}", _esc(short_reason(r.reason)))
     return t
+
+
+def short_reason(reason: str, limit: int = 60) -> str:
+    """The first line of a reason, cut to `limit` characters: a table row stays one line (the full text
+    is in the store and the HTML report)."""
+    line = reason.strip().splitlines()[0] if reason.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
 
 
 def totals(results: Iterable[CaseResult]) -> dict[str, int]:
