@@ -15,8 +15,6 @@ import pytest
 
 from tests.conftest import REPO, load_json
 
-pytest.importorskip("bringup.testdev", reason="bringup.testdev (the PrivateUse1 test device) is not in this checkout")
-
 PROGRAM = textwrap.dedent(
     """
     import json, sys

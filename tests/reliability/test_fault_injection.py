@@ -15,8 +15,6 @@ import json
 import sqlite3
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import load_json, run_cli
 
 BUDGET = 12  # s per case: the `hang` item costs this much; alloc reaches the cap long before it
@@ -81,6 +79,5 @@ def test_faults_local_executor(tmp_path: Path) -> None:
 
 
 def test_faults_ray_executor(tmp_path: Path) -> None:
-    pytest.importorskip("ray")
     # loseonce: the actor dies once, Ray restarts it and retries: pass. lose: dies on every try: crash.
     _sweep(tmp_path, "ray", PLAN + ",loseonce,lose", env={"BRINGUP_RAY_RETRIES": "1"})

@@ -121,7 +121,6 @@ def test_sigkill_then_resume_local_both_forms(tmp_path: Path) -> None:
 def test_sigkill_then_resume_ray(tmp_path: Path) -> None:
     """The same under Ray: the killed driver takes its local Ray instance, the actors and their
     worker processes down; the resumed run (on a new local instance) completes."""
-    pytest.importorskip("ray")
     db = tmp_path / "ray.db"
     plan = ["selftest", "--plan", "ok*2,sleep:12*2,ok*2", "--tag", "rkill"]
     p = _start(["--db", str(db), "--executor", "ray", "--workers", "2", *plan], tmp_path)

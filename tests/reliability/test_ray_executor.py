@@ -11,10 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+import bringup.runner.ray as ray_mod
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
-
-ray_mod = pytest.importorskip("bringup.runner.ray")
 
 
 def test_retries_setting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,7 +84,6 @@ def _cmd(p: psutil.Process) -> list[str]:
 def test_custom_resource_for_a_privateuse1_device(tmp_path: Path) -> None:
     """On a non-cuda accelerator each slot asks Ray for a custom resource named after the device
     type; with 1 device and 2 slots they share it. Cases still run, crash and finish there."""
-    pytest.importorskip("bringup.testdev", reason="the PrivateUse1 test device is not in this checkout")
     from tests.conftest import run_cli
 
     p = run_cli(["--import", "bringup.testdev", "--device", "testdev", "--executor", "ray", "--workers", "2",

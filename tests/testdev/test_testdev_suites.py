@@ -5,12 +5,10 @@ say `unsupported`."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-from bringup import suites
 from tests.conftest import load_json
 
 TD = ("--import", "bringup.testdev", "--device", "testdev")
@@ -25,8 +23,6 @@ ALLOWED: dict[str, set[str]] = {
 
 @pytest.mark.parametrize("suite", ["smoke", "ops", "probe", "train", "flex", "zoo", "profile"])
 def test_quick_suite_on_testdev(suite: str, cli, tmp_path: Path, testdev_built: None) -> None:
-    if importlib.util.find_spec(suites.SUITES[suite]) is None:
-        pytest.skip("suite not landed yet")
     p = cli(*TD, "run", "--quick", "--only", suite, "--json", "out.json", timeout=1800)
     assert p.returncode in (0, 1), p.stderr[-3000:]
     data = load_json(tmp_path / "out.json")
