@@ -1,6 +1,6 @@
 """Benchmark: a sweep on the Ray executor with 2 workers vs 1 (goal: >= 1.7x on 2 cores).
 
-    .venv/bin/python bench/ray_scaling.py [--sweep zoo|spin] [--repeats 3] [--cases N] [--spin M] [--local]
+    .venv/bin/python bench/ray_scaling.py [--sweep zoo|spin] [--repeats 3] [--cases N] [--spin M] [--local] [--cold]
 
 The sweep is `bringup zoo`'s quick list (`run_cases(device, quick=True)`, the same cases `bringup run
 --quick` runs) when the zoo suite is in the tree, else N CPU-bound `selftest spin:M` cases (fixed work:
@@ -53,10 +53,14 @@ def sweep_cases(kind: str, n: int, spin: float) -> tuple[str, list[Case]]:
     return f"selftest spin:{spin:g} x{len(cases)}", cases
 
 
-def one_pass(executor_name: str, cases: list[Case], workers: int, root: Path, tag: str) -> tuple[float, str]:
+def one_pass(
+    executor_name: str, cases: list[Case], workers: int, root: Path, tag: str, cold: bool = False
+) -> tuple[float, str]:
     run_dir = root / tag
     run_dir.mkdir(parents=True)
-    spec = WorkerSpec(device="cpu", log_dir=str(run_dir / "logs"))
+    # --cold: this pass's workers compile into their own empty inductor cache (a first sweep)
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(run_dir / "inductor-cache")} if cold else {}
+    spec = WorkerSpec(device="cpu", log_dir=str(run_dir / "logs"), env=env)
     quiet = Console(file=open(run_dir / "progress.txt", "w"), stderr=False)
     with Store(run_dir / "bench.db") as store:
         run_id = store.new_run("bench", ["bench"], "cpu", "cpu", {"bench": tag})
@@ -75,13 +79,15 @@ def main() -> int:
     ap.add_argument("--cases", type=int, default=0, help="first N cases of the sweep (0: all; spin: 12)")
     ap.add_argument("--spin", type=float, default=20.0, help="million steps per spin case")
     ap.add_argument("--local", action="store_true", help="also time the local executor, for reference")
+    ap.add_argument("--cold", action="store_true", help="each pass compiles into its own empty inductor cache")
     args = ap.parse_args()
 
     import ray
 
     what, cases = sweep_cases(args.sweep, args.cases, args.spin)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    print(f"sweep: {what} ({len(cases)} cases); {cpus} cores; {args.repeats} repeats; arms alternate")
+    cache = "cold inductor cache per pass" if args.cold else "shared (warm) inductor cache"
+    print(f"sweep: {what} ({len(cases)} cases); {cpus} cores; {args.repeats} repeats; {cache}; arms alternate")
     t0 = time.perf_counter()
     ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False,
              logging_level=logging.ERROR, object_store_memory=256 << 20)  # fmt: skip
@@ -92,7 +98,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="bringup-bench-ray-") as tmp:
             for rep in range(args.repeats):
                 for ex, w in arms:
-                    wall, statuses = one_pass(ex, cases, w, Path(tmp), f"{ex}{w}-{rep}")
+                    wall, statuses = one_pass(ex, cases, w, Path(tmp), f"{ex}{w}-{rep}", args.cold)
                     times[(ex, w)].append(wall)
                     print(f"  rep {rep}: {ex:5s} x{w}: {wall:7.1f} s  ({statuses})", flush=True)
     finally:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -39,15 +40,19 @@ def run_sweep(workers: int, args: argparse.Namespace, root: Path) -> dict:
         cmd += ["--limit", str(args.limit)]
     if args.filter:
         cmd += ["--filter", args.filter]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=d, env={**env, "PYTHONPATH": str(REPO)}, text=True, capture_output=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # cpu seconds of the whole tree (the CLI, its workers, their inductor compile workers: all reaped)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if p.returncode not in (0, 1):
         print(p.stdout[-3000:], p.stderr[-3000:], file=sys.stderr)
         raise SystemExit(f"workers={workers}: bringup exited {p.returncode}")
     data = json.loads((d / "zoo.json").read_text())
     n = len(data["cases"])
-    return {"workers": workers, "models": n, "wall_s": wall, "s_per_model": wall / max(n, 1),
+    return {"workers": workers, "models": n, "wall_s": wall, "s_per_model": wall / max(n, 1), "cpu_s": cpu_s,
             "totals": data.get("totals", {}), "by_status": data.get("by_status", {}),
             "by_reason": data.get("by_reason", {})}  # fmt: skip
 
@@ -66,10 +71,14 @@ def main() -> int:
     counts = [int(x) for x in args.workers.split(",") if x.strip()]
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="zoo-sweep-"))
     rows = [run_sweep(w, args, root) for w in counts]
-    print(f"{'workers':>7} {'models':>6} {'wall s':>8} {'s/model':>8}  totals")
+    # "cores busy" = cpu seconds / wall seconds: how much of the machine an arm already used. When one
+    # worker already keeps every core busy (torch's threads, inductor's parallel compile), a second
+    # worker can't make the sweep much faster, whatever the executor does.
+    print(f"{'workers':>7} {'models':>6} {'wall s':>8} {'s/model':>8} {'cpu s':>8} {'cores busy':>10}  totals")
     for r in rows:
         t = r["totals"]
-        print(f"{r['workers']:>7} {r['models']:>6} {r['wall_s']:>8.1f} {r['s_per_model']:>8.2f}  "
+        print(f"{r['workers']:>7} {r['models']:>6} {r['wall_s']:>8.1f} {r['s_per_model']:>8.2f} "
+              f"{r['cpu_s']:>8.1f} {r['cpu_s'] / max(r['wall_s'], 1e-9):>10.2f}  "
               f"built {t.get('built')}, config failures {t.get('config_fail')}, pass {t.get('pass')}/"
               f"{t.get('judged')}; {r['by_status']}; reasons {r['by_reason']}")  # fmt: skip
     base = rows[0]
