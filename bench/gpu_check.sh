@@ -5,8 +5,8 @@
 #
 # bf16 qwen3-1.7b (fits any GPU of 40 GB or more with AdamW at batch 2 x 2048), every mode (eager,
 # full compile, regional), compile caches cold then warm: the seeds' table (first step, steady step,
-# ratio, tok/s, MFU, speed-up) and the fast-start advice line. Only `bringup` commands, no device
-# named: --device auto picks the machine's accelerator.
+# ratio, tok/s, MFU, speed-up) and the fast-start advice line, then bench/train_overhead.py if time is
+# left. No device named: --device auto picks the machine's accelerator.
 #
 # MODEL, BATCH, SEQ, MODES override the defaults (e.g. a dry run on cpu: MODEL=qwen3-tiny SEQ=64).
 #
@@ -31,4 +31,10 @@ timeout "$(left)" "$BRINGUP" --db "$DB" train --model "${MODEL:-qwen3-1.7b}" --d
 rc=${PIPESTATUS[0]}
 echo "gpu_check: bringup train exit code $rc (0 = every mode passed, 1 = a case failed, 124 = out of time)" \
      "after $((SECONDS - start)) s; JSON: $OUT/train.json"
+
+# the harness-overhead ratio (bringup's steady step / a bare loop), in whatever time is left
+if [ "$(left)" -gt 60 ]; then
+    timeout "$(left)" .venv/bin/python bench/train_overhead.py --device auto --model qwen3-0.6b --dtype bf16 \
+        --batch 4 --seq 1024 --steps 30 --rounds 4 2>&1 | tee "$OUT/overhead.txt"
+fi
 exit "$rc"
