@@ -4,13 +4,12 @@
 bookkeeping afterwards: `counters["stats"]["unique_graphs"]` (graphs compiled),
 `counters["graph_break"]` (reason -> occurrences), the compilation metrics (one per compiled frame;
 `recompile_reason` set on recompiles) and `calculate_time_spent()` (dynamo + backend compile time,
-forward and backward). `explain()` is the same report from `torch._dynamo.explain` for callers that
-only want the breaks of a function without running a backend.
+forward and backward).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,20 +25,6 @@ class GraphReport:
     recompiles: int = 0
     recompile_reasons: list[str] = field(default_factory=list)
     compile_s: float = 0.0
-
-    def summary(self) -> str:
-        s = f"{self.graph_count} graph(s), {self.graph_breaks} break(s), {self.recompiles} recompile(s)"
-        if self.break_reasons:
-            top = max(self.break_reasons.items(), key=lambda kv: kv[1])[0]
-            s += f"; e.g. {top}"
-        return s
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "graph_count": self.graph_count, "graph_breaks": self.graph_breaks,
-            "break_reasons": dict(self.break_reasons), "recompiles": self.recompiles,
-            "recompile_reasons": list(self.recompile_reasons), "compile_s": round(self.compile_s, 3),
-        }  # fmt: skip
 
 
 def short_reason(reason: Any) -> str:
@@ -82,16 +67,3 @@ def watch(reset: bool = True) -> Iterator[GraphReport]:
         rep.recompiles = len(reasons)
         rep.recompile_reasons = [r.splitlines()[0][:_REASON_LEN] for r in reasons]
         rep.compile_s = max(0.0, du.calculate_time_spent().get("total_wall_time", 0.0) - t0)
-
-
-def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> GraphReport:
-    """Graph count and breaks of `fn(*args, **kwargs)` via torch._dynamo.explain (dynamo only)."""
-    import torch._dynamo
-
-    torch._dynamo.reset()
-    out = torch._dynamo.explain(fn)(*args, **kwargs)
-    rep = GraphReport(graph_count=int(out.graph_count), graph_breaks=int(out.graph_break_count))
-    for r in out.break_reasons:
-        key = short_reason(r)
-        rep.break_reasons[key] = rep.break_reasons.get(key, 0) + 1
-    return rep

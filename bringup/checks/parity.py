@@ -156,10 +156,6 @@ class ParityReport:
         return max((t.rel_rmse for t in self.tensors), default=0.0)
 
     @property
-    def max_bias(self) -> float:
-        return max((abs(t.bias) for t in self.tensors), default=0.0)
-
-    @property
     def score(self) -> float:
         """The worst tensor's score (> 1: fails)."""
         return max((t.score for t in self.tensors), default=0.0)

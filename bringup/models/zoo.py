@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import inspect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -823,11 +823,6 @@ def _no_dropout_defaults(model_type: str, data: dict[str, Any]) -> dict[str, Any
     base = AutoConfig.for_model(model_type).to_dict()
     extra = {k: 0.0 for k, v in base.items() if isinstance(v, float) and _DROPOUT.search(k) and v and k not in data}
     return {**data, **extra}
-
-
-def batches(built: Built, steps: int) -> Iterator[dict[str, Any]]:
-    for i in range(steps):
-        yield built.make_batch(i)
 
 
 def param_count(model: torch.nn.Module) -> int:
