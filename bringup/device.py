@@ -183,6 +183,18 @@ class Device:
         except Exception:
             return False
 
+    @cached_property
+    def has_inductor_codegen(self) -> bool:
+        """Whether inductor has a code generator registered for this device type
+        (register_backend_for_device); True when torch can't tell, so no gap is reported blindly."""
+        try:
+            from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
+
+            init_backend_registration()
+            return get_scheduling_for_device(self.type) is not None
+        except Exception:
+            return True
+
     def timer(self) -> StepTimer:
         return StepTimer(self)
 

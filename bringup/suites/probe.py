@@ -229,13 +229,9 @@ def probe_compile(case: Case, dev: torch.device, ctx: Any) -> CaseResult:
     from torch._dynamo.utils import counters
 
     backend = case.params["backend"]
-    if backend == "inductor":
-        from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
-
-        init_backend_registration()
-        if get_scheduling_for_device(dev.type) is None:
-            return CaseResult.for_case(case, Status.UNSUPPORTED, f"inductor has no code generator for device type "
-                                       f"{dev.type!r} (none registered with register_backend_for_device)")  # fmt: skip
+    if backend == "inductor" and not ctx.device.has_inductor_codegen:
+        return CaseResult.for_case(case, Status.UNSUPPORTED, f"inductor has no code generator for device type "
+                                   f"{dev.type!r} (none registered with register_backend_for_device)")  # fmt: skip
     x, y = _rand(16, 32, seed=11), _rand(32, 8, seed=12)
     ref = _tiny(x, y)
     torch._dynamo.reset()

@@ -220,26 +220,13 @@ def _failed(case: Case, exc: BaseException, stage: str, compiling: bool, device:
     why = str(exc) if hasattr(exc, "status") else first_line(exc)  # a RankError: already "rank R: Type: msg"
     target = next((ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith("target:")), "")
     why += f" ({target})" if target else ""  # inductor lowering errors name the op on a later line
-    if compiling and device is not None and status is Status.FAIL_COMPILE and not _inductor_knows(device, case):
+    if (compiling and device is not None and status is Status.FAIL_COMPILE
+            and case.params.get("backend") == "inductor" and not device.has_inductor_codegen):  # fmt: skip
         status, why = Status.UNSUPPORTED, f"inductor has no code generator registered for {device.type!r}: {why}"
     r = CaseResult.for_case(case, status, f"{stage}: {why}")
     r.error = "".join(traceback.format_exception(exc))
     r.fields["failed_stage"] = stage
     return r
-
-
-def _inductor_knows(device: Device, case: Case) -> bool:
-    """False when the case compiles with inductor for a device inductor has no backend for (a gap of
-    the device's compiler support, reported `unsupported`, not a compile bug)."""
-    if case.params.get("backend") != "inductor":
-        return True
-    try:
-        from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
-
-        init_backend_registration()
-        return get_scheduling_for_device(device.type) is not None
-    except Exception:
-        return True
 
 
 def _reference_path(spec: TrainSpec, ctx: Any) -> Any:
