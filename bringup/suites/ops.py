@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import re
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -32,7 +31,7 @@ from torch.utils._pytree import tree_flatten
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.device import Device
-from bringup.errors import BadInput
+from bringup.errors import BadInput, user_regex
 
 HELP = "OpInfo op coverage: every op x dtype on the device vs cpu (pass/fallback/fail_numeric/unsupported)"
 
@@ -147,12 +146,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if not args.budget > 0:
         raise BadInput(f"--budget must be positive, got {args.budget:g}")
     dtypes = parse_dtypes(args.dtypes)
-    pattern = None
-    if args.filter is not None:
-        try:
-            pattern = re.compile(args.filter)
-        except re.error as e:
-            raise BadInput(f"bad --filter regex {args.filter!r}: {e}") from None
+    pattern = None if args.filter is None else user_regex(args.filter, "--filter")
     names = [op_name(op) for op in op_db()]
     if pattern is not None:
         names = [n for n in names if pattern.search(n)]

@@ -31,7 +31,7 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.checks.parity import parity
 from bringup.device import Device
-from bringup.errors import BadInput
+from bringup.errors import BadInput, user_regex
 
 HELP = "feature probe: bf16/fp16/fp8, scaled_mm, autocast, SDPA backends, compile, distributed, TorchAO"
 
@@ -106,10 +106,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
             raise BadInput(f"unknown torch.compile backend {b!r}; known: {', '.join(sorted(known))}")
     feats = features(backends)
     if args.only:
-        try:
-            pat = re.compile(args.only)
-        except re.error as e:
-            raise BadInput(f"bad --only regex {args.only!r}: {e}") from None
+        pat = user_regex(args.only, "--only")
         feats = [f for f in feats if pat.search(f[0])]
         if not feats:
             raise BadInput(

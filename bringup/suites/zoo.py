@@ -32,7 +32,7 @@ import torch
 
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device, dtype_name, parse_dtype
-from bringup.errors import BadInput
+from bringup.errors import BadInput, user_regex
 
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
 
@@ -159,12 +159,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         raise BadInput(f"--limit must be >= 1, got {args.limit}")
     if not (args.timeout > 0 and math.isfinite(args.timeout)):
         raise BadInput(f"--timeout must be a positive number of seconds, got {args.timeout}")
-    pattern = None
-    if args.filter is not None:
-        try:
-            pattern = re.compile(args.filter)
-        except re.error as e:
-            raise BadInput(f"bad --filter regex {args.filter!r}: {e}") from e
+    pattern = None if args.filter is None else user_regex(args.filter, "--filter")
     backend = check_backend(args.compile_backend)
     baseline = _load_baseline(args.baseline) if args.baseline else None
     entries = entries_for(args.source)
