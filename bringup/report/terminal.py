@@ -45,11 +45,15 @@ def case_table(title: str, results: Iterable[CaseResult], metric_cols: list[str]
     return t
 
 
+def clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, an ellipsis marking the cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def short_reason(reason: str, limit: int = 60) -> str:
-    """The first line of a reason, cut to `limit` characters: a table row stays one line (the full text
-    is in the store and the HTML report)."""
-    line = reason.strip().splitlines()[0] if reason.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+    """The first line of a reason, clipped: a table row stays one line (the full text is in the store
+    and the HTML report)."""
+    return clip(reason.strip().splitlines()[0] if reason.strip() else "", limit)
 
 
 def totals(results: Iterable[CaseResult]) -> dict[str, int]:

@@ -267,13 +267,11 @@ def _bytes(n: float) -> str:
     return f"{n} B"
 
 
-def _short(name: str, width: int = 70) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
-
-
 def print_profile(r: CaseResult, console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
+
+    from bringup.report.terminal import clip
 
     f = r.fields
     step = f.get("step_s")
@@ -295,7 +293,7 @@ def print_profile(r: CaseResult, console: Any) -> None:
     for c in ("op", "calls", "self", "% step", *(["fallback"] if marks else [])):
         t.add_column(c, justify="left" if c in ("op", "fallback") else "right")
     for o in ops:
-        row = [escape(_short(o["name"])), str(o["calls"]), _ms(o["self_s"]), f"{o['pct']:.1f}"]
+        row = [escape(clip(o["name"], 70)), str(o["calls"]), _ms(o["self_s"]), f"{o['pct']:.1f}"]
         t.add_row(*row, *(["[yellow]CPU fallback[/]" if o.get("fallback") else ""] if marks else []))
     console.print(t)
     if f.get("top_kernels"):
@@ -303,7 +301,7 @@ def print_profile(r: CaseResult, console: Any) -> None:
         for c in ("kernel", "kind", "calls", "time", "% busy"):
             k.add_column(c, justify="left" if c in ("kernel", "kind") else "right")
         for o in f["top_kernels"]:
-            k.add_row(escape(_short(o["name"])), o["kind"], str(o["calls"]), _ms(o["time_s"]), f"{o['pct_busy']:.1f}")
+            k.add_row(escape(clip(o["name"], 70)), o["kind"], str(o["calls"]), _ms(o["time_s"]), f"{o['pct_busy']:.1f}")
         console.print(k)
     tr = f.get("transfers")
     if tr is None:
@@ -318,7 +316,7 @@ def print_profile(r: CaseResult, console: Any) -> None:
         ops = ", ".join(f"{k} ×{v}" for k, v in sorted(f["fallback_ops"].items()))
         console.print(f"  [yellow]CPU-fallback ops[/]: {escape(ops)}")
     if f.get("compiled_regions"):
-        regs = ", ".join(f"{escape(_short(c['name'], 40))} ×{c['calls']} {_ms(c['time_s'])}"
+        regs = ", ".join(f"{escape(clip(c['name'], 40))} ×{c['calls']} {_ms(c['time_s'])}"
                          for c in f["compiled_regions"])  # fmt: skip
         console.print(f"  compiled regions ({_ms(f.get('compiled_s'))} of the step): {regs}")
     if f.get("note"):
