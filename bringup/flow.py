@@ -39,7 +39,7 @@ class Session:
     imports: list[str]
     db: Path
     argv: list[str]
-    console: Console = field(default_factory=lambda: _console())
+    console: Console = field(default_factory=_console)
     resume_run: RunInfo | None = None
 
     def open_store(self) -> Store:

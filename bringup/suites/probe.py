@@ -384,10 +384,10 @@ def run_feature(case: Case, ctx: Any) -> CaseResult:
 
 
 def _check_sdpa_backend(case: Case, r: CaseResult, ran: set[str]) -> CaseResult:
-    """A forced backend must have run its own kernel: some devices ignore sdpa_kernel() and take
+    """(An sdpa case.) A forced backend must have run its own kernel: some devices ignore sdpa_kernel() and take
     the math path, which would make every backend look supported."""
     backend = case.params.get("backend")
-    if case.params.get("kind") != "sdpa" or backend is None:
+    if backend is None:
         return r
     fused = {op for ops in SDPA_OPS.values() for op in ops}
     used = sorted(ran & fused)
