@@ -20,14 +20,8 @@ from rich.console import Console
 from bringup.case import Case, CaseResult, is_failure
 from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.report.terminal import make_console
 from bringup.store import DEFAULT_DB, RunInfo, Store, new_run_id
-
-
-def _console() -> Console:
-    """Rich wraps piped output at 80 columns, which folds the wide suite tables (train) line by line;
-    a log or a CI console gets 160 unless COLUMNS says otherwise."""
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-    return Console(highlight=False, soft_wrap=True, width=width)
 
 
 @dataclass
@@ -39,7 +33,7 @@ class Session:
     imports: list[str]
     db: Path
     argv: list[str]
-    console: Console = field(default_factory=_console)
+    console: Console = field(default_factory=make_console)
     resume_run: RunInfo | None = None
 
     def open_store(self) -> Store:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from collections.abc import Iterable
 
+from rich.console import Console
 from rich.table import Table
 
 from bringup.case import CaseResult, Status
@@ -17,6 +20,15 @@ STATUS_STYLE = {
     Status.BUDGET: "magenta",
     Status.SILENT_EAGER: "magenta",
 }
+
+
+def make_console(stderr: bool = False) -> Console:
+    """Rich wraps piped output at 80 columns, which folds the wide suite tables (train) and the
+    per-case progress lines; a log or a CI console gets 160 unless COLUMNS says otherwise, and lines
+    are never hard-wrapped."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
 
 
 def styled(status: Status) -> str:

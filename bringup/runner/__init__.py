@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
+from bringup.report.terminal import make_console
 from bringup.runner.process import WorkerSpec
 from bringup.store import Store
 
@@ -59,7 +60,7 @@ def execute(
     out: list[CaseResult] = []
     if not todo:
         return out
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     show = console.is_terminal and sys.stderr.isatty()
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
