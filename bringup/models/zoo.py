@@ -570,11 +570,10 @@ def _text_config(cfg: Any) -> Any:
         return cfg
 
 
-def _hf_model_class(model_type: str, task: str) -> Any:
+def _hf_model_class(task: str) -> Any:
     import transformers
 
-    auto = getattr(transformers, _AUTO_CLASS[task])
-    return auto
+    return getattr(transformers, _AUTO_CLASS[task])
 
 
 def build_hf(model_type: str, task: str = "causal-lm", bs: BatchSpec | None = None, seed: int = 0,
@@ -585,7 +584,7 @@ def build_hf(model_type: str, task: str = "causal-lm", bs: BatchSpec | None = No
         cfg = cfg if cfg is not None else tiny_config(model_type)
     except Exception as e:
         raise ConfigError(f"tiny config: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    auto = _hf_model_class(model_type, task)
+    auto = _hf_model_class(task)
 
     def make() -> torch.nn.Module:
         return auto.from_config(cfg, attn_implementation="sdpa") if _sdpa_ok(auto, cfg) else auto.from_config(cfg)
@@ -653,17 +652,9 @@ def _hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> 
             elif task == "base" and "decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False):
                 b["decoder_input_ids"] = _tokens(allowed, (bs.batch, bs.seq), g)
             if hints.get("pixel_values"):
-                vcfg = getattr(cfg, "vision_config", None) or cfg
-                size = getattr(vcfg, "image_size", bs.image)
-                size = size[0] if isinstance(size, (list, tuple)) else size
-                b["pixel_values"] = torch.randn(bs.batch, getattr(vcfg, "num_channels", 3), int(size), int(size),
-                                                generator=g)  # fmt: skip
+                b["pixel_values"] = _pixel_values(cfg, bs, g)
         elif main == "pixel_values":
-            vcfg = getattr(cfg, "vision_config", None) or cfg
-            size = getattr(vcfg, "image_size", bs.image)
-            size = size[0] if isinstance(size, (list, tuple)) else size
-            ch = getattr(vcfg, "num_channels", 3)
-            b["pixel_values"] = torch.randn(bs.batch, ch, int(size), int(size), generator=g)
+            b["pixel_values"] = _pixel_values(cfg, bs, g)
             if task == "image-classification" and "labels" in sig:
                 b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
         elif main == "input_values":
@@ -683,6 +674,14 @@ def _hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> 
         return b
 
     return batch
+
+
+def _pixel_values(cfg: Any, bs: BatchSpec, g: torch.Generator) -> torch.Tensor:
+    """Random images at the (vision) config's own size and channel count."""
+    vcfg = getattr(cfg, "vision_config", None) or cfg
+    size = getattr(vcfg, "image_size", bs.image)
+    size = size[0] if isinstance(size, (list, tuple)) else size
+    return torch.randn(bs.batch, getattr(vcfg, "num_channels", 3), int(size), int(size), generator=g)
 
 
 # ---- timm ----------------------------------------------------------------------------------------
@@ -803,15 +802,13 @@ def build_hf_json(path: str, seed: int = 0) -> Built:
         cfg = AutoConfig.for_model(model_type, **_no_dropout_defaults(model_type, data))
     except Exception as e:
         raise ConfigError(f"{path}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    auto = _hf_model_class(model_type, task)
+    auto = _hf_model_class(task)
     try:
         n = count_params_meta(lambda: auto.from_config(cfg))
     except Exception as e:
         raise ConfigError(f"{path}: build: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
     if n > PARAM_LIMIT:
-        small = shrink_dict(cfg.to_dict())
-        for k in ("model_type", "transformers_version", "architectures", "id2label", "label2id"):
-            small.pop(k, None)
+        small = {k: v for k, v in shrink_dict(cfg.to_dict()).items() if k not in _NOT_PASSED}
         cfg = AutoConfig.for_model(model_type, **small)
     return build_hf(model_type, task, seed=seed, cfg=cfg)
 
