@@ -735,7 +735,7 @@ def zoo_section(results: Sequence[CaseResult]) -> str:
 
 def _baseline(r: CaseResult) -> str | None:
     """The zoo's comparison with a --baseline bundle, when the run had one."""
-    bl = r.fields.get("baseline")
+    bl = r.fields.get("baseline_check")
     if not isinstance(bl, dict):
         return None
     return str(bl.get("status") or "compared")

@@ -91,7 +91,8 @@ def fixture_results(regress: bool = False, trace_path: str = "/tmp/trace.json.gz
                                               "max_abs_err": (3e-3, "")}))  # fmt: skip
     # zoo
     zoo_rows = [
-        ("llama", Status.PASS, {}, {"params": 1.2e6, "max_rel_err": 1e-6, "loss_divergence": 1e-7, "compile_s": 11},
+        ("llama", Status.PASS, {"baseline_check": {"status": "ok"}},
+         {"params": 1.2e6, "max_rel_err": 1e-6, "loss_divergence": 1e-7, "compile_s": 11},
          "", ""),
         ("gpt2", Status.FAIL_NUMERIC if regress else Status.PASS, {},
          {"params": 9e5, "max_rel_err": 0.2 if regress else 2e-6, "compile_s": 9},

@@ -46,6 +46,7 @@ def test_report_has_every_section(fixture_store) -> None:
     # zoo: sortable + filterable
     assert 'id="tbl-zoo"' in page and 'data-table="tbl-zoo"' in page and 'name="gb"' in page
     assert 'data-gb="1"' in page and 'data-fb="1"' in page
+    assert re.search(r"<th[^>]*>baseline</th>", page)  # the --baseline comparison's column (llama: ok)
     # ops counts, profile summary, port findings
     assert "linalg.svd" in page and "aten::_softmax" in page and "device idle n/a" in page
     assert "2 findings, 1 fixable" in page and "BU101" in page
