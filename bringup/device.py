@@ -121,7 +121,7 @@ class Device:
 
     @property
     def is_accelerator(self) -> bool:
-        acc = torch.accelerator.current_accelerator()
+        acc = available_accelerator()
         return acc is not None and acc.type == self.type
 
     def _idx(self) -> int:
@@ -369,9 +369,42 @@ def _peak_rss_bytes() -> int | None:
 
 
 # ---- resolution --------------------------------------------------------------------------------
+def built_accelerator() -> torch.device | None:
+    """The accelerator this torch build was compiled for (or a loaded plugin registered), present or not.
+
+    A CUDA build of torch names `cuda` here even on a machine with no GPU: never pick a device from this.
+    """
+    return torch.accelerator.current_accelerator()  # auto-ok: the compile-time answer, on purpose
+
+
+def available_accelerator() -> torch.device | None:
+    """The accelerator that is really there: compiled in AND reporting a device at run time."""
+    try:
+        return torch.accelerator.current_accelerator(check_available=True)
+    except TypeError:  # torch < 2.7 has no check_available: ask the backend itself
+        acc = built_accelerator()
+        try:
+            return acc if acc is not None and bool(torch.get_device_module(acc.type).is_available()) else None
+        except Exception:
+            return None
+
+
+def auto_choice() -> tuple[Device, str]:
+    """What `--device auto` resolves to, and a sentence on why (what it picked, and why not another)."""
+    built = built_accelerator()
+    acc = available_accelerator()
+    if acc is not None:
+        return Device(acc.type, None), f"the accelerator {acc.type!r} is available"
+    if built is not None:
+        why = f"torch is built with {built.type!r} but no {built.type} device is available here"
+        return Device("cpu", None), why
+    return Device("cpu", None), "no accelerator is compiled into this torch build"
+
+
 def known_types() -> list[str]:
+    """Device types that can run cases here: cpu, the available accelerator, a loaded PrivateUse1 backend."""
     names = ["cpu"]
-    acc = torch.accelerator.current_accelerator()
+    acc = available_accelerator()
     if acc is not None:
         names.append(acc.type)
     pu1 = privateuse1_name()
@@ -387,8 +420,7 @@ def resolve_device(spec: str | None) -> Device:
     """
     spec = (spec or "auto").strip()
     if spec == "auto":
-        acc = torch.accelerator.current_accelerator()
-        return Device(acc.type, None) if acc is not None else Device("cpu", None)
+        return auto_choice()[0]
     m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?::(\d+))?", spec)
     if not m:
         raise BadInput(f"bad device {spec!r}: expected a name like cpu, cuda, cuda:1, neuron")

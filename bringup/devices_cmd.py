@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def collect(sess: Any, calibrate: bool = True) -> dict[str, Any]:
     import torch
 
-    from bringup.device import dtype_name, known_types, privateuse1_name, resolve_device
+    from bringup.device import auto_choice, built_accelerator, dtype_name, known_types, privateuse1_name, resolve_device
 
     present: list[dict[str, Any]] = []
     for t in known_types():
@@ -35,13 +35,25 @@ def collect(sess: Any, calibrate: bool = True) -> dict[str, Any]:
         backends = list(torch._dynamo.list_backends())
     except Exception as e:  # pragma: no cover - depends on the torch build
         backends = [f"(list_backends failed: {e})"]
-    acc = torch.accelerator.current_accelerator()
+    built = built_accelerator()
+    auto, why = auto_choice()
+    compiled_in = [] if built is None else [built.type]
+    pu1 = privateuse1_name()
+    if pu1 != "privateuseone" and pu1 not in compiled_in:
+        compiled_in.append(pu1)
+    available = [d["type"] for d in present if d["type"] != "cpu" and d["count"] > 0]
     return {
         "torch": torch.__version__,
+        "torch_build": torch_build(),
+        "accelerators_built_in": compiled_in,
+        "accelerators_available": available,
+        "built_in_no_device": [t for t in compiled_in if t not in available],
+        "auto": auto.name,
+        "auto_reason": why,
         "python": platform.python_version(),
         "host": platform.node(),
         "devices": present,
-        "default": acc.type if acc is not None else "cpu",
+        "default": auto.name,
         "selected": dev.name,
         "selected_name": dev.device_name,
         "timing": "torch.Event" if dev.has_timing_events else "perf_counter after synchronize",
@@ -50,6 +62,19 @@ def collect(sess: Any, calibrate: bool = True) -> dict[str, Any]:
         "privateuse1": privateuse1_name(),
         "plugins": list(sess.imports),
     }
+
+
+def torch_build() -> str:
+    """cpu | cuda X.Y | rocm X.Y | xpu: what this torch wheel was built for (not what is present)."""
+    import torch
+
+    if getattr(torch.version, "hip", None):
+        return f"rocm {torch.version.hip}"
+    if getattr(torch.version, "cuda", None):
+        return f"cuda {torch.version.cuda}"
+    if getattr(torch.version, "xpu", None):
+        return f"xpu {torch.version.xpu}"
+    return "cpu"
 
 
 def main(sess: Any) -> int:
@@ -62,9 +87,12 @@ def main(sess: Any) -> int:
     t = Table(title="bringup devices", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column(overflow="fold")
-    t.add_row("torch", info["torch"])
+    t.add_row("torch", f"{info['torch']} (build: {info['torch_build']})")
+    built = [t + (" (built in, no device)" if t in info["built_in_no_device"] else "")
+             for t in info["accelerators_built_in"]]  # fmt: skip
+    t.add_row("accelerators", escape(", ".join(built) or "none compiled in"))
     t.add_row("devices", escape(", ".join(f"{d['type']} x{d['count']} ({d['name']})" for d in info["devices"])))
-    t.add_row("default", info["default"])
+    t.add_row("auto", escape(f"{info['auto']} ({info['auto_reason']})"))
     t.add_row("selected", f"{info['selected']} ({info['selected_name']}); timing: {info['timing']}")
     for dt, pk in info["peak_flops"].items():
         t.add_row(f"peak {dt}", "-" if pk is None else escape(f"{pk['flops'] / 1e12:.3f} TFLOP/s per "

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from bringup.case import Case, CaseResult, Status, is_failure
-from tests.conftest import assert_one_line_error, load_json
+from tests.conftest import REPO, assert_one_line_error, load_json
 
 
 def test_smoke_end_to_end_json_contract(cli, tmp_path: Path) -> None:
@@ -72,3 +72,16 @@ def test_case_and_result_round_trip_json() -> None:
     assert back.to_json() == r.to_json() and "skipped" not in back.metrics
     row = r.flat()
     assert row["status"] == "fail_numeric" and row["x"] == 1.5 and row["a"] == [1, 2]
+
+
+def test_cuda_build_without_a_gpu_defaults_to_cpu(cli, tmp_path: Path) -> None:
+    """A CUDA build of torch with no GPU: `auto` is cpu, `devices` exits 0, `smoke` passes."""
+    env = {"PYTHONPATH": str(REPO)}
+    plugin = ("--import", "tests.spine.fake_cuda_build")
+    p = cli(*plugin, "devices", "--no-calibrate", "--json", "dev.json", env=env, check_rc=0)
+    info = load_json(tmp_path / "dev.json")
+    assert info["auto"] == "cpu" and info["selected"] == "cpu"
+    assert info["accelerators_built_in"] == ["cuda"] and info["built_in_no_device"] == ["cuda"]
+    assert "built in, no device" in p.stdout and "Traceback" not in p.stderr
+    cli(*plugin, "smoke", "--json", "s.json", env=env, check_rc=0)
+    assert load_json(tmp_path / "s.json")["summary"] == {"pass": 2}

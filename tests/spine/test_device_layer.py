@@ -59,3 +59,17 @@ def test_timer_and_memory_on_cpu() -> None:
 def test_dtype_names_round_trip() -> None:
     for name in ("fp32", "bf16", "fp16"):
         assert dtype_name(parse_dtype(name)) == name
+
+
+def test_auto_skips_an_accelerator_that_is_built_in_but_absent(monkeypatch) -> None:
+    from bringup import device as d
+
+    # a CUDA build on a machine with no GPU: compiled in, not available
+    monkeypatch.setattr(torch._C, "_accelerator_getAccelerator", lambda: torch.device("cuda"))
+    assert d.built_accelerator() == torch.device("cuda")
+    assert d.available_accelerator() is None
+    dev, why = d.auto_choice()
+    assert dev.name == "cpu" and "built with 'cuda'" in why and "no cuda device" in why
+    assert resolve_device("auto").name == "cpu"
+    assert d.known_types() == ["cpu"]
+    assert not Device("cpu").is_accelerator
