@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One check of `bringup train` on a real accelerator, at most ~8 minutes on one H100/H200-class GPU.
+# One check of bringup on a real accelerator, at most ~9 minutes on one H100/H200-class GPU:
+# `bringup train` (the seeds' table), then FlexAttention forward+backward and a bf16 zoo sample.
 #
 #   make setup && bash bench/gpu_check.sh            (from a fresh clone; OUT=dir to choose where results go)
 #
@@ -12,7 +13,10 @@
 #
 # Time budget (estimates for one H200; the compile budget turns a slow compile into `budget`, not a
 # hang): 5 fresh workers x ~10 s start-up, compile cold ~60-120 s, regional cold ~20-40 s, warm
-# ~10-20 s each, 5 x 12 steps of ~0.15 s. Every command has its own timeout; the script stops at 470 s.
+# ~10-20 s each, 5 x 12 steps of ~0.15 s. Every command has its own timeout; the script stops at
+# TOTAL seconds (default 540): train gets what is left minus 170 s, then flex (bench/gpu_flex.yaml: 8
+# mods, bf16, fwd+bwd, b2 s2048 16/2 heads d128) up to 110 s, then zoo (6 causal LMs, bf16) with the
+# rest. Results stay in the SQLite store as each case finishes, so a section cut short keeps its cases.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BRINGUP="${BRINGUP:-.venv/bin/bringup}"
@@ -20,17 +24,30 @@ OUT="${OUT:-gpu-check-out}"
 mkdir -p "$OUT"
 DB="$OUT/bringup.db"
 start=$SECONDS
-left() { echo $((470 - (SECONDS - start))); }
+TOTAL="${TOTAL:-540}"
+left() { echo $((TOTAL - (SECONDS - start))); }
 
 timeout 60 "$BRINGUP" --db "$DB" devices | tee "$OUT/devices.txt"
 
-timeout "$(left)" "$BRINGUP" --db "$DB" train --model "${MODEL:-qwen3-1.7b}" --dtype bf16 \
+timeout "$(( $(left) - 170 ))" "$BRINGUP" --db "$DB" train --model "${MODEL:-qwen3-1.7b}" --dtype bf16 \
     --modes "${MODES:-eager,compile,regional}" --cache both --steps 12 --warmup 4 --batch "${BATCH:-2}" \
     --seq "${SEQ:-2048}" --budget 240 --case-budget 300 \
     --json "$OUT/train.json" 2>&1 | tee "$OUT/train.txt"
 rc=${PIPESTATUS[0]}
 echo "gpu_check: bringup train exit code $rc (0 = every mode passed, 1 = a case failed, 124 = out of time)" \
      "after $((SECONDS - start)) s; JSON: $OUT/train.json"
+
+# FlexAttention on the accelerator: forward AND backward (cpu has no flex backward), bf16
+if [ "$(left)" -gt 60 ]; then
+    t=$(( $(left) - 60 )); [ "$t" -gt 110 ] && t=110
+    timeout "$t" "$BRINGUP" --db "$DB" flex --matrix bench/gpu_flex.yaml --budget 90 \
+        --json "$OUT/flex.json" 2>&1 | tee "$OUT/flex.txt"
+fi
+# a bf16 zoo sample: parity vs float64 cpu, eager and compiled, of real causal-LM architectures
+if [ "$(left)" -gt 20 ]; then
+    timeout "$(( $(left) - 5 ))" "$BRINGUP" --db "$DB" zoo --filter '^(llama|qwen3|gpt2|mistral|gemma2|phi3)$' \
+        --dtype bf16 --steps 4 --json "$OUT/zoo.json" 2>&1 | tee "$OUT/zoo.txt"
+fi
 
 # the harness-overhead ratio (bringup's steady step / a bare loop), in whatever time is left
 if [ "$(left)" -gt 60 ]; then
