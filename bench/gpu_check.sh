@@ -17,6 +17,11 @@
 # TOTAL seconds (default 540): train gets what is left minus 170 s, then flex (bench/gpu_flex.yaml: 8
 # mods, bf16, fwd+bwd, b2 s2048 16/2 heads d128) up to 110 s, then zoo (6 causal LMs, bf16) with the
 # rest. Results stay in the SQLite store as each case finishes, so a section cut short keeps its cases.
+# Each section is stopped with TERM at its share and KILLed 15 s later (`timeout -k`), and every share
+# leaves 30 s for that shutdown: on 2026-11-30 a first H200 run with bare `timeout`s ran past its 525 s
+# TOTAL into its host's 580 s limit and was killed before anything was copied out (cause not
+# established: after TERM the driver may wait up to 40 s per worker it cleans up). Give the script
+# TOTAL + 60 s, and point OUT at a folder that is kept even when the host kills the command.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BRINGUP="${BRINGUP:-.venv/bin/bringup}"
@@ -26,10 +31,11 @@ DB="$OUT/bringup.db"
 start=$SECONDS
 TOTAL="${TOTAL:-540}"
 left() { echo $((TOTAL - (SECONDS - start))); }
+share() { local t=$(( $(left) - $1 - 30 )); [ "$t" -gt "$2" ] && t=$2; echo "$t"; }  # share RESERVE MAX
 
-timeout 60 "$BRINGUP" --db "$DB" devices | tee "$OUT/devices.txt"
+timeout -k 15 60 "$BRINGUP" --db "$DB" devices | tee "$OUT/devices.txt"
 
-timeout "$(( $(left) - 170 ))" "$BRINGUP" --db "$DB" train --model "${MODEL:-qwen3-1.7b}" --dtype bf16 \
+timeout -k 15 "$(share 170 100000)" "$BRINGUP" --db "$DB" train --model "${MODEL:-qwen3-1.7b}" --dtype bf16 \
     --modes "${MODES:-eager,compile,regional}" --cache both --steps 12 --warmup 4 --batch "${BATCH:-2}" \
     --seq "${SEQ:-2048}" --budget 240 --case-budget 300 \
     --json "$OUT/train.json" 2>&1 | tee "$OUT/train.txt"
@@ -39,19 +45,18 @@ echo "gpu_check: bringup train exit code $rc (0 = every mode passed, 1 = a case 
 
 # FlexAttention on the accelerator: forward AND backward (cpu has no flex backward), bf16
 if [ "$(left)" -gt 60 ]; then
-    t=$(( $(left) - 60 )); [ "$t" -gt 110 ] && t=110
-    timeout "$t" "$BRINGUP" --db "$DB" flex --matrix bench/gpu_flex.yaml --budget 90 \
+    timeout -k 15 "$(share 30 110)" "$BRINGUP" --db "$DB" flex --matrix bench/gpu_flex.yaml --budget 90 \
         --json "$OUT/flex.json" 2>&1 | tee "$OUT/flex.txt"
 fi
 # a bf16 zoo sample: parity vs float64 cpu, eager and compiled, of real causal-LM architectures
-if [ "$(left)" -gt 20 ]; then
-    timeout "$(( $(left) - 5 ))" "$BRINGUP" --db "$DB" zoo --filter '^(llama|qwen3|gpt2|mistral|gemma2|phi3)$' \
+if [ "$(left)" -gt 60 ]; then
+    timeout -k 15 "$(share 0 100000)" "$BRINGUP" --db "$DB" zoo --filter '^(llama|qwen3|gpt2|mistral|gemma2|phi3)$' \
         --dtype bf16 --steps 4 --json "$OUT/zoo.json" 2>&1 | tee "$OUT/zoo.txt"
 fi
 
 # the harness-overhead ratio (bringup's steady step / a bare loop), in whatever time is left
-if [ "$(left)" -gt 60 ]; then
-    timeout "$(left)" .venv/bin/python bench/train_overhead.py --device auto --model qwen3-0.6b --dtype bf16 \
+if [ "$(left)" -gt 90 ]; then
+    timeout -k 15 "$(share 0 100000)" .venv/bin/python bench/train_overhead.py --device auto --model qwen3-0.6b --dtype bf16 \
         --batch 4 --seq 1024 --steps 30 --rounds 4 2>&1 | tee "$OUT/overhead.txt"
 fi
 exit "$rc"
