@@ -1,4 +1,10 @@
-"""Map an exception raised by device or compiler work to a status, so suites agree on verdicts."""
+"""Map an exception raised by device or compiler work to a status, so suites agree on verdicts.
+
+`unsupported` means the device / backend / build said "this is not implemented or not supported here":
+a gap to report, not a crash. Only messages that say that count (tests/checks/test_errors.py holds real
+error strings both ways); a generic "needs ...", "is only supported ...", "is not supported" (a bad
+argument, a wrong shape) stays an error, so a real bug is never hidden as a gap.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,41 @@ import re
 
 from bringup.case import Status
 
-# Messages backends use for "this op / dtype / feature is not implemented here" without raising
-# NotImplementedError itself (e.g. `"addmm_impl_cpu_" not implemented for 'Half'`).
-_UNSUPPORTED = re.compile(
-    r"not implemented for|NotImplementedError|is not supported|not supported on|no kernel|"
-    r"does not support|Could not run '.*' with arguments from the '.*' backend",
-    re.IGNORECASE,
-)
+# Device words a "not supported on/for <device>" message names. The PrivateUse1 backend's own name is
+# added at call time (it is whatever a plugin renamed it to).
+_DEVICE_WORDS = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "meta", "xla", "lazy", "ipu", "privateuseone", "neuron",
+                 "npu", "device", "devices", "backend", "backends", "platform", "hardware", "gpu", "gpus")  # fmt: skip
+
+
+def _unsupported_re(extra_devices: tuple[str, ...] = ()) -> re.Pattern[str]:
+    dev = "|".join(re.escape(w) for w in (*_DEVICE_WORDS, *extra_devices) if w)
+    where = rf"(?:the |this |your |a )?(?:[\w.:'\"-]+ )?(?:{dev})\b"
+    return re.compile(
+        "|".join(
+            (
+                # ATen dtype dispatch: "addmm_impl_cpu_" not implemented for 'Half'
+                r"\bnot implemented for\b",
+                # "... is not (yet) implemented / supported on|for (the) (testdev) device|backend|cuda ..."
+                rf"\bnot (?:yet |currently )?(?:implemented|supported|available) (?:on|for|with|by) {where}",
+                rf"\b(?:does not|doesn't|do not|don't|cannot|can't) (?:yet )?support "
+                rf".{{0,120}}?\b(?:on|for|with) {where}",
+                rf"\b(?:{dev}) (?:type )?(?:[\w'\"]+ )?(?:is |are )?not (?:yet )?supported\b",
+                r"\bunsupported (?:device|backend|platform)\b",
+                # the dispatcher: no kernel for this backend
+                r"Could not run '[^']*' with arguments from the '[^']*' backend",
+                r"\bno kernel (?:registered|found|available)\b",
+                r"\bNo available kernel\b",  # sdpa: the forced backend has no kernel here
+                r"\bNo viable backend\b",
+                # the build lacks the feature: "Torch not compiled with CUDA enabled"
+                r"\bnot compiled with \w+",
+                # a hardware requirement the device does not meet
+                r"\brequires (?:a )?(?:CUDA|ROCm|triton|sm_?\d+|(?:CUDA )?compute capability)\b",
+            )
+        ),
+        re.IGNORECASE,
+    )
+
+
 _OOM = re.compile(r"out of memory|OutOfMemoryError|MemoryError|cannot allocate memory", re.IGNORECASE)
 
 
@@ -30,20 +64,46 @@ def chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
-def classify(exc: BaseException, compiling: bool = False) -> Status:
-    """unsupported for NotImplementedError (anywhere in the cause chain) and 'not implemented'
-    messages; oom for memory errors; fail_compile for anything else raised while compiling;
-    otherwise error (our bug or an unknown failure, traceback kept by the caller)."""
+def _backend_name() -> str:
+    try:
+        import torch
+
+        return str(torch._C._get_privateuse1_backend_name())
+    except Exception:
+        return ""
+
+
+def says_unsupported(text: str) -> bool:
+    """True when an error message says "not implemented / not supported on this device / backend"."""
+    return bool(_unsupported_re((_backend_name(),)).search(text))
+
+
+def is_unsupported(exc: BaseException) -> bool:
+    """NotImplementedError anywhere in the cause chain, or a message that says not implemented / not
+    supported for a device, backend or dtype kernel."""
+    excs = chain(exc)
+    return any(isinstance(e, NotImplementedError) for e in excs) or any(
+        says_unsupported(f"{type(e).__name__}: {e}") for e in excs
+    )
+
+
+def is_oom(exc: BaseException) -> bool:
     import torch
 
     excs = chain(exc)
-    if any(isinstance(e, (MemoryError, torch.OutOfMemoryError)) for e in excs) or any(
+    return any(isinstance(e, (MemoryError, torch.OutOfMemoryError)) for e in excs) or any(
         _OOM.search(str(e)) for e in excs
-    ):
+    )
+
+
+def classify(exc: BaseException, compiling: bool = False) -> Status:
+    """oom for memory errors; unsupported for NotImplementedError (anywhere in the cause chain) and
+    messages that say not implemented / not supported here (module doc); fail_compile for anything
+    else raised while compiling; otherwise error (our bug or an unknown failure, traceback kept by
+    the caller)."""
+    if is_oom(exc):
         return Status.OOM
-    if any(isinstance(e, NotImplementedError) for e in excs) or any(
-        _UNSUPPORTED.search(f"{type(e).__name__}: {e}") for e in excs
-    ):
+    if is_unsupported(exc):
         return Status.UNSUPPORTED
     if compiling:
         return Status.FAIL_COMPILE

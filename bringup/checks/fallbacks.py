@@ -358,3 +358,24 @@ def detect(fn: Callable[[], Any], device: Device) -> FallbackReport:
     with FallbackDetector(device) as det:
         fn()
     return det.report()
+
+
+def profiled_fallbacks(fn: Callable[[], Any], device: Device) -> dict[str, int] | None:
+    """Run `fn()` under the profiler alone (no dispatch mode: a compiled function can run under it as it
+    is, where a TorchDispatchMode makes dynamo skip the frame) and return op name -> calls that went
+    through the backend's CPU fallback (an event with an `aten::_to_cpu` child). {} on cpu; None when
+    another profiler is already running (nothing could be observed)."""
+    if device.is_cpu:
+        fn()
+        return {}
+    if _profiler_active():
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    out: dict[str, int] = {}
+    for ev in prof.events():
+        if ev.name != "aten::_to_cpu" and any(k.name == "aten::_to_cpu" for k in ev.cpu_children):
+            out[ev.name] = out.get(ev.name, 0) + 1
+    return out

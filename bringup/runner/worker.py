@@ -78,21 +78,17 @@ class WorkerContext:
 
 
 def is_oom(exc: BaseException) -> bool:
-    import torch
+    from bringup.checks.errors import is_oom as oom
 
-    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower()
+    return oom(exc)
 
 
 def is_not_implemented(exc: BaseException) -> bool:
-    """NotImplementedError anywhere in the cause chain (torch raises it for missing kernels)."""
-    seen: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and cur not in seen:
-        if isinstance(cur, NotImplementedError):
-            return True
-        seen.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    return False
+    """The device/backend said "not implemented / not supported here" (NotImplementedError anywhere in
+    the cause chain, or such a message): the one classifier, bringup.checks.errors.is_unsupported."""
+    from bringup.checks.errors import is_unsupported
+
+    return is_unsupported(exc)
 
 
 def run_one(case: Case, ctx: WorkerContext) -> CaseResult:

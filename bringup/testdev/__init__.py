@@ -10,9 +10,16 @@ memory behind its own allocator (with statistics), a device guard with events (t
 torch.accelerator), native kernels for empty/copy/views and a few compute ops (add, sub, mul, div,
 mm, bmm, addmm, fill_, zero_), and a global CPU fallback for every other op. With
 BRINGUP_TESTDEV_FALLBACK=0 those other ops raise NotImplementedError instead.
+
+Numeric faults, off by default, make it a *wrong* device on demand (CI proves each suite catches them):
+BRINGUP_TESTDEV_FAULTS="scale:gelu=1.01,bf16_matmul,drop_scale" (read at load, so workers inherit it)
+or set_faults(...) in-process; see FAULTS_HELP.
 """
 
 from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
 
 import torch
 
@@ -20,6 +27,14 @@ from bringup.testdev import runtime
 from bringup.testdev.build import load_extension
 
 NAME = "testdev"
+FAULTS_ENV = "BRINGUP_TESTDEV_FAULTS"
+FAULTS_HELP = (
+    "comma list of: scale:OP=FACTOR (OP's floating-point results x FACTOR; OP a dispatcher op, 'gelu' or "
+    "'aten::gelu' for every overload incl. in-place and the out= kernel the CPU fallback runs, "
+    "'aten::add.Tensor' for one overload; native kernels and fallback-routed ops alike), bf16_matmul "
+    "(mm/bmm/addmm: inputs and every partial sum rounded to bf16), drop_scale (scale arguments ignored: "
+    "_scaled_mm scale_a/scale_b, the sdpa kernels' scale, addmm alpha/beta)"
+)
 
 # The ops with a native testdev kernel besides memory/copy/view plumbing (documentation and tests;
 # the dispatcher's registrations are the source of truth).
@@ -43,6 +58,57 @@ def register() -> None:
     torch._register_device_module(NAME, runtime)
     if not hasattr(torch.Tensor, f"is_{NAME}"):
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+
+
+@dataclass(frozen=True)
+class Faults:
+    """The numeric faults switched on (all off: a correct device)."""
+
+    scales: dict[str, float] = field(default_factory=dict)  # "aten::gelu" -> 1.01
+    bf16_matmul: bool = False
+    drop_scale: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.scales) or self.bf16_matmul or self.drop_scale
+
+    def spec(self) -> str:
+        parts = [f"scale:{op}={f:g}" for op, f in sorted(self.scales.items())]
+        parts += [n for n, on in (("bf16_matmul", self.bf16_matmul), ("drop_scale", self.drop_scale)) if on]
+        return ",".join(parts)
+
+
+def parse_faults(spec: str) -> Faults:
+    """'scale:gelu=1.01,bf16_matmul,drop_scale' -> Faults; ValueError (one line) on anything else."""
+    scales: dict[str, float] = {}
+    flags = {"bf16_matmul": False, "drop_scale": False}
+    for raw in spec.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        if item in flags:
+            flags[item] = True
+            continue
+        op, eq, factor = item.removeprefix("scale:").partition("=")
+        try:
+            value = float(factor)
+        except ValueError:
+            value = float("nan")
+        if not item.startswith("scale:") or not eq or not op.strip() or not value == value:
+            raise ValueError(f"testdev fault {item!r} not understood; {FAULTS_ENV} is a {FAULTS_HELP}")
+        op = op.strip()
+        scales[op if "::" in op else f"aten::{op}"] = value
+    return Faults(scales, **flags)
+
+
+def set_faults(faults: Faults | str | None) -> None:
+    """Switch numeric faults on in this process (None / "" / Faults(): all off)."""
+    f = parse_faults(faults) if isinstance(faults, str) else (faults or Faults())
+    load_extension().set_faults(dict(f.scales), f.bf16_matmul, f.drop_scale)
+
+
+def faults() -> Faults:
+    scales, bf16_matmul, drop_scale = load_extension().faults()
+    return Faults(dict(scales), bool(bf16_matmul), bool(drop_scale))
 
 
 def fallback_enabled() -> bool:
@@ -71,3 +137,4 @@ def reset_fallback_counts() -> None:
 
 
 register()
+set_faults(os.environ.get(FAULTS_ENV, ""))

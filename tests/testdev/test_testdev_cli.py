@@ -57,7 +57,10 @@ def test_probe_on_cpu(cli, tmp_path: Path) -> None:
     eff = next(c for c in data["cases"] if c["name"] == "sdpa.EFFICIENT_ATTENTION")
     assert eff["reason"]
     assert "error" not in st.values() and "crash" not in st.values()
-    assert next(c for c in data["cases"] if c["name"] == "distributed.default")["backend"] == "gloo"
+    dist = next(c for c in data["cases"] if c["name"] == "distributed.default")
+    assert dist["backend"] == "gloo" and dist["world_size"] == 2  # 2 ranks: an all_reduce that is not the identity
+    smm = next(c for c in data["cases"] if c["name"] == "scaled_mm.float8_e4m3fn")
+    assert "rowwise" in smm["scaled_mm_calls"] and len(smm["scaled_mm_calls"]) == 5
     assert p.returncode == 1  # unsupported features make the exit code 1 ...
     p2 = cli("--device", "cpu", "probe", "--only", r"^sdpa\.EFFICIENT", "--allow-unsupported", timeout=600)
     assert p2.returncode == 0, p2.stderr[-2000:]  # ... unless allowed

@@ -131,6 +131,35 @@ Tensor& set_source_storage_offset(Tensor& self, at::Storage source, c10::SymInt 
                                       C10_AS_INTARRAYREF_SLOW(stride));
 }
 
+// ---- numeric faults (all off unless set: testdev.h, bringup.testdev.set_faults) -------------------
+// The `scale` faults matching `op`, applied to its (floating-point) result in place.
+void apply_scale(const char* op, const Tensor& out) {
+  if (!faults_active() || !out.defined() || !at::isFloatingType(out.scalar_type())) return;
+  const double f = fault_factor(op);
+  if (f != 1.0) as_cpu(out).mul_(f);
+}
+
+bool bf16_matmul_on(const Tensor& t) {
+  return faults_active() && at::isFloatingType(t.scalar_type()) && faults().bf16_matmul;
+}
+
+bool drop_scale_on() { return faults_active() && faults().drop_scale; }
+
+// a (.., M, K) @ b (.., K, N) (CPU tensors) accumulated in bf16: the inputs rounded to bf16, then the
+// products added one k at a time with the running sum rounded to bf16 after every addition. Float32.
+Tensor bf16_accumulated_matmul(const Tensor& a, const Tensor& b) {
+  const Tensor a16 = a.to(at::kBFloat16).to(at::kFloat);
+  const Tensor b16 = b.to(at::kBFloat16).to(at::kFloat);
+  const int64_t k = a.size(-1);
+  if (k == 0) return at::matmul(a16, b16);
+  Tensor acc = at::matmul(a16.narrow(-1, 0, 1), b16.narrow(-2, 0, 1)).to(at::kBFloat16).to(at::kFloat);
+  for (int64_t i = 1; i < k; ++i) {
+    acc.add_(at::matmul(a16.narrow(-1, i, 1), b16.narrow(-2, i, 1)));
+    acc.copy_(acc.to(at::kBFloat16));
+  }
+  return acc;
+}
+
 // ---- native compute kernels ----------------------------------------------------------------------
 Tensor binary_out_tensor(const Tensor& self, const Tensor& other, const char* op, bool true_divide) {
   const auto dev = common_device({&self, &other}, op);
@@ -146,6 +175,7 @@ Tensor add_tensor(const Tensor& self, const Tensor& other, const at::Scalar& alp
   Tensor out = binary_out_tensor(self, other, "add", false);
   Tensor o = as_cpu(out);
   at::add_out(o, as_cpu(self), as_cpu(other), alpha);
+  apply_scale("aten::add.Tensor", out);
   return out;
 }
 
@@ -153,6 +183,7 @@ Tensor& add_inplace(Tensor& self, const Tensor& other, const at::Scalar& alpha) 
   common_device({&self, &other}, "add_");
   Tensor s = as_cpu(self);
   at::add_out(s, s, as_cpu(other), alpha);
+  apply_scale("aten::add_.Tensor", self);
   return self;
 }
 
@@ -160,6 +191,7 @@ Tensor sub_tensor(const Tensor& self, const Tensor& other, const at::Scalar& alp
   Tensor out = binary_out_tensor(self, other, "sub", false);
   Tensor o = as_cpu(out);
   at::sub_out(o, as_cpu(self), as_cpu(other), alpha);
+  apply_scale("aten::sub.Tensor", out);
   return out;
 }
 
@@ -167,6 +199,7 @@ Tensor& sub_inplace(Tensor& self, const Tensor& other, const at::Scalar& alpha) 
   common_device({&self, &other}, "sub_");
   Tensor s = as_cpu(self);
   at::sub_out(s, s, as_cpu(other), alpha);
+  apply_scale("aten::sub_.Tensor", self);
   return self;
 }
 
@@ -174,6 +207,7 @@ Tensor mul_tensor(const Tensor& self, const Tensor& other) {
   Tensor out = binary_out_tensor(self, other, "mul", false);
   Tensor o = as_cpu(out);
   at::mul_out(o, as_cpu(self), as_cpu(other));
+  apply_scale("aten::mul.Tensor", out);
   return out;
 }
 
@@ -181,6 +215,7 @@ Tensor& mul_inplace(Tensor& self, const Tensor& other) {
   common_device({&self, &other}, "mul_");
   Tensor s = as_cpu(self);
   at::mul_out(s, s, as_cpu(other));
+  apply_scale("aten::mul_.Tensor", self);
   return self;
 }
 
@@ -188,6 +223,7 @@ Tensor div_tensor(const Tensor& self, const Tensor& other) {
   Tensor out = binary_out_tensor(self, other, "div", true);
   Tensor o = as_cpu(out);
   at::div_out(o, as_cpu(self), as_cpu(other));
+  apply_scale("aten::div.Tensor", out);
   return out;
 }
 
@@ -195,6 +231,7 @@ Tensor& div_inplace(Tensor& self, const Tensor& other) {
   common_device({&self, &other}, "div_");
   Tensor s = as_cpu(self);
   at::div_out(s, s, as_cpu(other));
+  apply_scale("aten::div_.Tensor", self);
   return self;
 }
 
@@ -205,7 +242,12 @@ Tensor mm(const Tensor& self, const Tensor& mat2) {
   const c10::DeviceGuard guard(dev);
   Tensor out = at::empty({self.size(0), mat2.size(1)}, self.options().device(dev));
   Tensor o = as_cpu(out);
-  at::mm_out(o, as_cpu(self), as_cpu(mat2));
+  if (bf16_matmul_on(self)) {
+    o.copy_(bf16_accumulated_matmul(as_cpu(self), as_cpu(mat2)));
+  } else {
+    at::mm_out(o, as_cpu(self), as_cpu(mat2));
+  }
+  apply_scale("aten::mm", out);
   return out;
 }
 
@@ -216,7 +258,12 @@ Tensor bmm(const Tensor& self, const Tensor& mat2) {
   const c10::DeviceGuard guard(dev);
   Tensor out = at::empty({self.size(0), self.size(1), mat2.size(2)}, self.options().device(dev));
   Tensor o = as_cpu(out);
-  at::bmm_out(o, as_cpu(self), as_cpu(mat2));
+  if (bf16_matmul_on(self)) {
+    o.copy_(bf16_accumulated_matmul(as_cpu(self), as_cpu(mat2)));
+  } else {
+    at::bmm_out(o, as_cpu(self), as_cpu(mat2));
+  }
+  apply_scale("aten::bmm", out);
   return out;
 }
 
@@ -228,7 +275,17 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const a
   const c10::DeviceGuard guard(dev);
   Tensor out = at::empty({mat1.size(0), mat2.size(1)}, mat1.options().device(dev));
   Tensor o = as_cpu(out);
-  at::addmm_out(o, as_cpu(self), as_cpu(mat1), as_cpu(mat2), beta, alpha);
+  const bool drop = drop_scale_on();  // fault: alpha and beta ignored
+  const at::Scalar b = drop ? at::Scalar(1) : beta;
+  const at::Scalar a = drop ? at::Scalar(1) : alpha;
+  if (bf16_matmul_on(mat1)) {
+    Tensor prod = bf16_accumulated_matmul(as_cpu(mat1), as_cpu(mat2));
+    Tensor sum = b.toDouble() == 0.0 ? prod.mul(a) : as_cpu(self).to(at::kFloat).mul(b).add(prod, a);
+    o.copy_(sum.to(at::kBFloat16));
+  } else {
+    at::addmm_out(o, as_cpu(self), as_cpu(mat1), as_cpu(mat2), b, a);
+  }
+  apply_scale("aten::addmm", out);
   return out;
 }
 
@@ -299,15 +356,51 @@ int64_t device_bytes(const c10::IValue& v) {
 
 // Everything without a kernel above. What cpu_fallback moves: every device tensor argument to the
 // host, then every device tensor it returns (results and mutated arguments) back to the device.
+// Fault drop_scale on a fallback-routed op: its scale arguments replaced by the identity (sdpa's
+// `scale` -> 1.0: scores left unscaled; _scaled_mm's scale_a / scale_b -> ones).
+void drop_scale_arguments(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  const size_t base = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& v = (*stack)[base + i];
+    const std::string& n = args[i].name();
+    if (n == "scale" && (v.isNone() || v.isDouble())) {
+      v = c10::IValue(1.0);
+    } else if ((n == "scale_a" || n == "scale_b") && v.isTensor() && v.toTensor().defined()) {
+      const Tensor& t = v.toTensor();
+      v = c10::IValue(at::ones(t.sizes(), t.options().device(at::kCPU)));
+    }
+  }
+}
+
+// The `scale` faults on what a fallback-routed op returns.
+void scale_returns(const std::string& name, size_t n_returns, torch::jit::Stack* stack) {
+  const double f = fault_factor(name);
+  if (f == 1.0) return;
+  auto one = [f](const Tensor& t) {
+    if (t.defined() && t.device().is_privateuseone() && at::isFloatingType(t.scalar_type())) as_cpu(t).mul_(f);
+  };
+  for (const auto& v : torch::jit::last(*stack, n_returns)) {
+    if (v.isTensor()) {
+      one(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const Tensor& t : v.toTensorList().vec()) one(t);
+    }
+  }
+}
+
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string name = c10::toString(op.schema().operator_name());
   TORCH_CHECK_NOT_IMPLEMENTED(fallback_enabled(), "testdev has no kernel for '", name,
                               "' and the CPU fallback is off (BRINGUP_TESTDEV_FALLBACK=0)");
+  const bool faulty = faults_active();
+  if (faulty && faults().drop_scale) drop_scale_arguments(op, stack);
   int64_t to_host = 0;
   for (const auto& v : torch::jit::last(*stack, op.schema().arguments().size())) to_host += device_bytes(v);
   at::native::cpu_fallback(op, stack);
   int64_t to_device = 0;
   for (const auto& v : torch::jit::last(*stack, op.schema().returns().size())) to_device += device_bytes(v);
+  if (faulty) scale_returns(name, op.schema().returns().size(), stack);
   count_fallback(name, to_host, to_device);
 }
 

@@ -340,6 +340,58 @@ void count_fallback(const std::string& op, int64_t to_host, int64_t to_device) {
   st.bytes_to_device += to_device;
 }
 
+// ---- numeric faults ------------------------------------------------------------------------------
+namespace {
+std::mutex& faults_mu() {
+  static std::mutex mu;
+  return mu;
+}
+Faults& faults_state() {
+  static Faults f;
+  return f;
+}
+std::atomic<bool>& faults_flag() {
+  static std::atomic<bool> on(false);
+  return on;
+}
+
+std::string op_base(const std::string& name) {
+  std::string base = name.substr(0, name.find('.'));
+  while (!base.empty() && base.back() == '_') base.pop_back();  // add_ is add in place
+  return base;
+}
+
+bool op_matches(const std::string& pattern, const std::string& op) {
+  if (pattern == op) return true;
+  const auto colons = pattern.find("::");
+  const bool has_overload = pattern.find('.', colons == std::string::npos ? 0 : colons) != std::string::npos;
+  return !has_overload && op_base(pattern) == op_base(op);
+}
+}  // namespace
+
+Faults faults() {
+  std::lock_guard<std::mutex> g(faults_mu());
+  return faults_state();
+}
+
+void set_faults(const Faults& f) {
+  std::lock_guard<std::mutex> g(faults_mu());
+  faults_state() = f;
+  faults_flag().store(!f.scales.empty() || f.bf16_matmul || f.drop_scale);
+}
+
+bool faults_active() { return faults_flag().load(std::memory_order_relaxed); }
+
+double fault_factor(const std::string& op) {
+  if (!faults_active()) return 1.0;
+  std::lock_guard<std::mutex> g(faults_mu());
+  double factor = 1.0;
+  for (const auto& [pattern, f] : faults_state().scales) {
+    if (op_matches(pattern, op)) factor *= f;
+  }
+  return factor;
+}
+
 }  // namespace bringup_testdev
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -357,6 +409,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return out;
   });
   m.def("reset_fallback_counts", &bt::reset_fallback_counts);
+  m.def("set_faults", [](const std::map<std::string, double>& scales, bool bf16_matmul, bool drop_scale) {
+    bt::Faults f;
+    f.scales = scales;
+    f.bf16_matmul = bf16_matmul;
+    f.drop_scale = drop_scale;
+    bt::set_faults(f);
+  });
+  m.def("faults", [] {
+    const bt::Faults f = bt::faults();
+    return std::make_tuple(f.scales, f.bf16_matmul, f.drop_scale);
+  });
+  m.def("fault_factor", &bt::fault_factor);
   m.def("default_generator", [](int i) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(bt::default_generator(static_cast<c10::DeviceIndex>(i))));

@@ -39,4 +39,20 @@ std::map<std::string, FallbackStat> fallback_stats();
 void reset_fallback_counts();
 void count_fallback(const std::string& op, int64_t to_host, int64_t to_device);
 
+// Numeric faults: a wrong device on demand, for proving that bringup's verdicts catch one. All off by
+// default; set from Python (bringup.testdev.set_faults, or BRINGUP_TESTDEV_FAULTS read when the plugin
+// loads, so workers inherit it). They act on native kernels and on ops routed through the CPU fallback.
+struct Faults {
+  // op pattern -> factor applied to the op's floating-point outputs. A pattern is a dispatcher name
+  // "aten::gelu" (every overload of gelu / gelu_, incl. the structured gelu.out the fallback runs) or
+  // one overload "aten::add.Tensor".
+  std::map<std::string, double> scales;
+  bool bf16_matmul = false;  // mm / bmm / addmm: inputs and every partial sum rounded to bf16
+  bool drop_scale = false;   // scale arguments ignored: _scaled_mm scale_a/scale_b, sdpa `scale`, addmm alpha/beta
+};
+Faults faults();
+void set_faults(const Faults& f);
+bool faults_active();  // any fault on (a lock-free fast path for every op)
+double fault_factor(const std::string& op);  // product of the matching scales (1.0: none)
+
 }  // namespace bringup_testdev
