@@ -17,7 +17,8 @@ import math
 from typing import Any
 
 from bringup.case import CaseResult, Status
-from bringup.device import Device, parse_dtype
+from bringup.device import Device
+from bringup.precision import parse_precision
 from bringup.train import compile_metrics
 from bringup.train.loop import TrainOutcome
 from bringup.train.spec import CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
@@ -41,7 +42,7 @@ def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: De
     r.metric("params", out.params)
     r.metric("flops_per_token", out.flops_per_token, "FLOP")
     r.metric("peak_mem_bytes", out.peak_mem_bytes, "B")
-    peak = device.peak_flops(parse_dtype(spec.dtype))
+    peak = device.peak_flops(parse_precision(spec.dtype).compute_dtype)  # amp-bf16: the bf16 peak
     if peak is not None and peak.flops > 0:
         r.metric("peak_flops", peak.flops, "FLOP/s")
         r.fields["peak_flops_source"] = peak.source
