@@ -536,6 +536,8 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     bl = p.get("baseline")
     if bl:
         _compare_bundle(r, bl, dtype)
+    if finding := r.fields.get("tying_finding"):  # a device finding beside the verdict, not instead of it
+        r.reason = f"{r.reason}; {finding}" if r.reason else finding
     r.metric("max_rel_err", r.fields.get("max_rel_err"))
     r.metric("loss_divergence", r.fields.get("loss_divergence"))
     r.metric("compile_s", r.fields.get("compile_s"), "s")
@@ -548,7 +550,14 @@ def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[st
     A detector that can't start (another profiler active, ...) leaves fallback_ops unknown (null)."""
     from bringup.checks.errors import first_line
     from bringup.checks.fallbacks import FallbackDetector
+    from bringup.models import tying
 
+    # Ties the move to the device splits are a finding of their own (models/tying.py): named on the case,
+    # and the model re-tied, so parity judges the model as meant (train_run's own .to is then a no-op).
+    if broken := tying.move(built.model, dev.torch_device, dtype):
+        r.fields["tying_broken"] = broken
+        r.fields["tying_finding"] = tying.describe(broken, dev.name)
+    r.metric("broken_ties", len(broken))
     try:
         det = FallbackDetector(dev)
         det.__enter__()
