@@ -17,7 +17,7 @@ low precisions have, but an fp32 case then compares fp32 with fp32: the size che
 the reason says so); else, for a Qwen3 preset, the same architecture shrunk (SHRINK: same code path
 and op mix, a size a cpu reference can afford); else no reference (`ref_fail`, reason given).
 The check runs on at most REF_TOKENS tokens (batch x seq cut down): enough for every op, cheap in
-float64 on cpu.
+float64 on cpu; dropout is off in both runs (each device draws its own masks).
 
 Tied parameters: the device model is moved with models.tying.move, which names ties the move split
 (a finding about the device) and re-ties the model, so a broken tie is reported as such and the
@@ -107,6 +107,16 @@ def plan(spec: TrainSpec) -> tuple[list[str], Precision | None, str]:
                              f"(over {budget / 2**30:.1f} GiB)")  # fmt: skip
 
 
+def _no_dropout(model: torch.nn.Module) -> None:
+    """Dropout draws its masks from each device's own generator: the two runs would train different
+    functions. The check compares the deterministic part (gpt2's configs default to 0.1)."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.p = 0.0
+        if isinstance(getattr(m, "attention_dropout", None), float):
+            m.attention_dropout = 0.0
+
+
 def first_steps(spec: TrainSpec, overrides: list[str], device: torch.device, prec: Precision,
                 round_to: torch.dtype | None = None) -> tuple[dict[str, torch.Tensor], list[list[str]]]:  # fmt: skip
     """REF_STEPS eager steps of the spec's model, built on cpu with its seed and moved to `device` in
@@ -120,6 +130,7 @@ def first_steps(spec: TrainSpec, overrides: list[str], device: torch.device, pre
         model.to(round_to)
     broken = tying.move(model, device, prec.param_dtype)
     model.train()
+    _no_dropout(model)
     batch, seq = check_shape(spec)
     data = list(lm.synthetic_batches(lm.vocab_size(model), batch, seq, REF_STEPS, DATA_SEED, learnable=True))
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
