@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bringup.case import Status
 from bringup.flow import exit_code
-from bringup.report import html
+from bringup.report import ci, html
 from bringup.report.terminal import totals_line, unjudged_suites
 from tests.conftest import load_json, run_cli
 from tests.report.conftest import _case
@@ -25,11 +25,33 @@ def test_all_ref_fail_suite_is_not_green() -> None:
     assert unjudged_suites(only_ref) == ["zoo"]
     assert exit_code(only_ref) == 1
     assert "nothing judged in zoo" in totals_line(only_ref)
+    xml = ci.junit_xml(_run(), only_ref)  # CI that reads JUnit sees a failure, not only skips
+    assert 'name="nothing judged"' in xml and 'failures="1"' in xml and 'type="nothing_judged"' in xml
     # one judged case beside a ref_fail: the suite judged something, ref_fail stays non-failing
     mixed = [_zoo("a", Status.REF_FAIL), _zoo("b", Status.PASS)]
     assert html.verdict("zoo", mixed, False).key == "pass"
     assert unjudged_suites(mixed) == [] and exit_code(mixed) == 0
     assert "nothing judged" not in totals_line(mixed)
+    assert 'name="nothing judged"' not in ci.junit_xml(_run(), mixed)
+
+
+def _run():  # type: ignore[no-untyped-def]
+    from bringup.store import RunInfo
+
+    return RunInfo(
+        run_id="r",
+        command="zoo",
+        argv=[],
+        device="cpu",
+        device_name="",
+        torch_version="",
+        bringup_version="",
+        host="h",
+        started_at=0.0,
+        ended_at=None,
+        status="finished",
+        info={},
+    )
 
 
 def test_cli_run_that_judges_nothing_exits_1(tmp_path: Path) -> None:
