@@ -226,15 +226,18 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     return r
 
 
-# A compiled mode's curve says nothing without a reference, and a numeric failure outranks the rest.
-_PRECEDENCE = (Status.FAIL_NUMERIC, Status.SILENT_EAGER, Status.FALLBACK, Status.REF_FAIL)
+# A numeric failure outranks the rest; then what a check raised (error, oom, unsupported ...); `ref_fail`
+# (nothing judged) only when nothing else was seen.
+_LAST = (Status.SILENT_EAGER, Status.FALLBACK, Status.REF_FAIL)
 
 
 def verdict(found: list[tuple[Status, str]], finding: str = "") -> tuple[Status, str]:
-    """One case's status and reason from what its checks found: the first status in _PRECEDENCE that any
-    check gave (so `ref_fail` only when nothing worse was seen), every reason joined; a device finding
-    that is no verdict of its own (broken tying, models/tying.py) leads the reason."""
-    status = next((st for st in _PRECEDENCE if any(s is st for s, _ in found)), Status.PASS)
+    """One case's status and reason from what its checks found: fail_numeric first, then any other status
+    a check gave, then silent_eager, fallback, ref_fail; every reason joined. A device finding that is
+    no verdict of its own (broken tying, models/tying.py) leads the reason."""
+    given = [s for s, _ in found]
+    order = [Status.FAIL_NUMERIC, *[s for s in given if s not in _LAST], *_LAST]
+    status = next((st for st in order if st in given), Status.PASS)
     reasons = [why for _, why in found]
     return status, "; ".join([finding, *reasons] if finding else reasons)
 
@@ -246,8 +249,7 @@ def _eager_verdicts(r: CaseResult, spec: TrainSpec, ctx: Any) -> list[tuple[Stat
     try:
         chk = reference.check_eager(spec, ctx.device)
     except Exception as e:  # the device run of the check raised (the timed run did not): say where
-        st = classify(e)
-        return [(Status.FAIL_NUMERIC if st is Status.ERROR else st, f"eager reference check: {first_line(e)}")]
+        return [(classify(e), f"eager reference check: {first_line(e)}")]
     return _record_check(r, chk, ctx.device)
 
 

@@ -22,6 +22,8 @@ def test_verdict_precedence_and_reference() -> None:
     assert suite.verdict([(Status.REF_FAIL, "no ref")]) == (Status.REF_FAIL, "no ref")
     st, why = suite.verdict([(Status.REF_FAIL, "no ref"), (Status.FAIL_NUMERIC, "loss not finite")])
     assert st is Status.FAIL_NUMERIC and why == "no ref; loss not finite"
+    assert suite.verdict([(Status.REF_FAIL, "a"), (Status.OOM, "b")])[0] is Status.OOM  # never lost as pass
+    assert suite.verdict([(Status.FALLBACK, "a"), (Status.ERROR, "b")])[0] is Status.ERROR
     st, why = suite.verdict([], "tying broken by .to(x)")
     assert st is Status.PASS and why == "tying broken by .to(x)"
 
