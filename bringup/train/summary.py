@@ -4,7 +4,8 @@ Top-level JSON (besides the common `cases` rows):
     model, params, flops_per_token, seq, batch, nproc, dtype, peak_flops, peak_flops_source,
     modes.<eager|compile|regional>: {status, cache, ttfs_s, step_s, first_over_steady, tokens_per_s,
         tokens_per_s_per_device, mfu, peak_mem_bytes, graph_breaks, recompiles, compile_s,
-        compile_breakdown, speedup_vs_eager, loss: [per step]}
+        compile_breakdown, speedup_vs_eager, loss: [per step]; eager: eager_check {reference, ok, summary,
+        tensors, model, max_rel_err} and tying_broken; compiled: loss_reference}
         With --cache both, a compiled mode's entry is its cold run and holds its warm rerun under
         "warm" (same keys); with --cache warm alone the entry is the warm run ("cache": "warm").
     fast_start: the entry that reaches step 1 first and what its steady step costs, measured; advice:
@@ -118,6 +119,11 @@ def entry(r: CaseResult) -> dict[str, Any]:
     for k in ("peak_mem_bytes", "graph_breaks", "recompiles"):
         e[k] = int(e[k]) if e[k] is not None else None
     e["compile_breakdown"] = r.fields.get("compile_breakdown")
+    if spec.mode == "eager":  # what eager was judged against (train/reference.py) and what it found
+        e["eager_check"] = r.fields.get("eager_check")
+        e["tying_broken"] = r.fields.get("tying_broken", [])
+    else:
+        e["loss_reference"] = r.fields.get("loss_reference")
     e["loss"] = [v for _, v in r.series.get("loss", [])]
     return e
 
