@@ -129,8 +129,17 @@ def execute_cases(
             after(store, run, results)
     finally:
         store.close()
-    allow = bool(getattr(args, "allow_unsupported", False))
-    return 1 if any(is_failure(r.status, allow) for r in results) else 0
+    return exit_code(results, bool(getattr(args, "allow_unsupported", False)))
+
+
+def exit_code(results: Sequence[CaseResult], allow_unsupported: bool = False) -> int:
+    """1 when a case failed, or when a suite judged nothing (all its cases ref_fail: a run that checked
+    nothing there is not a green run); else 0."""
+    from bringup.report.terminal import unjudged_suites
+
+    if any(is_failure(r.status, allow_unsupported) for r in results) or unjudged_suites(results):
+        return 1
+    return 0
 
 
 def write_outputs(

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from bringup.errors import BadInput
+from bringup.precision import Precision
 
 # Published Qwen3 dense configs (Hugging Face Qwen/Qwen3-*/config.json). Shared by all presets:
 _QWEN3_COMMON: dict[str, Any] = {
@@ -254,10 +255,26 @@ def apply_mode(model: torch.nn.Module, mode: str, backend: str = "inductor") -> 
     raise BadInput(f"unknown mode {mode!r}; use {', '.join(MODES)}")
 
 
-def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor) -> torch.Tensor:
-    """One causal-LM step (labels = inputs; the model shifts them). Returns the detached loss."""
-    loss = model(input_ids=tokens, labels=tokens).loss
-    loss.backward()
-    opt.step()
+def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor,
+               precision: Precision | None = None, scaler: torch.amp.GradScaler | None = None,
+               ) -> torch.Tensor:  # fmt: skip
+    """One causal-LM step (labels = inputs; the model shifts them). Returns the detached loss.
+
+    Mixed precision (`precision.mixed`): the forward (loss included) runs under the device's autocast
+    and the backward outside it (autocast's own rule: backward ops run in the dtype their forward
+    chose), over the fp32 params the optimizer steps; `scaler` (a GradScaler, fp16) scales the loss and
+    unscales / skips the step on inf. Pure dtypes: `precision` None or not mixed, a plain step."""
+    if precision is not None and precision.mixed:
+        with precision.autocast(tokens.device.type):
+            loss = model(input_ids=tokens, labels=tokens).loss
+    else:
+        loss = model(input_ids=tokens, labels=tokens).loss
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        opt.step()
     opt.zero_grad(set_to_none=True)
     return loss.detach()

@@ -19,6 +19,7 @@ from typing import Any
 
 from bringup.case import CaseResult, Status, is_failure
 from bringup.report.contract import atomic_write_text
+from bringup.report.terminal import unjudged_line, unjudged_suites
 from bringup.store import RunInfo
 
 # XML 1.0 forbids most control characters (ANSI colour codes in a traceback would make the file invalid).
@@ -53,8 +54,9 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
     total_time = 0.0
     for suite, rs in by_suite.items():
         kinds = [junit_kind(r.status, allow) for r in rs]
-        counts = {"tests": len(rs), "failures": kinds.count("failure"), "errors": kinds.count("error"),
-                  "skipped": kinds.count("skipped")}  # fmt: skip
+        unjudged = bool(unjudged_suites(rs))  # all ref_fail: one failing testcase says so (CI reads JUnit)
+        counts = {"tests": len(rs) + unjudged, "failures": kinds.count("failure") + unjudged,
+                  "errors": kinds.count("error"), "skipped": kinds.count("skipped")}  # fmt: skip
         t = sum(r.wall_s for r in rs)
         ts = ET.SubElement(root, "testsuite", name=_x(f"bringup.{suite}"), hostname=_x(run.host),
                            time=f"{t:.3f}", **{k: str(v) for k, v in counts.items()})  # fmt: skip
@@ -73,6 +75,11 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
                     el.text = _x(r.error or msg)
             if r.error and kind == "":
                 ET.SubElement(tc, "system-err").text = _x(r.error)
+        if unjudged:
+            tc = ET.SubElement(ts, "testcase", classname=_x(f"bringup.{suite}"), name="nothing judged", time="0")
+            msg = unjudged_line([suite])
+            el = ET.SubElement(tc, "failure", message=_x(msg), type="nothing_judged")
+            el.text = _x(msg)
         for k in totals:
             totals[k] += counts[k]
         total_time += t

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.case import CaseResult
-from bringup.report.terminal import totals
+from bringup.report.terminal import totals, unjudged_suites
 from bringup.store import RunInfo
 
 
@@ -26,6 +26,7 @@ def contract(run: RunInfo, results: list[CaseResult], extras: dict[str, Any] | N
         "bringup": run.bringup_version,
         "host": run.host,
         "summary": totals(results),
+        "unjudged_suites": unjudged_suites(results),  # all cases ref_fail: nothing checked there (exit 1)
         "cases": [r.flat() for r in results],
     }
     for k, v in (extras or {}).items():

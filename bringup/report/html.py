@@ -253,6 +253,9 @@ def verdict(area: str, results: Sequence[CaseResult], allow_unsupported: bool) -
     c = Counter(r.status.value for r in results)
     detail = ", ".join(f"{c[s]} {s}" for s in STATUS_ORDER if c[s])
     key = "pass" if not fails else "gaps" if all(r.status in GAP_STATUSES for r in fails) else "fail"
+    if not counted:  # every case ref_fail: nothing about the device was judged, so not green
+        why = f"{detail}: the cpu reference failed, the device was not checked"
+        return Verdict(area, "fail", "nothing judged", why)
     if area == "probe":
         return Verdict(area, key, f"{passed}/{len(counted)} supported", detail)
     return Verdict(area, key, f"{passed}/{len(counted)} pass", detail)
@@ -319,8 +322,12 @@ def header(run: RunInfo, results: Sequence[CaseResult], allow_unsupported: bool)
     if isinstance(versions, dict) and versions:
         rows.append(("libraries", ", ".join(f"{k} {v}" for k, v in versions.items())))
     kv = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+    from bringup.report.terminal import unjudged_suites
+
+    none = unjudged_suites(results)
     head = (f"{passed}/{len(counted)} cases pass; {failing} failing"
-            + (" (unsupported allowed)" if allow_unsupported else ""))  # fmt: skip
+            + (" (unsupported allowed)" if allow_unsupported else "")
+            + (f"; nothing judged in {', '.join(none)} (all ref_fail)" if none else ""))  # fmt: skip
     if run.status != "finished":
         head += f" — run {run.status}: results are partial"
     return (

@@ -73,9 +73,26 @@ def totals(results: Iterable[CaseResult]) -> dict[str, int]:
     return {s.value: c[s.value] for s in Status if c[s.value]}
 
 
+def unjudged_suites(results: Iterable[CaseResult]) -> list[str]:
+    """Suites that ran cases but judged none: every case is `ref_fail` (the cpu reference itself failed),
+    so the suite says nothing about the device. Such a suite is not green: the run exits 1 for it."""
+    by_suite: dict[str, list[Status]] = {}
+    for r in results:
+        by_suite.setdefault(r.suite, []).append(r.status)
+    return [s for s, st in by_suite.items() if st and all(x is Status.REF_FAIL for x in st)]
+
+
+def unjudged_line(suites: list[str]) -> str:
+    return (f"nothing judged in {', '.join(suites)}: every case is ref_fail (the cpu reference failed), "
+            "so the device was not checked there")  # fmt: skip
+
+
 def totals_line(results: list[CaseResult]) -> str:
     t = totals(results)
-    return ", ".join(f"{n} {s}" for s, n in t.items()) or "no cases"
+    line = ", ".join(f"{n} {s}" for s, n in t.items()) or "no cases"
+    if none := unjudged_suites(results):
+        line += f"; {unjudged_line(none)}"
+    return line
 
 
 def _esc(s: str) -> str:

@@ -3,7 +3,8 @@ and a summary a person can act on: device busy / idle / host overhead per step, 
 kernels by self time, host<->device transfers, CPU-fallback ops, compiled regions.
 
     bringup --device DEV profile [--model qwen3-tiny] [--mode eager|compile|regional] [--steps N]
-                                 [--warmup W] [--batch B] [--seq S] [--dtype fp32] [--top N] [--out DIR]
+                                 [--warmup W] [--batch B] [--seq S] [--dtype fp32|bf16|fp16|amp-bf16|amp-fp16]
+                                 [--top N] [--out DIR]
 
 The trace (`trace.json.gz`, opens offline in ui.perfetto.dev) and `summary.json` are the case's
 artifacts in the store; with --out they are copied there too. Summary numbers: `bringup/profile.py`.
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from bringup.case import Case, CaseResult, Status
-from bringup.device import Device, dtype_name, parse_dtype
+from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.precision import parse_precision
 
 HELP = "a few training steps under torch.profiler: trace, busy/idle/host split, top ops, transfers"
 
@@ -55,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batch", type=positive_int, default=d["batch"], help="batch size (default 4)")
     p.add_argument("--seq", type=positive_int, default=d["seq"], help="sequence length (default 128)")
-    p.add_argument("--dtype", default=d["dtype"], help="fp32 | bf16 | fp16 (default fp32)")
+    p.add_argument("--dtype", default=d["dtype"], help="fp32 (default) | bf16 | fp16 (pure) | amp-bf16 | amp-fp16 "
+                   "(autocast over fp32 weights, GradScaler for fp16)")  # fmt: skip
     p.add_argument("--top", type=positive_int, default=d["top"], help="rows in the top ops/kernels tables (15)")
     p.add_argument("--out", metavar="DIR", default=None, help="also copy trace.json.gz and summary.json here")
 
@@ -120,7 +123,7 @@ def make_case(model: str = DEFAULTS["model"], mode: str = DEFAULTS["mode"], step
 
 
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
-    dtype = dtype_name(parse_dtype(args.dtype))
+    dtype = parse_precision(args.dtype).name
     out = check_out_dir(args.out)
     case = make_case(args.model, args.mode, args.steps, args.warmup, args.batch, args.seq, dtype, args.top,
                      args.backend, args.override, out)  # fmt: skip
@@ -176,18 +179,19 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
 
     p = case.params
     dev: Device = ctx.device
-    dtype = parse_dtype(p["dtype"])
+    prec = parse_precision(p["dtype"])  # amp-*: fp32 weights, the steps under autocast
     steps, warmup, mode = int(p["steps"]), int(p["warmup"]), p["mode"]
     last: dict[str, Any] = {}
 
     def step() -> None:
         tokens = next(batches).to(dev.torch_device)  # the batch's host->device copy is part of a step
-        last["loss"] = lm.train_step(model, opt, tokens)
+        last["loss"] = lm.train_step(model, opt, tokens, prec, scaler)
 
     try:
-        model = lm.build_model(p["model"], p["overrides"], dev.torch_device, dtype)
+        model = lm.build_model(p["model"], p["overrides"], dev.torch_device, prec.param_dtype)
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        scaler = prec.grad_scaler(dev.type)
         n_batches = warmup + (0 if dev.is_cpu else 1) + 1 + steps  # + detector step + profiler warm-up
         batches = lm.synthetic_batches(lm.vocab_size(model), int(p["batch"]), int(p["seq"]), n_batches)
         # The fallback detector watches one EAGER step, before any compile: its own overhead must not

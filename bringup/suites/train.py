@@ -18,8 +18,9 @@ from typing import Any
 
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
-from bringup.device import Device, dtype_name, parse_dtype
+from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.precision import parse_precision
 from bringup.train.spec import CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
 HELP = "eager vs compile vs regional training: time to first step, tokens/s, MFU, cold/warm caches, ranks"
@@ -40,7 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"steps left out of the steady median, step 1 included (default {D.warmup})")  # fmt: skip
     p.add_argument("--batch", type=positive_int, default=None, help=f"batch per rank (default {D.batch})")
     p.add_argument("--seq", type=positive_int, default=None, help=f"sequence length (default {D.seq})")
-    p.add_argument("--dtype", default=None, help="fp32 (default) | bf16 | fp16: model, grads and optimizer")
+    p.add_argument("--dtype", default=None, help="fp32 (default) | bf16 | fp16 (pure: weights, grads and "
+                   "optimizer in that dtype) | amp-bf16 | amp-fp16 (autocast over fp32 weights; GradScaler for "
+                   "fp16)")  # fmt: skip
     p.add_argument("--compile-backend", default=None, help="torch.compile backend (default inductor)")
     p.add_argument("--cache", choices=[CACHE_COLD, CACHE_WARM, "both"], default=None,
                    help="compile caches: cold (fresh, default), warm (rerun on the cold one), both")  # fmt: skip
@@ -128,7 +131,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     check_model(model, args.override, seq)
     base = TrainSpec(
         model=model, overrides=tuple(args.override), steps=steps, warmup=warmup, batch=args.batch or D.batch,
-        seq=seq, dtype=dtype_name(parse_dtype(args.dtype or D.dtype)), backend=backend, nproc=nproc,
+        seq=seq, dtype=parse_precision(args.dtype or D.dtype).name, backend=backend, nproc=nproc,
         lr=args.lr or D.lr, compile_budget_s=args.budget, loss_rtol=args.loss_rtol,
     )  # fmt: skip
     caches = {CACHE_WARM: (CACHE_WARM,), "both": (CACHE_COLD, CACHE_WARM)}.get(args.cache, (CACHE_COLD,))
@@ -153,8 +156,14 @@ def run_cases(device: Device, quick: bool) -> list[Case]:
     from bringup.train.summary import preset_that_fits
 
     base = TrainSpec(model=preset_that_fits(device, batch=2, seq=2048), steps=20, warmup=5, batch=2, seq=2048,
-                     dtype="bf16", compile_budget_s=1800.0)  # fmt: skip
+                     dtype=low_precision(device), compile_budget_s=1800.0)  # fmt: skip
     return plan(base, modes, (CACHE_COLD, CACHE_WARM), case_budget=7200.0)
+
+
+def low_precision(device: Device) -> str:
+    """`bringup run`'s low-precision training: amp-bf16 (how accelerators train: autocast over fp32 master
+    weights) on an accelerator; on cpu pure bf16, as before (cpu autocast is not what anyone trains in)."""
+    return "bf16" if device.is_cpu else "amp-bf16"
 
 
 # ---- the cases (run in the worker) ---------------------------------------------------------------
@@ -187,14 +196,18 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     verdicts: list[tuple[Status, str]] = []
     if (bad := numerics.first_nonfinite(out.losses)) is not None:
         verdicts.append((Status.FAIL_NUMERIC, f"loss is not finite at step {bad}"))
-    if spec.compiled:
+    if spec.mode == "eager":
+        verdicts += _eager_verdicts(r, spec, ctx)
+    else:
         from bringup.train.compile_metrics import silent_eager_reason
 
         if why := silent_eager_reason(out.final, spec.mode):
             verdicts.append((Status.SILENT_EAGER, why))
         ref, source = _eager_reference(spec, ctx)
         r.fields["loss_reference"] = source
-        if ref is not None:
+        if ref is None:  # nothing to compare the curve with: the case judged nothing numerically
+            verdicts.append((Status.REF_FAIL, f"no valid loss reference: {source.removeprefix('none: ')}"))
+        else:
             rep = numerics.compare(out.losses, ref, numerics.band_for(spec.dtype, spec.loss_rtol))
             r.metric("loss_max_rel_dev", rep.max_rel_dev)
             r.fields["loss_check"] = rep.summary(spec.mode)
@@ -203,15 +216,58 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     if out.fallback_ops:
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(out.fallback_ops.items(), key=lambda kv: -kv[1])[:5])
         verdicts.append((Status.FALLBACK, f"{len(out.fallback_ops)} op(s) ran via the CPU fallback: {ops}"))
-    if verdicts:
-        r.status, r.reason = verdicts[0][0], "; ".join(v[1] for v in verdicts)
-    if spec.mode == "eager" and r.status is not Status.FAIL_NUMERIC:
-        _save_reference(spec, ctx, out.losses)  # the compiled cases' loss reference
+    r.status, r.reason = verdict(verdicts, r.fields.get("tying_finding", ""))
+    if spec.mode == "eager" and r.status in (Status.PASS, Status.FALLBACK):
+        _save_reference(spec, ctx, out.losses)  # the compiled cases' loss reference: a checked eager run
     if dirs is not None and spec.cache == CACHE_COLD and r.status is Status.PASS:
         dirs.mark_passed()
     if dirs is not None:
         r.metric("cache_bytes", dirs.size_bytes(), "B")
     return r
+
+
+# A numeric failure outranks the rest; then what a check raised (error, oom, unsupported ...); `ref_fail`
+# (nothing judged) only when nothing else was seen.
+_LAST = (Status.SILENT_EAGER, Status.FALLBACK, Status.REF_FAIL)
+
+
+def verdict(found: list[tuple[Status, str]], finding: str = "") -> tuple[Status, str]:
+    """One case's status and reason from what its checks found: fail_numeric first, then any other status
+    a check gave, then silent_eager, fallback, ref_fail; every reason joined. A device finding that is
+    no verdict of its own (broken tying, models/tying.py) leads the reason."""
+    given = [s for s, _ in found]
+    order = [Status.FAIL_NUMERIC, *[s for s in given if s not in _LAST], *_LAST]
+    status = next((st for st in order if st in given), Status.PASS)
+    reasons = [why for _, why in found]
+    return status, "; ".join([finding, *reasons] if finding else reasons)
+
+
+def _eager_verdicts(r: CaseResult, spec: TrainSpec, ctx: Any) -> list[tuple[Status, str]]:
+    """The eager case's first steps against the cpu reference (train/reference.py)."""
+    from bringup.train import reference
+
+    try:
+        chk = reference.check_eager(spec, ctx.device)
+    except Exception as e:  # the device run of the check raised (the timed run did not): say where
+        return [(classify(e), f"eager reference check: {first_line(e)}")]
+    return _record_check(r, chk, ctx.device)
+
+
+def _record_check(r: CaseResult, chk: Any, device: Device) -> list[tuple[Status, str]]:
+    from bringup.models import tying
+
+    r.fields["eager_check"] = chk.fields()
+    r.metric("broken_ties", len(chk.broken_ties))
+    if chk.broken_ties:
+        r.fields["tying_broken"] = chk.broken_ties
+        r.fields["tying_finding"] = tying.describe(chk.broken_ties, device.name)
+    if chk.max_rel_err is not None:
+        r.metric("eager_max_rel_err", chk.max_rel_err)
+    if chk.ok is None:
+        return [(Status.REF_FAIL, chk.summary)]
+    if not chk.ok:
+        return [(Status.FAIL_NUMERIC, f"eager vs {chk.reference}: {chk.summary}")]
+    return []
 
 
 def _failed(case: Case, exc: BaseException, stage: str, compiling: bool, device: Device | None = None
@@ -242,23 +298,34 @@ def _save_reference(spec: TrainSpec, ctx: Any, losses: list[float]) -> None:
 
 
 def _eager_reference(spec: TrainSpec, ctx: Any) -> tuple[list[float] | None, str]:
-    """The eager loss curve of this run's eager case; if there is none (eager not asked for, still
-    running, or failed) and there is one rank, an eager run in this process after the measurement."""
+    """The compiled mode's loss reference: the curve of this run's eager case, saved only when that case
+    passed its cpu reference check; if there is none (eager not asked for, still running, or failed)
+    and there is one rank, an eager run in this process after the measurement, checked against the
+    cpu reference the same way. (None, "none: why") when no valid reference exists."""
     p = _reference_path(spec, ctx)
     if p.exists():
-        return list(json.loads(p.read_text())["loss"]), "eager case"
+        return list(json.loads(p.read_text())["loss"]), "eager case (checked against the cpu reference)"
     if spec.nproc > 1:
-        return None, "none: no passed eager case in this run (with --nproc, run eager too)"
+        return None, "none: no eager case of this run passed its cpu check (with --nproc, run eager too)"
     import torch._dynamo
 
-    from bringup.train import loop
+    from bringup.train import loop, reference
 
     torch._dynamo.reset()  # drop compiled graphs (and the model they hold) before a second model
+    eager = spec.with_(mode="eager", cache=CACHE_NONE)
     try:
-        out = loop.train(spec.with_(mode="eager", cache=CACHE_NONE), ctx.device, check_fallbacks=False)
+        out = loop.train(eager, ctx.device, check_fallbacks=False)
     except loop.StageError as e:
         return None, f"none: the eager run failed ({e.stage}: {first_line(e.exc)})"
-    return out.losses, "eager run in this case"
+    try:
+        chk = reference.check_eager(eager, ctx.device)
+    except Exception as e:
+        return None, f"none: the eager run's cpu check raised {first_line(e)}"
+    if chk.ok is None:
+        return None, f"none: {chk.summary}"
+    if not chk.ok:
+        return None, f"none: the eager run in this case is off the cpu reference ({chk.summary})"
+    return out.losses, "eager run in this case (checked against the cpu reference)"
 
 
 def run_flops(case: Case, ctx: Any) -> CaseResult:

@@ -169,6 +169,8 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         entries = entries[: args.limit]
     if not entries:
         raise BadInput(f"zoo: no model of --source {args.source} matches --filter {args.filter!r}")
+    if baseline is not None:
+        baseline.check_comparable([e.name for e in entries], dtype_name(dtype), args.steps, args.baseline)
     return [make_case(e, dtype_name(dtype), args.steps, backend, args.timeout, args.seed, baseline) for e in entries]
 
 
@@ -199,6 +201,23 @@ class BaselineIndex:
     path: str
     device: str
     by_name: dict[str, CaseResult] = field(default_factory=dict)
+
+    def check_comparable(self, names: list[str], dtype: str, steps: int, given: str) -> None:
+        """--baseline that would compare nothing for some model is bad input, caught before any work
+        (exit 2, one line): a model the bundle lacks, or one it ran in another dtype or step count.
+        Otherwise such a case said "missing" / "incomparable" and the run exited 0 having compared nothing."""
+        missing = [n for n in names if n not in self.by_name]
+        other = sorted({f"{r.params.get('dtype')} x {r.params.get('steps')} steps" for n in names
+                        if (r := self.by_name.get(n)) is not None
+                        and (r.params.get("dtype") != dtype or r.params.get("steps") != steps)})  # fmt: skip
+        if missing:
+            held = ", ".join(sorted(self.by_name)[:8]) + (" ..." if len(self.by_name) > 8 else "")
+            raise BadInput(f"--baseline {given}: the bundle has no result for {', '.join(missing[:8])}"
+                           f"{' ...' if len(missing) > 8 else ''}, so nothing would be compared for it; narrow "
+                           f"--filter to the bundle's models ({held})")  # fmt: skip
+        if other:
+            raise BadInput(f"--baseline {given}: the bundle ran {', '.join(other)}, this run {dtype} x {steps} steps: "
+                           "nothing would be comparable; use the bundle's --dtype and --steps")  # fmt: skip
 
     def entry_for(self, name: str, dtype: str, steps: int) -> dict[str, Any]:
         """What the worker needs to compare a model with the bundle (small: curves and statistics)."""
@@ -517,6 +536,8 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     bl = p.get("baseline")
     if bl:
         _compare_bundle(r, bl, dtype)
+    if finding := r.fields.get("tying_finding"):  # a device finding beside the verdict, not instead of it
+        r.reason = f"{r.reason}; {finding}" if r.reason else finding
     r.metric("max_rel_err", r.fields.get("max_rel_err"))
     r.metric("loss_divergence", r.fields.get("loss_divergence"))
     r.metric("compile_s", r.fields.get("compile_s"), "s")
@@ -529,7 +550,14 @@ def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[st
     A detector that can't start (another profiler active, ...) leaves fallback_ops unknown (null)."""
     from bringup.checks.errors import first_line
     from bringup.checks.fallbacks import FallbackDetector
+    from bringup.models import tying
 
+    # Ties the move to the device splits are a finding of their own (models/tying.py): named on the case,
+    # and the model re-tied, so parity judges the model as meant (train_run's own .to is then a no-op).
+    if broken := tying.move(built.model, dev.torch_device, dtype):
+        r.fields["tying_broken"] = broken
+        r.fields["tying_finding"] = tying.describe(broken, dev.name)
+    r.metric("broken_ties", len(broken))
     try:
         det = FallbackDetector(dev)
         det.__enter__()
@@ -573,11 +601,13 @@ def _compare_bundle(r: CaseResult, bl: dict[str, Any], dtype: torch.dtype) -> No
 
     out: dict[str, Any] = {"bundle": bl.get("path"), "bundle_device": bl.get("device")}
     r.fields["baseline_check"] = out
-    if not bl.get("found"):
+    if not bl.get("found"):  # planning refuses this (BaselineIndex.check_comparable): reaching it is our bug
         out["status"] = "missing"
+        _fail(r, Status.ERROR, "baseline: the bundle has no result for this model: nothing compared")
         return
     if bl.get("dtype") != dtype_name(dtype) or int(bl.get("steps") or 0) != len(r.series.get("loss.ref", [])):
         out["status"] = f"incomparable: bundle ran {bl.get('dtype')} x {bl.get('steps')} steps"
+        _fail(r, Status.ERROR, f"baseline: {out['status']}: nothing compared")
         return
     curves = bl.get("curves") or {}
     ours = {k: [v for _, v in s] for k, s in r.series.items()}

@@ -14,9 +14,10 @@ from typing import Any
 
 import torch
 
-from bringup.device import Device, parse_dtype
+from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.models import lm
+from bringup.precision import parse_precision
 from bringup.train import compile_metrics
 from bringup.train.spec import TrainSpec
 
@@ -91,8 +92,9 @@ def train(
 ) -> TrainOutcome:
     """Run spec.steps optimizer steps. Raises StageError naming the stage that failed."""
     t0 = time.perf_counter()
+    prec = parse_precision(spec.dtype)  # amp-*: fp32 params (and AdamW state), autocast compute
     try:
-        model = lm.build_model(spec.model, list(spec.overrides), device.torch_device, parse_dtype(spec.dtype),
+        model = lm.build_model(spec.model, list(spec.overrides), device.torch_device, prec.param_dtype,
                                seed=spec.seed)  # fmt: skip
         params, _ = lm.param_counts(model)
         try:
@@ -102,6 +104,7 @@ def train(
         vocab = lm.vocab_size(model)
         model = prepare(model, spec, device, world)
         opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
+        scaler = prec.grad_scaler(device.type)  # amp-fp16 only
         data = lm.synthetic_batches(vocab, spec.batch, spec.seq, spec.steps, DATA_SEED + rank, learnable=True)
         batches = [b.to(device.torch_device) for b in data]
         device.synchronize()
@@ -115,7 +118,7 @@ def train(
     try:
         with first_step():
             t1 = time.perf_counter()
-            losses.append(lm.train_step(model, opt, batches[0]))
+            losses.append(lm.train_step(model, opt, batches[0], prec, scaler))
             device.synchronize()
             times.append(time.perf_counter() - t1)
     except Exception as e:
@@ -127,7 +130,7 @@ def train(
     try:
         for tokens in batches[1:]:
             timer.start()
-            losses.append(lm.train_step(model, opt, tokens))
+            losses.append(lm.train_step(model, opt, tokens, prec, scaler))
             times.append(timer.stop())
     except Exception as e:
         raise StageError("steps", e) from e
@@ -135,7 +138,8 @@ def train(
     final = compile_metrics.snapshot()
     fallback_ops, notes = None, []
     if check_fallbacks and not device.is_cpu:
-        fallback_ops, note = _fallbacks(model, opt, batches[-1], device)
+        step = lambda m, o, t: lm.train_step(m, o, t, prec, scaler)
+        fallback_ops, note = _fallbacks(model, opt, batches[-1], device, step)
         notes += [note] if note else []
     loss_t = torch.stack(losses).float()
     step_t = torch.tensor(times, dtype=torch.float64)
@@ -157,7 +161,8 @@ def train(
     )  # fmt: skip
 
 
-def _fallbacks(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor, device: Device
+def _fallbacks(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor, device: Device,
+               step: Callable[[torch.nn.Module, torch.optim.Optimizer, torch.Tensor], torch.Tensor]
                ) -> tuple[dict[str, int] | None, str]:  # fmt: skip
     """One extra (untimed) step under the CPU-fallback detector: {op: calls} that ran via the fallback."""
     try:
@@ -166,7 +171,7 @@ def _fallbacks(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch
         return None, f"fallbacks not checked: {e}"
     try:
         with FallbackDetector(device) as det:
-            lm.train_step(model, opt, tokens)
+            step(model, opt, tokens)
         return dict(det.report().fallback_ops), ""
     except Exception as e:
         return None, f"fallbacks not checked: {type(e).__name__}: {e}".splitlines()[0][:200]

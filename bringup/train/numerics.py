@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bringup.device import parse_dtype
+from bringup.precision import parse_precision
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ LOSS_BANDS: dict[torch.dtype, LossBand] = {
 def band_for(dtype: str, override: float | None = None) -> LossBand:
     if override is not None:
         return LossBand(override, "--loss-rtol")
-    return LOSS_BANDS.get(parse_dtype(dtype), LOSS_BANDS[torch.float32])
+    return LOSS_BANDS.get(parse_precision(dtype).compute_dtype, LOSS_BANDS[torch.float32])  # amp-bf16: bf16's
 
 
 @dataclass(frozen=True)

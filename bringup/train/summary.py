@@ -4,7 +4,8 @@ Top-level JSON (besides the common `cases` rows):
     model, params, flops_per_token, seq, batch, nproc, dtype, peak_flops, peak_flops_source,
     modes.<eager|compile|regional>: {status, cache, ttfs_s, step_s, first_over_steady, tokens_per_s,
         tokens_per_s_per_device, mfu, peak_mem_bytes, graph_breaks, recompiles, compile_s,
-        compile_breakdown, speedup_vs_eager, loss: [per step]}
+        compile_breakdown, speedup_vs_eager, loss: [per step]; eager: eager_check {reference, ok, summary,
+        tensors, model, max_rel_err} and tying_broken; compiled: loss_reference}
         With --cache both, a compiled mode's entry is its cold run and holds its warm rerun under
         "warm" (same keys); with --cache warm alone the entry is the warm run ("cache": "warm").
     fast_start: the entry that reaches step 1 first and what its steady step costs, measured; advice:
@@ -17,7 +18,8 @@ import math
 from typing import Any
 
 from bringup.case import CaseResult, Status
-from bringup.device import Device, parse_dtype
+from bringup.device import Device
+from bringup.precision import parse_precision
 from bringup.train import compile_metrics
 from bringup.train.loop import TrainOutcome
 from bringup.train.spec import CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
@@ -41,7 +43,7 @@ def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: De
     r.metric("params", out.params)
     r.metric("flops_per_token", out.flops_per_token, "FLOP")
     r.metric("peak_mem_bytes", out.peak_mem_bytes, "B")
-    peak = device.peak_flops(parse_dtype(spec.dtype))
+    peak = device.peak_flops(parse_precision(spec.dtype).compute_dtype)  # amp-bf16: the bf16 peak
     if peak is not None and peak.flops > 0:
         r.metric("peak_flops", peak.flops, "FLOP/s")
         r.fields["peak_flops_source"] = peak.source
@@ -117,6 +119,11 @@ def entry(r: CaseResult) -> dict[str, Any]:
     for k in ("peak_mem_bytes", "graph_breaks", "recompiles"):
         e[k] = int(e[k]) if e[k] is not None else None
     e["compile_breakdown"] = r.fields.get("compile_breakdown")
+    if spec.mode == "eager":  # what eager was judged against (train/reference.py) and what it found
+        e["eager_check"] = r.fields.get("eager_check")
+        e["tying_broken"] = r.fields.get("tying_broken", [])
+    else:
+        e["loss_reference"] = r.fields.get("loss_reference")
     e["loss"] = [v for _, v in r.series.get("loss", [])]
     return e
 

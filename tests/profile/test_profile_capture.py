@@ -95,3 +95,16 @@ def test_profile_cli_regional_compile_shows_compiled_regions(cli, tmp_path: Path
     assert "CompiledFunctionBackward" in names
     assert 0 < case["compiled_s"] <= case["step_s"]
     assert "compiled regions" in p.stdout
+
+
+def test_profile_amp_bf16_runs_under_autocast(cli, tmp_path: Path) -> None:
+    """--dtype amp-bf16: fp32 weights, the steps under autocast; the trace shows the bf16 casts autocast adds."""
+    p = cli("--device", "cpu", "profile", "--dtype", "amp-bf16", "--steps", "1", "--warmup", "1", "--batch", "1",
+            "--seq", "32", "--override", "num_hidden_layers=1", "--top", "40", "--json", "out.json",
+            timeout=900)  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    data = load_json(tmp_path / "out.json")
+    row = data["cases"][0]
+    assert row["status"] == "pass" and row["dtype"] == "amp-bf16"
+    trace = json.loads(gzip.decompress((tmp_path / data["trace"]).read_bytes()))
+    assert any(e.get("name") == "aten::_to_copy" for e in trace["traceEvents"])  # autocast's casts to bf16

@@ -44,7 +44,10 @@ def test_eager_and_compile_three_steps(cli, tmp_path: Path) -> None:
     assert b["dynamo_s"] > 0 and b["backend_s"] > 0
     row = cases["compile-cold"]
     assert row["compile_cache"]["fx_miss"] > 0 and row["compile_cache"]["fx_hit"] == 0  # really cold
-    assert row["loss_reference"] == "eager case" and row["loss_max_rel_dev"] < 1e-4
+    assert row["loss_reference"].startswith("eager case") and row["loss_max_rel_dev"] < 1e-4
+    chk = cases["eager"]["eager_check"]  # eager itself judged against the cpu float64 reference
+    assert chk["ok"] is True and chk["reference"] == "cpu fp64" and chk["tensors"] > 10, chk
+    assert cases["eager"]["eager_max_rel_err"] < 1e-4 and cases["eager"]["broken_ties"] == 0
     assert all(math.isclose(a, b, rel_tol=1e-4) for a, b in zip(c["loss"], modes["eager"]["loss"], strict=True))
     assert c["speedup_vs_eager"] == pytest.approx(modes["eager"]["step_s"] / c["step_s"])
     assert modes["eager"]["speedup_vs_eager"] == pytest.approx(1.0)
@@ -157,3 +160,46 @@ def test_a_failing_rank_is_reported_with_its_status(cli, tmp_path: Path) -> None
     row = load_json(tmp_path / "out.json")["cases"][0]
     assert row["status"] == "unsupported" and row["failed_stage"] == "build", row
     assert row["reason"] == "build: rank 1: NotImplementedError: no kernel for this on rank 1, on purpose"
+
+
+SILU_OFF = """
+import torch
+import torch.nn.functional as F
+
+_silu = F.silu
+
+
+def silu(x, inplace=False):  # a 'device' whose silu is 1% off (float64, the reference, left alone)
+    y = _silu(x)
+    return y if x.dtype == torch.float64 else y * 1.01
+
+
+F.silu = silu
+"""
+
+
+def test_wrong_eager_is_fail_numeric_and_compiled_has_no_reference(cli, tmp_path: Path) -> None:
+    """A plugin makes silu 1% off in the worker (fp32 only): eager is judged against the cpu float64
+    reference and fails; the compiled mode's only reference is that wrong eager, so it is not `pass`."""
+    (tmp_path / "silu_off.py").write_text(SILU_OFF)
+    p = cli("--import", "silu_off", *TINY, "--modes", "eager,compile", "--compile-backend", "aot_eager",
+            "--steps", "3", "--json", "out.json", timeout=900)  # fmt: skip
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    cases = _cases(load_json(tmp_path / "out.json"))
+    eager, comp = cases["eager"], cases["compile-cold"]
+    assert eager["status"] == "fail_numeric", eager
+    assert eager["reason"].startswith("eager vs cpu fp64:") and "mlp" in eager["reason"], eager["reason"]
+    assert eager["eager_check"]["ok"] is False
+    assert comp["status"] == "ref_fail", comp
+    assert comp["reason"].startswith("no valid loss reference:") and "off the cpu reference" in comp["reason"]
+
+
+def test_amp_bf16_trains_and_passes(cli, tmp_path: Path) -> None:
+    """amp-bf16: autocast over fp32 weights; eager passes its cpu check (bf16 rule), compile its band."""
+    p = cli(*TINY, "--dtype", "amp-bf16", "--modes", "eager,compile", "--compile-backend", "aot_eager",
+            "--steps", "3", "--json", "out.json", timeout=900)  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    data = load_json(tmp_path / "out.json")
+    cases = _cases(data)
+    assert {c["status"] for c in cases.values()} == {"pass"}, cases
+    assert data["dtype"] == "amp-bf16" and cases["eager"]["eager_check"]["ok"] is True

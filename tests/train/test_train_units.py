@@ -64,6 +64,16 @@ def test_plan_orders_eager_then_cold_then_warm() -> None:
     assert TrainSpec.from_params(cases[1].params) == specs[1]  # round trip through Case.params
 
 
+def test_amp_dtypes_plan_and_run_full_uses_amp_bf16_on_accelerators() -> None:
+    from types import SimpleNamespace
+
+    for given, name in (("amp-bf16", "amp-bf16"), ("amp_fp16", "amp-fp16"), ("bfloat16", "bf16")):
+        (c,) = train.build_cases(_args(modes="eager", steps=2, dtype=given), CPU)
+        assert TrainSpec.from_params(c.params).dtype == name
+    assert train.low_precision(SimpleNamespace(is_cpu=False)) == "amp-bf16"  # type: ignore[arg-type]
+    assert train.low_precision(CPU) == "bf16"
+
+
 def test_plan_modes_canonical_and_warmup_default() -> None:
     cases = train.build_cases(_args(modes="regional,eager", steps=2), CPU)
     assert [c.name for c in cases] == ["eager", "regional-cold"]
@@ -84,6 +94,7 @@ def test_plan_modes_canonical_and_warmup_default() -> None:
         ({"compile_backend": "no_such_backend"}, "unknown --compile-backend"),
         ({"model": "os:no_such_fn"}, "model os:no_such_fn"),
         ({"model": "os:getcwd", "override": ["a=1"]}, "--override applies to presets"),
+        ({"dtype": "amp-int8"}, "unknown dtype 'amp-int8'"),
     ],
 )  # fmt: skip
 def test_build_cases_rejects(kw: dict, needle: str) -> None:
