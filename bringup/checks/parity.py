@@ -204,8 +204,10 @@ class ParityReport:
         if w is None:
             return "no tensors compared"
         if all(t.ok for t in self.tensors) and not self.agg_ok:
-            return (f"every tensor within its own bound, but on average {self.agg:.3g}x further from float64 than "
-                    f"the trusted runs over {len(self.tensors)} tensors (bound {self.agg_bound:.3g}x)")
+            return (
+                f"every tensor within its own bound, but on average {self.agg:.3g}x further from float64 than "
+                f"the trusted runs over {len(self.tensors)} tensors (bound {self.agg_bound:.3g}x)"
+            )
         head = "ok" if self.ok else f"{sum(not t.ok for t in self.tensors)}/{len(self.tensors)} tensors off"
         if not w.ok and w.rel_rmse <= w.bound and w.biased:
             what = (
@@ -317,10 +319,12 @@ def compare_tensor(
     trusted: bool = False,
     scale_floor: float = 0.0,
     noise: Noise | None = None,
+    multiplier: float | None = None,
 ) -> TensorParity:
     """One tensor. `scale_floor`: the RMS below which the reference counts as numerically zero (errors
     are then relative to the floor, and its direction means nothing: no bias check). `noise`: the
-    trusted run's errors on this tensor under other seeds (widens nothing without a baseline)."""
+    trusted run's errors on this tensor under other seeds (widens nothing without a baseline);
+    `multiplier`: the fudge factor on the trusted error, when not the table's (one attention kernel)."""
     tol = tolerance_for(dtype)
     if tuple(got.shape) != tuple(ref64.shape):
         return _bad(name, f"shape {tuple(got.shape)} != {tuple(ref64.shape)}", tol.rel_rmse)
@@ -355,7 +359,7 @@ def compare_tensor(
         if math.isfinite(base_err):
             seeds_err = [e for e in (noise.rel_rmse if noise else ()) if math.isfinite(e)]
             worst = max([base_err, *seeds_err])
-            bound = max(tol.floor, tol.multiplier * worst)
+            bound = max(tol.floor, (multiplier or tol.multiplier) * worst)
             base_bias = 0.0 if zero else bias(b, r)
             seeds_bias = [x for x in (noise.bias if noise else ()) if math.isfinite(x)]
             samples = [base_bias, *seeds_bias]

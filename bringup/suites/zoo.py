@@ -394,6 +394,7 @@ def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str
         (loss if scaler is None else scaler.scale(loss)).backward()
         if scaler is not None:
             scaler.unscale_(opt)  # the grads kept and clipped are the true ones
+
     curve: list[float] = []
     tensors: dict[str, torch.Tensor] = {}
     t0 = time.perf_counter()
