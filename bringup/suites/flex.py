@@ -72,7 +72,7 @@ def _dtype_arg(raw: str | None) -> str | None:
         return None
     name = parse_precision(raw).name  # BadInput for unknown names
     if name not in ("fp32", "bf16", "fp16", "amp-bf16", "amp-fp16"):
-        raise BadInput(f"--dtype {raw}: FlexAttention cases run in fp32, bf16, fp16, amp-bf16 or amp-fp16")
+        raise BadInput(f"--dtype {raw}: FlexAttention cases run in fp32, bf16 or fp16 (or amp-bf16, amp-fp16)")
     return name
 
 
