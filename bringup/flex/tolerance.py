@@ -13,7 +13,8 @@ output; we take 2 for bf16/fp16 out (our trusted run is cpu math, not the device
 4 for gradients (dS = P * (dP - delta) is a difference of nearly equal numbers).
 
 Without a trusted run (check_attention(..., trusted=None)), the fixed bounds below (rel_rmse), with the
-fixed bias bound of checks/parity.py's table.
+fixed bias bound of checks/parity.py's table. In fp32 the size bound is the larger of the two: the fp32
+math path is ~exact (1e-7) while a correct online-softmax kernel lands near 1e-6.
 
 Fixed bounds, why each number (u = unit roundoff: fp32 6e-8, fp16 4.9e-4, bf16 3.9e-3):
  * out: fp32 1e-4 -- a correct fp32 kernel lands near 1e-6 (online softmax, fp32 accumulation).
@@ -161,8 +162,11 @@ def _check_one(label: str, g: torch.Tensor, r: torch.Tensor, b: torch.Tensor | N
         return fixed  # shape, non-finite
     fudge = FUDGE.get(dt, (10.0, 10.0))[0 if kind == "out" else 1]
     t = compare_tensor(label, g, r, dt, b, scale_floor=floor, multiplier=fudge)
-    if b is None:  # no trusted run: the attention's own fixed size bound, parity's bias bound
-        ok, bound = fixed.ok and not t.biased, fixed.bound
+    if b is None or dt in (torch.float32, torch.float64):
+        # no trusted run, or fp32: a fp32 math path is ~exact (1e-7) while a correct online-softmax kernel
+        # lands near 1e-6, so the fixed fp32 bound (itself 100x under a 1% error) stays the size bound
+        bound = max(fixed.bound, t.bound) if b is not None else fixed.bound
+        ok = t.rel_rmse <= bound and not t.biased
     else:
         ok, bound = t.ok, t.bound
     why = t.why
