@@ -24,10 +24,11 @@ import torch
 
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import chain, classify, first_line
-from bringup.device import Device, parse_dtype
+from bringup.device import Device
 from bringup.flex.mods import AttnShape, ModError, build_mod, default_scale, reference_for
 from bringup.flex.reference import dense_attention, gather_kv, gather_q, ref_slices
 from bringup.flex.tolerance import check_attention
+from bringup.precision import parse_precision
 
 SEED = 0
 # torch's _validate_device: "FlexAttention is only supported on CUDA, CPU, HPU, or MPS devices."
@@ -141,7 +142,8 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     device: Device = ctx.device
     dev = device.torch_device
     shape = AttnShape(int(p["batch"]), int(p["seq"]), int(p["q_heads"]), int(p["kv_heads"]), int(p["head_dim"]))
-    dtype = parse_dtype(p["dtype"])
+    prec = parse_precision(p["dtype"])  # amp-bf16 / amp-fp16: bf16 / fp16 inputs, run under autocast
+    dtype = prec.compute_dtype
     backward = bool(p["backward"])
 
     def result(status: Status, reason: str = "", exc: BaseException | None = None) -> CaseResult:
@@ -189,7 +191,9 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         def fwd() -> torch.Tensor:
             nonlocal calls
             calls += 1
-            return compiled(x["q"], x["k"], x["v"], score_mod=mod.score_mod, block_mask=block_mask, enable_gqa=gqa)
+            with prec.autocast(dev.type):
+                return compiled(x["q"], x["k"], x["v"], score_mod=mod.score_mod, block_mask=block_mask,
+                                enable_gqa=gqa)  # fmt: skip
 
         before = _counters()
         try:
@@ -235,8 +239,12 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     slices = ref_slices(shape)
     try:
         dense, origin = reference_for(p["mod"], shape)
-        ref = dense_attention(cpu["q"], cpu["k"], cpu["v"], dense, default_scale(shape.head_dim), slices,
-                              cpu.get("do"))  # fmt: skip
+        scale = default_scale(shape.head_dim)
+        ref = dense_attention(cpu["q"], cpu["k"], cpu["v"], dense, scale, slices, cpu.get("do"))
+        # the trusted run: the same dense attention rounded to the case dtype at every step (cpu)
+        trusted = None
+        if dtype != torch.float64:
+            trusted = dense_attention(cpu["q"], cpu["k"], cpu["v"], dense, scale, slices, cpu.get("do"), dtype)
     except Exception as e:
         r = result(Status.REF_FAIL, f"reference: {first_line(e)}")
         r.error = traceback.format_exc()
@@ -247,7 +255,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     if backward:
         mine |= {"dq": gather_q(shape, slices, got["dq"].cpu()), "dk": gather_kv(slices, got["dk"].cpu()),
                  "dv": gather_kv(slices, got["dv"].cpu())}  # fmt: skip
-    check = check_attention(mine, ref, dtype)
+    check = check_attention(mine, ref, dtype, trusted)
 
     # ---- verdict ------------------------------------------------------------------------------------
     if eager_why:
@@ -281,6 +289,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         "mod_settings": dict(mod.settings),
         "reference": origin,
         "ref_slices": len(slices),
+        "pairs_compared": f"{shape.batch} batch x {shape.q_heads} q heads ({len(slices)} kv-head groups): all",
         "compiled_graphs": tally.graphs,
         "compiled_calls": tally.calls,
         "calls": calls,

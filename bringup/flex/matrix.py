@@ -34,7 +34,7 @@ import yaml
 
 from bringup.flex.mods import BUILTIN_MODS, AttnShape, ModError, display_name, normalize_mod_spec
 
-DTYPES = ("fp32", "bf16", "fp16")
+DTYPES = ("fp32", "bf16", "fp16", "amp-bf16", "amp-fp16")
 BACKWARD = ("auto", "on", "off")
 _AXES = ("mods", "batch", "seq", "heads", "head_dim")
 _SCALARS = ("dtype", "backward")

@@ -4,10 +4,13 @@ Math attention, written out: scores = q k^T * scale, the mod's dense bias/mask, 
 every key masked gives 0, as FlexAttention defines it), times v. Backward by autograd in float64.
 
 Cost control, so a default-matrix case (batch 4, seq 8192, 16 heads) stays a few seconds of cpu:
- * slices: only (batch, kv-head group) slices are computed: batch {0, B-1} x kv head {0, KV-1}, each
-   with every q head of its group, so dk/dv of a kv head are complete. Every slice's rows are all
-   checked, and the device's whole output is separately checked to be finite.
+ * slices: the reference is computed one (batch, kv-head group) slice at a time, each with every q
+   head of its group, so dk/dv of a kv head are complete; every slice is computed (every (batch,
+   head) pair and every gradient is compared).
  * rows are processed in chunks so at most ~2^24 scores (128 MiB of float64) live at once.
+`compute_dtype`: the same mathematics rounded to the case dtype at every step (scores, softmax,
+P @ V): the trusted run at the case precision that the device's error is measured against
+(checks/parity.py), like the eager math path PyTorch's own FlexAttention tests compare with.
 The inputs are the device inputs after rounding to the case dtype (then widened to float64), so the
 reference measures the kernel's error, not the input quantization.
 """
@@ -31,9 +34,8 @@ class Slice:
 
 
 def ref_slices(shape: AttnShape) -> list[Slice]:
-    bs = sorted({0, shape.batch - 1})
-    gs = sorted({0, shape.kv_heads - 1})
-    return [Slice(b, g) for b in bs for g in gs]
+    """Every (batch, kv head) pair: each with its q heads, so all of out, dq, dk and dv is compared."""
+    return [Slice(b, g) for b in range(shape.batch) for g in range(shape.kv_heads)]
 
 
 def q_heads_of(shape: AttnShape, g: int) -> range:
@@ -71,9 +73,12 @@ def dense_attention(
     scale: float,
     slices: list[Slice],
     grad_out: Tensor | None = None,
+    compute_dtype: torch.dtype = torch.float64,
 ) -> dict[str, Tensor]:
-    """q (B, Hq, S, D), k/v (B, Hkv, S, D) on cpu. Returns float64 'out' (and 'dq', 'dk', 'dv' when
-    grad_out is given), each stacked over `slices` as gather_q / gather_kv do."""
+    """q (B, Hq, S, D), k/v (B, Hkv, S, D) on cpu. Returns 'out' (and 'dq', 'dk', 'dv' when grad_out is
+    given), computed in `compute_dtype`, returned in float64, each stacked over `slices` as gather_q /
+    gather_kv do."""
+    cd = compute_dtype
     B, Hq, S, D = q.shape
     Hkv = k.shape[1]
     rep = Hq // Hkv
@@ -82,9 +87,9 @@ def dense_attention(
     outs, dqs, dks, dvs = [], [], [], []
     for sl in slices:
         heads = torch.arange(sl.kv_head * rep, (sl.kv_head + 1) * rep)
-        qs = q[sl.batch, heads].detach().to(torch.float64)
-        ks = k[sl.batch, sl.kv_head].detach().to(torch.float64)
-        vs = v[sl.batch, sl.kv_head].detach().to(torch.float64)
+        qs = q[sl.batch, heads].detach().to(cd)
+        ks = k[sl.batch, sl.kv_head].detach().to(cd)
+        vs = v[sl.batch, sl.kv_head].detach().to(cd)
         want_grad = grad_out is not None
         if want_grad:
             qs, ks, vs = (t.clone().requires_grad_(True) for t in (qs, ks, vs))
@@ -94,17 +99,17 @@ def dense_attention(
             with torch.set_grad_enabled(want_grad):
                 s = torch.matmul(qs[:, r0:r1], ks.transpose(0, 1)) * scale
                 s = dense(s, sl.batch, heads.view(rep, 1, 1), torch.arange(r0, r1).view(1, r1 - r0, 1), kv_idx)
-                o = torch.matmul(_softmax_rows(s), vs)
+                o = torch.matmul(_softmax_rows(s.to(cd)), vs)
             if want_grad:
                 assert grad_out is not None
-                go = grad_out[sl.batch, heads, r0:r1].to(torch.float64)
-                (o * go).sum().backward()
-            out[:, r0:r1] = o.detach()
+                go = grad_out[sl.batch, heads, r0:r1].to(cd)
+                o.backward(go)
+            out[:, r0:r1] = o.detach().to(torch.float64)
         outs.append(out)
         if want_grad:
-            dqs.append(qs.grad)
-            dks.append(ks.grad)
-            dvs.append(vs.grad)
+            dqs.append(qs.grad.to(torch.float64))
+            dks.append(ks.grad.to(torch.float64))
+            dvs.append(vs.grad.to(torch.float64))
     res = {"out": torch.stack(outs)}
     if grad_out is not None:
         res |= {"dq": torch.stack(dqs), "dk": torch.stack(dks), "dv": torch.stack(dvs)}  # type: ignore[arg-type]

@@ -824,3 +824,21 @@ def _no_dropout_defaults(model_type: str, data: dict[str, Any]) -> dict[str, Any
 
 def param_count(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+NONZERO_STD = 0.02  # transformers' default initializer_range
+
+
+def nonzero_init(model: torch.nn.Module, seed: int = 0) -> int:
+    """Draw every all-zero floating parameter (biases, norm offsets, zero-init gates) from
+    N(0, NONZERO_STD), seeded. A parameter that is exactly zero makes whatever reads it untestable at
+    step 0: a device that drops a bias, or ignores a norm's offset, computes the same thing as a
+    correct one. Returns how many parameters were drawn."""
+    g = torch.Generator().manual_seed(seed * 7 + 3)
+    n = 0
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point() and p.numel() and not bool(p.detach().ne(0).any()):
+                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float32).to(p.dtype) * NONZERO_STD)
+                n += 1
+    return n

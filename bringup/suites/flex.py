@@ -1,7 +1,8 @@
 """flex: a FlexAttention conformance and performance matrix with a compile-time budget.
 
     bringup flex [--matrix auto|quick|default|FILE] [--budget SEC] [--backward auto|on|off]
-                 [--dtype bf16|fp16|fp32] [--mods a,b,...] [--backend NAME] [--workers N] [--json FILE]
+                 [--dtype bf16|fp16|fp32|amp-bf16|amp-fp16] [--mods a,b,...] [--backend NAME] [--workers N]
+                 [--json FILE]
 
 Each case compiles flex_attention with one mod at one shape on the device (compile + first call under
 --budget), checks it against a float64 dense reference on cpu, times it, and gets one status. The
@@ -20,8 +21,9 @@ import math
 from typing import Any
 
 from bringup.case import Case, CaseResult, Status
-from bringup.device import Device, dtype_name, parse_dtype
+from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.precision import parse_precision
 
 HELP = "FlexAttention matrix (8 mods x shapes): compile budget, numerics vs float64, TFLOP/s, one sentence"
 
@@ -42,7 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backward", default=None, metavar="auto|on|off",
                    help="run the backward too (default auto: on where the device has a FlexAttention backward; "
                    "elsewhere forward cases plus one backward probe)")  # fmt: skip
-    p.add_argument("--dtype", default=None, help="bf16 | fp16 | fp32 (default: the matrix's; default matrix: "
+    p.add_argument("--dtype", default=None, help="bf16 | fp16 | fp32 | amp-bf16 | amp-fp16 (amp: bf16/fp16 inputs "
+                   "under autocast, as attention sees them in mixed-precision training; default: the matrix's; "
+                   "default matrix: "
                    "bf16 on accelerators, fp32 on cpu)")  # fmt: skip
     p.add_argument("--mods", default="", metavar="a,b,...",
                    help="mods to run, at every shape of the matrix (built-in names, or module:function / "
@@ -66,9 +70,9 @@ def _budget(raw: Any) -> float:
 def _dtype_arg(raw: str | None) -> str | None:
     if raw is None:
         return None
-    name = dtype_name(parse_dtype(raw))  # BadInput for unknown names
-    if name not in ("fp32", "bf16", "fp16"):
-        raise BadInput(f"--dtype {raw}: FlexAttention cases run in fp32, bf16 or fp16")
+    name = parse_precision(raw).name  # BadInput for unknown names
+    if name not in ("fp32", "bf16", "fp16", "amp-bf16", "amp-fp16"):
+        raise BadInput(f"--dtype {raw}: FlexAttention cases run in fp32, bf16 or fp16 (or amp-bf16, amp-fp16)")
     return name
 
 

@@ -31,8 +31,9 @@ from typing import Any
 import torch
 
 from bringup.case import Case, CaseResult, Status
-from bringup.device import Device, dtype_name, parse_dtype
+from bringup.device import Device
 from bringup.errors import BadInput, user_regex
+from bringup.precision import PRECISIONS, Precision, parse_precision
 
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
 
@@ -48,6 +49,10 @@ ENTRY = "bringup.suites.zoo:run_model"
 QUICK = (("hf", "llama", "causal-lm"), ("hf", "gpt2", "causal-lm"), ("hf", "qwen3", "causal-lm"),
          ("timm", "test_resnet", ""))  # fmt: skip
 FULL_EXTRA_TIMM = 8  # `bringup run --full`: all hf-causal types and the first timm models
+# The trusted run (cpu eager at the run precision) and its float64 reference are repeated under this
+# many more seeds: per tensor, the spread of their errors is the noise a correct run has at this
+# precision (checks/parity.py). 2 more seeds (3 samples) cost 2 x (float64 + eager) runs of a tiny model.
+NOISE_SEEDS = 2
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,7 +65,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"optimizer steps per run (default {DEFAULT_STEPS})")  # fmt: skip
     p.add_argument("--compile-backend", default="inductor", metavar="NAME",
                    help="dynamo backend for the compiled run (default inductor; 'none' skips it)")  # fmt: skip
-    p.add_argument("--dtype", default="fp32", help="fp32 (default) | bf16 | fp16")
+    p.add_argument("--dtype", default="fp32",
+                   help="fp32 (default) | bf16 | fp16 (pure: weights in that dtype) | amp-bf16 | amp-fp16 "
+                   "(mixed: fp32 weights, autocast forward, GradScaler for fp16)")  # fmt: skip
+    p.add_argument("--noise-seeds", type=int, default=NOISE_SEEDS, metavar="N",
+                   help=f"trusted runs under N more seeds measure the precision's noise per tensor "
+                   f"(default {NOISE_SEEDS}; 0: the trusted run of the case's seed only)")  # fmt: skip
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SEC",
                    help=f"wall budget per model incl. compiles (default {DEFAULT_TIMEOUT:g})")  # fmt: skip
     p.add_argument("--baseline", default=None, metavar="BUNDLE",
@@ -150,9 +160,13 @@ def check_backend(name: str) -> str:
 
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     """Validate every option (BadInput before any work), then one case per model."""
-    dtype = parse_dtype(args.dtype)
-    if dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise BadInput(f"--dtype {args.dtype}: the zoo runs fp32, bf16 or fp16 (float64 is the reference)")
+    prec = parse_precision(args.dtype)
+    if prec.name == "fp64":
+        raise BadInput(f"--dtype {args.dtype}: the zoo runs fp32, bf16, fp16, amp-bf16 or amp-fp16 (float64 is the "
+                       "reference)")  # fmt: skip
+    noise_seeds = getattr(args, "noise_seeds", NOISE_SEEDS)
+    if noise_seeds is None or not 0 <= noise_seeds <= 16:
+        raise BadInput(f"--noise-seeds must be 0..16, got {noise_seeds}")
     if args.steps is None or args.steps < 1:
         raise BadInput(f"--steps must be >= 1, got {args.steps}")
     if args.limit is not None and args.limit < 1:
@@ -170,14 +184,17 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if not entries:
         raise BadInput(f"zoo: no model of --source {args.source} matches --filter {args.filter!r}")
     if baseline is not None:
-        baseline.check_comparable([e.name for e in entries], dtype_name(dtype), args.steps, args.baseline)
-    return [make_case(e, dtype_name(dtype), args.steps, backend, args.timeout, args.seed, baseline) for e in entries]
+        baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
+    return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds)
+            for e in entries]  # fmt: skip
 
 
 def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, seed: int = 0,
-              baseline: BaselineIndex | None = None) -> Case:  # fmt: skip
+              baseline: BaselineIndex | None = None, noise_seeds: int = NOISE_SEEDS) -> Case:  # fmt: skip
     params: dict[str, Any] = {"source": e.source, "model": e.model, "task": e.task, "dtype": dtype,
                               "steps": steps, "backend": backend, "seed": seed}  # fmt: skip
+    if noise_seeds != NOISE_SEEDS:  # the default stays out of the params: existing case ids stay stable
+        params["noise_seeds"] = noise_seeds
     if baseline is not None:
         params["baseline"] = baseline.entry_for(e.name, dtype, steps)
     # Pooled, not isolated: a fresh process per model would re-import torch + transformers (~5-10 s)
@@ -263,6 +280,16 @@ class RunOut:
 
 
 def build_model(params: dict[str, Any]) -> Any:
+    """The model of a case, its all-zero parameters (biases, norm offsets) drawn small and seeded
+    (models/zoo.py: nonzero_init): a dropped bias must change the result."""
+    from bringup.models import zoo as mz
+
+    built = _build_model(params)
+    mz.nonzero_init(built.model, int(params.get("seed", 0)))
+    return built
+
+
+def _build_model(params: dict[str, Any]) -> Any:
     from bringup.models import zoo as mz
 
     src, model, seed = params["source"], params["model"], int(params.get("seed", 0))
@@ -346,28 +373,47 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(old)
 
 
+def as_precision(p: Precision | torch.dtype | str) -> Precision:
+    if isinstance(p, Precision):
+        return p
+    if isinstance(p, str):
+        return parse_precision(p)
+    return next(x for x in PRECISIONS.values() if not x.mixed and x.param_dtype == p)
+
+
 def train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
-              dtype: torch.dtype, round_to: torch.dtype | None = None, backend: str | None = None,
+              dtype: Precision | torch.dtype | str, round_to: torch.dtype | None = None, backend: str | None = None,
               on_first_step: Any = None) -> RunOut:  # fmt: skip
-    """K SGD steps. Step 0's loss, logits and grads are kept (moved to cpu) for parity."""
-    with _default_dtype(dtype):
-        return _train_run(built, init, batches, device, dtype, round_to, backend, on_first_step)
+    """K SGD steps at a precision (a pure dtype, or mixed: fp32 weights, forward under autocast, fp16 with
+    a GradScaler). Step 0's loss, logits and grads (unscaled) are kept (moved to cpu) for parity."""
+    prec = as_precision(dtype)
+    with _default_dtype(prec.param_dtype):
+        return _train_run(built, init, batches, device, prec, round_to, backend, on_first_step)
 
 
 def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
-               dtype: torch.dtype, round_to: torch.dtype | None, backend: str | None,
+               prec: Precision, round_to: torch.dtype | None, backend: str | None,
                on_first_step: Any) -> RunOut:  # fmt: skip
+    dtype = prec.param_dtype
     model = _load_init(built.model, init, device, dtype, round_to)
     model.train()
     _no_dropout(model)
     _experts_impl(model, "eager" if dtype == torch.float64 else None)
 
     def fwd_loss(b: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        out = built.forward(model, b)
-        return built.loss(out, b), built.logits(out)
+        with prec.autocast(device.type):
+            out = built.forward(model, b)
+            return built.loss(out, b), built.logits(out)
 
     step_fn = fwd_loss if backend is None else torch.compile(fwd_loss, backend=backend)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
+    scaler = prec.grad_scaler(device.type)
+
+    def backward(loss: torch.Tensor) -> None:
+        (loss if scaler is None else scaler.scale(loss)).backward()
+        if scaler is not None:
+            scaler.unscale_(opt)  # the grads kept and clipped are the true ones
+
     curve: list[float] = []
     tensors: dict[str, torch.Tensor] = {}
     t0 = time.perf_counter()
@@ -378,10 +424,10 @@ def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str
         if i == 0 and on_first_step is not None:
             with on_first_step():
                 loss, logits = step_fn(b)
-                loss.backward()
+                backward(loss)
         else:
             loss, logits = step_fn(b)
-            loss.backward()
+            backward(loss)
         if i == 0:
             first = time.perf_counter() - ts
             tensors["loss"] = loss.detach().to("cpu").reshape(())
@@ -392,7 +438,11 @@ def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str
                     tensors[f"grad.{n}"] = p.grad.detach().to("cpu").clone()
         curve.append(float(loss.detach().to("cpu", torch.float64)))
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], MAX_GRAD_NORM)
-        opt.step()
+        if scaler is None:
+            opt.step()
+        else:
+            scaler.step(opt)
+            scaler.update()
         opt.zero_grad(set_to_none=True)
     return RunOut(tensors, curve, time.perf_counter() - t0, first)
 
@@ -434,13 +484,12 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
 
     from bringup.checks.errors import classify, first_line
     from bringup.checks.graphs import watch
-    from bringup.checks.losscurve import compare_curves
     from bringup.checks.parity import parity
     from bringup.models.zoo import ConfigError, param_count
 
     t_case = time.monotonic()
     p = case.params
-    dtype = parse_dtype(p["dtype"])
+    dtype = parse_precision(p["dtype"])
     steps = int(p["steps"])
     backend = p.get("backend") or "none"
     dev: Device = ctx.device
@@ -464,7 +513,7 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     # -- a. reference --
     try:
         batches = [built.make_batch(i) for i in range(steps)]
-        ref = train_run(built, init, batches, cpu, torch.float64, round_to=dtype)
+        ref = train_run(built, init, batches, cpu, torch.float64, round_to=dtype.param_dtype)
     except Exception as e:
         r.error = traceback.format_exc()
         return _fail(r, Status.REF_FAIL, f"reference: {first_line(e)}")
@@ -487,6 +536,13 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         if not gross.ok:
             return _fail(r, Status.REF_FAIL, f"reference: cpu eager in {p['dtype']} is itself off float64 "
                          f"({gross.summary()}): ill-conditioned at this precision")  # fmt: skip
+        noise = measure_noise(p, dtype, steps, int(p.get("noise_seeds", NOISE_SEEDS)))
+        r.fields["noise_seeds"] = noise.seeds
+        if noise.errors:
+            r.fields["noise_errors"] = noise.errors
+        torch.manual_seed(int(p.get("seed", 0)))
+    else:
+        noise = TrustedNoise()
     dev.reset_peak_memory()
     # -- c. device eager --
     eager: RunOut | None = None
@@ -503,8 +559,7 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         r.fields["logits"]["eager"] = logits_digest(eager.tensors.get("logits"))
         # on cpu, eager in the run dtype IS the trusted baseline: judged for gross errors only
         self_trusted = dev.is_cpu and eager is base
-        _judge(r, "eager", eager, ref, None if self_trusted else base, dtype, parity, compare_curves,
-               trusted=self_trusted)  # fmt: skip
+        _judge(r, "eager", eager, ref, None if self_trusted else base, dtype, noise, trusted=self_trusted)
     # -- d. device compiled --
     comp: RunOut | None = None
     if backend != "none":
@@ -525,7 +580,8 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
             r.fields["logits"]["compiled"] = logits_digest(comp.tensors.get("logits"))
             if graphs.graph_count == 0:
                 _fail(r, Status.SILENT_EAGER, "compiled: dynamo captured no graph (the run was eager)")
-            _judge(r, "compiled", comp, ref, base if base is not None else eager, dtype, parity, compare_curves)
+            _judge(r, "compiled", comp, ref, base if base is not None else eager, dtype,
+                   noise if base is not None else TrustedNoise())  # fmt: skip
     # -- e. fallbacks, memory --
     r.fields["peak_mem_bytes"] = dev.peak_memory()
     fb = r.fields.get("fallback_ops")
@@ -545,7 +601,7 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
 
 
 def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], dev: Device,
-                dtype: torch.dtype, r: CaseResult) -> RunOut:  # fmt: skip
+                dtype: Precision, r: CaseResult) -> RunOut:  # fmt: skip
     """Device eager run; off cpu, under the fallback detector (which ops ran through the CPU fallback).
     A detector that can't start (another profiler active, ...) leaves fallback_ops unknown (null)."""
     from bringup.checks.errors import first_line
@@ -572,11 +628,68 @@ def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[st
     return out
 
 
-def _judge(r: CaseResult, label: str, got: RunOut, ref: RunOut, base: RunOut | None, dtype: torch.dtype,
-           parity: Any, compare_curves: Any, trusted: bool = False) -> None:  # fmt: skip
-    rep = parity(got.tensors, ref.tensors, dtype, baseline=None if base is None else base.tensors, trusted=trusted)
-    curve = compare_curves(got.curve, ref.curve, dtype, baseline=None if base is None else base.curve,
-                           trusted=trusted)  # fmt: skip
+@dataclass
+class TrustedNoise:
+    """The trusted run (cpu eager at the run precision) and its float64 reference under other seeds."""
+
+    tensors: dict[str, Any] = field(default_factory=dict)  # name -> checks.parity.Noise
+    curves: list[tuple[list[float], list[float]]] = field(default_factory=list)  # (trusted, float64) curves
+    seeds: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def measure_noise(params: dict[str, Any], prec: Precision, steps: int, n: int) -> TrustedNoise:
+    """Build the same model under `n` other seeds (other init, other batches) and run the float64
+    reference and the trusted run at `prec` on each: per tensor, how far correct runs at this
+    precision are from float64 (checks/parity.py: trusted_noise). A seed whose trusted run is itself
+    grossly off (or fails) is left out and named in `errors`."""
+    from bringup.checks.errors import first_line
+    from bringup.checks.parity import parity, trusted_noise
+
+    cpu = torch.device("cpu")
+    out = TrustedNoise()
+    samples = []
+    seed0 = int(params.get("seed", 0))
+    for k in range(1, n + 1):
+        s = seed0 + 7919 * k  # far from the small seeds users pick
+        try:
+            built = build_model({**params, "seed": s})
+            init = {k2: v.detach().clone() for k2, v in built.model.state_dict().items()}
+            batches = [built.make_batch(i) for i in range(steps)]
+            ref = train_run(built, init, batches, cpu, torch.float64, round_to=prec.param_dtype)
+            base = train_run(built, init, batches, cpu, prec)
+        except Exception as e:
+            out.errors.append(f"seed {s}: {first_line(e)}")
+            continue
+        if not (_finite_curve(ref.curve) and parity(base.tensors, ref.tensors, prec, trusted=True).ok):
+            out.errors.append(f"seed {s}: the trusted run is itself off float64 (left out)")
+            continue
+        samples.append((base.tensors, ref.tensors))
+        out.curves.append((base.curve, ref.curve))
+        out.seeds.append(s)
+    out.tensors = trusted_noise(samples, prec)
+    return out
+
+
+def judge_run(got: RunOut, ref: RunOut, base: RunOut | None, prec: Precision | torch.dtype,
+              noise: TrustedNoise | None = None, trusted: bool = False) -> tuple[Any, Any]:  # fmt: skip
+    """The zoo's verdict on one run: (ParityReport of loss, logits and every grad at step 0, CurveReport
+    of the K-step loss curve), both against float64 and bounded by the trusted runs (checks/parity.py)."""
+    from bringup.checks.losscurve import compare_curves
+    from bringup.checks.parity import parity
+
+    nz = noise or TrustedNoise()
+    with_base = base is not None and not trusted
+    rep = parity(got.tensors, ref.tensors, prec, baseline=base.tensors if with_base and base else None,
+                 trusted=trusted, noise=nz.tensors if with_base else None)  # fmt: skip
+    curve = compare_curves(got.curve, ref.curve, prec, baseline=base.curve if with_base and base else None,
+                           trusted=trusted, noise=nz.curves if with_base else ())  # fmt: skip
+    return rep, curve
+
+
+def _judge(r: CaseResult, label: str, got: RunOut, ref: RunOut, base: RunOut | None, dtype: Precision,
+           noise: TrustedNoise, trusted: bool = False) -> None:  # fmt: skip
+    rep, curve = judge_run(got, ref, base, dtype, noise, trusted)
     r.fields[f"{label}_max_rel_err"] = rep.max_rel_err
     r.fields[f"{label}_loss_divergence"] = curve.max_rel_dev
     r.fields[f"{label}_first_diverging_step"] = curve.first_diverging_step
@@ -592,7 +705,7 @@ def _judge(r: CaseResult, label: str, got: RunOut, ref: RunOut, base: RunOut | N
         _fail(r, Status.FAIL_NUMERIC, f"{label}: {curve.summary()}")
 
 
-def _compare_bundle(r: CaseResult, bl: dict[str, Any], dtype: torch.dtype) -> None:
+def _compare_bundle(r: CaseResult, bl: dict[str, Any], dtype: Precision) -> None:
     """This run vs the same model in an exported run: the float64 reference curves must agree (same
     model, same data: otherwise the comparison says nothing), then each run's device curves and logits
     statistics must agree within the dtype's loss tolerance (both sides carry their own rounding)."""
@@ -605,7 +718,7 @@ def _compare_bundle(r: CaseResult, bl: dict[str, Any], dtype: torch.dtype) -> No
         out["status"] = "missing"
         _fail(r, Status.ERROR, "baseline: the bundle has no result for this model: nothing compared")
         return
-    if bl.get("dtype") != dtype_name(dtype) or int(bl.get("steps") or 0) != len(r.series.get("loss.ref", [])):
+    if bl.get("dtype") != dtype.name or int(bl.get("steps") or 0) != len(r.series.get("loss.ref", [])):
         out["status"] = f"incomparable: bundle ran {bl.get('dtype')} x {bl.get('steps')} steps"
         _fail(r, Status.ERROR, f"baseline: {out['status']}: nothing compared")
         return

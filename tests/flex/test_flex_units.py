@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from bringup.case import Case, CaseResult, Metric, Status
 from bringup.device import Device
+from bringup.errors import BadInput
 from bringup.flex import summary
 from bringup.flex.matrix import MatrixError, default_matrix, load_matrix_file, parse_matrix, quick_matrix
 from bringup.flex.mods import (
@@ -197,7 +199,7 @@ def test_dense_attention_with_backward_matches_naive_autograd() -> None:
     out = _naive(q, k, v, 2, 0.3)
     out.backward(do)
     slices = ref_slices(shape)
-    assert slices == [Slice(0, 0), Slice(0, 1), Slice(2, 0), Slice(2, 1)]
+    assert slices == [Slice(b, g) for b in range(3) for g in range(2)]  # every (batch, kv head) pair
     dense, _ = reference_for("causal", shape)
     ref = dense_attention(q, k, v, dense, 0.3, slices, do)
     torch.testing.assert_close(ref["out"], gather_q(shape, slices, out.detach()))
@@ -286,3 +288,62 @@ def test_flops_count_block_sparsity() -> None:
     s = AttnShape(4, 8192, 16, 2, 128)
     assert attention_flops(s, 1.0) == 4 * 4 * 16 * 8192 * 8192 * 128
     assert math.isclose(attention_flops(s, 0.5), attention_flops(s, 1.0) / 2)
+
+
+# ---- the low-precision rule: every pair, every gradient, against a trusted run at the case dtype -----
+
+
+def _bf16_case(seed: int = 4) -> tuple[AttnShape, dict[str, torch.Tensor], Any, list[Any]]:
+    shape = AttnShape(3, 64, 4, 2, 16)
+    g = torch.Generator().manual_seed(seed)
+    x = {n: torch.randn(3, h, 64, 16, generator=g).to(torch.bfloat16) for n, h in (("q", 4), ("k", 2), ("v", 2))}
+    x["do"] = torch.randn(3, 4, 64, 16, generator=g).to(torch.bfloat16)
+    dense, _ = reference_for("causal", shape)
+    return shape, x, dense, ref_slices(shape)
+
+
+def _flex_bf16(shape: AttnShape, x: dict[str, torch.Tensor], factor: float = 1.0) -> dict[str, torch.Tensor]:
+    """FlexAttention eager on cpu in bf16 (forward only: no cpu backward), its output scaled by `factor`."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    mod = build_mod("causal", shape, torch.device("cpu"))
+    bm = create_block_mask(mod.mask_mod, None, None, 64, 64, device="cpu", BLOCK_SIZE=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = flex_attention(x["q"], x["k"], x["v"], block_mask=bm, enable_gqa=True)
+    return {"out": out * factor}
+
+
+def test_bf16_flex_forward_is_judged_against_a_trusted_run_and_a_1pct_scale_fails() -> None:
+    """cpu flex in bf16 passes against the trusted bf16 math run; the same output 1% off fails (by its
+    direction: the old fixed 2e-2 rel-RMSE bound let a 1.9% error through)."""
+    shape, x, dense, slices = _bf16_case()
+    ref = dense_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices)
+    trusted = dense_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices, None, torch.bfloat16)
+    good = _flex_bf16(shape, x)
+    ok = check_attention({"out": gather_q(shape, slices, good["out"])}, ref, torch.bfloat16, trusted)
+    assert ok.ok, ok.summary()
+    off = _flex_bf16(shape, x, 1.01)
+    bad = check_attention({"out": gather_q(shape, slices, off["out"])}, ref, torch.bfloat16, trusted)
+    assert not bad.ok and "bias" in bad.summary(), bad.summary()
+    assert bad.rel_rmse < ATTN_TOLERANCES[torch.bfloat16].out  # invisible to the old size-only bound
+
+
+def test_every_pair_and_every_gradient_is_compared() -> None:
+    """A fault in one middle (batch, head) pair of dk: the old {0, B-1} x {0, KV-1} slices never saw it."""
+    shape, x, dense, slices = _bf16_case()
+    ref = dense_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices, x["do"])
+    trusted = dense_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices, x["do"], torch.bfloat16)
+    assert ref["dk"].shape[0] == 6 and check_attention(trusted, ref, torch.bfloat16, trusted).ok
+    got = {k: v.clone() for k, v in trusted.items()}
+    got["dk"][slices.index(Slice(1, 0))] *= 1.05  # batch 1 of 3, kv head 0: 5% off in one pair
+    bad = check_attention(got, ref, torch.bfloat16, trusted)
+    assert not bad.ok and bad.worst is not None and bad.worst.name == f"dk[{slices.index(Slice(1, 0))}]", bad.summary()
+
+
+def test_amp_precisions_are_accepted() -> None:
+    from bringup.suites.flex import _dtype_arg
+
+    assert _dtype_arg("amp-bf16") == "amp-bf16" and _dtype_arg("bf16") == "bf16"
+    with pytest.raises(BadInput):
+        _dtype_arg("fp64")

@@ -10,6 +10,7 @@ shows up there as the rsqrt of its variance. `PERTURBED[name]` counts the rewrit
 
 from __future__ import annotations
 
+import math
 import operator
 from collections import Counter
 from typing import Any
@@ -53,6 +54,7 @@ _FIRST_OUTPUT = {
     "_scaled_dot_product_flash_attention_for_cpu",
     "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_attention_math",
 }
 PERTURBED: Counter[str] = Counter()
 
@@ -133,3 +135,140 @@ def register_all() -> list[str]:
 
 
 NAMES = register_all()
+
+
+# ---- perturbation families (bench/verdict_power.py) ---------------------------------------------
+# Each family models one way a device kernel can be wrong. A family rewrites the aten graphs that
+# AOTAutograd hands its compiler (forward and backward) and then runs them like aot_eager; it counts
+# the nodes it rewrote (`FAMILY_NODES[family]`): a family that rewrote no node of a model's graph is
+# not applicable to that model and proves nothing about it.
+ACT_OPS = ("gelu", "silu", "relu", "tanh", "sigmoid", "elu", "leaky_relu", "hardtanh", "mish", "hardswish",
+           "hardsigmoid", "softplus")  # fmt: skip
+NORM_OPS = ("native_layer_norm", "_fused_rms_norm", "rsqrt", "native_batch_norm",
+            "_native_batch_norm_legit_functional", "_native_batch_norm_legit", "native_group_norm")  # fmt: skip
+ATTN_OPS = ("_softmax", "_safe_softmax", "_scaled_dot_product_flash_attention_for_cpu",
+            "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_attention_math")  # fmt: skip
+SDPA_OPS = ATTN_OPS[2:]
+MM_OPS = ("mm", "addmm", "bmm", "baddbmm")
+LOWACC_CHUNK = 4  # products summed in fp32 before the running sum is rounded to the low dtype
+FAMILIES = {
+    "act": "activation output x1.01 (gelu, silu, relu, tanh, sigmoid, ...)",
+    "norm": "normalisation output x1.01 (layer/rms/batch/group norm, rsqrt of a variance)",
+    "attn": "attention probabilities / SDPA output x1.01 (softmax, SDPA kernels)",
+    "ascale": "attention scale x1.01 (SDPA's scale; the softmax input)",
+    "mm_lowacc": f"matmul accumulating in bf16/fp16 (running sum rounded every {LOWACC_CHUNK} products)",
+    "add": "tensor + tensor (residual adds, grad accumulation) x1.005",
+    "nobias": "bias dropped (addmm -> mm, convolution bias -> None)",
+}
+FAMILY_NODES: Counter[str] = Counter()
+
+
+def _opname(target: Any) -> str:
+    return target._opname if hasattr(target, "_opname") else str(target)
+
+
+def _is_float(node: Any) -> bool:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return isinstance(val, torch.Tensor) and val.is_floating_point()
+
+
+def _scale_output(graph: torch.fx.Graph, node: torch.fx.Node, factor: float) -> None:
+    outs = ([u for u in node.users if u.target is operator.getitem and u.args[1] == 0]
+            if _opname(node.target) in _FIRST_OUTPUT | set(NORM_OPS) - {"rsqrt"} else [node])  # fmt: skip
+    for out in outs:
+        with graph.inserting_after(out):
+            scaled = graph.call_function(aten.mul.Tensor, (out, factor))
+        scaled.meta.update({k: v for k, v in out.meta.items() if k in ("val", "tensor_meta", "example_value")})
+        out.replace_all_uses_with(scaled, delete_user_cb=lambda u, s=scaled: u is not s)
+
+
+def _low_dtype(*ts: torch.Tensor) -> torch.dtype:
+    return torch.float16 if any(t.dtype == torch.float16 for t in ts) else torch.bfloat16
+
+
+def _lowacc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b (mm or bmm) with the running sum over K rounded to bf16 (fp16 for fp16 inputs) every
+    LOWACC_CHUNK products: a device that accumulates in the low dtype."""
+    low = _low_dtype(a, b)
+    k = a.shape[-1]
+    acc: torch.Tensor | None = None
+    for k0 in range(0, k, LOWACC_CHUNK):
+        part = torch.matmul(a[..., k0 : k0 + LOWACC_CHUNK].float(), b[..., k0 : k0 + LOWACC_CHUNK, :].float())
+        acc = part.to(low) if acc is None else (acc.float() + part).to(low)
+    if acc is None:
+        acc = torch.zeros(*a.shape[:-1], b.shape[-1], dtype=low)
+    return acc.to(a.dtype)
+
+
+def lowacc_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _lowacc(a, b)
+
+
+def lowacc_addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, beta: float = 1,
+                 alpha: float = 1) -> torch.Tensor:  # fmt: skip
+    return (beta * bias + alpha * _lowacc(a, b)).to(a.dtype)
+
+
+def _rewrite_family(graph: torch.fx.Graph, family: str) -> int:
+    n = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        name = _opname(node.target)
+        if family == "act" and name in ACT_OPS and _is_float(node):
+            _scale_output(graph, node, FACTOR)
+        elif family == "norm" and name in NORM_OPS and (_is_float(node) or name != "rsqrt"):
+            _scale_output(graph, node, FACTOR)
+        elif family == "attn" and name in ATTN_OPS:
+            _scale_output(graph, node, FACTOR)
+        elif family == "ascale" and name in ("_softmax", "_safe_softmax"):
+            with graph.inserting_before(node):
+                x = graph.call_function(aten.mul.Tensor, (node.args[0], FACTOR))
+            x.meta.update({k: v for k, v in node.args[0].meta.items() if k in ("val", "tensor_meta")})
+            node.args = (x, *node.args[1:])
+        elif family == "ascale" and name in SDPA_OPS:
+            q = node.args[0].meta.get("val")
+            scale = node.kwargs.get("scale") or (1.0 / math.sqrt(q.shape[-1]))
+            node.kwargs = {**node.kwargs, "scale": scale * FACTOR}
+        elif family == "mm_lowacc" and name in MM_OPS and _is_float(node):
+            if name in ("mm", "bmm"):
+                node.target = lowacc_mm
+            else:
+                beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
+                node.target = lowacc_addmm
+                node.kwargs = {"beta": beta, "alpha": alpha}
+        elif family == "add" and name == "add" and node.target == aten.add.Tensor and _is_float(node):
+            a, b = node.args[0], node.args[1]
+            if not (_is_float(a) and _is_float(b)) or a.meta["val"].shape != b.meta["val"].shape:
+                continue
+            _scale_output(graph, node, 1.005)
+        elif family == "nobias" and name == "addmm" and node.kwargs.get("beta", 1) != 0:
+            node.target = aten.mm.default
+            node.args = (node.args[1], node.args[2])
+            node.kwargs = {}
+        elif family == "nobias" and name == "convolution" and node.args[2] is not None:
+            node.args = (node.args[0], node.args[1], None, *node.args[3:])
+        else:
+            continue
+        n += 1
+    FAMILY_NODES[family] += n
+    return n
+
+
+def family_backend(family: str) -> Any:
+    """A dynamo backend: AOTAutograd, then the family's rewrite of the forward and backward graphs, run
+    like aot_eager (the graph module's own Python forward)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    if family not in FAMILIES:
+        raise ValueError(f"unknown perturbation family {family!r}; one of {', '.join(FAMILIES)}")
+
+    def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        _rewrite_family(gm.graph, family)
+        gm.graph.lint()
+        gm.recompile()
+        return make_boxed_func(gm.forward)
+
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler)

@@ -73,6 +73,18 @@ def test_perturbed_backend_is_fail_numeric(tmp_path: Path) -> None:
     assert data["by_reason"] == {"compiled": 1}
 
 
+def test_amp_bf16_activation_perturbation_is_fail_numeric(tmp_path: Path) -> None:
+    """Mixed precision end to end: amp-bf16 (fp32 weights, autocast forward) with a compiler whose
+    activations are 1% off -> fail_numeric by the measured-noise rule; the eager run passes; the
+    trusted run's noise seeds are recorded."""
+    data = zoo(tmp_path, "--import", "perturb_backend", "zoo", "--filter", "^llama$", "--steps", "2",
+               "--dtype", "amp-bf16", "--compile-backend", "perturb_act_aot_eager", rc=1)  # fmt: skip
+    (c,) = data["cases"]
+    assert c["params"]["dtype"] == "amp-bf16"
+    assert c["status"] == "fail_numeric" and c["reason"].startswith("compiled:"), c
+    assert len(c["noise_seeds"]) == 2
+
+
 def test_broken_config_is_ref_fail(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 3,
