@@ -33,7 +33,7 @@ test: $(STAMP)
 # bringup in fresh virtual environments (.venv-compat-*): the oldest torch pyproject.toml declares and
 # the newest a plain `pip install .` picks (a CUDA build on Linux, so also "CUDA build, no GPU").
 test-compat:
-	bash .ci/compat.sh
+	$(PY) .ci/compat.py
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
