@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.bringup-installed-torch-$(TORCH)
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-slow lint bench clean
+.PHONY: setup demo test test-slow test-compat lint bench clean
 
 setup: $(STAMP)
 
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "torch==$(TORCH)"
 	echo "torch==$(TORCH)" > $(VENV)/constraints.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[test]"
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[test,timm]"
 	rm -f $(VENV)/.bringup-installed-torch-*
 	touch $@
 
@@ -30,6 +30,11 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# bringup in fresh virtual environments (.venv-compat-*): the oldest torch pyproject.toml declares and
+# the newest a plain `pip install .` picks (a CUDA build on Linux, so also "CUDA build, no GPU").
+test-compat:
+	$(PY) .ci/compat.py
+
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
 
@@ -41,4 +46,4 @@ bench: $(STAMP)
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) bringup-results .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-compat-* bringup-results .pytest_cache .ruff_cache

@@ -3,9 +3,24 @@ and fed small images, built with `timm.create_model(name, pretrained=False)` (no
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
-from bringup.models.zoo import Built
+from bringup.errors import BadInput
+from bringup.models.zoo import Built, ConfigError
+
+# timm (and the torchvision it pulls, which pins one torch release) is an optional extra.
+MISSING = "timm is not installed (an optional extra): pip install 'bringup[timm]'"
+
+
+def available() -> bool:
+    return importlib.util.find_spec("timm") is not None
+
+
+def require() -> None:
+    """BadInput (one line, exit 2) when timm models are asked for and timm is not installed."""
+    if not available():
+        raise BadInput(MISSING)
 
 
 @dataclass(frozen=True)
@@ -79,5 +94,7 @@ def families() -> set[str]:
 def build(name: str, seed: int = 0) -> Built:
     from bringup.models.zoo import build_timm
 
+    if not available():  # a planned timm case (`run --quick`) in an environment without the extra
+        raise ConfigError(MISSING)
     image = next((m.image for m in DEFAULT_MODELS if m.name == name), 64)
     return build_timm(name, image=image, seed=seed)

@@ -5,8 +5,9 @@ cuda`, `from torch.cuda import synchronize as sync` are all seen as `torch.cuda.
 recorded on the original node's position; a rewrite is made only when `fix` is on and the rule's
 rewrite keeps the meaning on CUDA (see `rules.py` and docs/port.md). Rewrites that need the device
 use one module-level name introduced after the imports (`DEVICE = torch.accelerator.
-current_accelerator() or torch.device("cpu")`), so the code falls back to cpu. No runtime check
-there: importing a module must not initialise CUDA (a later CUDA_VISIBLE_DEVICES, fork safety).
+current_accelerator(check_available=True) or torch.device("cpu")`), so the code falls back to cpu,
+also on a CUDA build of torch with no GPU (without the argument that build answers cuda). The check
+asks the driver at import time; docs/port.md says what that costs (a later CUDA_VISIBLE_DEVICES, fork).
 """
 
 from __future__ import annotations
@@ -430,9 +431,8 @@ class PortCodemod(ContextAwareTransformer):
         if (self.st.needs_torch or self.st.needs_device) and not self.head_binds_torch:
             add.append(cst.parse_statement("import torch\n"))
         if self.st.needs_device and not self.device_exists:
-            stmt = cst.parse_statement(
-                f'{self.D} = {self.T}.accelerator.current_accelerator() or {self.T}.device("cpu")\n'
-            )
+            accel = f"{self.T}.accelerator.current_accelerator(check_available=True)"
+            stmt = cst.parse_statement(f'{self.D} = {accel} or {self.T}.device("cpu")\n')
             note = cst.Comment(DEVICE_COMMENT)
             stmt = stmt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(comment=note)])
             add.append(stmt)

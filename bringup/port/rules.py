@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The name `--fix` introduces once per module (after the imports) when a rewrite needs the device:
-#     DEVICE = torch.accelerator.current_accelerator() or torch.device("cpu")
+#     DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 # A different name is chosen when DEVICE is already used in the module.
 DEVICE_NAME = "DEVICE"
 DEVICE_NAME_FALLBACKS = ("ACCEL_DEVICE", "PORT_DEVICE")

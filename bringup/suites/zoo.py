@@ -104,8 +104,9 @@ def _hf_all() -> list[Entry]:
 
 
 def _timm() -> list[Entry]:
-    from bringup.models.timm_zoo import DEFAULT_MODELS
+    from bringup.models.timm_zoo import DEFAULT_MODELS, require
 
+    require()
     return [Entry("timm", m.name) for m in DEFAULT_MODELS]
 
 

@@ -51,6 +51,16 @@ def test_training_script_runs_on_cpu_after_fix(cli, tmp_path: Path) -> None:
     assert after.returncode == 0, after.stdout[-2000:] + after.stderr[-3000:]
     assert "TRAINING DONE" in after.stdout and "step 2 loss" in after.stdout
 
+    # A CUDA build of torch with no GPU (the default wheel on a GPU-less Linux box): `current_accelerator()`
+    # names cuda there, so the ported code must ask whether it is available (check_available=True).
+    fake = [sys.executable, "-c", "import sys, runpy, fake_cuda_build; sys.argv = sys.argv[1:]; "
+            "runpy.run_path(sys.argv[0], run_name='__main__')", str(script), "--steps", "3"]  # fmt: skip
+    plugin_dir = str(Path(__file__).parents[1] / "spine")  # tests/spine/fake_cuda_build.py
+    fake_env = {**env, "PYTHONPATH": os.pathsep.join([plugin_dir, env.get("PYTHONPATH", "")])}
+    cuda_build = subprocess.run(fake, capture_output=True, text=True, env=fake_env, timeout=600)
+    assert cuda_build.returncode == 0, cuda_build.stdout[-2000:] + cuda_build.stderr[-3000:]
+    assert "TRAINING DONE" in cuda_build.stdout
+
     fixed = script.read_bytes()
     again = cli("port", "proj", "--fix")
     assert again.returncode == 1 and "fixed 0 construct(s) in 0 file(s)" in again.stdout

@@ -1,0 +1,47 @@
+"""timm is an optional extra (it pulls torchvision, which pins one torch release): without it bringup
+imports and runs everything else, and asking for timm models ends in one line naming the extra."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_one_line_error
+
+REPO = Path(__file__).resolve().parents[2]
+NO_TIMM = ("--import", "tests.spine.no_timm")
+
+
+def test_timm_models_without_timm_say_which_extra(cli) -> None:
+    p = cli(*NO_TIMM, "--device", "cpu", "zoo", "--source", "timm", env={"PYTHONPATH": str(REPO)})
+    assert_one_line_error(p, "pip install 'bringup[timm]'")
+
+
+def test_timm_models_with_timm_plan_normally(cli) -> None:
+    """The same command with timm installed gets past planning (the error above is about timm only)."""
+    p = cli("--device", "cpu", "zoo", "--source", "timm", "--filter", "^$", env={"PYTHONPATH": str(REPO)})
+    assert_one_line_error(p, "no model of --source timm matches")
+
+
+def test_planned_timm_case_without_timm_is_a_config_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run --quick` plans one timm model; without timm it is counted apart (ref_fail 'config'), named."""
+    from bringup.models import timm_zoo
+    from bringup.models.zoo import ConfigError
+
+    monkeypatch.setitem(sys.modules, "timm", None)
+    assert not timm_zoo.available()
+    with pytest.raises(ConfigError, match=r"pip install 'bringup\[timm\]'"):
+        timm_zoo.build("test_resnet")
+
+
+def test_bringup_imports_and_builds_hf_models_without_timm_or_torchvision() -> None:
+    code = ("import tests.spine.no_timm, bringup.cli, bringup.models, bringup.suites.zoo as z\n"
+            "from bringup.models.zoo import build_hf\n"
+            "b = build_hf('llama', 'causal-lm')\n"
+            "import sys; assert 'timm' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+            "print('OK', type(b.model).__name__)\n")  # fmt: skip
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "OK LlamaForCausalLM" in p.stdout, p.stdout[-2000:] + p.stderr[-3000:]
