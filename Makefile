@@ -28,6 +28,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # bringup in fresh virtual environments (.venv-compat-*): the oldest torch pyproject.toml declares and

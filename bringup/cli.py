@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 from bringup import __version__
 from bringup.errors import BadInput
+from bringup.options import positive_float, positive_int
 
 # Commands that are not suites: name -> (module, help). Each module has add_arguments(p) and
 # main(sess) -> int. Modules not present in this checkout are simply not offered.
@@ -35,36 +36,6 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print(f"bringup: error: {message}", file=sys.stderr)
         sys.exit(2)
-
-
-def positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
-    return v
-
-
-def positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}")
-    return v
-
-
-def nonneg_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}")
-    return v
 
 
 def _output_options(p: argparse.ArgumentParser, suppress: bool) -> None:

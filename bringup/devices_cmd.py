@@ -78,8 +78,7 @@ def torch_build() -> str:
 
 
 def main(sess: Any) -> int:
-    from bringup.flow import check_outputs
-    from bringup.report.contract import write_json
+    from bringup.files import check_outputs, write_json
 
     check_outputs(sess.args)
     info = collect(sess, calibrate=not sess.args.no_calibrate)

@@ -9,7 +9,6 @@ import argparse
 import os
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +17,9 @@ from typing import Any
 from rich.console import Console
 
 from bringup.case import Case, CaseResult, is_failure
+from bringup.console import make_console
 from bringup.device import Device
-from bringup.errors import BadInput
-from bringup.report.terminal import make_console
+from bringup.files import check_outputs
 from bringup.store import DEFAULT_DB, RunInfo, Store, new_run_id
 
 
@@ -38,31 +37,6 @@ class Session:
 
     def open_store(self) -> Store:
         return Store(self.db)
-
-
-def check_output_path(path: str | None, what: str) -> None:
-    """Fail before any work when an output file can't be written (exit 2, nothing half-written)."""
-    if not path:
-        return
-    p = Path(path)
-    if p.is_dir():
-        raise BadInput(f"{what} {path} is a directory")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise BadInput(f"{what} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise BadInput(f"{what} {path}: directory {parent} is not writable")
-    try:  # the real test (root passes os.access everywhere; read-only mounts, /proc, quotas)
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".probe")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise BadInput(f"{what} {path}: cannot write in {parent} ({e.strerror})") from None
-
-
-def check_outputs(args: argparse.Namespace) -> None:
-    for opt in ("json", "junit", "csv"):
-        check_output_path(getattr(args, opt, None), f"--{opt}")
 
 
 class _Terminated(Exception):
@@ -135,7 +109,7 @@ def execute_cases(
 def exit_code(results: Sequence[CaseResult], allow_unsupported: bool = False) -> int:
     """1 when a case failed, or when a suite judged nothing (all its cases ref_fail: a run that checked
     nothing there is not a green run); else 0."""
-    from bringup.report.terminal import unjudged_suites
+    from bringup.console import unjudged_suites
 
     if any(is_failure(r.status, allow_unsupported) for r in results) or unjudged_suites(results):
         return 1
@@ -145,8 +119,9 @@ def exit_code(results: Sequence[CaseResult], allow_unsupported: bool = False) ->
 def write_outputs(
     sess: Session, store: Store, run: RunInfo, results: list[CaseResult], extras: dict[str, Any], run_dir: Path
 ) -> None:
-    from bringup.report.contract import contract, write_json
-    from bringup.report.terminal import totals_line
+    from bringup.console import totals_line
+    from bringup.files import write_json
+    from bringup.report.contract import contract
 
     data = contract(run, results, extras)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -178,7 +153,7 @@ def summarize_by_suite(results: list[CaseResult], console: Console) -> dict[str,
         if name in suites.available():
             extras[name] = suites.load(name).summarize(rs, console)
         else:
-            from bringup.report.terminal import case_table
+            from bringup.console import case_table
 
             console.print(case_table(name, rs, []))
     return extras

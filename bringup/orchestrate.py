@@ -111,7 +111,8 @@ def finish(store: Store, run: RunInfo, results: list[CaseResult], out: str | Non
 
 
 def main(sess: Any) -> int:
-    from bringup.flow import check_output_path, execute_cases, summarize_by_suite
+    from bringup.files import check_output_path
+    from bringup.flow import execute_cases, summarize_by_suite
 
     args = sess.args
     check_output_path(args.out, "--out")

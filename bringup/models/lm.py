@@ -16,7 +16,7 @@ from bringup.errors import BadInput
 from bringup.precision import Precision
 
 # Published Qwen3 dense configs (Hugging Face Qwen/Qwen3-*/config.json). Shared by all presets:
-_QWEN3_COMMON: dict[str, Any] = {
+QWEN3_COMMON: dict[str, Any] = {
     "vocab_size": 151936,
     "head_dim": 128,
     "num_key_value_heads": 8,
@@ -48,7 +48,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 def _qwen3_config(kwargs: dict[str, Any]) -> Any:
     from transformers import Qwen3Config
 
-    kw = {**_QWEN3_COMMON, **kwargs}
+    kw = {**QWEN3_COMMON, **kwargs}
     theta = kw.pop("rope_theta")
     cfg = Qwen3Config(**kw)
     rp = getattr(cfg, "rope_parameters", None)

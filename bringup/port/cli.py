@@ -25,10 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(sess: Any) -> int:
-    from bringup.flow import check_output_path
+    from bringup.files import check_output_path, write_json
     from bringup.port.rules import parse_select
     from bringup.port.scanner import port
-    from bringup.report.contract import write_json
 
     args = sess.args
     json_path = getattr(args, "json", None)

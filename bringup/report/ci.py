@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bringup.case import CaseResult, Status, is_failure
-from bringup.report.contract import atomic_write_text
-from bringup.report.terminal import unjudged_line, unjudged_suites
+from bringup.console import unjudged_line, unjudged_suites
+from bringup.files import atomic_write_text
 from bringup.store import RunInfo
 
 # XML 1.0 forbids most control characters (ANSI colour codes in a traceback would make the file invalid).

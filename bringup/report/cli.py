@@ -32,15 +32,14 @@ def looks_like_file(arg: str) -> bool:
 
 
 def main(sess: Any) -> int:
-    from bringup.flow import check_output_path
+    from bringup.files import atomic_write_text, check_output_path
     from bringup.report import html
-    from bringup.report.contract import atomic_write_text
     from bringup.store import Store
 
     args = sess.args
     check_output_path(args.out, "--out")
     if args.run and looks_like_file(args.run):
-        from bringup.report.bundle import load_bundle
+        from bringup.bundle import load_bundle
 
         run, results = load_bundle(args.run)
         out = Path(args.out) if args.out else Path(args.run).with_suffix(".html")

@@ -224,7 +224,7 @@ def _is_bundle(arg: str) -> bool:
 
 def load_side(arg: str, db: Path) -> tuple[RunInfo, list[CaseResult]]:
     if _is_bundle(arg):
-        from bringup.report.bundle import load_bundle
+        from bringup.bundle import load_bundle
 
         return load_bundle(arg)
     from bringup.store import Store
@@ -361,8 +361,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(sess: Any) -> int:
-    from bringup.flow import check_output_path
-    from bringup.report.contract import atomic_write_text, dumps
+    from bringup.files import atomic_write_text, check_output_path, dumps
 
     args = sess.args
     fail_on = parse_fail_on(args.fail_on)

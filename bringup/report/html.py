@@ -130,7 +130,7 @@ def badge(status: Status | str) -> str:
 
 def json_for_script(data: Any) -> str:
     """JSON that is safe inside <script>: no '<', '>' or '&' can end the element or start a comment."""
-    from bringup.report.contract import json_safe
+    from bringup.files import json_safe
 
     text = json.dumps(json_safe(data), default=str, allow_nan=False, separators=(",", ":"))
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -322,7 +322,7 @@ def header(run: RunInfo, results: Sequence[CaseResult], allow_unsupported: bool)
     if isinstance(versions, dict) and versions:
         rows.append(("libraries", ", ".join(f"{k} {v}" for k, v in versions.items())))
     kv = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
-    from bringup.report.terminal import unjudged_suites
+    from bringup.console import unjudged_suites
 
     none = unjudged_suites(results)
     head = (f"{passed}/{len(counted)} cases pass; {failing} failing"
@@ -1026,7 +1026,7 @@ def default_path(store: Store, run_id: str) -> Path:
 
 def write_report(store: Store, run_id: str, out: str | os.PathLike[str] | None) -> Path:
     """Render run `run_id` from `store` into `out` (default `<db dir>/<run_id>/report.html`), atomically."""
-    from bringup.report.contract import atomic_write_text
+    from bringup.files import atomic_write_text
 
     run = store.get_run(run_id)
     results = store.results(run_id)

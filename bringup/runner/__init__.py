@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bringup.case import Case, CaseResult
+from bringup.console import make_console
 from bringup.errors import BadInput
-from bringup.report.terminal import make_console
 from bringup.runner.process import WorkerSpec
 from bringup.store import Store
 

@@ -228,8 +228,8 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     from rich.markup import escape
     from rich.table import Table
 
+    from bringup.console import STATUS_STYLE, styled
     from bringup.flex import summary
-    from bringup.report.terminal import STATUS_STYLE, styled
 
     cols = [("compile s", "compile_s"), ("fwd ms", "fwd_ms"), ("bwd ms", "bwd_ms"), ("TFLOP/s", "tflops")]
     if getattr(console, "width", 80) >= 110:  # on a narrow console these live in the JSON only

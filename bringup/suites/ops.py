@@ -540,7 +540,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     from rich.markup import escape
     from rich.table import Table
 
-    from bringup.report.terminal import STATUS_STYLE, styled
+    from bringup.console import STATUS_STYLE, styled
 
     dtypes: list[str] = []
     matrix: dict[str, dict[str, str]] = {}

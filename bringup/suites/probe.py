@@ -554,7 +554,7 @@ def _check_sdpa_backend(case: Case, r: CaseResult, ran: set[str]) -> CaseResult:
 
 
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
-    from bringup.report.terminal import case_table
+    from bringup.console import case_table
 
     console.print(case_table("probe", results, ["max_rel_err"]))
     if importlib.util.find_spec("torchao") is None:

@@ -31,7 +31,7 @@ SUMMARY_KEYS = ("top_ops", "transfers", "busy_s", "idle_s", "host_s", "trace")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.cli import nonneg_int, positive_int
+    from bringup.options import nonneg_int, positive_int
 
     d = DEFAULTS
     p.add_argument(
@@ -174,8 +174,8 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
     import bringup.models  # noqa: F401  (torchvision shim before transformers)
     from bringup import profile as bp
     from bringup.checks.errors import classify, first_line
+    from bringup.files import write_json
     from bringup.models import lm
-    from bringup.report.contract import write_json
 
     p = case.params
     dev: Device = ctx.device
@@ -275,7 +275,7 @@ def print_profile(r: CaseResult, console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from bringup.report.terminal import clip
+    from bringup.console import clip
 
     f = r.fields
     step = f.get("step_s")
@@ -329,7 +329,7 @@ def print_profile(r: CaseResult, console: Any) -> None:
 
 
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
-    from bringup.report.terminal import case_table
+    from bringup.console import case_table
 
     console.print(case_table("profile", results, ["step_s", "busy_s", "idle_s", "host_s"]))
     for r in results:

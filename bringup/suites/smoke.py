@@ -103,7 +103,7 @@ def run_mlp(case: Case, ctx: Any) -> CaseResult:
 
 
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
-    from bringup.report.terminal import case_table
+    from bringup.console import case_table
 
     console.print(case_table("smoke", results, ["max_rel_err"]))
     return {}

@@ -29,7 +29,7 @@ D = TrainSpec()  # defaults
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.cli import positive_float, positive_int
+    from bringup.options import positive_float, positive_int
 
     p.add_argument("--model", default=None, help="qwen3 preset (qwen3-tiny [default], qwen3-0.6b ... qwen3-32b), "
                    "an HF config JSON, or module:function returning a model")  # fmt: skip
@@ -290,7 +290,7 @@ def _reference_path(spec: TrainSpec, ctx: Any) -> Any:
 
 
 def _save_reference(spec: TrainSpec, ctx: Any, losses: list[float]) -> None:
-    from bringup.report.contract import atomic_write_text
+    from bringup.files import atomic_write_text
 
     p = _reference_path(spec, ctx)
     p.parent.mkdir(parents=True, exist_ok=True)

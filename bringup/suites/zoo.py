@@ -253,7 +253,7 @@ class BaselineIndex:
 
 
 def _load_baseline(path: str) -> BaselineIndex:
-    from bringup.report.bundle import load_bundle
+    from bringup.bundle import load_bundle
 
     run, results = load_bundle(path)
     zoo = [r for r in results if r.suite == "zoo"]
@@ -263,7 +263,7 @@ def _load_baseline(path: str) -> BaselineIndex:
 
 
 def bundle_names(path: str) -> set[str]:
-    from bringup.report.bundle import load_bundle
+    from bringup.bundle import load_bundle
 
     _, results = load_bundle(path)
     return {r.name for r in results if r.suite == "zoo"}
@@ -803,7 +803,7 @@ def _fmt_secs(v: Any) -> str:
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     from rich.table import Table
 
-    from bringup.report.terminal import _esc, styled
+    from bringup.console import esc, styled
 
     t = Table(title="zoo", title_justify="left", pad_edge=False, collapse_padding=True)
     any_fb = any(r.fields.get("fallback_ops") is not None for r in results)
@@ -818,7 +818,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
         ("comp s", "right", lambda r: _fmt_secs(r.fields.get("compile_s"))),
         ("wall s", "right", lambda r: f"{r.wall_s:.0f}"),
         ("peak", "right", lambda r: _fmt_bytes(r.fields.get("peak_mem_bytes"))),
-        ("reason", "left", lambda r: _esc(r.reason[:160])),
+        ("reason", "left", lambda r: esc(r.reason[:160])),
     ]  # fmt: skip
     if not any_fb:  # cpu: nothing can fall back; the JSON still has fallback_ops (null)
         cols = [c for c in cols if c[0] != "fallbk"]

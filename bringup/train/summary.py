@@ -94,13 +94,13 @@ def training_bytes(cfg: dict[str, Any], batch: int, seq: int) -> float:
 
 
 def preset_that_fits(device: Device, batch: int, seq: int) -> str:
-    from bringup.models.lm import _QWEN3_COMMON, PRESETS
+    from bringup.models.lm import PRESETS, QWEN3_COMMON
 
     mem = total_memory(device)
     if not mem:
         return "qwen3-0.6b"
     for name in ("qwen3-8b", "qwen3-4b", "qwen3-1.7b", "qwen3-0.6b"):
-        if training_bytes({**_QWEN3_COMMON, **PRESETS[name]}, batch, seq) <= 0.8 * mem:
+        if training_bytes({**QWEN3_COMMON, **PRESETS[name]}, batch, seq) <= 0.8 * mem:
             return name
     return "qwen3-tiny"
 
@@ -162,7 +162,7 @@ def fast_start(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     from rich.table import Table
 
-    from bringup.report.terminal import fmt, styled
+    from bringup.console import fmt, styled
 
     extras: dict[str, Any] = {}
     flops = [r for r in results if r.params.get("flops_only")]

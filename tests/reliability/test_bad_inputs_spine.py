@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from bringup.bundle import load_bundle, make_bundle
 from bringup.errors import BadInput
-from bringup.report.bundle import load_bundle, make_bundle
-from bringup.report.contract import dumps
+from bringup.files import dumps
 from bringup.store import SCHEMA_VERSION, Store
 from tests.conftest import assert_one_line_error, run_cli
 

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from bringup.case import Status
+from bringup.console import totals_line, unjudged_suites
 from bringup.flow import exit_code
 from bringup.report import ci, html
-from bringup.report.terminal import totals_line, unjudged_suites
 from tests.conftest import load_json, run_cli
 from tests.report.conftest import _case
 

@@ -177,9 +177,9 @@ def test_fast_start_advice_is_measured() -> None:
 
 
 def test_preset_that_fits_uses_the_memory_estimate() -> None:
-    from bringup.models.lm import _QWEN3_COMMON, PRESETS
+    from bringup.models.lm import PRESETS, QWEN3_COMMON
 
-    est = {n: summary.training_bytes({**_QWEN3_COMMON, **PRESETS[n]}, 2, 2048) for n in PRESETS}
+    est = {n: summary.training_bytes({**QWEN3_COMMON, **PRESETS[n]}, 2, 2048) for n in PRESETS}
     assert est["qwen3-tiny"] < est["qwen3-0.6b"] < est["qwen3-1.7b"] < est["qwen3-4b"] < est["qwen3-8b"]
     assert 8 * 8.19e9 < est["qwen3-8b"] < 141e9 * 0.8  # an 8B bf16 AdamW run fits one H200 at batch 2 x 2048
     assert summary.preset_that_fits(CPU, 2, 2048) == "qwen3-0.6b"  # cpu: total memory unknown

@@ -1,0 +1,89 @@
+"""Output files: check an output path before any work, write atomically, strict JSON.
+
+Below every command and suite (they all write files); imports nothing of bringup but errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bringup.errors import BadInput
+
+
+def check_output_path(path: str | None, what: str) -> None:
+    """Fail before any work when an output file can't be written (exit 2, nothing half-written)."""
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"{what} {path} is a directory")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise BadInput(f"{what} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise BadInput(f"{what} {path}: directory {parent} is not writable")
+    try:  # the real test (root passes os.access everywhere; read-only mounts, /proc, quotas)
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise BadInput(f"{what} {path}: cannot write in {parent} ({e.strerror})") from None
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    for opt in ("json", "junit", "csv"):
+        check_output_path(getattr(args, opt, None), f"--{opt}")
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write via a temp file in the same directory + rename: never a half-written file."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, _file_mode(p))  # mkstemp makes 0600; a report or summary is an ordinary file
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return p
+
+
+def _file_mode(p: Path) -> int:
+    """The mode the file already has, else what open() would give a new file (0666 minus the umask)."""
+    try:
+        return stat.S_IMODE(p.stat().st_mode)
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def json_safe(obj: Any) -> Any:
+    """Strict JSON: NaN and +-inf (e.g. an error bound on a shape mismatch) become null."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(json_safe(data), indent=2, default=str, allow_nan=False) + "\n"
+
+
+def write_json(path: str | os.PathLike[str], data: dict[str, Any]) -> Path:
+    return atomic_write_text(path, dumps(data))
