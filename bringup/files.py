@@ -37,6 +37,28 @@ def check_output_path(path: str | None, what: str) -> None:
         raise BadInput(f"{what} {path}: cannot write in {parent} ({e.strerror})") from None
 
 
+def check_output_dir(path: str | None, what: str) -> str | None:
+    """An output DIRECTORY: an existing writable one, or one that can be created under its nearest
+    existing parent. Really tried (a probe directory made and removed: root passes os.access
+    everywhere, and /proc or a read-only mount only fail on the write). Returns the absolute path;
+    nothing is left behind."""
+    if not path:
+        return None
+    p = Path(path).expanduser().absolute()
+    if p.exists() and not p.is_dir():
+        raise BadInput(f"{what} {path} exists and is not a directory")
+    parent = p
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise BadInput(f"{what} {path}: cannot create it ({parent} is not a directory)")
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=parent, prefix=".bringup-probe-"))
+    except OSError as e:
+        raise BadInput(f"{what} {path}: cannot write in {parent} ({e.strerror})") from None
+    return str(p)
+
+
 def check_outputs(args: argparse.Namespace) -> None:
     for opt in ("json", "junit", "csv"):
         check_output_path(getattr(args, opt, None), f"--{opt}")

@@ -21,6 +21,7 @@ from typing import Any
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.files import check_output_dir
 from bringup.precision import parse_precision
 
 HELP = "a few training steps under torch.profiler: trace, busy/idle/host split, top ops, transfers"
@@ -64,26 +65,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 # ---- planning (pure; raises BadInput before any work) --------------------------------------------
-def check_out_dir(out: str | None) -> str | None:
-    """--out DIR: an existing writable directory, or one we can create (its nearest existing parent
-    is a writable directory). Returns the absolute path; nothing is created here."""
-    if not out:
-        return None
-    p = Path(out).expanduser().absolute()
-    if p.exists():
-        if not p.is_dir():
-            raise BadInput(f"--out {out} exists and is not a directory")
-        if not os.access(p, os.W_OK | os.X_OK):
-            raise BadInput(f"--out {out}: directory is not writable")
-        return str(p)
-    parent = p.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise BadInput(f"--out {out}: cannot create it ({parent} is not a writable directory)")
-    return str(p)
-
-
 def check_model(model: str, overrides: list[str]) -> None:
     """Presets and config JSONs are checked here (cheap, no weights); module:function only for an
     importable module (its code runs in the worker, not here)."""
@@ -124,7 +105,7 @@ def make_case(model: str = DEFAULTS["model"], mode: str = DEFAULTS["mode"], step
 
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     dtype = parse_precision(args.dtype).name
-    out = check_out_dir(args.out)
+    out = check_output_dir(args.out, "--out")
     case = make_case(args.model, args.mode, args.steps, args.warmup, args.batch, args.seq, dtype, args.top,
                      args.backend, args.override, out)  # fmt: skip
     check_model(args.model, args.override)

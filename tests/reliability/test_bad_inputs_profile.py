@@ -34,6 +34,12 @@ def test_out_is_a_file(cli, tmp_path: Path) -> None:
     assert not (tmp_path / "bringup-results").exists()
 
 
+def test_out_under_proc_fails_before_any_work(cli, tmp_path: Path) -> None:
+    """Root passes os.access everywhere: only a real write shows that /proc takes no new directory."""
+    assert_one_line_error(cli("--device", "cpu", "profile", "--out", "/proc/nope", timeout=300), "cannot write")
+    assert not (tmp_path / "bringup-results").exists()  # no run was started
+
+
 def test_out_is_not_writable(cli, tmp_path: Path) -> None:
     import os
 
@@ -43,7 +49,7 @@ def test_out_is_not_writable(cli, tmp_path: Path) -> None:
     try:
         if os.access(ro, os.W_OK):
             pytest.skip("running as a user who can write anywhere (root)")
-        assert_one_line_error(cli("--device", "cpu", "profile", "--out", "ro", timeout=300), "not writable")
-        assert_one_line_error(cli("--device", "cpu", "profile", "--out", "ro/new", timeout=300), "cannot create")
+        assert_one_line_error(cli("--device", "cpu", "profile", "--out", "ro", timeout=300), "cannot write")
+        assert_one_line_error(cli("--device", "cpu", "profile", "--out", "ro/new", timeout=300), "cannot write")
     finally:
         ro.chmod(0o755)
