@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from bringup.metrics import metric_spec
+
 
 class Status(str, Enum):
     """Outcome of one case. See design.md for the meaning of each."""
@@ -131,9 +133,24 @@ class CaseResult:
         )
 
     def metric(self, name: str, value: float | int | None, unit: str = "") -> None:
-        """Record a numeric metric; None (not measured) is simply not recorded."""
+        """Record a numeric metric; None (not measured) is simply not recorded. A metric in the catalogue
+        (`bringup.metrics`) is recorded under its catalogue name and unit, whatever `unit` says."""
         if value is not None:
+            spec = metric_spec(name)
+            if spec is not None:
+                name, unit = spec.name, spec.unit
             self.metrics[name] = Metric(float(value), unit)
+
+    def value(self, name: str) -> float | None:
+        """A recorded metric's value by its catalogue name (also found under an older alias); None if absent."""
+        m = self.metrics.get(name)
+        if m is None:
+            spec = metric_spec(name)
+            for n in (spec.name, *spec.aliases) if spec is not None else ():
+                if n in self.metrics:
+                    m = self.metrics[n]
+                    break
+        return None if m is None else m.value
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -56,7 +56,9 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 def build_parser() -> Parser:
-    from bringup import suites
+    """The parser: global options, the non-suite commands, and one sub-command per registered suite
+    (`bringup.api.suites()`: the built-in ones and those of plugins imported before this is called)."""
+    from bringup.api import suites
 
     p = Parser(prog="bringup", description="Does a real training stack run on this PyTorch device, and how fast?")
     p.add_argument("--version", action="version", version=f"bringup {__version__}")
@@ -80,12 +82,21 @@ def build_parser() -> Parser:
         importlib.import_module(mod).add_arguments(sp)
         if name not in _NO_DEVICE:
             _run_options(sp, suppress=True)
-    for name, mod in suites.available().items():
-        m = importlib.import_module(mod)
-        sp = sub.add_parser(name, help=m.HELP, description=m.HELP)
-        m.add_arguments(sp)
+    for s in suites():
+        if not s.command or s.name in COMMANDS:
+            continue
+        sp = sub.add_parser(s.name, help=s.help, description=s.help)
+        s.add_arguments(sp)
         _run_options(sp, suppress=True)
     return p
+
+
+def _early_imports(argv: list[str]) -> list[str]:
+    """The --import modules, read before the parser is built so that a plugin's suite is a sub-command."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--import", dest="imports", action="append", default=[])
+    known, _ = pre.parse_known_args(argv)
+    return list(known.imports)
 
 
 def _import_plugins(mods: list[str]) -> None:
@@ -111,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     from bringup.flow import Session, default_db
 
+    _import_plugins(_early_imports(argv))
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.ray_address and args.executor != "ray":
@@ -153,19 +165,21 @@ def _main(argv: list[str]) -> int:
 
 
 def run_suite(sess: Any, name: str) -> int:
-    from bringup import suites
+    from bringup.api import get_suite
     from bringup.flow import execute_cases
 
-    mod = suites.load(name)
-    cases = mod.build_cases(sess.args, sess.device)
+    suite = get_suite(name)
+    if suite is None:
+        raise BadInput(f"unknown suite {name!r}")
+    cases = suite.build_cases(sess.args, sess.device)
     if not cases:
         raise BadInput(f"{name}: nothing to run with these options")
-    return execute_cases(sess, name, cases, mod.summarize)
+    return execute_cases(sess, name, cases, suite.summarize)
 
 
 def _resume_planned(sess: Any) -> int:
     """`bringup --resume RUN_ID` alone: the run's planned cases that have no result yet."""
-    from bringup import suites
+    from bringup.api import get_suite
     from bringup.flow import execute_cases, summarize_by_suite
 
     with sess.open_store() as st:
@@ -176,7 +190,8 @@ def _resume_planned(sess: Any) -> int:
         from bringup import orchestrate
 
         return execute_cases(sess, command, pending, summarize_by_suite, orchestrate.finish)
-    summarize = suites.load(command).summarize if command in suites.available() else summarize_by_suite
+    suite = get_suite(command)
+    summarize = suite.summarize if suite is not None and suite.command else summarize_by_suite
     return execute_cases(sess, command, pending, summarize)
 
 

@@ -143,15 +143,16 @@ def write_outputs(
 
 def summarize_by_suite(results: list[CaseResult], console: Console) -> dict[str, Any]:
     """Each suite prints its own table and contributes its own top-level JSON under its name."""
-    from bringup import suites
+    from bringup.api import get_suite
 
     extras: dict[str, Any] = {}
     by_suite: dict[str, list[CaseResult]] = {}
     for r in results:
         by_suite.setdefault(r.suite, []).append(r)
     for name, rs in by_suite.items():
-        if name in suites.available():
-            extras[name] = suites.load(name).summarize(rs, console)
+        suite = get_suite(name)
+        if suite is not None and suite.command:
+            extras[name] = suite.summarize(rs, console)
         else:
             from bringup.console import case_table
 

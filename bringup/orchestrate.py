@@ -1,6 +1,7 @@
-"""`bringup run`: every suite that exists, on one device, in one run, then the scorecard.
+"""`bringup run`: every registered suite with `run_cases`, on one device, in one run, then the scorecard.
 
-Order: smoke -> probe -> train -> flex -> zoo -> ops -> profile (the suites present in this checkout),
+Order: the registry's (`bringup.api.suites()`): smoke -> probe -> train -> flex -> zoo -> ops -> profile,
+then suites of `--import` plugins by their `order`,
 with the port scan of `--port PATH` (static analysis in this process, no device: its findings go into
 the run's info as `info["port"]` and into summary.json as `port`), then the HTML report
 (`<db dir>/<run id>/report.html`, or `--out`). `--quick` (default) plans each suite's small cases
@@ -39,11 +40,11 @@ def _names(spec: str) -> set[str]:
 
 
 def plan(args: argparse.Namespace, device: Any) -> list[Case]:
-    """The run's cases, suite by suite in RUN_ORDER. Pure: validates options (BadInput) and plans."""
-    from bringup import suites
+    """The run's cases, suite by suite in the registry's order. Pure: validates options (BadInput) and plans."""
+    from bringup.api import suites
 
-    names = list(suites.RUN_ORDER)
-    avail = suites.available()
+    planned = [s for s in suites() if s.run_cases is not None]
+    names = [s.name for s in planned]
     skip, only = _names(args.skip), _names(args.only)
     for s in sorted(skip | only):
         if s not in names and s != "port":
@@ -52,10 +53,10 @@ def plan(args: argparse.Namespace, device: Any) -> list[Case]:
         if not Path(path).exists():
             raise BadInput(f"--port {path}: no such file or directory")
     cases: list[Case] = []
-    for name in names:
-        if name in skip or (only and name not in only) or name not in avail:
+    for s in planned:
+        if s.name in skip or (only and s.name not in only) or s.run_cases is None:
             continue
-        cases += suites.load(name).run_cases(device, quick=not args.full)
+        cases += s.run_cases(device, not args.full)
     return cases
 
 
@@ -75,11 +76,11 @@ def port_scan(paths: list[str]) -> dict[str, Any] | None:
 
 
 def describe(cases: list[Case], args: argparse.Namespace) -> str:
-    from bringup import suites
+    from bringup.api import missing_builtin
 
     c = Counter(k.suite for k in cases)
     parts = [f"{s} {n}" for s, n in c.items()]
-    missing = [s for s in suites.RUN_ORDER if s not in suites.available() and s not in _names(args.skip)]
+    missing = [s for s in missing_builtin() if s not in _names(args.skip)]
     line = f"plan ({'full' if args.full else 'quick'}): " + ", ".join(parts)
     if missing:
         line += f"; not in this checkout: {', '.join(missing)}"

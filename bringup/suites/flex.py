@@ -20,9 +20,11 @@ import argparse
 import math
 from typing import Any
 
+from bringup.api import Suite, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.flex import section
 from bringup.precision import parse_precision
 
 HELP = "FlexAttention matrix (8 mods x shapes): compile budget, numerics vs float64, TFLOP/s, one sentence"
@@ -273,3 +275,19 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
         "groups": summary.groups(results),
         "heatmap": hm,
     }
+
+
+register_suite(
+    Suite(
+        name="flex",
+        help=HELP,
+        add_arguments=add_arguments,
+        build_cases=build_cases,
+        run_cases=run_cases,
+        summarize=summarize,
+        order=40,
+        title="FlexAttention matrix",
+        section=section.render,
+        metrics=specs("compile_s", "fwd_ms", "bwd_ms", "tflops", "sparsity", "max_abs_err", "max_rel_err"),
+    )
+)

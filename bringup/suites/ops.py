@@ -30,10 +30,12 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from bringup.api import Suite, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
+from bringup.suites import ops_section
 
 HELP = "OpInfo op coverage: every op x dtype on the device vs cpu (pass/fallback/fail_numeric/unsupported)"
 
@@ -583,3 +585,19 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
         "matrix": matrix,
         "fallback_ops": dict(kernels.most_common()),
     }
+
+
+register_suite(
+    Suite(
+        name="ops",
+        help=HELP,
+        add_arguments=add_arguments,
+        build_cases=build_cases,
+        run_cases=run_cases,
+        summarize=summarize,
+        order=60,
+        title="Op coverage",
+        section=ops_section.render,
+        metrics=specs("samples", "fallback_calls", "max_abs_err"),
+    )
+)

@@ -33,11 +33,13 @@ from typing import Any
 
 import torch
 
+from bringup.api import Suite, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line, is_unsupported
 from bringup.checks.parity import parity, rel_rmse
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
+from bringup.suites import probe_section
 
 HELP = "feature probe: bf16/fp16/fp8, scaled_mm, autocast, SDPA backends, compile, distributed, TorchAO"
 
@@ -561,3 +563,20 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
         console.print("torchao is not installed: float8 / MXFP8 training were not probed")
     supported = {r.name: r.status.value for r in results}
     return {"features": supported}
+
+
+register_suite(
+    Suite(
+        name="probe",
+        help=HELP,
+        add_arguments=add_arguments,
+        build_cases=build_cases,
+        run_cases=run_cases,
+        summarize=summarize,
+        order=20,
+        title="Feature probe",
+        section=probe_section.render,
+        verdict_word="supported",
+        metrics=specs("max_rel_err", "graphs", "rel_rmse"),
+    )
+)

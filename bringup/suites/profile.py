@@ -18,11 +18,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from bringup.api import Suite, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.files import check_output_dir
 from bringup.precision import parse_precision
+from bringup.suites import profile_section
 
 HELP = "a few training steps under torch.profiler: trace, busy/idle/host split, top ops, transfers"
 
@@ -322,3 +324,19 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     if len(results) > 1:
         extras["profiles"] = [{"name": r.name, "status": r.status.value, **r.fields} for r in results]
     return extras
+
+
+register_suite(
+    Suite(
+        name="profile",
+        help=HELP,
+        add_arguments=add_arguments,
+        build_cases=build_cases,
+        run_cases=run_cases,
+        summarize=summarize,
+        order=70,
+        title="Profile",
+        section=profile_section.render,
+        metrics=specs("step_s", "busy_s", "idle_s", "host_s", "ops_s", "compiled_s"),
+    )
+)

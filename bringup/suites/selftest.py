@@ -15,6 +15,7 @@ import signal
 import time
 from typing import Any
 
+from bringup.api import Suite, register_suite
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
@@ -102,7 +103,7 @@ def run_item(case: Case, ctx: Any) -> CaseResult:
             os.kill(os.getppid(), signal.SIGKILL)
             time.sleep(60)  # the parent-watch takes us down with it
     elif op == "print":
-        print("selftest: noise on stdout {\"type\": \"result\"}", flush=True)
+        print('selftest: noise on stdout {"type": "result"}', flush=True)
     r = CaseResult.for_case(case, Status.PASS)
     r.metric("pid", os.getpid())
     return r
@@ -113,3 +114,17 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
 
     console.print(case_table("selftest", results, []))
     return {}
+
+
+register_suite(
+    Suite(
+        name="selftest",
+        help=HELP,
+        add_arguments=add_arguments,
+        build_cases=build_cases,
+        run_cases=None,
+        summarize=summarize,
+        order=90,
+        title="Harness self-test",
+    )
+)

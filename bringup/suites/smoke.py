@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from bringup.api import Suite, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.checks.parity import parity
@@ -107,3 +108,18 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
 
     console.print(case_table("smoke", results, ["max_rel_err"]))
     return {}
+
+
+register_suite(
+    Suite(
+        name="smoke",
+        help=HELP,
+        add_arguments=add_arguments,
+        build_cases=build_cases,
+        run_cases=run_cases,
+        summarize=summarize,
+        order=10,
+        title="Smoke",
+        metrics=specs("max_abs_err", "max_rel_err"),
+    )
+)

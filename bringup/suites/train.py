@@ -16,11 +16,13 @@ import json
 import traceback
 from typing import Any
 
+from bringup.api import Suite, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.precision import parse_precision
+from bringup.train import section
 from bringup.train.spec import CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
 HELP = "eager vs compile vs regional training: time to first step, tokens/s, MFU, cold/warm caches, ranks"
@@ -350,3 +352,30 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     from bringup.train.summary import summarize as _summarize
 
     return _summarize(results, console)
+
+
+register_suite(
+    Suite(
+        name="train",
+        help=HELP,
+        add_arguments=add_arguments,
+        build_cases=build_cases,
+        run_cases=run_cases,
+        summarize=summarize,
+        order=30,
+        title="Training: eager vs compiled",
+        section=section.render,
+        metrics=specs(
+            "ttfs_s",
+            "step_s",
+            "tokens_per_s",
+            "tokens_per_s_per_device",
+            "mfu",
+            "peak_mem_bytes",
+            "graph_breaks",
+            "recompiles",
+            "compile_s",
+            "loss_divergence",
+        ),
+    )
+)

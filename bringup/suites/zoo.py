@@ -30,10 +30,12 @@ from typing import Any
 
 import torch
 
+from bringup.api import Suite, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.precision import PRECISIONS, Precision, parse_precision
+from bringup.suites import zoo_section
 
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
 
@@ -879,3 +881,19 @@ def _baseline_summary(results: list[CaseResult]) -> dict[str, Any] | None:
         "missing_in_bundle": sorted(r.name for r in results if (r.params.get("baseline") or {}).get("found") is False),
         "missing_in_run": sorted(theirs - ours),
     }
+
+
+register_suite(
+    Suite(
+        name="zoo",
+        help=HELP,
+        add_arguments=add_arguments,
+        build_cases=build_cases,
+        run_cases=run_cases,
+        summarize=summarize,
+        order=50,
+        title="Model zoo",
+        section=zoo_section.render,
+        metrics=specs("params", "graph_breaks", "max_rel_err", "loss_divergence", "compile_s", "peak_mem_bytes"),
+    )
+)

@@ -6,7 +6,9 @@ import json
 import re
 from pathlib import Path
 
+from bringup.api import suites
 from bringup.case import Status
+from bringup.flex.section import flex_summary_line
 from bringup.report import html, plots
 from bringup.store import Store
 from tests.conftest import run_cli
@@ -99,10 +101,10 @@ def test_unknown_suite_gets_a_generic_section(tmp_path: Path) -> None:
 
 def test_flex_line_groups_failures_by_shared_params() -> None:
     rs = [r for r in fixture_results() if r.suite == "flex"]
-    assert html.flex_summary_line(rs) == "10/12 passed; 2 budget (all batch 4, seq 8192)"
+    assert flex_summary_line(rs) == "10/12 passed; 2 budget (all batch 4, seq 8192)"
     rs[0].status = Status.FAIL_NUMERIC  # noop b1 s1024
     rs[1].status = Status.REF_FAIL
-    assert html.flex_summary_line(rs) == (
+    assert flex_summary_line(rs) == (
         "8/11 passed; 1 fail_numeric (all mod noop, batch 1, seq 1024); 2 budget (all batch 4, seq 8192); "
         "1 ref_fail (excluded)"
     )
@@ -156,7 +158,7 @@ def test_render_survives_odd_field_types() -> None:
             "backward", "op", "dtype", "feature", "top_kernels", "compiled_regions", "note", "nproc",
             "model"]  # fmt: skip
     results = []
-    for i, (suite, value) in enumerate(itertools.product(html.AREAS + ("other",), odd)):
+    for i, (suite, value) in enumerate(itertools.product(tuple(s.name for s in suites()) + ("other",), odd)):
         r = fixture_results()[i % 40]
         r.suite, r.case_id = suite, f"c{i}"
         r.fields = dict.fromkeys(keys, value)

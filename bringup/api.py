@@ -1,0 +1,177 @@
+"""The suite contract and its registry (TorchTitan's registered-spec pattern), and the metric catalogue.
+
+A suite is one module (or package) that builds a `Suite` and registers it once:
+
+    register_suite(Suite(name="kernels", help="...", add_arguments=add_arguments, build_cases=build_cases,
+                         run_cases=run_cases, summarize=summarize, order=80, title="Kernels",
+                         section=section, metrics=(MY_METRIC,)))
+
+`cli` offers a sub-command per registered suite, `bringup run` plans every suite with `run_cases`
+in `order`, the HTML report (a page shell) renders each suite's `section` in `order`, and CSV /
+`compare` read metrics through the catalogue. The built-in suites are the modules in `BUILTIN`,
+loaded on first use of `suites()`; a plugin module passed with `--import` registers its own.
+
+Layering: this module sits low (it imports only case / store / metrics at run time), so the report
+reads the registry without importing any suite: a suite's section renderer lives next to the suite
+and reaches the report through the registry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import importlib.util
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bringup.case import Case, CaseResult
+from bringup.metrics import MetricSpec, metric_spec, metric_specs, register_metric, specs
+from bringup.store import RunInfo
+
+if TYPE_CHECKING:
+    from bringup.device import Device
+
+__all__ = [
+    "BUILTIN", "MetricSpec", "Page", "Suite", "Tile", "get_suite", "metric_spec", "metric_specs",
+    "register_metric", "register_suite", "specs", "suites",
+]  # fmt: skip
+
+# The built-in suites, in no particular order (`Suite.order` orders them). One line per suite.
+BUILTIN: tuple[str, ...] = (
+    "bringup.suites.smoke",
+    "bringup.suites.probe",
+    "bringup.suites.train",
+    "bringup.suites.flex",
+    "bringup.suites.zoo",
+    "bringup.suites.ops",
+    "bringup.suites.profile",
+    "bringup.suites.selftest",
+    "bringup.port.section",
+)
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a suite's HTML section may read: the run, its summary.json extras, where the page goes."""
+
+    run: RunInfo
+    summary: Mapping[str, Any]
+    allow_unsupported: bool = False
+    out_dir: Path | None = None  # the folder the HTML file is written to (for relative artifact links)
+    run_dir: Path | None = None  # the run's folder now (artifacts recorded under it move with it)
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A verdict tile of the page's top row: key is pass | gaps | fail | none."""
+
+    area: str
+    key: str
+    big: str
+    detail: str
+
+
+Summarize = Callable[[list[CaseResult], Any], dict[str, Any]]
+Section = Callable[[Sequence[CaseResult], Page], "str | None"]
+
+
+def _no_options(p: argparse.ArgumentParser) -> None:
+    return None
+
+
+def _no_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+    return []
+
+
+def _no_summary(results: list[CaseResult], console: Any) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One capability's contract.
+
+    name / help: the sub-command and its one line in `bringup --help` (`command=False`: no sub-command,
+    e.g. the port scan, which only contributes a report section).
+    add_arguments(parser): its options. build_cases(args, device) -> [Case]: validate (BadInput) and plan;
+    pure, no device work. run_cases(device, quick) -> [Case]: what `bringup run [--quick|--full]`
+    includes (None: not part of `bringup run`). summarize(results, console) -> dict: print its terminal
+    table, return its top-level JSON. order: run order and page order. title: its report heading.
+    section(results, page) -> HTML body, None when there is nothing to show (no section renderer: a
+    generic table of its metrics); escape everything. page_data(results, page): what it adds to the
+    page's embedded JSON under its name (None: nothing).
+    tile(results, page) -> Tile: its verdict tile (None: "n/m pass" from the statuses; `verdict_word`
+    replaces "pass"). metrics: the catalogue entries it records (registered with the suite).
+    """
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None] = _no_options
+    build_cases: Callable[[argparse.Namespace, Device], list[Case]] = _no_cases
+    run_cases: Callable[[Device, bool], list[Case]] | None = None
+    summarize: Summarize = _no_summary
+    order: float = 100.0
+    title: str = ""
+    section: Section | None = None
+    tile: Callable[[Sequence[CaseResult], Page], Tile] | None = None
+    page_data: Callable[[Sequence[CaseResult], Page], Any] | None = None
+    verdict_word: str = "pass"
+    metrics: tuple[MetricSpec, ...] = ()
+    command: bool = True
+    module: str = field(default="", compare=False)
+
+    @property
+    def heading(self) -> str:
+        return self.title or self.name
+
+
+# The registry (module state by design: registration is what importing a suite module does).
+_SUITES: dict[str, Suite] = {}
+_LOADED: list[bool] = []
+
+
+def register_suite(suite: Suite) -> Suite:
+    """Register `suite` (and its metrics). Registering a name twice from two modules is a ValueError;
+    the same module registering again (a reload) replaces its entry."""
+    if not suite.name or not suite.name.replace("-", "_").isidentifier():
+        raise ValueError(f"suite name {suite.name!r} must be a word (letters, digits, - or _)")
+    module = suite.module or getattr(suite.build_cases, "__module__", "") or ""
+    old = _SUITES.get(suite.name)
+    if old is not None and old.module != module:
+        raise ValueError(f"suite {suite.name!r} is already registered by {old.module}")
+    for m in suite.metrics:
+        register_metric(m)
+    if suite.module != module:
+        suite = dataclasses.replace(suite, module=module)
+    _SUITES[suite.name] = suite
+    return suite
+
+
+def load_builtin() -> None:
+    """Import the built-in suite modules (each registers itself); those absent from this checkout are
+    skipped. Idempotent."""
+    if _LOADED:
+        return
+    _LOADED.append(True)
+    for mod in BUILTIN:
+        if importlib.util.find_spec(mod) is not None:
+            importlib.import_module(mod)
+
+
+def missing_builtin() -> list[str]:
+    """Built-in suites whose module is not in this checkout (by the module's last name)."""
+    return [m.rsplit(".", 1)[-1] for m in BUILTIN if importlib.util.find_spec(m) is None]
+
+
+def suites() -> list[Suite]:
+    """Every registered suite (the built-in ones and those of imported plugins), in `order`."""
+    load_builtin()
+    return sorted(_SUITES.values(), key=lambda s: (s.order, s.name))
+
+
+def get_suite(name: str) -> Suite | None:
+    load_builtin()
+    return _SUITES.get(name)

@@ -1,0 +1,183 @@
+"""train's HTML section: the seeds' table (first step, steady step, tok/s, MFU, speed-up), loss curves
+and the time-to-first-step bars with compile phases."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bringup.api import Page
+from bringup.case import CaseResult, Status
+from bringup.report import plots
+from bringup.report.html import (
+    badge,
+    col_num,
+    col_reason,
+    col_status,
+    col_text,
+    counts_line,
+    data_table,
+    fmt,
+    fmt_bytes,
+    get,
+    metric,
+    mfu_percent,
+    num,
+    seconds,
+)  # fmt: skip
+from bringup.report.plots import esc
+
+# -- train
+_MODE_ORDER = {"eager": 0, "compile": 1, "regional": 2}
+_CACHE_ORDER = {"": 0, "cold": 1, "warm": 2}
+
+
+def train_label(r: CaseResult) -> str:
+    mode = str(get(r, "mode") or r.name)
+    cache = get(r, "cache")
+    nproc = get(r, "nproc")
+    label = mode if not cache or cache == "none" or (mode == "eager" and cache == "cold") else f"{mode} ({cache})"
+    return label + (f" x{nproc}" if isinstance(nproc, int) and nproc > 1 else "")
+
+
+def _train_key(r: CaseResult) -> tuple[Any, ...]:
+    mode, cache = str(get(r, "mode") or r.name), str(get(r, "cache") or "")
+    return (_MODE_ORDER.get(mode, 9), mode, _CACHE_ORDER.get(cache, 9), cache, r.name)
+
+
+def compile_phases(r: CaseResult) -> list[tuple[str, float]]:
+    """Compile phase seconds: fields["compile_breakdown"] (phase -> s) or metrics named compile_* (not the
+    totals compile_s / *total*)."""
+    bd = r.fields.get("compile_breakdown")
+    out: list[tuple[str, float]] = []
+    if isinstance(bd, dict) and bd:
+        for k, v in bd.items():
+            f = num(v)
+            if f is not None and "total" not in str(k):
+                out.append((str(k).removesuffix("_s").replace("_", " "), f))
+        return out
+    for name in r.metrics:
+        if name.startswith("compile_") and name != "compile_s" and not any(w in name for w in ("total", "after")):
+            v = seconds(r, name)
+            if v is not None:
+                label = name.removeprefix("compile_").removesuffix("_s").replace("_", " ")
+                out.append((label, v))
+    return out
+
+
+REST = "first step run (rest)"
+
+
+def ttfs_bars(results: Sequence[CaseResult]) -> list[tuple[str, list[tuple[str, float]]]]:
+    bars = []
+    for r in results:
+        ttfs = seconds(r, "ttfs_s")
+        if ttfs is None:
+            continue
+        phases = compile_phases(r)
+        rest = ttfs - sum(v for _, v in phases)
+        segs = [(f"compile: {k}", v) for k, v in phases]
+        segs.append((REST, max(rest, 0.0)))
+        bars.append((train_label(r), segs))
+    return bars
+
+
+def _train_setup(r: CaseResult) -> str:
+    """model: params, FLOPs/token; batch x seq x ranks, dtype; the MFU peak and its source."""
+    parts = [str(get(r, "model") or "?")]
+    n, f = metric(r, "params"), metric(r, "flops_per_token")
+    if n:
+        parts.append(f"{plots.fmt_num(n)} params")
+    if f:
+        parts.append(f"{f:.3g} FLOPs/token")
+    shape = [f"{k} {r.params[k]}" for k in ("batch", "seq", "nproc", "dtype") if k in r.params]
+    text = ", ".join(parts) + ("; " + ", ".join(shape) if shape else "")
+    peak = metric(r, "peak_flops")
+    if peak:
+        text += f"; MFU against {peak:.3g} FLOP/s" + (f" ({r.fields['peak_flops_source']})"
+                                                      if r.fields.get("peak_flops_source") else "")  # fmt: skip
+    return text
+
+
+def render(results: Sequence[CaseResult], page: Page) -> str | None:
+    summary = page.summary
+    if not results:
+        return None
+    flops_only = [r for r in results if get(r, "flops_only")]
+    rs = sorted((r for r in results if not get(r, "flops_only")), key=_train_key)
+    head = [f"<p>FLOPs only: {esc(_train_setup(r))} {badge(r.status)} {esc(r.reason)}</p>" for r in flops_only]
+    if not rs:
+        return "".join(head)
+    eager = next((r for r in rs if str(get(r, "mode")) == "eager" and r.status is Status.PASS), None)
+    e_tps = metric(eager, "tokens_per_s") if eager else None
+    e_step = seconds(eager, "step_s") if eager else None
+
+    def speedup(r: CaseResult) -> float | None:
+        tps = metric(r, "tokens_per_s")
+        if e_tps and tps:
+            return tps / e_tps
+        step = seconds(r, "step_s")
+        return e_step / step if e_step and step else None
+
+    def ratio(r: CaseResult) -> float | None:
+        v = metric(r, "first_over_steady")
+        if v is None:
+            t, s = seconds(r, "ttfs_s"), seconds(r, "step_s")
+            v = t / s if t and s else None
+        return v
+
+    cols = [
+        col_text("mode", train_label), col_status(),
+        col_num("first step s", lambda r: seconds(r, "ttfs_s")),
+        col_num("steady step s", lambda r: seconds(r, "step_s")),
+        col_num("ratio", ratio, lambda v: f"{v:.1f}x"),
+        col_num("tok/s", lambda r: metric(r, "tokens_per_s"), lambda v: f"{v:,.0f}"),
+        col_num("tok/s/device", lambda r: metric(r, "tokens_per_s_per_device"), lambda v: f"{v:,.0f}"),
+        col_num("MFU %", mfu_percent, lambda v: f"{v:.2f}"),
+        col_num("speed-up vs eager", speedup, lambda v: f"{v:.2f}x"),
+        col_num("peak mem", lambda r: metric(r, "peak_mem_bytes"), fmt_bytes),
+        col_num("graph breaks", lambda r: metric(r, "graph_breaks"), lambda v: f"{v:.0f}"),
+        col_num("recompiles", lambda r: metric(r, "recompiles"), lambda v: f"{v:.0f}"),
+        col_reason(),
+    ]  # fmt: skip
+    first = next((r for r in rs if "params" in r.metrics), rs[0])
+    body = [
+        *head,
+        f'<p class="muted">{esc(_train_setup(first))}</p>',
+        counts_line(rs),
+        data_table("tbl-train", cols, rs),
+    ]
+    t_extra = summary.get("train")
+    advice = t_extra.get("advice") if isinstance(t_extra, dict) else None
+    if isinstance(advice, str) and advice:
+        body.append(f'<p class="summary-line">{esc(advice[0].upper() + advice[1:])}</p>')
+    fast = [r for r in rs if r.status is Status.PASS and seconds(r, "ttfs_s") is not None
+            and str(get(r, "mode")) != "eager"]  # fmt: skip
+    if fast:
+        best = min(fast, key=lambda r: seconds(r, "ttfs_s") or 0.0)
+        sp = speedup(best)
+        e_ttfs = seconds(eager, "ttfs_s") if eager else None
+        body.append(
+            f'<p class="summary-line">Fastest compiled start: {esc(train_label(best))}, first step '
+            f"{esc(fmt(seconds(best, 'ttfs_s')))} s" + (f" (eager {esc(fmt(e_ttfs))} s)" if e_ttfs else "")
+            + f"; steady {esc(fmt(seconds(best, 'step_s')))} s/step"
+            + (f", {esc(f'{sp:.2f}')}x eager throughput" if sp else "") + "</p>"
+        )  # fmt: skip
+    losses = {train_label(r): r.series["loss"] for r in rs if r.series.get("loss")}
+    plots_html = [plots.line_chart(losses, "Loss per step (same seed, same data)", "step", "loss")]
+    ref = dict(eager.series.get("loss", [])) if eager else {}
+    if ref and len(losses) > 1:
+        dev = {
+            label: [(s, v - ref[s]) for s, v in pts if s in ref]
+            for label, pts in losses.items()
+            if label != train_label(eager)
+        }  # type: ignore[arg-type]
+        plots_html.append(plots.line_chart(dev, "Loss minus eager loss, per step", "step", "difference"))
+    nested = [train_label(r) for r in rs if (seconds(r, "ttfs_s") or 0) * 1.02 < sum(v for _, v in compile_phases(r))]
+    if nested:
+        body.append(f'<p class="muted">compile phases add up to more than the first step for {esc(", ".join(nested))}'
+                    ": the recorded phases overlap (nested timers); their bars show the phases' sum.</p>")  # fmt: skip
+    plots_html.append(plots.stacked_bars(ttfs_bars(rs), "Time to first step: compile phases + first step", "s",
+                                         last=[REST], colours={REST: "#7f8c8d"}))  # fmt: skip
+    body.append(f'<div class="plots">{"".join(plots_html)}</div>')
+    return "".join(body)
