@@ -282,7 +282,7 @@ def main() -> int:
     print(f"\ncompat: torch>={declared_floor()} declared in pyproject.toml; {(time.perf_counter() - t0) / 60:.1f} min")
     print(table(results))
     failed = [r.name for r in results if not r.ok]
-    print(f"compat: {len(results) - len(failed)} passed, {len(failed)} failed")
+    print(f"compat: {'FAILED in ' + ', '.join(failed) if failed else 'every step passed'} ({len(results)} env(s))")
     return 1 if failed else 0
 
 

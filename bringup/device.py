@@ -379,14 +379,7 @@ def built_accelerator() -> torch.device | None:
 
 def available_accelerator() -> torch.device | None:
     """The accelerator that is really there: compiled in AND reporting a device at run time."""
-    try:
-        return torch.accelerator.current_accelerator(check_available=True)
-    except TypeError:  # torch < 2.7 has no check_available: ask the backend itself
-        acc = built_accelerator()
-        try:
-            return acc if acc is not None and bool(torch.get_device_module(acc.type).is_available()) else None
-        except Exception:
-            return None
+    return torch.accelerator.current_accelerator(check_available=True)
 
 
 def auto_choice() -> tuple[Device, str]:
