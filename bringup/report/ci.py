@@ -20,13 +20,14 @@ from typing import Any
 from bringup.case import CaseResult, Status, is_failure
 from bringup.console import unjudged_line, unjudged_suites
 from bringup.files import atomic_write_text
+from bringup.metrics import SECONDS, MetricSpec, metric_spec, metric_specs, specs
 from bringup.store import RunInfo
 
 # XML 1.0 forbids most control characters (ANSI colour codes in a traceback would make the file invalid).
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
-def _x(s: Any) -> str:
+def xml_text(s: Any) -> str:
     return _BAD_XML.sub("\ufffd", str(s))
 
 
@@ -46,7 +47,7 @@ def junit_kind(status: Status, allow_unsupported: bool) -> str:
 
 def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
     allow = _allow_unsupported(run)
-    root = ET.Element("testsuites", name=_x(f"bringup {run.command}"))
+    root = ET.Element("testsuites", name=xml_text(f"bringup {run.command}"))
     by_suite: dict[str, list[CaseResult]] = {}
     for r in results:
         by_suite.setdefault(r.suite, []).append(r)
@@ -58,28 +59,28 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
         counts = {"tests": len(rs) + unjudged, "failures": kinds.count("failure") + unjudged,
                   "errors": kinds.count("error"), "skipped": kinds.count("skipped")}  # fmt: skip
         t = sum(r.wall_s for r in rs)
-        ts = ET.SubElement(root, "testsuite", name=_x(f"bringup.{suite}"), hostname=_x(run.host),
+        ts = ET.SubElement(root, "testsuite", name=xml_text(f"bringup.{suite}"), hostname=xml_text(run.host),
                            time=f"{t:.3f}", **{k: str(v) for k, v in counts.items()})  # fmt: skip
         props = ET.SubElement(ts, "properties")
         for k, v in (("run_id", run.run_id), ("device", run.device), ("device_name", run.device_name),
                      ("torch", run.torch_version), ("bringup", run.bringup_version)):  # fmt: skip
-            ET.SubElement(props, "property", name=k, value=_x(v))
+            ET.SubElement(props, "property", name=k, value=xml_text(v))
         for r, kind in zip(rs, kinds, strict=True):
-            tc = ET.SubElement(ts, "testcase", classname=_x(f"bringup.{suite}"), name=_x(r.name),
+            tc = ET.SubElement(ts, "testcase", classname=xml_text(f"bringup.{suite}"), name=xml_text(r.name),
                                time=f"{r.wall_s:.3f}")  # fmt: skip
             if kind:
-                msg = _x(f"{r.status.value}: {r.reason}" if r.reason else r.status.value)
+                msg = xml_text(f"{r.status.value}: {r.reason}" if r.reason else r.status.value)
                 el = ET.SubElement(tc, kind, message=msg)
                 if kind != "skipped":
                     el.set("type", r.status.value)
-                    el.text = _x(r.error or msg)
+                    el.text = xml_text(r.error or msg)
             if r.error and kind == "":
-                ET.SubElement(tc, "system-err").text = _x(r.error)
+                ET.SubElement(tc, "system-err").text = xml_text(r.error)
         if unjudged:
-            tc = ET.SubElement(ts, "testcase", classname=_x(f"bringup.{suite}"), name="nothing judged", time="0")
+            tc = ET.SubElement(ts, "testcase", classname=xml_text(f"bringup.{suite}"), name="nothing judged", time="0")
             msg = unjudged_line([suite])
-            el = ET.SubElement(tc, "failure", message=_x(msg), type="nothing_judged")
-            el.text = _x(msg)
+            el = ET.SubElement(tc, "failure", message=xml_text(msg), type="nothing_judged")
+            el.text = xml_text(msg)
         for k in totals:
             totals[k] += counts[k]
         total_time += t
@@ -96,29 +97,41 @@ def write_junit(path: str | os.PathLike[str], run: RunInfo, results: Sequence[Ca
 
 # ---- CSV ----------------------------------------------------------------------------------------------
 # The dynamo harness's columns (dev, name, batch_size, accuracy, speedup, abs_latency, compilation_latency,
-# peak memory, graph_breaks, ...), mapped from our metrics, then bringup's own.
-CSV_COLUMNS: tuple[str, ...] = (
+# peak memory), mapped from our metrics, then bringup's own metrics (catalogue names: one column per
+# metric, whichever suite recorded it), then any other catalogued metric the run's cases recorded (a
+# plugin suite's metrics reach the CSV too).
+HARNESS_COLUMNS: tuple[str, ...] = (
     "dev", "suite", "name", "batch_size", "accuracy", "speedup", "abs_latency", "compilation_latency",
-    "peak_mem_gb", "graph_breaks", "recompiles", "max_abs_err", "max_rel_err", "loss_divergence",
-    "tokens_per_s", "mfu", "ttfs_s", "wall_s", "reason", "case_id",
+    "peak_mem_gb",
 )  # fmt: skip
+METRIC_COLUMNS: tuple[MetricSpec, ...] = specs(
+    "graph_breaks", "recompiles", "max_abs_err", "max_rel_err", "loss_divergence", "tokens_per_s", "mfu", "ttfs_s"
+)
+TAIL_COLUMNS: tuple[str, ...] = ("wall_s", "reason", "case_id")
+CSV_COLUMNS: tuple[str, ...] = (*HARNESS_COLUMNS, *(m.name for m in METRIC_COLUMNS), *TAIL_COLUMNS)
+# Metrics the harness columns already show (in their own units) or that only make sense per suite.
+_SHOWN_ELSEWHERE = frozenset({"step_s", "compile_s", "peak_mem_bytes", "fwd_ms"})
+
+
+def csv_columns(results: Sequence[CaseResult]) -> list[str]:
+    """CSV_COLUMNS, then the other catalogued metrics recorded in `results` (catalogue order)."""
+    present = {metric_spec(n).name for r in results for n in r.metrics if metric_spec(n) is not None}  # type: ignore[union-attr]
+    taken = set(CSV_COLUMNS) | _SHOWN_ELSEWHERE
+    return [*CSV_COLUMNS, *(m.name for m in metric_specs() if m.name in present and m.name not in taken)]
 
 
 def _metric(r: CaseResult, *names: str) -> float | None:
+    """The first of `names` the case recorded (catalogue names; old aliases are found too)."""
     for n in names:
-        if n in r.metrics:
-            return r.metrics[n].value
-        v = r.fields.get(n)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v)
+        v = r.value(n)
+        if v is not None:
+            return v
     return None
 
 
 def _seconds(r: CaseResult, name: str) -> float | None:
     m = r.metrics.get(name)
-    if m is None:
-        return _metric(r, name)
-    return m.value * {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0}.get(m.unit, 1.0)
+    return None if m is None else m.value * SECONDS.get(m.unit, 1.0)
 
 
 def _eager_step(results: Sequence[CaseResult]) -> dict[tuple[str, Any], float]:
@@ -150,12 +163,11 @@ def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float]) ->
         "dev": run.device, "suite": r.suite, "name": r.name, "batch_size": batch, "accuracy": r.status.value,
         "speedup": speedup, "abs_latency": latency_ms, "compilation_latency": compile_s,
         "peak_mem_gb": peak / 1e9 if peak is not None else None,
-        "graph_breaks": _metric(r, "graph_breaks"), "recompiles": _metric(r, "recompiles"),
-        "max_abs_err": _metric(r, "max_abs_err"), "max_rel_err": _metric(r, "max_rel_err"),
-        "loss_divergence": _metric(r, "loss_divergence"), "tokens_per_s": _metric(r, "tokens_per_s"),
-        "mfu": _metric(r, "mfu"), "ttfs_s": _seconds(r, "ttfs_s"), "wall_s": round(r.wall_s, 4),
-        "reason": r.reason, "case_id": r.case_id,
+        "wall_s": round(r.wall_s, 4), "reason": r.reason, "case_id": r.case_id,
     }  # fmt: skip
+    for m in [*METRIC_COLUMNS, *(s for s in metric_specs() if s not in METRIC_COLUMNS)]:
+        if m.name not in row and m.name not in _SHOWN_ELSEWHERE:
+            row[m.name] = _seconds(r, m.name) if m.unit == "s" else _metric(r, m.name)
     return {k: _cell(v) for k, v in row.items()}
 
 
@@ -175,7 +187,7 @@ def _cell(v: Any) -> Any:
 
 def csv_text(run: RunInfo, results: Sequence[CaseResult]) -> str:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=csv_columns(results), lineterminator="\n", extrasaction="ignore")
     w.writeheader()
     eager = _eager_step(results)
     for r in results:

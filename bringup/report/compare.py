@@ -25,6 +25,7 @@ from rich.table import Table
 
 from bringup.case import CaseResult, Status, is_failure
 from bringup.errors import BadInput
+from bringup.metrics import MetricSpec, specs
 from bringup.store import RunInfo
 
 DEFAULT_FAIL_ON = "status,throughput:0.9,ttfs:1.2,parity:10,loss:0.05"
@@ -38,9 +39,11 @@ KINDS: dict[str, float | None] = {
     "missing": None,  # a case of A has no result in B
 }
 PARITY_FLOOR = 1e-6
-THROUGHPUT = (("tokens_per_s", 1), ("step_s", -1), ("tflops", 1), ("fwd_ms", -1))  # metric, +1 higher is better
-TTFS = ("ttfs_s", "compile_s")
-PARITY = ("max_rel_err", "max_abs_err")
+# Which catalogued metrics each kind compares, in order of preference (the first both sides have). The
+# direction of a throughput ratio comes from the catalogue's higher_is_better.
+THROUGHPUT: tuple[MetricSpec, ...] = specs("tokens_per_s", "step_s", "tflops", "fwd_ms")
+TTFS: tuple[MetricSpec, ...] = specs("ttfs_s", "compile_s")
+PARITY: tuple[MetricSpec, ...] = specs("max_rel_err", "max_abs_err")
 
 
 def parse_fail_on(spec: str) -> dict[str, float | None]:
@@ -93,10 +96,11 @@ class CaseDiff:
 
 
 def _m(r: CaseResult, name: str) -> float | None:
-    m = r.metrics.get(name)
-    if m is None:
+    """A metric by catalogue name (old bundles: under an older alias too), finite, else None."""
+    v = r.value(name)
+    if v is None:
         return None
-    v = float(m.value)
+    v = float(v)
     return v if v == v and abs(v) != float("inf") else None
 
 
@@ -132,21 +136,21 @@ def diff_case(a: CaseResult, b: CaseResult, fail_on: dict[str, float | None]) ->
             d.change = "improvement"
         else:
             d.change = "changed"
-    for name, sign in THROUGHPUT:
-        va, vb = _m(a, name), _m(b, name)
+    for spec in THROUGHPUT:
+        va, vb = _m(a, spec.name), _m(b, spec.name)
         if va and vb:
-            d.throughput_metric = name
-            d.throughput_ratio = vb / va if sign > 0 else va / vb
+            d.throughput_metric = spec.name
+            d.throughput_ratio = vb / va if spec.higher_is_better else va / vb
             break
-    for name in TTFS:
-        va, vb = _m(a, name), _m(b, name)
+    for spec in TTFS:
+        va, vb = _m(a, spec.name), _m(b, spec.name)
         if va and vb:
-            d.ttfs_metric, d.ttfs_ratio = name, vb / va
+            d.ttfs_metric, d.ttfs_ratio = spec.name, vb / va
             break
-    for name in PARITY:
-        va, vb = _m(a, name), _m(b, name)
+    for spec in PARITY:
+        va, vb = _m(a, spec.name), _m(b, spec.name)
         if va is not None and vb is not None:
-            d.parity[name] = (va, vb)
+            d.parity[spec.name] = (va, vb)
     for name in sorted(set(a.series) & set(b.series)):
         # every loss curve ("loss", "loss.eager", "loss.compiled", ...) but the float64 cpu reference
         if (name == "loss" or name.startswith("loss.")) and name != "loss.ref" and a.series[name] and b.series[name]:
@@ -328,7 +332,7 @@ def junit_xml(run_a: RunInfo, run_b: RunInfo, diffs: list[CaseDiff]) -> str:
     """A testcase per compared case; a counted regression is a <failure>."""
     import xml.etree.ElementTree as ET
 
-    from bringup.report.ci import _x
+    from bringup.report.ci import xml_text as _x
 
     root = ET.Element("testsuites", name=_x(f"bringup compare {run_a.run_id} {run_b.run_id}"))
     skipped = sum(d.change in ("missing", "new") and not d.regressions for d in diffs)

@@ -211,7 +211,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
             verdicts.append((Status.REF_FAIL, f"no valid loss reference: {source.removeprefix('none: ')}"))
         else:
             rep = numerics.compare(out.losses, ref, numerics.band_for(spec.dtype, spec.loss_rtol))
-            r.metric("loss_max_rel_dev", rep.max_rel_dev)
+            r.metric("loss_divergence", rep.max_rel_dev)
             r.fields["loss_check"] = rep.summary(spec.mode)
             if not rep.ok:
                 verdicts.append((Status.FAIL_NUMERIC, rep.summary(spec.mode)))

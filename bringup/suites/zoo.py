@@ -597,9 +597,9 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         _compare_bundle(r, bl, dtype)
     if finding := r.fields.get("tying_finding"):  # a device finding beside the verdict, not instead of it
         r.reason = f"{r.reason}; {finding}" if r.reason else finding
-    r.metric("max_rel_err", r.fields.get("max_rel_err"))
-    r.metric("loss_divergence", r.fields.get("loss_divergence"))
-    r.metric("compile_s", r.fields.get("compile_s"), "s")
+    for k in ("max_rel_err", "loss_divergence", "compile_s", "params", "graph_breaks", "peak_mem_bytes"):
+        v = r.fields.get(k)  # the fields keep them for the terminal table; metrics are what reports read
+        r.metric(k, v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
     return r
 
 

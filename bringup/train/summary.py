@@ -107,14 +107,14 @@ def preset_that_fits(device: Device, batch: int, seq: int) -> str:
 
 # ---- summarising (in the driver) -----------------------------------------------------------------
 def _m(r: CaseResult, k: str) -> float | None:
-    return r.metrics[k].value if k in r.metrics else None
+    return r.value(k)  # by catalogue name; bundles from before it kept loss_divergence as loss_max_rel_dev
 
 
 def entry(r: CaseResult) -> dict[str, Any]:
     spec = TrainSpec.from_params(r.params)
     e: dict[str, Any] = {"status": r.status.value, "reason": r.reason, "cache": spec.cache}
     for k in ("ttfs_s", "step_s", "first_over_steady", "tokens_per_s", "tokens_per_s_per_device", "mfu",
-              "peak_mem_bytes", "graph_breaks", "recompiles", "compile_s", "loss_max_rel_dev"):  # fmt: skip
+              "peak_mem_bytes", "graph_breaks", "recompiles", "compile_s", "loss_divergence"):  # fmt: skip
         e[k] = _m(r, k)
     for k in ("peak_mem_bytes", "graph_breaks", "recompiles"):
         e[k] = int(e[k]) if e[k] is not None else None

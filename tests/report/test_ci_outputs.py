@@ -58,7 +58,11 @@ def test_csv_header_and_rows(fixture_store, tmp_path: Path) -> None:
     out = tmp_path / "c.csv"
     ci.write_csv(out, run, results)
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
-    assert list(rows[0].keys()) == list(ci.CSV_COLUMNS)
+    cols = list(rows[0].keys())
+    assert cols[: len(ci.CSV_COLUMNS)] == list(ci.CSV_COLUMNS)  # the harness's columns, then bringup's own
+    # then the other catalogued metrics the cases recorded (flex's TFLOP/s, train's first/steady ratio ...)
+    assert cols == ci.csv_columns(results) and {"tflops", "first_over_steady", "sparsity"} <= set(cols)
+    assert "fwd_ms" not in cols and "step_s" not in cols  # shown as abs_latency already
     assert len(rows) == len(results) == len(fixture_results())
     by = {(r["suite"], r["name"]): r for r in rows}
     cold = by[("train", "compile/cold")]
@@ -71,6 +75,7 @@ def test_csv_header_and_rows(fixture_store, tmp_path: Path) -> None:
     assert by[("flex", "causal/b4/s8192")]["batch_size"] == "4"
     assert by[("zoo", "qwen3")]["graph_breaks"] == "2"
     assert by[("zoo", "llama")]["compilation_latency"] == "11"
+    assert float(by[("flex", "noop/b1/s1024")]["tflops"]) == 0.4
 
 
 def test_csv_cells_cannot_be_formulas() -> None:
