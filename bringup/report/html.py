@@ -334,6 +334,18 @@ def header(run: RunInfo, results: Sequence[CaseResult], allow_unsupported: bool)
     )
 
 
+def col_metric(name: str) -> Col:
+    """A metric's column, formatted by its catalogue unit (bytes as KiB/MiB/GiB, a fraction as a
+    percentage, the unit in the title); an uncatalogued metric as a plain number."""
+    spec = metric_spec(name)
+    if spec is None:
+        return col_num(name, lambda r: metric(r, name))
+    if spec.unit == "B":
+        return col_num(spec.name, lambda r: metric(r, spec.name), fmt_bytes)
+    title = f"{spec.name} ({spec.display_unit})" if spec.display_unit else spec.name
+    return col_num(title, lambda r: shown(r, spec.name))
+
+
 def generic_section(area: str, results: Sequence[CaseResult], title: str | None = None) -> str:
     if not results:
         return section(area, title or area, none_here(area))
@@ -342,8 +354,7 @@ def generic_section(area: str, results: Sequence[CaseResult], title: str | None 
         for m in r.metrics:
             if m not in names:
                 names.append(m)
-    cols = [col_text("case", lambda r: r.name), col_status()]
-    cols += [col_num(m, lambda r, m=m: metric(r, m)) for m in names[:10]]
+    cols = [col_text("case", lambda r: r.name), col_status(), *(col_metric(m) for m in names[:10])]
     cols += [col_num("wall s", lambda r: r.wall_s), col_reason()]
     return section(area, title or area, counts_line(results) + data_table(f"tbl-{area}", cols, results))
 

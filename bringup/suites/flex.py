@@ -25,6 +25,7 @@ from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.flex import section
+from bringup.options import add_compile_backend, check_compile_backend
 from bringup.precision import parse_precision
 
 HELP = "FlexAttention matrix (8 mods x shapes): compile budget, numerics vs float64, TFLOP/s, one sentence"
@@ -53,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mods", default="", metavar="a,b,...",
                    help="mods to run, at every shape of the matrix (built-in names, or module:function / "
                    "file.py:function user mods)")  # fmt: skip
-    p.add_argument("--backend", default="inductor", help="torch.compile backend (default inductor)")
+    add_compile_backend(p, dest="backend")
     # Hidden, for tests and demonstrations: let dynamo hit its recompile limit on purpose.
     p.add_argument("--recompile-limit", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--no-dynamo-reset", action="store_true", default=False, help=argparse.SUPPRESS)
@@ -88,12 +89,7 @@ def _backward_arg(raw: str | None) -> str | None:
 
 
 def _check_backend(name: str) -> None:
-    try:
-        from torch._dynamo.backends.registry import lookup_backend
-
-        lookup_backend(name)
-    except Exception as e:
-        raise BadInput(f"--backend {name!r}: {type(e).__name__}: {e}".splitlines()[0][:300]) from None
+    check_compile_backend(name)
 
 
 def _matrix(choice: str, device: Device) -> Any:

@@ -39,6 +39,7 @@ from bringup.checks.errors import classify, first_line, is_unsupported
 from bringup.checks.parity import parity, rel_rmse
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
+from bringup.options import check_compile_backend
 from bringup.suites import probe_section
 
 HELP = "feature probe: bf16/fp16/fp8, scaled_mm, autocast, SDPA backends, compile, distributed, TorchAO"
@@ -104,10 +105,8 @@ def _cases(feats: list[tuple[str, dict[str, Any]]]) -> list[Case]:
 
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     backends = [b.strip() for b in args.compile_backends.split(",") if b.strip()]
-    known = set(torch._dynamo.list_backends(exclude_tags=())) | {"inductor"}
     for b in backends:
-        if b not in known:
-            raise BadInput(f"unknown torch.compile backend {b!r}; known: {', '.join(sorted(known))}")
+        check_compile_backend(b, "torch.compile backend")
     feats = features(backends)
     if args.only:
         pat = user_regex(args.only, "--only")

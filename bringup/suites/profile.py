@@ -23,6 +23,7 @@ from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.files import check_output_dir
+from bringup.options import add_compile_backend, check_compile_backend
 from bringup.precision import parse_precision
 from bringup.suites import profile_section
 
@@ -50,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="change a model config field (repeatable), e.g. num_hidden_layers=2",
     )
     p.add_argument("--mode", default=d["mode"], help="eager (default) | compile | regional")
-    p.add_argument("--backend", default=d["backend"], help="torch.compile backend (default inductor)")
+    add_compile_backend(p, default=d["backend"], dest="backend")
     p.add_argument("--steps", type=positive_int, default=d["steps"], help="profiled steps (default 3)")
     p.add_argument(
         "--warmup",
@@ -107,6 +108,8 @@ def make_case(model: str = DEFAULTS["model"], mode: str = DEFAULTS["mode"], step
 
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     dtype = parse_precision(args.dtype).name
+    if args.mode != "eager":
+        check_compile_backend(args.backend)
     out = check_output_dir(args.out, "--out")
     case = make_case(args.model, args.mode, args.steps, args.warmup, args.batch, args.seq, dtype, args.top,
                      args.backend, args.override, out)  # fmt: skip

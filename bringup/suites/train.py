@@ -21,6 +21,7 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.options import add_compile_backend, check_compile_backend
 from bringup.precision import parse_precision
 from bringup.train import section
 from bringup.train.spec import CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
@@ -46,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default=None, help="fp32 (default) | bf16 | fp16 (pure: weights, grads and "
                    "optimizer in that dtype) | amp-bf16 | amp-fp16 (autocast over fp32 weights; GradScaler for "
                    "fp16)")  # fmt: skip
-    p.add_argument("--compile-backend", default=None, help="torch.compile backend (default inductor)")
+    add_compile_backend(p, default=None)
     p.add_argument("--cache", choices=[CACHE_COLD, CACHE_WARM, "both"], default=None,
                    help="compile caches: cold (fresh, default), warm (rerun on the cold one), both")  # fmt: skip
     p.add_argument("--nproc", type=positive_int, default=None, help="ranks (torchrun launcher, FSDP2; default 1)")
@@ -122,11 +123,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     modes = parse_modes(args.modes) if args.modes is not None else ("eager", "compile", "regional")
     backend = args.compile_backend or D.backend
     if args.compile_backend is not None and any(m != "eager" for m in modes):
-        import torch._dynamo
-
-        known = torch._dynamo.list_backends(exclude_tags=())
-        if backend not in known:
-            raise BadInput(f"unknown --compile-backend {backend!r}; known: {', '.join(sorted(known))}")
+        check_compile_backend(backend)
     nproc = args.nproc or 1
     if nproc > 1 and not device.is_cpu and nproc > device.count():
         raise BadInput(f"--nproc {nproc}: only {device.count()} {device.type} device(s) here")

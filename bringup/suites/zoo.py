@@ -34,6 +34,7 @@ from bringup.api import Suite, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
+from bringup.options import add_compile_backend, check_compile_backend
 from bringup.precision import PRECISIONS, Precision, parse_precision
 from bringup.suites import zoo_section
 
@@ -65,8 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N models (after --filter)")
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="K",
                    help=f"optimizer steps per run (default {DEFAULT_STEPS})")  # fmt: skip
-    p.add_argument("--compile-backend", default="inductor", metavar="NAME",
-                   help="dynamo backend for the compiled run (default inductor; 'none' skips it)")  # fmt: skip
+    add_compile_backend(p, extra_help="; 'none' skips the compiled run")
     p.add_argument("--dtype", default="fp32",
                    help="fp32 (default) | bf16 | fp16 (pure: weights in that dtype) | amp-bf16 | amp-fp16 "
                    "(mixed: fp32 weights, autocast forward, GradScaler for fp16)")  # fmt: skip
@@ -152,13 +152,7 @@ def entries_for(source: str) -> list[Entry]:
 def check_backend(name: str) -> str:
     if name.lower() == "none":
         return "none"
-    import torch._dynamo
-
-    known = torch._dynamo.list_backends(exclude_tags=())
-    if name not in known:
-        raise BadInput(f"unknown --compile-backend {name!r}; registered here: {', '.join(sorted(known))} "
-                       "(a plugin can register more: --import MODULE)")  # fmt: skip
-    return name
+    return check_compile_backend(name)
 
 
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:

@@ -71,7 +71,7 @@ def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> subprocess.Com
         (["--matrix", "quick", "--dtype", "fp8"], "unknown dtype"),
         (["--matrix", "quick", "--dtype", "fp64"], "fp32, bf16 or fp16"),
         (["--matrix", "quick", "--backward", "sometimes"], "--backward: expected auto, on or off"),
-        (["--matrix", "quick", "--backend", "no_such_backend"], "--backend 'no_such_backend'"),
+        (["--matrix", "quick", "--backend", "no_such_backend"], "--compile-backend 'no_such_backend'"),
         (["--matrix", "quick", "--mods", "no_such_module_xyz:fn"], "importing no_such_module_xyz failed"),
         (["--matrix", "quick", "--mods", "mods.py:missing"], "has no attribute 'missing'"),
         (["--matrix", "quick", "--mods", "mods.py:NOT_CALLABLE"], "is not callable"),

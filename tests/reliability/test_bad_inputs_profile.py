@@ -19,6 +19,8 @@ from tests.conftest import assert_one_line_error
         (["--model", "no_such_module_xyz:build"], "no module named"),
         (["--override", "num_hidden_layers=-1"], "num_hidden_layers must be positive"),
         (["--dtype", "fp8"], "unknown dtype"),
+        (["--mode", "compile", "--compile-backend", "no_such_backend"], "unknown --compile-backend"),  # was a crash
+        (["--mode", "regional", "--backend", "no_such_backend"], "unknown --compile-backend"),  # the old spelling
     ],
 )  # fmt: skip
 def test_bad_profile_options(cli, tmp_path: Path, args: list[str], needle: str) -> None:
