@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import importlib
 import importlib.util
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUILTIN", "MetricSpec", "Page", "Suite", "Tile", "get_suite", "metric_spec", "metric_specs",
-    "register_metric", "register_suite", "specs", "suites",
+    "register_metric", "register_suite", "specs", "suites", "unregister_suite",
 ]  # fmt: skip
 
 # The built-in suites, in no particular order (`Suite.order` orders them). One line per suite.
@@ -138,7 +139,7 @@ def register_suite(suite: Suite) -> Suite:
     the same module registering again (a reload) replaces its entry."""
     if not suite.name or not suite.name.replace("-", "_").isidentifier():
         raise ValueError(f"suite name {suite.name!r} must be a word (letters, digits, - or _)")
-    module = suite.module or getattr(suite.build_cases, "__module__", "") or ""
+    module = suite.module or sys._getframe(1).f_globals.get("__name__", "")
     old = _SUITES.get(suite.name)
     if old is not None and old.module != module:
         raise ValueError(f"suite {suite.name!r} is already registered by {old.module}")
@@ -148,6 +149,11 @@ def register_suite(suite: Suite) -> Suite:
         suite = dataclasses.replace(suite, module=module)
     _SUITES[suite.name] = suite
     return suite
+
+
+def unregister_suite(name: str) -> None:
+    """Take suite `name` out of the registry (a plugin unloading; tests). Its metrics stay catalogued."""
+    _SUITES.pop(name, None)
 
 
 def load_builtin() -> None:

@@ -57,6 +57,7 @@ CORE: tuple[MetricSpec, ...] = (
     _m("max_abs_err", "", False, "largest absolute error against the float64 reference"),
     _m("max_rel_err", "", False, "largest relative error against the float64 reference"),
     _m("rel_rmse", "", False, "relative RMS error against the float64 reference"),
+    _m("rel_rmse_vs_float64", "", False, "probe: relative RMS error of a low-precision path against float64"),
     _m("eager_max_rel_err", "", False, "train: eager on the device against the cpu reference, max rel error"),
     _m(
         "loss_divergence",

@@ -26,6 +26,7 @@ def kernels(monkeypatch: pytest.MonkeyPatch):
     mod = importlib.import_module("bringup_kernels")
     yield mod
     sys.modules.pop("bringup_kernels", None)
+    api.unregister_suite("kernels")  # other tests in this process see the built-in registry only
 
 
 def test_the_plugin_is_a_command_with_its_metric_and_csv_column(tmp_path: Path) -> None:
