@@ -1,6 +1,7 @@
 """`bringup expect init [RUN] --out FILE`: a first expectations file from a stored run.
-`bringup expect check [RUN] --expect FILE [--strict]`: classify a stored run (and its --repeat runs)
-against a file, without running anything; exit code as `run --expect` would give.
+`bringup expect check [RUN] --expect FILE [--strict] [--update]`: classify a stored run (and its --repeat
+runs) against a file, without running anything; exit code as `run --expect` would give; `--update` then
+rewrites the file from that run (CI stored the run; the maintainer accepts it without re-running).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--strict", action="store_true", help="a new pass or a flaky case also makes the exit code 1")
     c.add_argument("--allow-unsupported", dest="allow_unsupported_", action="store_true",
                    help="'unsupported' cases don't count as failures")  # fmt: skip
+    c.add_argument("--update", action="store_true",
+                   help="then rewrite FILE from that run (as `--update-expect` would have; comments kept)")  # fmt: skip
 
 
 def _repeats(st: Any, run_id: str) -> list[list[Any]]:
@@ -90,4 +93,18 @@ def _check(sess: Any, args: argparse.Namespace, run: Any, results: list[Any], re
     j = classify(results, repeats, f.expectations(sel), section=sel, path=str(f.path), strict=args.strict,
                  allow_unsupported=args.allow_unsupported_)  # fmt: skip
     print_judgement(j, sess.console)
-    return j.exit_code()
+    if not args.update:
+        return j.exit_code()
+    from bringup.expect.update import apply
+    from bringup.flow import check_output_path
+
+    check_output_path(str(f.path), "--expect")
+    n = apply(f, results, repeats, run.device, run.torch_version, sel)
+    f.save()
+    fresh = ExpectFile.load(f.path)
+    sel2 = fresh.select(run.device, run.torch_version)
+    after = classify(results, repeats, fresh.expectations(sel2), section=sel2, path=str(f.path), strict=args.strict,
+                     allow_unsupported=args.allow_unsupported_)  # fmt: skip
+    sess.console.print(f"--update: {f.path}: {n['added']} added, {n['changed']} changed, {n['removed']} removed; "
+                       f"against it run {run.run_id} exits {after.exit_code()}", highlight=False)  # fmt: skip
+    return after.exit_code()
