@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("bringup.report.compare", "compare two runs or bundles; exit 1 on regressions"),
     "port": ("bringup.port.cli", "find CUDA-only code and rewrite it device-agnostic"),
     "expect": ("bringup.expect.cli", "expectations files: write one from a run, check a stored run against one"),
+    "localize": ("bringup.localize.cli", "first divergence: the first module, then the aten op, off vs float64"),
 }
 # Commands that never touch a device: no plugin import needed for device resolution.
 _NO_DEVICE = {"report", "export", "compare", "port", "expect"}
