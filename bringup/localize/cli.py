@@ -25,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="causal-lm", help="HF task (default causal-lm)")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                    help="the device run's dtype (default float32)")  # fmt: skip
+    p.add_argument("--compile-backend", default=None, metavar="NAME",
+                   help="also localize a compiled run: compile one submodule at a time with NAME (regional "
+                   "bisection) to find the deepest submodule whose compiled output is off")  # fmt: skip
     p.add_argument("--budget", type=float, default=600.0, help="wall budget of the case, seconds (default 600)")
 
 
@@ -34,8 +37,14 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
     if args.source == "fn" and ":" not in args.model:
         raise BadInput(f"localize: --source fn needs module:function, got {args.model!r}")
     params = {"source": args.source, "model": args.model, "task": args.task if args.source == "hf" else "",
-              "dtype": args.dtype, "seed": 0}  # fmt: skip
-    return [Case("localize", f"{args.model} {args.dtype}", params, "bringup.localize.cli:run_case", args.budget)]
+              "dtype": args.dtype, "seed": 0, "backend": args.compile_backend or ""}  # fmt: skip
+    if args.compile_backend:
+        import torch._dynamo
+
+        if args.compile_backend not in torch._dynamo.list_backends(exclude_tags=()):
+            raise BadInput(f"--compile-backend {args.compile_backend}: no such dynamo backend (see `bringup devices`)")
+    mode = f" {args.compile_backend}" if args.compile_backend else ""
+    return [Case("localize", f"{args.model} {args.dtype}{mode}", params, "bringup.localize.cli:run_case", args.budget)]
 
 
 def main(sess: Any) -> int:
@@ -95,7 +104,26 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     mod, n_mod = first_divergent_module(got, ref, trusted, dtype)
     r.fields.update({"modules_compared": n_mod, "first_module": None, "first_op": None, "op_rel_err": None,
                      "op_bound": None, "op_shapes": None, "op_dtypes": None, "ops_compared": None,
-                     "ops_skipped": None, "repro": None})  # fmt: skip
+                     "ops_skipped": None, "repro": None, "compiled_region": None, "regions_tried": None})  # fmt: skip
+    if mod is None and p.get("backend"):
+        from bringup.localize.core import bisect_compiled
+
+        region, steps = bisect_compiled(model, lambda m: built.forward(m, b), ref, trusted, dtype, p["backend"])
+        r.fields["regions_tried"] = [{"module": s.name, "ok": s.ok, "rel_err": s.rel_err, "bound": s.bound,
+                                      "error": s.error} for s in steps]  # fmt: skip
+        r.fields["compiled_region"] = region
+        r.wall_s = time.monotonic() - t0
+        r.metric("localize_s", r.wall_s, "s")
+        if region is None:
+            r.reason = (f"eager: no module diverges ({n_mod}); compiled with {p['backend']}, one submodule at a "
+                        f"time: none diverges ({len(steps)} regions tried)")  # fmt: skip
+            return r
+        last = steps[-1]
+        r.status = Status.FAIL_NUMERIC
+        r.metric("max_rel_err", last.rel_err)
+        r.reason = (f"first divergence (compiled, {p['backend']}): {region}, rel err {fmt_err(last.rel_err)} "
+                    f"(eager on the device matches float64; {len(steps)} regions compiled)")  # fmt: skip
+        return r
     if mod is None:
         r.reason = f"no module diverges ({n_mod} module outputs within bounds vs float64)"
         r.wall_s = time.monotonic() - t0
@@ -133,6 +161,8 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
 
     console.print(case_table("localize", results, []))
     for r in results:
+        if r.fields.get("compiled_region"):
+            console.print(escape(f"{r.name}: {r.reason}"), highlight=False)
         if r.fields.get("first_module"):
             console.print(escape(f"{r.name}: {r.reason}"), highlight=False)
             if r.fields.get("first_op"):
@@ -140,5 +170,5 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
                                      f"{r.fields['op_bound']:.2g}"), highlight=False)  # fmt: skip
             if r.fields.get("repro"):
                 console.print(escape(f"  repro: {r.fields['repro']}"), highlight=False)
-    return {"localize": [{"case": r.name, **{k: r.fields.get(k) for k in ("first_module", "first_op", "op_rel_err",
-                                                                            "repro")}} for r in results]}  # fmt: skip
+    keys = ("first_module", "first_op", "op_rel_err", "repro", "compiled_region")
+    return {"localize": [{"case": r.name, **{k: r.fields.get(k) for k in keys}} for r in results]}

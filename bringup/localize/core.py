@@ -218,3 +218,81 @@ def replay(ops: list[OpRecord], dtype: torch.dtype) -> tuple[OpDivergence | None
 
 def fmt_err(x: float) -> str:
     return "inf" if not math.isfinite(x) else f"{x:.2g}"
+
+
+def _callable_children(mod: torch.nn.Module, prefix: str) -> list[tuple[str, torch.nn.Module]]:
+    """A module's children that have their own forward; containers (ModuleList/ModuleDict) are
+    looked through."""
+    out: list[tuple[str, torch.nn.Module]] = []
+    for n, c in mod.named_children():
+        full = f"{prefix}.{n}" if prefix else n
+        if isinstance(c, (torch.nn.ModuleList, torch.nn.ModuleDict)):
+            out += _callable_children(c, full)
+        else:
+            out.append((full, c))
+    return out
+
+
+@dataclass
+class RegionStep:
+    name: str
+    ok: bool
+    rel_err: float
+    bound: float
+    error: str = ""
+
+
+def bisect_compiled(
+    model: torch.nn.Module,
+    run: Callable[[torch.nn.Module], Any],
+    ref: dict[str, torch.Tensor],
+    trusted: dict[str, torch.Tensor],
+    dtype: torch.dtype,
+    backend: str,
+) -> tuple[str | None, list[RegionStep]]:
+    """Regional bisection of a compiled run: compile ONE submodule at a time (its forward only, so its
+    own output is observed eagerly), run the model, and judge that submodule's output against float64
+    (trusted run as baseline). Top-down: among a module's children (in the order they finished), the
+    first whose compiled output is off is entered next; the deepest such module is returned (None: no
+    child of the model is off when compiled alone). Every compile tried is in the steps."""
+    steps: list[RegionStep] = []
+    node_name, node = "", model
+    found: str | None = None
+    while True:
+        kids = [(n, c) for n, c in _callable_children(node, node_name) if n in ref]
+        kids.sort(key=lambda nc: list(ref).index(nc[0]))
+        nxt = None
+        for name, child in kids:
+            torch._dynamo.reset()
+            seen: dict[str, torch.Tensor] = {}
+
+            def hook(m: torch.nn.Module, a: Any, out: Any, name: str = name, seen: dict[str, Any] = seen) -> None:
+                t = first_float(out)
+                if t is not None and name not in seen:
+                    seen[name] = t.detach().to("cpu").clone()
+
+            child.forward = torch.compile(child.forward, backend=backend)  # type: ignore[method-assign]
+            h = child.register_forward_hook(hook)
+            try:
+                with torch.no_grad():
+                    run(model)
+                err = ""
+            except Exception as e:  # a compile error in one region: a divergence of its own kind
+                err = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            finally:
+                h.remove()
+                del child.forward  # back to the class's eager forward
+            if err or name not in seen:
+                steps.append(RegionStep(name, False, math.inf, math.inf, err or "no output"))
+                nxt = (name, child)
+                break
+            tp = compare_tensor(name, seen[name], ref[name], dtype, baseline=trusted.get(name))
+            steps.append(RegionStep(name, tp.ok, tp.rel_rmse, tp.bound))
+            if not tp.ok:
+                nxt = (name, child)
+                break
+        if nxt is None:
+            break
+        found, (node_name, node) = nxt[0], nxt
+    torch._dynamo.reset()
+    return found, steps
