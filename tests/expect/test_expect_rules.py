@@ -168,3 +168,13 @@ def test_taxonomy_is_closed_and_defaults() -> None:
     assert default_reason(_r("x", "ref_fail", reason="config: bad head dim")) == "config"
     for s in Status:
         assert default_reason(_r("x", s.value)) in (*REASONS, "")
+
+
+def test_html_section_shows_classes_per_area_and_escapes() -> None:
+    from bringup.expect.html import section_html
+
+    exp = {"zoo/a": Expectation("zoo/a", Status.FAIL_NUMERIC, "numeric", link="https://x.org/?q=<b>")}
+    j = classify([_r("a", "pass"), _r("<script>", "crash")], [], exp, section=("cpu", "2.13"), path="e.yaml")
+    h = section_html(j.block())
+    assert 'id="sec-expectations"' in h and "<td>zoo</td><td>0</td><td>1</td><td>1</td><td>0</td>" in h
+    assert "<script>" not in h and "&lt;script&gt;" in h and "https://x.org/?q=&lt;b&gt;" in h
