@@ -99,8 +99,6 @@ class Gate:
 
 def prepare(args: argparse.Namespace, device: str) -> Gate | None:
     """None without --expect. Loads and validates the file before any work (BadInput: exit 2)."""
-    import torch
-
     path = getattr(args, "expect", None)
     strict = bool(getattr(args, "strict", False))
     update = bool(getattr(args, "update_expect", False))
@@ -114,6 +112,8 @@ def prepare(args: argparse.Namespace, device: str) -> Gate | None:
         from bringup.flow import check_output_path
 
         check_output_path(path, "--expect")
+    import torch
+
     f = ExpectFile.load(path, missing_ok=update)
     sel = f.select(device, torch.__version__)
     return Gate(f, sel, f.expectations(sel), device, torch.__version__, strict, update, repeat,

@@ -127,3 +127,12 @@ def test_expect_init_and_check_from_a_stored_run(cli, tmp_path: Path) -> None:
     assert cli("expect", "check", "--expect", "empty.yaml", "--allow-unsupported").returncode == 1
     p = cli("expect", "check", "--expect", "empty.yaml", "--update")
     assert p.returncode == 0 and "exits 0" in p.stdout
+
+
+def test_run_takes_expect_and_the_scorecard_shows_the_classes(cli, tmp_path: Path) -> None:
+    f = tmp_path / "expect.yaml"
+    f.write_text('version: 1\ndevices:\n  cpu:\n    "*":\n      smoke/gemm: {status: fail_numeric, reason: numeric}\n')
+    p = cli(*CPU, "run", "--only", "smoke", "--expect", str(f), "--strict")
+    assert p.returncode == 1 and "NEW PASS smoke/gemm: expected fail_numeric, got pass" in p.stdout, p.stdout[-3000:]
+    report = next((tmp_path / "bringup-results").glob("*/report.html")).read_text()
+    assert 'id="sec-expectations"' in report and "smoke/gemm: expected fail_numeric, got pass" in report
