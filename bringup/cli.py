@@ -87,6 +87,9 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     from bringup.expect.gate import add_options as expect_options
 
     expect_options(p, suppress)
+    from bringup.localize.hook import add_options as localize_options
+
+    localize_options(p, suppress)
 
 
 def build_parser() -> Parser:

@@ -82,6 +82,7 @@ def execute_cases(
 ) -> int:
     """Run `cases` as one run (or the resumed run), then print, write outputs and return the exit code."""
     from bringup.expect import gate as expect_gate
+    from bringup.localize import hook as localize_hook
     from bringup.runner import execute, make_executor
     from bringup.runner.process import WorkerSpec
 
@@ -126,13 +127,19 @@ def execute_cases(
         store.end_run(run_id, "finished")
         run = store.get_run(run_id)
         results = store.results(run_id)
-        repeats = [] if gate is None else gate.repeat_runs(store, run, cases, lambda: make_executor(
-            getattr(args, "executor", "local"), spec, workers, getattr(args, "ray_address", None)),
-            run_dir, sess.console)  # fmt: skip
+        new_executor = lambda: make_executor(getattr(args, "executor", "local"), spec, workers,
+                                             getattr(args, "ray_address", None))  # fmt: skip
+        repeats = [] if gate is None else gate.repeat_runs(store, run, cases, new_executor, run_dir, sess.console)
+        localized = localize_hook.run_localize(args, store, run_id, results, new_executor, run_dir, sess.console)
         extras = summarize(results, sess.console)
+        if localized:
+            from bringup.localize.cli import summarize as localize_summary
+
+            extras.update(localize_summary(localized, sess.console))
         if gate is not None:
             judged = gate.finish(store, run, results, repeats, sess.console)
             extras["expectations"] = judged[0].block()
+        results = [*results, *localized]
         write_outputs(sess, store, run, results, extras, run_dir, judged[0] if judged else None)
         if after is not None:
             after(store, run, results)
