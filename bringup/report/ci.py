@@ -44,7 +44,8 @@ def junit_kind(status: Status, allow_unsupported: bool) -> str:
     return "error" if status is Status.ERROR else "failure"
 
 
-def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
+def junit_xml(run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> str:
+    """`expect`: a bringup.expect Judgement: expected failures become <skipped>, new ones <failure>."""
     allow = _allow_unsupported(run)
     root = ET.Element("testsuites", name=_x(f"bringup {run.command}"))
     by_suite: dict[str, list[CaseResult]] = {}
@@ -54,6 +55,12 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
     total_time = 0.0
     for suite, rs in by_suite.items():
         kinds = [junit_kind(r.status, allow) for r in rs]
+        notes: list[str | None] = [None] * len(rs)
+        if expect is not None:
+            from bringup.expect.gate import junit as expect_junit
+
+            kinds, notes = map(list, zip(*(expect_junit(expect.of(r.case_id), k, expect.strict)
+                                           for r, k in zip(rs, kinds, strict=True)), strict=True))  # fmt: skip
         unjudged = bool(unjudged_suites(rs))  # all ref_fail: one failing testcase says so (CI reads JUnit)
         counts = {"tests": len(rs) + unjudged, "failures": kinds.count("failure") + unjudged,
                   "errors": kinds.count("error"), "skipped": kinds.count("skipped")}  # fmt: skip
@@ -64,11 +71,14 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
         for k, v in (("run_id", run.run_id), ("device", run.device), ("device_name", run.device_name),
                      ("torch", run.torch_version), ("bringup", run.bringup_version)):  # fmt: skip
             ET.SubElement(props, "property", name=k, value=_x(v))
-        for r, kind in zip(rs, kinds, strict=True):
+        for r, kind, note in zip(rs, kinds, notes, strict=True):
             tc = ET.SubElement(ts, "testcase", classname=_x(f"bringup.{suite}"), name=_x(r.name),
                                time=f"{r.wall_s:.3f}")  # fmt: skip
+            if note and not kind:
+                ET.SubElement(tc, "system-out").text = _x(note)
             if kind:
                 msg = _x(f"{r.status.value}: {r.reason}" if r.reason else r.status.value)
+                msg = _x(f"{note}; {msg}") if note else msg
                 el = ET.SubElement(tc, kind, message=msg)
                 if kind != "skipped":
                     el.set("type", r.status.value)
@@ -90,8 +100,8 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult]) -> None:
-    atomic_write_text(path, junit_xml(run, results))
+def write_junit(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> None:
+    atomic_write_text(path, junit_xml(run, results, expect))
 
 
 # ---- CSV ----------------------------------------------------------------------------------------------
@@ -100,7 +110,7 @@ def write_junit(path: str | os.PathLike[str], run: RunInfo, results: Sequence[Ca
 CSV_COLUMNS: tuple[str, ...] = (
     "dev", "suite", "name", "batch_size", "accuracy", "speedup", "abs_latency", "compilation_latency",
     "peak_mem_gb", "graph_breaks", "recompiles", "max_abs_err", "max_rel_err", "loss_divergence",
-    "tokens_per_s", "mfu", "ttfs_s", "wall_s", "reason", "case_id",
+    "tokens_per_s", "mfu", "ttfs_s", "wall_s", "reason", "case_id", "expectation",
 )  # fmt: skip
 
 
@@ -132,7 +142,7 @@ def _eager_step(results: Sequence[CaseResult]) -> dict[tuple[str, Any], float]:
     return out
 
 
-def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float]) -> dict[str, Any]:
+def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float], expect: Any = None) -> dict[str, Any]:
     step = _seconds(r, "step_s")
     latency_ms = step * 1e3 if step is not None else _metric(r, "fwd_ms", "abs_latency_ms", "latency_ms")
     speedup = _metric(r, "speedup", "speedup_vs_eager")
@@ -155,6 +165,7 @@ def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float]) ->
         "loss_divergence": _metric(r, "loss_divergence"), "tokens_per_s": _metric(r, "tokens_per_s"),
         "mfu": _metric(r, "mfu"), "ttfs_s": _seconds(r, "ttfs_s"), "wall_s": round(r.wall_s, 4),
         "reason": r.reason, "case_id": r.case_id,
+        "expectation": (o.klass.value if (o := expect.of(r.case_id)) else "") if expect is not None else "",
     }  # fmt: skip
     return {k: _cell(v) for k, v in row.items()}
 
@@ -173,15 +184,15 @@ def _cell(v: Any) -> Any:
     return v
 
 
-def csv_text(run: RunInfo, results: Sequence[CaseResult]) -> str:
+def csv_text(run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
     w.writeheader()
     eager = _eager_step(results)
     for r in results:
-        w.writerow(csv_row(run, r, eager))
+        w.writerow(csv_row(run, r, eager, expect))
     return buf.getvalue()
 
 
-def write_csv(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult]) -> None:
-    atomic_write_text(path, csv_text(run, results))
+def write_csv(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> None:
+    atomic_write_text(path, csv_text(run, results, expect))

@@ -960,6 +960,12 @@ def failures_section(results: Sequence[CaseResult], allow_unsupported: bool) -> 
 
 
 # ---- the page --------------------------------------------------------------------------------------
+def _expectations(block: dict[str, Any]) -> str:
+    from bringup.expect.html import section_html  # --expect FILE: classes per area (docs/expect.md)
+
+    return section_html(block)
+
+
 def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] | None = None,
            out_dir: Path | None = None, run_dir: Path | None = None) -> str:  # fmt: skip
     """The whole page as a string. Reads nothing but its arguments and the packaged templates (and
@@ -979,6 +985,7 @@ def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] 
     verdicts += [verdict(s, by_suite[s], allow) for s in others]
     sections = [
         section("verdict", "Verdict by area", tiles(verdicts)),
+        *([_expectations(run.info["expectations"])] if isinstance(run.info.get("expectations"), dict) else []),
         generic_section("smoke", by_suite.get("smoke", []), AREA_TITLES["smoke"]),
         probe_section(by_suite.get("probe", [])),
         train_section(by_suite.get("train", []), summary),
