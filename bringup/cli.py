@@ -25,9 +25,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("bringup.report.bundle", "export a run as a portable JSON bundle"),
     "compare": ("bringup.report.compare", "compare two runs or bundles; exit 1 on regressions"),
     "port": ("bringup.port.cli", "find CUDA-only code and rewrite it device-agnostic"),
+    "expect": ("bringup.expect.cli", "expectations files: write one from a run, check a stored run against one"),
+    "localize": ("bringup.localize.cli", "first divergence: the first module, then the aten op, off vs float64"),
 }
 # Commands that never touch a device: no plugin import needed for device resolution.
-_NO_DEVICE = {"report", "export", "compare", "port"}
+_NO_DEVICE = {"report", "export", "compare", "port", "expect"}
 
 
 class Parser(argparse.ArgumentParser):
@@ -53,6 +55,12 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     p.add_argument("--allow-unsupported", action="store_true", default=d if suppress else False,
                    help="'unsupported' cases don't make the exit code 1")  # fmt: skip
     _output_options(p, suppress)
+    from bringup.expect.gate import add_options as expect_options
+
+    expect_options(p, suppress)
+    from bringup.localize.hook import add_options as localize_options
+
+    localize_options(p, suppress)
 
 
 def build_parser() -> Parser:

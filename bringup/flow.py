@@ -55,11 +55,15 @@ def execute_cases(
     after: Callable[[Store, RunInfo, list[CaseResult]], None] | None = None,
 ) -> int:
     """Run `cases` as one run (or the resumed run), then print, write outputs and return the exit code."""
+    from bringup.expect import gate as expect_gate
+    from bringup.localize import hook as localize_hook
     from bringup.runner import execute, make_executor
     from bringup.runner.process import WorkerSpec
 
     args = sess.args
     check_outputs(args)
+    gate = expect_gate.prepare(args, sess.device.name)  # a bad --expect file: exit 2 before any work
+    judged = None
     store = sess.open_store()
     try:
         run_id = sess.resume_run.run_id if sess.resume_run is not None else new_run_id()
@@ -97,12 +101,26 @@ def execute_cases(
         store.end_run(run_id, "finished")
         run = store.get_run(run_id)
         results = store.results(run_id)
+        new_executor = lambda: make_executor(getattr(args, "executor", "local"), spec, workers,
+                                             getattr(args, "ray_address", None))  # fmt: skip
+        repeats = [] if gate is None else gate.repeat_runs(store, run, cases, new_executor, run_dir, sess.console)
+        localized = localize_hook.run_localize(args, store, run_id, results, new_executor, run_dir, sess.console)
         extras = summarize(results, sess.console)
-        write_outputs(sess, store, run, results, extras, run_dir)
+        if localized:
+            from bringup.localize.cli import summarize as localize_summary
+
+            extras.update(localize_summary(localized, sess.console))
+        if gate is not None:
+            judged = gate.finish(store, run, results, repeats, sess.console)
+            extras["expectations"] = judged[0].block()
+        results = [*results, *localized]
+        write_outputs(sess, store, run, results, extras, run_dir, judged[0] if judged else None)
         if after is not None:
             after(store, run, results)
     finally:
         store.close()
+    if judged is not None:
+        return judged[1]
     return exit_code(results, bool(getattr(args, "allow_unsupported", False)))
 
 
@@ -117,7 +135,13 @@ def exit_code(results: Sequence[CaseResult], allow_unsupported: bool = False) ->
 
 
 def write_outputs(
-    sess: Session, store: Store, run: RunInfo, results: list[CaseResult], extras: dict[str, Any], run_dir: Path
+    sess: Session,
+    store: Store,
+    run: RunInfo,
+    results: list[CaseResult],
+    extras: dict[str, Any],
+    run_dir: Path,
+    expect: Any = None,
 ) -> None:
     from bringup.console import totals_line
     from bringup.files import write_json
@@ -134,9 +158,9 @@ def write_outputs(
         from bringup.report import ci
 
         if getattr(args, "junit", None):
-            ci.write_junit(args.junit, run, results)
+            ci.write_junit(args.junit, run, results, expect)
         if getattr(args, "csv", None):
-            ci.write_csv(args.csv, run, results)
+            ci.write_csv(args.csv, run, results, expect)
     sess.console.print(f"[bold]{totals_line(results)}[/]  (run {run.run_id})")
     sess.console.print(f"summary: {summary}", highlight=False)
 

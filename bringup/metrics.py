@@ -84,6 +84,7 @@ CORE: tuple[MetricSpec, ...] = (
     _m("tflops", "TFLOP/s", True, "achieved forward TFLOP/s"),
     _m("bwd_tflops", "TFLOP/s", True, "achieved backward TFLOP/s"),
     _m("mask_s", "s", False, "flex: block mask build time"),
+    _m("localize_s", "s", False, "localize: wall time to find the first divergent module"),
     _m("busy_s", "s", None, "profile: device busy time per step"),
     _m("idle_s", "s", False, "profile: device idle time per step"),
     _m("host_s", "s", False, "profile: host overhead per step"),

@@ -45,7 +45,8 @@ def junit_kind(status: Status, allow_unsupported: bool) -> str:
     return "error" if status is Status.ERROR else "failure"
 
 
-def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
+def junit_xml(run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> str:
+    """`expect`: a bringup.expect Judgement: expected failures become <skipped>, new ones <failure>."""
     allow = _allow_unsupported(run)
     root = ET.Element("testsuites", name=xml_text(f"bringup {run.command}"))
     by_suite: dict[str, list[CaseResult]] = {}
@@ -55,6 +56,12 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
     total_time = 0.0
     for suite, rs in by_suite.items():
         kinds = [junit_kind(r.status, allow) for r in rs]
+        notes: list[str | None] = [None] * len(rs)
+        if expect is not None:
+            from bringup.expect.classify import junit as expect_junit
+
+            kinds, notes = map(list, zip(*(expect_junit(expect.of(r.case_id), k, expect.strict)
+                                           for r, k in zip(rs, kinds, strict=True)), strict=True))  # fmt: skip
         unjudged = bool(unjudged_suites(rs))  # all ref_fail: one failing testcase says so (CI reads JUnit)
         counts = {"tests": len(rs) + unjudged, "failures": kinds.count("failure") + unjudged,
                   "errors": kinds.count("error"), "skipped": kinds.count("skipped")}  # fmt: skip
@@ -65,11 +72,14 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
         for k, v in (("run_id", run.run_id), ("device", run.device), ("device_name", run.device_name),
                      ("torch", run.torch_version), ("bringup", run.bringup_version)):  # fmt: skip
             ET.SubElement(props, "property", name=k, value=xml_text(v))
-        for r, kind in zip(rs, kinds, strict=True):
+        for r, kind, note in zip(rs, kinds, notes, strict=True):
             tc = ET.SubElement(ts, "testcase", classname=xml_text(f"bringup.{suite}"), name=xml_text(r.name),
                                time=f"{r.wall_s:.3f}")  # fmt: skip
+            if note and not kind:
+                ET.SubElement(tc, "system-out").text = xml_text(note)
             if kind:
                 msg = xml_text(f"{r.status.value}: {r.reason}" if r.reason else r.status.value)
+                msg = xml_text(f"{note}; {msg}") if note else msg
                 el = ET.SubElement(tc, kind, message=msg)
                 if kind != "skipped":
                     el.set("type", r.status.value)
@@ -91,8 +101,8 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult]) -> None:
-    atomic_write_text(path, junit_xml(run, results))
+def write_junit(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> None:
+    atomic_write_text(path, junit_xml(run, results, expect))
 
 
 # ---- CSV ----------------------------------------------------------------------------------------------
@@ -107,7 +117,7 @@ HARNESS_COLUMNS: tuple[str, ...] = (
 METRIC_COLUMNS: tuple[MetricSpec, ...] = specs(
     "graph_breaks", "recompiles", "max_abs_err", "max_rel_err", "loss_divergence", "tokens_per_s", "mfu", "ttfs_s"
 )
-TAIL_COLUMNS: tuple[str, ...] = ("wall_s", "reason", "case_id")
+TAIL_COLUMNS: tuple[str, ...] = ("wall_s", "reason", "case_id", "expectation")
 CSV_COLUMNS: tuple[str, ...] = (*HARNESS_COLUMNS, *(m.name for m in METRIC_COLUMNS), *TAIL_COLUMNS)
 # Metrics the harness columns already show (in their own units) or that only make sense per suite.
 _SHOWN_ELSEWHERE = frozenset({"step_s", "compile_s", "peak_mem_bytes", "fwd_ms"})
@@ -145,7 +155,7 @@ def _eager_step(results: Sequence[CaseResult]) -> dict[tuple[str, Any], float]:
     return out
 
 
-def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float]) -> dict[str, Any]:
+def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float], expect: Any = None) -> dict[str, Any]:
     step = _seconds(r, "step_s")
     latency_ms = step * 1e3 if step is not None else _metric(r, "fwd_ms", "abs_latency_ms", "latency_ms")
     speedup = _metric(r, "speedup", "speedup_vs_eager")
@@ -164,6 +174,7 @@ def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float]) ->
         "speedup": speedup, "abs_latency": latency_ms, "compilation_latency": compile_s,
         "peak_mem_gb": peak / 1e9 if peak is not None else None,
         "wall_s": round(r.wall_s, 4), "reason": r.reason, "case_id": r.case_id,
+        "expectation": (o.klass.value if (o := expect.of(r.case_id)) else "") if expect is not None else "",
     }  # fmt: skip
     for m in [*METRIC_COLUMNS, *(s for s in metric_specs() if s not in METRIC_COLUMNS)]:
         if m.name not in row and m.name not in _SHOWN_ELSEWHERE:
@@ -185,15 +196,15 @@ def _cell(v: Any) -> Any:
     return v
 
 
-def csv_text(run: RunInfo, results: Sequence[CaseResult]) -> str:
+def csv_text(run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=csv_columns(results), lineterminator="\n", extrasaction="ignore")
     w.writeheader()
     eager = _eager_step(results)
     for r in results:
-        w.writerow(csv_row(run, r, eager))
+        w.writerow(csv_row(run, r, eager, expect))
     return buf.getvalue()
 
 
-def write_csv(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult]) -> None:
-    atomic_write_text(path, csv_text(run, results))
+def write_csv(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> None:
+    atomic_write_text(path, csv_text(run, results, expect))

@@ -419,6 +419,12 @@ def failures_section(results: Sequence[CaseResult], allow_unsupported: bool) -> 
 
 
 # ---- the page --------------------------------------------------------------------------------------
+def _expectations(block: dict[str, Any]) -> str:
+    from bringup.expect.html import section_html  # --expect FILE: classes per area (docs/expect.md)
+
+    return section_html(block)
+
+
 def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] | None = None,
            out_dir: Path | None = None, run_dir: Path | None = None,
            suites: Sequence[Suite] | None = None) -> str:  # fmt: skip
@@ -458,6 +464,7 @@ def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] 
     verdicts += [verdict(s, by_suite[s], allow) for s in others]
     sections = [
         section("verdict", "Verdict by area", tiles(verdicts)),
+        *([_expectations(run.info["expectations"])] if isinstance(run.info.get("expectations"), dict) else []),
         *sections,
         *[generic_section(s, by_suite[s]) for s in others],
         failures_section(results, allow),

@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from bringup.api import Suite, register_suite
@@ -23,13 +24,14 @@ from bringup.errors import BadInput
 HELP = "harness self-test: cases that sleep, crash, exit, hang, raise or blow up memory on purpose"
 
 _ITEM = re.compile(
-    r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print|spin|loseonce|lose)(?::([0-9.]+))?(?:\*(\d+))?"
+    r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print|spin|loseonce|lose|flip)(?::([0-9.]+))?(?:\*(\d+))?"
 )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", default="ok*3", help="comma list of ok|sleep:S|segv|exit:N|raise|hang|alloc:GB|"
-                   "phase:S|unsupported|print|spin:N|lose|loseonce, each optionally *N (default ok*3)")  # fmt: skip
+                   "phase:S|unsupported|print|spin:N|lose|loseonce|flip, each optionally *N "
+                   "(default ok*3)")  # fmt: skip
     p.add_argument("--budget", type=float, default=60.0, help="wall budget per case, seconds (default 60)")
     p.add_argument("--phase-budget", type=float, default=1.0, help="budget of the 'phase' item's phase")
     p.add_argument("--tag", default="", help="distinguishes otherwise identical plans (part of case ids)")
@@ -102,6 +104,14 @@ def run_item(case: Case, ctx: Any) -> CaseResult:
             marker.touch()
             os.kill(os.getppid(), signal.SIGKILL)
             time.sleep(60)  # the parent-watch takes us down with it
+    elif op == "flip":
+        # A flaky case: pass, fail_numeric, pass, ... over the runs that share a result store (a counter
+        # next to the store, one per case id): what `--repeat N --expect FILE` must call flaky.
+        counter = Path(ctx.run_dir).parent / f".selftest-flip-{case.case_id}"
+        n = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(n + 1))
+        if n % 2:
+            return CaseResult.for_case(case, Status.FAIL_NUMERIC, f"selftest: flip {n + 1} failed on purpose")
     elif op == "print":
         print('selftest: noise on stdout {"type": "result"}', flush=True)
     r = CaseResult.for_case(case, Status.PASS)

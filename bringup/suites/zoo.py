@@ -607,7 +607,7 @@ def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[st
 
     # Ties the move to the device splits are a finding of their own (models/tying.py): named on the case,
     # and the model re-tied, so parity judges the model as meant (train_run's own .to is then a no-op).
-    if broken := tying.move(built.model, dev.torch_device, dtype):
+    if broken := tying.move(built.model, dev.torch_device, dtype.param_dtype):
         r.fields["tying_broken"] = broken
         r.fields["tying_finding"] = tying.describe(broken, dev.name)
     r.metric("broken_ties", len(broken))

@@ -1,0 +1,148 @@
+"""The CI gate in the one run flow (`bringup.flow.execute_cases`): `--expect FILE` and its options.
+
+prepare (before any work: a bad file is exit 2) -> repeat_runs (`--repeat N`: the same cases N-1
+more times, each a run of its own in the store, `info.repeat_of` = the first run) -> judge (classify,
+print, store the block in the run's info) -> exit code (after `--update-expect`, against the new file).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bringup.case import Case, CaseResult
+from bringup.errors import BadInput
+from bringup.expect.classify import Judgement, Klass, classify, junit  # noqa: F401 (junit: its old home)
+from bringup.expect.file import Expectation, ExpectFile
+
+
+def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
+    """--expect, --strict, --update-expect, --repeat: global and after every run/suite command."""
+    from bringup.options import positive_int
+
+    d = argparse.SUPPRESS if suppress else None
+    p.add_argument("--expect", metavar="FILE", default=d,
+                   help="expectations file (YAML): classify cases as expected / new failure / new pass / flaky; "
+                   "exit 1 only on a new failure")  # fmt: skip
+    p.add_argument("--strict", action="store_true", default=d if suppress else False,
+                   help="with --expect: a new pass or a flaky case also makes the exit code 1")  # fmt: skip
+    p.add_argument("--update-expect", action="store_true", default=d if suppress else False,
+                   help="with --expect: rewrite the file from this run (comments and links kept)")  # fmt: skip
+    p.add_argument("--repeat", type=positive_int, default=d if suppress else 1, metavar="N",
+                   help="with --expect: run the cases N times; a case whose status differs is flaky")  # fmt: skip
+
+
+@dataclass
+class Gate:
+    file: ExpectFile
+    section: tuple[str, str] | None
+    expectations: dict[str, Expectation]
+    device: str
+    torch_version: str
+    strict: bool
+    update: bool
+    repeat: int
+    allow_unsupported: bool
+
+    def repeat_runs(
+        self,
+        store: Any,
+        run: Any,
+        cases: Sequence[Case],
+        new_executor: Callable[[], Any],
+        run_dir: Path,
+        console: Any,
+    ) -> list[list[CaseResult]]:
+        from bringup.runner import execute
+
+        out: list[list[CaseResult]] = []
+        for k in range(2, self.repeat + 1):
+            info = {**run.info, "repeat_of": run.run_id, "repeat": k}
+            rid = store.new_run(run.command, run.argv, run.device, run.device_name, info)
+            console.print(f"repeat {k}/{self.repeat} of {run.run_id}: run {rid}", highlight=False)
+            execute(store, rid, cases, new_executor(), run_dir.parent / rid)
+            store.end_run(rid, "finished")
+            out.append(store.results(rid))
+        return out
+
+    def judge(self, results: Sequence[CaseResult], repeats: Sequence[Sequence[CaseResult]]) -> Judgement:
+        return classify(results, repeats, self.expectations, section=self.section, path=str(self.file.path),
+                        strict=self.strict, allow_unsupported=self.allow_unsupported)  # fmt: skip
+
+    def finish(
+        self, store: Any, run: Any, results: Sequence[CaseResult], repeats: Sequence[Sequence[CaseResult]],
+        console: Any,
+    ) -> tuple[Judgement, int]:  # fmt: skip
+        """Classify, print, remember in the store; with --update-expect write the file and judge again."""
+        j = self.judge(results, repeats)
+        print_judgement(j, console)
+        store.update_run_info(run.run_id, expectations=j.block())
+        code = j.exit_code()
+        if self.update:
+            from bringup.expect.update import apply
+
+            n = apply(self.file, results, repeats, self.device, self.torch_version, self.section)
+            path = self.file.save()
+            fresh = ExpectFile.load(path)
+            sel = fresh.select(self.device, self.torch_version)
+            after = classify(results, repeats, fresh.expectations(sel), section=sel, path=str(path),
+                             strict=self.strict, allow_unsupported=self.allow_unsupported)  # fmt: skip
+            code = after.exit_code()
+            console.print(f"--update-expect: {path} ({sel[0] if sel else '-'}/{sel[1] if sel else '-'}): "
+                          f"{n['added']} added, {n['changed']} changed, {n['removed']} removed; against it "
+                          f"this run exits {code}", highlight=False)  # fmt: skip
+        return j, code
+
+
+def prepare(args: argparse.Namespace, device: str) -> Gate | None:
+    """None without --expect. Loads and validates the file before any work (BadInput: exit 2)."""
+    path = getattr(args, "expect", None)
+    strict = bool(getattr(args, "strict", False))
+    update = bool(getattr(args, "update_expect", False))
+    repeat = int(getattr(args, "repeat", 1) or 1)
+    if path is None:
+        for flag, on in (("--strict", strict), ("--update-expect", update), ("--repeat", repeat > 1)):
+            if on:
+                raise BadInput(f"{flag} needs --expect FILE")
+        return None
+    if update:
+        from bringup.files import check_output_path
+
+        check_output_path(path, "--expect")
+    import torch
+
+    f = ExpectFile.load(path, missing_ok=update)
+    sel = f.select(device, torch.__version__)
+    return Gate(f, sel, f.expectations(sel), device, torch.__version__, strict, update, repeat,
+                bool(getattr(args, "allow_unsupported", False)))  # fmt: skip
+
+
+_LABEL = {Klass.NEW_FAILURE: "[red]NEW FAILURE[/]", Klass.NEW_PASS: "[yellow]NEW PASS[/]",
+          Klass.FLAKY: "[magenta]FLAKY[/]", Klass.EXPECTED: "[dim]expected[/]"}  # fmt: skip
+
+
+def summary_line(j: Judgement) -> str:
+    c = j.counts()
+    xfail = sum(1 for o in j.by_class(Klass.EXPECTED) if o.status.value != "pass")
+    sec = f"{j.section[0]}/torch {j.section[1]}" if j.section else "no section for this device/torch: all pass"
+    return (f"expectations ({j.path}, {sec}): {c['expected']} expected ({xfail} expected failure(s)), "
+            f"{c['new_failure']} new failure(s), {c['new_pass']} new pass(es), {c['flaky']} flaky"
+            + (f" over {j.repeat} runs" if j.repeat > 1 else ""))  # fmt: skip
+
+
+def print_judgement(j: Judgement, console: Any) -> None:
+    from rich.markup import escape
+
+    console.print(f"[bold]{escape(summary_line(j))}[/]")
+    for k in (Klass.NEW_FAILURE, Klass.NEW_PASS, Klass.FLAKY):
+        for o in j.by_class(k):
+            link = f" ({o.expected.link})" if o.expected.link else ""
+            console.print(f"  {_LABEL[k]} {escape(o.key)}: {escape(o.detail)}{escape(link)}")
+    if j.unjudged:
+        suites = escape(", ".join(j.unjudged))
+        console.print(f"  [red]NOTHING JUDGED[/] in {suites} (every case ref_fail, not expected)")
+    if j.not_run:
+        console.print(f"  [dim]{len(j.not_run)} expectation(s) for cases this run did not include[/]")

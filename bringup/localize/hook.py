@@ -1,0 +1,65 @@
+"""`--localize` on a run (zoo, or `run` with zoo in it): after the run, every zoo case that ended
+`fail_numeric` is localized, in the same run (its localize cases are added to it and stored like any
+other). A failure of the eager run is localized eagerly (module, then op); one where eager matched and
+the compiled path did not ("compiled: ..." reasons) by regional bisection with the case's backend.
+Mixed precision (amp-*) cases are not localized (the module-by-module rule needs one run dtype).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bringup.case import Case, CaseResult, Status
+
+_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
+    d = argparse.SUPPRESS if suppress else None
+    p.add_argument("--localize", action="store_true", default=d if suppress else False,
+                   help="localize every zoo fail_numeric: first module and aten op off (bringup localize)")  # fmt: skip
+
+
+def cases_for(results: Sequence[CaseResult]) -> tuple[list[Case], list[str]]:
+    """(localize cases for the zoo's fail_numeric results, notes on those left out)."""
+    out: list[Case] = []
+    notes: list[str] = []
+    for r in results:
+        if r.suite != "zoo" or r.status is not Status.FAIL_NUMERIC:
+            continue
+        p = r.params
+        dtype = _DTYPES.get(str(p.get("dtype", "")))
+        if dtype is None or p.get("source") not in ("hf", "timm", "fn"):
+            notes.append(f"zoo/{r.name}: not localized ({p.get('source')}, {p.get('dtype')})")
+            continue
+        compiled = r.reason.startswith("compiled") and str(p.get("backend") or "none") not in ("none", "eager")
+        backend = str(p["backend"]) if compiled else ""
+        params = {"source": p["source"], "model": p["model"], "task": p.get("task") or "", "dtype": dtype,
+                  "seed": int(p.get("seed", 0)), "backend": backend}  # fmt: skip
+        name = f"{r.name} {dtype}" + (f" {backend}" if backend else "")
+        out.append(Case("localize", name, params, "bringup.localize.cli:run_case", 600.0))
+    return out, notes
+
+
+def run_localize(
+    args: argparse.Namespace, store: Any, run_id: str, results: Sequence[CaseResult],
+    new_executor: Callable[[], Any], run_dir: Path, console: Any,
+) -> list[CaseResult]:  # fmt: skip
+    """With --localize: run the localize cases into `run_id`; returns their results ([] without)."""
+    if not getattr(args, "localize", False):
+        return []
+    from bringup.runner import execute
+
+    cases, notes = cases_for(results)
+    for n in notes:
+        console.print(n, highlight=False, markup=False)
+    if not cases:
+        console.print("--localize: no zoo fail_numeric to localize", highlight=False)
+        return []
+    console.print(f"--localize: {len(cases)} case(s)", highlight=False)
+    execute(store, run_id, cases, new_executor(), run_dir)
+    ids = {c.case_id for c in cases}
+    return [r for r in store.results(run_id) if r.case_id in ids]

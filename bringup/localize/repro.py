@@ -1,0 +1,119 @@
+"""A standalone repro of one op's mismatch: `repro.py` + `inputs.safetensors` + `op.json`.
+
+`python repro.py` (in a fresh process, no bringup needed: torch + safetensors) imports the device's
+plugin modules, runs the op on the device from the saved inputs and on cpu in float64 and in the run
+dtype, prints the errors and exits 1 when the device is off by more than the bound (3x the trusted
+cpu run's error, floor 2 eps: the rule of bringup/checks/parity.py), else 0. No pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bringup.localize.core import OpDivergence
+
+SCRIPT = '''\
+"""Repro written by `bringup localize`: {summary}
+Run: python repro.py [--device DEV]   (exit 1: the device's output is off; 0: it matches)"""
+import argparse, importlib, json, math, sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+HERE = Path(__file__).resolve().parent
+meta = json.loads((HERE / "op.json").read_text())
+ap = argparse.ArgumentParser()
+ap.add_argument("--device", default=meta["device"])
+opts = ap.parse_args()
+for m in meta["imports"]:
+    importlib.import_module(m)
+tensors = load_file(str(HERE / "inputs.safetensors"))
+dtype = getattr(torch, meta["dtype"])
+
+
+def build(node, where, cast):
+    if isinstance(node, dict) and "tensor" in node:
+        t = tensors[node["tensor"]]
+        t = t.to(cast) if (cast is not None and t.is_floating_point()) else t
+        return t.to(where)
+    if isinstance(node, dict) and "dtype" in node:
+        d = getattr(torch, node["dtype"])
+        return cast if (cast is not None and d.is_floating_point) else d
+    if isinstance(node, dict) and "device" in node:
+        return torch.device(where)
+    if isinstance(node, dict) and "list" in node:
+        return [build(x, where, cast) for x in node["list"]]
+    if isinstance(node, dict) and "dict" in node:
+        return {{k: build(v, where, cast) for k, v in node["dict"].items()}}
+    return node
+
+
+ns, _, rest = meta["op"].partition("::")
+name, _, overload = rest.partition(".")
+op = getattr(getattr(getattr(torch.ops, ns), name), overload or "default")
+
+
+def run(where, cast):
+    out = op(*build(meta["args"], where, cast), **build(meta["kwargs"], where, cast))
+    out = out[meta["output"]] if isinstance(out, (list, tuple)) else out
+    return out.detach().to("cpu", torch.float64)
+
+
+def rel_rmse(a, b):
+    den = b.pow(2).mean().sqrt().item()
+    num = (a - b).pow(2).mean().sqrt().item()
+    return num / den if den else (0.0 if num == 0 else math.inf)
+
+
+ref = run("cpu", torch.float64)
+got = run(opts.device, None)
+trusted = run("cpu", dtype)
+err, base = rel_rmse(got, ref), rel_rmse(trusted, ref)
+bound = max(2 * torch.finfo(dtype).eps, 3 * base)
+print(f"{{meta['op']}} on {{opts.device}}: rel_rmse {{err:.3g}} vs float64 (trusted cpu {{meta['dtype']}}: "
+      f"{{base:.3g}}, bound {{bound:.3g}}) -> {{'MISMATCH' if err > bound else 'ok'}}")
+sys.exit(1 if err > bound else 0)
+'''
+
+
+def _encode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(node, torch.Tensor):
+        key = f"t{len(tensors)}"
+        tensors[key] = node.detach().to("cpu").contiguous().clone()
+        return {"tensor": key}
+    if isinstance(node, torch.dtype):
+        return {"dtype": str(node).replace("torch.", "")}
+    if isinstance(node, torch.device):
+        return {"device": str(node)}
+    if isinstance(node, (list, tuple)):
+        return {"list": [_encode(x, tensors) for x in node]}
+    if isinstance(node, dict):
+        return {"dict": {str(k): _encode(v, tensors) for k, v in node.items()}}
+    if node is None or isinstance(node, (bool, int, float, str)):
+        return node
+    raise ValueError(f"argument of type {type(node).__name__} can't be written as JSON")
+
+
+def write_repro(d: OpDivergence, out_dir: Path, device: str, dtype: torch.dtype, imports: list[str],
+                where: str) -> Path:  # fmt: skip
+    """Write the repro of `d` under out_dir; returns the script's path. ValueError when an argument
+    can't be serialised (the report then says so)."""
+    from safetensors.torch import save_file
+
+    tensors: dict[str, torch.Tensor] = {}
+    args = _encode(list(d.record.args), tensors)
+    kwargs = _encode(dict(d.record.kwargs), tensors)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(out_dir / "inputs.safetensors"))
+    meta = {"op": d.name, "args": args, "kwargs": kwargs, "device": device, "imports": imports,
+            "dtype": str(dtype).replace("torch.", ""), "output": 0, "where": where,
+            "rel_err": d.rel_err, "bound": d.bound}  # fmt: skip
+    (out_dir / "op.json").write_text(json.dumps(meta, indent=2) + "\n")
+    script = out_dir / "repro.py"
+    script.write_text(SCRIPT.format(summary=f"{where} -> {d.name}, rel err {d.rel_err:.2g} on {device}"))
+    return script
