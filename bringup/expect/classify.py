@@ -166,7 +166,7 @@ def classify(
         )  # fmt: skip
         for r in results
     ]
-    from bringup.report.terminal import unjudged_suites
+    from bringup.console import unjudged_suites
 
     unjudged = [
         s for s in unjudged_suites(results)
@@ -175,3 +175,20 @@ def classify(
     run_keys = {o.key for o in outcomes}
     not_run = sorted(k for k in expectations if k not in run_keys)
     return Judgement(outcomes, section, path, strict, 1 + len(repeats), unjudged, not_run)
+
+
+def junit(o: Any, default_kind: str, strict: bool) -> tuple[str, str | None]:
+    """JUnit kind and message of one case under expectations: expected failures are skipped."""
+    if o is None:
+        return default_kind, None
+    if o.klass is Klass.EXPECTED:
+        if o.status.value == "pass" or default_kind == "":
+            return "", None
+        why = f"{o.expected.reason}" + (f", {o.expected.link}" if o.expected.link else "")
+        return "skipped", f"expected failure ({why}): {o.status.value}"
+    if o.klass is Klass.NEW_FAILURE:
+        return ("error" if o.status.value == "error" else "failure"), f"new failure: {o.detail}"
+    label = "new pass" if o.klass is Klass.NEW_PASS else "flaky"
+    if strict:
+        return "failure", f"{label} (--strict): {o.detail}"
+    return ("" if o.klass is Klass.NEW_PASS else "skipped"), f"{label}: {o.detail}"

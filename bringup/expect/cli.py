@@ -68,7 +68,7 @@ def _init(sess: Any, args: argparse.Namespace, run: Any, results: list[Any], rep
 
     from bringup.expect.file import ExpectFile
     from bringup.expect.update import apply
-    from bringup.flow import check_output_path
+    from bringup.files import check_output_path
 
     out = Path(args.out)
     if out.exists() and not args.force:
@@ -96,7 +96,7 @@ def _check(sess: Any, args: argparse.Namespace, run: Any, results: list[Any], re
     if not args.update:
         return j.exit_code()
     from bringup.expect.update import apply
-    from bringup.flow import check_output_path
+    from bringup.files import check_output_path
 
     check_output_path(str(f.path), "--expect")
     n = apply(f, results, repeats, run.device, run.torch_version, sel)

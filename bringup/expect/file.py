@@ -267,6 +267,6 @@ class ExpectFile:
         return buf.getvalue()
 
     def save(self, path: str | Path | None = None) -> Path:
-        from bringup.report.contract import atomic_write_text
+        from bringup.files import atomic_write_text
 
         return atomic_write_text(path or self.path, self.dumps())

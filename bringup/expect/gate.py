@@ -21,7 +21,7 @@ from bringup.expect.file import Expectation, ExpectFile
 
 def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     """--expect, --strict, --update-expect, --repeat: global and after every run/suite command."""
-    from bringup.cli import positive_int
+    from bringup.options import positive_int
 
     d = argparse.SUPPRESS if suppress else None
     p.add_argument("--expect", metavar="FILE", default=d,
@@ -109,7 +109,7 @@ def prepare(args: argparse.Namespace, device: str) -> Gate | None:
                 raise BadInput(f"{flag} needs --expect FILE")
         return None
     if update:
-        from bringup.flow import check_output_path
+        from bringup.files import check_output_path
 
         check_output_path(path, "--expect")
     import torch
@@ -146,20 +146,3 @@ def print_judgement(j: Judgement, console: Any) -> None:
         console.print(f"  [red]NOTHING JUDGED[/] in {suites} (every case ref_fail, not expected)")
     if j.not_run:
         console.print(f"  [dim]{len(j.not_run)} expectation(s) for cases this run did not include[/]")
-
-
-def junit(o: Any, default_kind: str, strict: bool) -> tuple[str, str | None]:
-    """JUnit kind and message of one case under expectations: expected failures are skipped."""
-    if o is None:
-        return default_kind, None
-    if o.klass is Klass.EXPECTED:
-        if o.status.value == "pass" or default_kind == "":
-            return "", None
-        why = f"{o.expected.reason}" + (f", {o.expected.link}" if o.expected.link else "")
-        return "skipped", f"expected failure ({why}): {o.status.value}"
-    if o.klass is Klass.NEW_FAILURE:
-        return ("error" if o.status.value == "error" else "failure"), f"new failure: {o.detail}"
-    label = "new pass" if o.klass is Klass.NEW_PASS else "flaky"
-    if strict:
-        return "failure", f"{label} (--strict): {o.detail}"
-    return ("" if o.klass is Klass.NEW_PASS else "skipped"), f"{label}: {o.detail}"

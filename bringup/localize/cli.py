@@ -157,7 +157,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     from rich.markup import escape
 
-    from bringup.report.terminal import case_table
+    from bringup.console import case_table
 
     console.print(case_table("localize", results, []))
     for r in results:

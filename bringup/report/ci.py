@@ -57,7 +57,7 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -
         kinds = [junit_kind(r.status, allow) for r in rs]
         notes: list[str | None] = [None] * len(rs)
         if expect is not None:
-            from bringup.expect.gate import junit as expect_junit
+            from bringup.expect.classify import junit as expect_junit
 
             kinds, notes = map(list, zip(*(expect_junit(expect.of(r.case_id), k, expect.strict)
                                            for r, k in zip(rs, kinds, strict=True)), strict=True))  # fmt: skip
