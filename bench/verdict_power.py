@@ -111,7 +111,10 @@ def run_model(src: str, model: str, prec_name: str, families: list[str], clean: 
 def table(rows: list[dict[str, Any]], families: list[str], clean: list[str], precisions: list[str]) -> str:
     cell: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     missed: dict[tuple[str, str], list[str]] = defaultdict(list)
+    errors = [r for r in rows if r.get("status") == "error"]
     for r in rows:
+        if "flagged" not in r:
+            continue
         if r.get("kind") == "family" and r.get("nodes"):
             c = cell[(r["run"], r["precision"])]
             c[1] += 1
@@ -140,6 +143,9 @@ def table(rows: list[dict[str, Any]], families: list[str], clean: list[str], pre
     bad = sorted({r["model"] for r in setups if r["status"] != "ok"})
     out.append(f"models judged: {len({r['model'] for r in setups if r['status'] == 'ok'})}; ref_fail: "
                f"{', '.join(bad) or 'none'}")  # fmt: skip
+    for r in errors:
+        why = " ".join(r["why"].split())[:80]
+        out.append(f"  error (not a verdict): {r['model']} {r['precision']} {r['run']}: {why}")
     for (k, p), ms in sorted(missed.items()):
         label = "flagged (false failure)" if k in clean else "missed"
         out.append(f"  {k} {p} {label}: {', '.join(ms)}")

@@ -12,8 +12,9 @@ fails it (and, with measured noise, the run as a whole on its mean size):
    same precision (cpu eager; `baseline`), the bound is `multiplier` x E, where E is the largest error a
    trusted run showed on that tensor: the baseline's own and, with `noise`, the trusted run's under
    other seeds (the idea of PyTorch's FlexAttention tests: compiled error <= fudge x eager error), never
-   below `floor` (2 eps of the precision: two correct implementations may round one result apart by up
-   to an ulp each). Alone (no trusted run) it must stay under the precision's fixed `rel_rmse`.
+   below `floor` (2 eps in low precision: two correct implementations may round one result apart by
+   up to an ulp each; 1e-4 in fp32, where reduction order, not rounding, sets the error: see the
+   table). Alone (no trusted run) it must stay under the precision's fixed `rel_rmse`.
 2. Direction of the error (systematic bias): bias = <got - ref64, ref64> / <ref64, ref64>, the
    least-squares scale of the error along the reference. Rounding noise is nearly orthogonal to the
    reference; an operator whose output is off by a factor (1 + d) is not: every weight that operator
@@ -28,7 +29,7 @@ fails it (and, with measured noise, the run as a whole on its mean size):
    moves at this precision on this tensor, measured, not assumed). bias_floor is an eighth of an ulp
    (eps / 8): a guard for the estimate itself, not a tolerance. Alone: |bias| <= `bias` + `bias_z` se.
 
-3. The whole run (with trusted runs and `noise`): the geometric mean over tensors of rel_rmse / the
+3. The whole run (with trusted runs and `noise`, bf16/fp16): the geometric mean over tensors of rel_rmse / the
    trusted runs' RMS rel_rmse on that tensor must stay <= AGG_FUDGE: a run that rounds more than the
    precision does everywhere (a matmul accumulating in bf16) while each tensor stays in its own 3x.
 
@@ -61,6 +62,9 @@ BIAS_CHUNKS = 16  # the bias' standard error is estimated from this many contigu
 # in fp32, below 1); a run that is on average AGG_FUDGE x further from float64 than the trusted runs on
 # every tensor rounds more than the precision does (a matmul accumulating in bf16 measures ~2.0).
 AGG_FUDGE = 1.5
+# ...in low precision only: there a correct run's error is rounding at the same points as the trusted
+# run's; in fp32 it is reduction order, which a correct backend may change (float32's reason).
+AGG_DTYPES = (torch.bfloat16, torch.float16)
 AGG_MIN_TENSORS = 8  # fewer tensors: the mean of their log ratios is too noisy to judge
 # a reference RMS under max(FLOOR_REL, FLOOR_EPS x eps(dtype)) x the median RMS is numerically zero
 FLOOR_REL = 1e-3
@@ -98,12 +102,15 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
         bias=1e-11, bias_floor=_eps(torch.float64) / 8, gross=1e-8, loss_rel=1e-10, loss_floor=1e-12,
     ),
     torch.float32: Tolerance(
-        1e-4, 3.0, 2 * _eps(torch.float32),
+        1e-4, 3.0, 1e-4,
         "fp32 eps 1.2e-7: correct runs of tiny models sit at rel_rmse 1e-7..4e-5 against float64 (the "
-        "high end: ill-conditioned tensors, BatchNorm over a tiny batch), which the trusted runs show "
-        "tensor by tensor; a correct backend reorders reductions (fusion, tiling), so 3x the largest "
-        "trusted error (dynamo's fp32 multiplier is 2; 3 leaves room for 3 samples' spread). Alone: "
-        "1e-4, bias 1e-4. gross 1e-2: the cpu fp32 run is garbage past 1%. Loss curves: correct runs "
+        "high end: ill-conditioned tensors, BatchNorm over a tiny batch). fp32 error is dominated by "
+        "the order of reductions, which a correct backend may change (fusion, tiling): inductor's "
+        "BatchNorm bias grad on timm test_resnet is 4x eager's (2.7e-5 vs 6.6e-6), so the trusted "
+        "run's error does not bound it; the size floor stays 1e-4 (the largest correct-run error over "
+        "the 181 causal types with inductor is 4e-5), 3x the largest trusted error above it. A 1% op "
+        "error reaches >= 2e-4 by size and 1e-2 by direction. Alone: 1e-4, bias 1e-4. gross 1e-2: the "
+        "cpu fp32 run is garbage past 1%. Loss curves: correct runs "
         "deviate up to ~1.3e-5 over 3 SGD steps; 5x the trusted run's deviation so far, floor 1e-4.",
         bias=1e-4, bias_z=4.0, bias_floor=_eps(torch.float32) / 8, gross=1e-2, loss_rel=1e-4,
         loss_multiplier=5.0, loss_floor=1e-4,
@@ -431,7 +438,8 @@ def parity(
                 logs.append(math.log(max(t.rel_rmse, 1e-3 * e) / e))
     for name in got.keys() - ref64.keys():
         out.append(_bad(name, "not in reference", 0.0))
-    agg = math.exp(sum(logs) / len(logs)) if noise is not None and len(logs) >= AGG_MIN_TENSORS else None
+    judge_agg = noise is not None and dt in AGG_DTYPES and len(logs) >= AGG_MIN_TENSORS
+    agg = math.exp(sum(logs) / len(logs)) if judge_agg else None
     rep = ParityReport(all(t.ok for t in out), out, agg)
     rep.ok = rep.ok and rep.agg_ok
     return rep

@@ -15,7 +15,7 @@ from typing import Any
 
 from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
-from bringup.expect.classify import Judgement, Klass, classify, junit  # noqa: F401 (junit: its old home)
+from bringup.expect.classify import Judgement, Klass, classify
 from bringup.expect.file import Expectation, ExpectFile
 
 

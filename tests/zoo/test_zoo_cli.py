@@ -80,7 +80,6 @@ def test_amp_bf16_activation_perturbation_is_fail_numeric(tmp_path: Path) -> Non
     data = zoo(tmp_path, "--import", "perturb_backend", "zoo", "--filter", "^llama$", "--steps", "2",
                "--dtype", "amp-bf16", "--compile-backend", "perturb_act_aot_eager", rc=1)  # fmt: skip
     (c,) = data["cases"]
-    assert c["params"]["dtype"] == "amp-bf16"
     assert c["status"] == "fail_numeric" and c["reason"].startswith("compiled:"), c
     assert len(c["noise_seeds"]) == 2
 
