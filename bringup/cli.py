@@ -116,6 +116,9 @@ def _import_plugins(mods: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bringup.compat import quiet_import_noise
+
+    quiet_import_noise()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return _main(argv)

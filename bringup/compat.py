@@ -46,3 +46,19 @@ def ensure_torchvision_importable() -> str:
     import torchvision  # noqa: F401
 
     return "shimmed"
+
+
+# Import-time warnings of optional packages that say nothing about the user's run. transformers
+# imports torchao whenever it is installed (its quantizer registry); torchao then logs "Failed to load
+# .../_C_mxfp8...so" for each CUDA-only extension it ships (on a cpu build they can't load, by design),
+# and registers enums with torch's pytree, which torch >= 2.12 logs as deprecated. Every command that
+# touches a model printed four such lines before its own output, and a bad input no longer ended in
+# one line. Only these two loggers, only below ERROR; probe reports what torchao can really do.
+_NOISY_IMPORT_LOGGERS = ("torchao", "torch.utils._pytree")
+
+
+def quiet_import_noise() -> None:
+    import logging
+
+    for name in _NOISY_IMPORT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
