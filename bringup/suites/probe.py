@@ -352,7 +352,7 @@ def probe_distributed(case: Case, dev: torch.device, imports: tuple[str, ...] = 
         out = os.path.join(tmp, "result")
         mp.start_processes(_dist_rank, args=(DIST_WORLD, backend, str(dev), tuple(imports), init, out),
                            nprocs=DIST_WORLD, join=True, start_method="spawn")  # fmt: skip
-        got = {f"rank{r}": torch.load(f"{out}.{r}") for r in range(DIST_WORLD)}
+        got = {f"rank{r}": torch.load(f"{out}.{r}", weights_only=True) for r in range(DIST_WORLD)}
     total = DIST_WORLD * (DIST_WORLD + 1) / 2
     ref = {k: total * torch.arange(8, dtype=torch.float64) for k in got}
     r = _judge(case, got, ref, torch.float32)

@@ -32,7 +32,8 @@ def test_localize_names_silu_and_the_repro_reproduces(cli, tmp_path: Path, testd
     assert case["status"] == "fail_numeric"
     assert case["first_module"] == "model.layers.0.mlp.act_fn", case
     assert case["first_op"] == "aten::silu", case
-    assert 5e-3 < case["op_rel_err"] < 2e-2 and case["op_bound"] < 1e-5  # 1.01x: rel err 1e-2
+    # 1.01x: rel err 1e-2; the bound is parity's fp32 size floor (1e-4, checks/parity.py), 100x below it
+    assert 5e-3 < case["op_rel_err"] < 2e-2 and case["op_bound"] <= 1e-4
     assert "first divergence: model.layers.0.mlp.act_fn -> aten::silu, rel err 0.01" in p.stdout
     script = case["repro"]
     assert Path(script).is_file() and (Path(script).parent / "inputs.safetensors").is_file()
