@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import mmap
+
 import torch
 
 from bringup.device import PEAK_TABLE, Device, dtype_name, parse_dtype, resolve_device, table_peak
@@ -49,11 +51,14 @@ def test_timer_and_memory_on_cpu() -> None:
     assert 0 < dt < 60
     d.reset_peak_memory()
     before = d.peak_memory()
-    blob = torch.ones(64 << 20, dtype=torch.uint8)  # 64 MiB, touched
+    # 64 MiB of fresh anonymous pages, touched: a malloc'ed buffer can reuse pages the process already
+    # holds (in a long pytest process the peak then did not move: 909512704 before and after)
+    blob = mmap.mmap(-1, 64 << 20)
+    blob.write(b"x" * (64 << 20))
     after = d.peak_memory()
     assert before is not None and after is not None and after >= before + (48 << 20)
     assert d.memory_allocated() is not None
-    del blob
+    blob.close()
 
 
 def test_dtype_names_round_trip() -> None:
