@@ -64,14 +64,17 @@ def check_outputs(args: argparse.Namespace) -> None:
         check_output_path(getattr(args, opt, None), f"--{opt}")
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write via a temp file in the same directory + rename: never a half-written file."""
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write via a temp file in the same directory, fsync, rename: never a half-written file. The
+    file keeps the mode it has (a new one gets what open() would give it)."""
     p = Path(path)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, _file_mode(p))  # mkstemp makes 0600; a report or summary is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        os.fchmod(fd, _file_mode(p))  # mkstemp makes 0600; a report, summary or source file is not
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, p)
     except BaseException:
         try:
@@ -80,6 +83,10 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
             pass
         raise
     return p
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _file_mode(p: Path) -> int:

@@ -11,7 +11,6 @@ import difflib
 import io
 import os
 import stat
-import tempfile
 import tokenize
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ from typing import Any
 import libcst as cst
 
 from bringup.errors import BadInput
+from bringup.files import atomic_write_bytes
 from bringup.port.codemod import may_have_findings, run_module
 from bringup.port.rules import CODES, PARSE_ERROR, rule
 
@@ -151,25 +151,6 @@ def _writable(src: _Source) -> str | None:
     if not stat.S_ISREG(os.stat(real).st_mode):
         return "not a regular file"
     return None
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Temp file in the same directory + rename; the file's mode is kept."""
-    mode = stat.S_IMODE(os.stat(path).st_mode)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".port.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def check_select(select: set[str] | None) -> None:
