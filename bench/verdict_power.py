@@ -8,10 +8,12 @@ the false failures of correct backends, on the quick zoo plus causal-LM types.
 Each model is run exactly as the zoo runs it (bringup/suites/zoo.py: the float64 reference, the trusted
 cpu eager run at the precision, the trusted run under --noise-seeds more seeds, then `judge_run`: the
 parity of loss, logits and every grad, and the loss curve). The runs judged are:
-  * perturbation families (tests/zoo/perturb_backend.py: FAMILIES): a dynamo backend that rewrites one
-    kind of aten node in the forward and backward graphs and runs them like aot_eager. "applicable"
-    means the family rewrote at least one node of that model's graphs; "flagged" that the zoo's verdict
-    on that run is a failure.
+  * perturbation families (tests/zoo/perturb_backend.py: FAMILIES): each rewrites one kind of aten
+    call in the forward and backward. `--inject mode` (default): a TorchDispatchMode over the eager
+    run's forward and backward (FamilyMode: no graph to trace, so ~20x cheaper); `--inject compile`: a
+    dynamo backend that rewrites the AOT forward/backward graphs and runs them like aot_eager (what the
+    tests use). "applicable" means the family perturbed at least one call of that model's step;
+    "flagged" that the zoo's verdict on that run is a failure.
   * correct backends: eager (cpu eager on 1 thread: other reduction splits than the trusted run's),
     aot_eager, inductor. Any of those flagged is a false failure.
 It is a bench, not a test: on 2 cores the default set takes tens of minutes (inductor compiles
@@ -53,19 +55,21 @@ CLEAN = ("eager", "aot_eager", "inductor")
 PRECISIONS = ("fp32", "amp-bf16", "bf16")
 
 
-def _one(built: Any, init: Any, batches: Any, prec: Any, backend: str | None, threads: int | None) -> Any:
+def _one(built: Any, init: Any, batches: Any, prec: Any, backend: Any, threads: int | None,
+         mode: str | None = None) -> Any:  # fmt: skip
     torch._dynamo.reset()
     old = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
-        return sz.train_run(built, init, batches, torch.device("cpu"), prec, backend=backend)
+        ctx = (lambda: pb.FamilyMode(mode)) if mode else None
+        return sz.train_run(built, init, batches, torch.device("cpu"), prec, backend=backend, step_context=ctx)
     finally:
         torch.set_num_threads(old)
 
 
 def run_model(src: str, model: str, prec_name: str, families: list[str], clean: list[str], steps: int,
-              noise_seeds: int) -> list[dict[str, Any]]:  # fmt: skip
+              noise_seeds: int, inject: str = "mode") -> list[dict[str, Any]]:  # fmt: skip
     prec = parse_precision(prec_name)
     params = {"source": src, "model": model, "task": "causal-lm", "seed": 0}
     head = {"model": model, "precision": prec_name}
@@ -89,12 +93,13 @@ def run_model(src: str, model: str, prec_name: str, families: list[str], clean: 
     for c in clean:
         runs.append((c, "clean", None if c == "eager" else c, 1 if c == "eager" else None))
     for f in families:
-        runs.append((f, "family", pb.family_backend(f), None))
+        runs.append((f, "family", pb.family_backend(f) if inject == "compile" else None, None))
     for name, kind, backend, threads in runs:
         t = time.monotonic()
         before = pb.FAMILY_NODES[name] if kind == "family" else 0
+        mode = name if kind == "family" and inject == "mode" else None
         try:
-            got = _one(built, init, batches, prec, backend, threads)
+            got = _one(built, init, batches, prec, backend, threads, mode)
         except Exception as e:
             rows.append({**head, "run": name, "kind": kind, "status": "error", "why": f"{type(e).__name__}: {e}"[:300]})
             continue
@@ -161,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most N models")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--noise-seeds", type=int, default=sz.NOISE_SEEDS)
+    ap.add_argument("--inject", choices=["mode", "compile"], default="mode",
+                    help="how families are injected: mode = a TorchDispatchMode in eager (default, no tracing); "
+                    "compile = a dynamo backend rewriting the AOT graphs (~20x slower per run)")  # fmt: skip
     ap.add_argument("--json", default="verdict_power.json")
     ap.add_argument("--table-only", action="store_true", help="print the table of an existing --json")
     a = ap.parse_args(argv)
@@ -190,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     for src, m in models:
         for p in precisions:
-            new = run_model(src, m, p, families, clean, a.steps, a.noise_seeds)
+            new = run_model(src, m, p, families, clean, a.steps, a.noise_seeds, a.inject)
             rows += new
             with out.open("a") as fh:
                 for r in new:

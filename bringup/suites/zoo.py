@@ -23,7 +23,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,12 +277,17 @@ class RunOut:
 
 
 def build_model(params: dict[str, Any]) -> Any:
-    """The model of a case, its all-zero parameters (biases, norm offsets) drawn small and seeded
-    (models/zoo.py: nonzero_init): a dropped bias must change the result."""
+    """The model of a case, initialised so that every operator matters to the result (seeded): Linear
+    weights at N(0, 1/fan_in) so attention is not uniform and activations see unit-size inputs
+    (models/testable_init.py), and all-zero parameters (biases, norm offsets) drawn small
+    (models/zoo.py: nonzero_init): a dropped bias, a wrong softmax temperature must change the result."""
+    from bringup.models import testable_init
     from bringup.models import zoo as mz
 
     built = _build_model(params)
-    mz.nonzero_init(built.model, int(params.get("seed", 0)))
+    seed = int(params.get("seed", 0))
+    testable_init.fan_in_init(built.model, seed)
+    mz.nonzero_init(built.model, seed)
     return built
 
 
@@ -380,17 +385,19 @@ def as_precision(p: Precision | torch.dtype | str) -> Precision:
 
 def train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
               dtype: Precision | torch.dtype | str, round_to: torch.dtype | None = None, backend: str | None = None,
-              on_first_step: Any = None) -> RunOut:  # fmt: skip
+              on_first_step: Any = None, step_context: Any = None) -> RunOut:  # fmt: skip
     """K SGD steps at a precision (a pure dtype, or mixed: fp32 weights, forward under autocast, fp16 with
-    a GradScaler). Step 0's loss, logits and grads (unscaled) are kept (moved to cpu) for parity."""
+    a GradScaler). Step 0's loss, logits and grads (unscaled) are kept (moved to cpu) for parity.
+    `step_context` (a context-manager factory, e.g. a TorchDispatchMode) wraps each step's forward and
+    backward, not the optimizer."""
     prec = as_precision(dtype)
     with _default_dtype(prec.param_dtype):
-        return _train_run(built, init, batches, device, prec, round_to, backend, on_first_step)
+        return _train_run(built, init, batches, device, prec, round_to, backend, on_first_step, step_context)
 
 
 def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
                prec: Precision, round_to: torch.dtype | None, backend: str | None,
-               on_first_step: Any) -> RunOut:  # fmt: skip
+               on_first_step: Any, step_context: Any = None) -> RunOut:  # fmt: skip
     dtype = prec.param_dtype
     model = _load_init(built.model, init, device, dtype, round_to)
     model.train()
@@ -418,13 +425,14 @@ def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str
     for i, raw in enumerate(batches):
         b = _cast_batch(raw, device, dtype, round_to)
         ts = time.perf_counter()
-        if i == 0 and on_first_step is not None:
-            with on_first_step():
+        with step_context() if step_context is not None else nullcontext():
+            if i == 0 and on_first_step is not None:
+                with on_first_step():
+                    loss, logits = step_fn(b)
+                    backward(loss)
+            else:
                 loss, logits = step_fn(b)
                 backward(loss)
-        else:
-            loss, logits = step_fn(b)
-            backward(loss)
         if i == 0:
             first = time.perf_counter() - ts
             tensors["loss"] = loss.detach().to("cpu").reshape(())
