@@ -1,0 +1,173 @@
+"""Portable cache artifacts (bringup/train/artifact.py) and the cache accounting (train/accounting.py).
+
+The round trip runs two fresh Python processes, each with its own empty cache directories: one compiles
+and writes the artifact, the other loads it and compiles the same function; the proof is torch's
+cache counters (hits, no misses), never wall time (speed is measured in bench/first_step.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bringup.case import CaseResult, Status
+from bringup.errors import BadInput
+from bringup.train import accounting, arms, artifact
+from bringup.train.spec import TrainSpec
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = TrainSpec(mode="compile", cache="cold", model="qwen3-tiny", batch=2, seq=64)
+
+
+def test_header_round_trip_and_fit(tmp_path: Path) -> None:
+    p = tmp_path / "a.bin"
+    artifact.write(p, artifact.header_for(SPEC, "cpu", artifact.KIND_MEGA), b"payload")
+    art = artifact.read(p)
+    assert art.payload == b"payload" and art.header["device_type"] == "cpu" and art.header["bytes"] == 7
+    assert artifact.check(p, SPEC.with_(cache="artifact"), "cpu")["kind"] == artifact.KIND_MEGA
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [("torch", "2.12.0+cu128", "torch '2.12.0+cu128'"), ("device_type", "cuda", "device_type 'cuda'"),
+     ("backend", "neuron", "backend 'neuron'"), ("seq", 128, "seq 128"), ("model", "qwen3-0.6b", "model")],
+)  # fmt: skip
+def test_a_mismatched_artifact_is_one_clear_line(tmp_path: Path, field: str, value: object, named: str) -> None:
+    p = tmp_path / "a.bin"
+    artifact.write(p, {**artifact.header_for(SPEC, "cpu", artifact.KIND_MEGA), field: value}, b"x")
+    with pytest.raises(BadInput) as e:
+        artifact.check(p, SPEC, "cpu")
+    msg = str(e.value)
+    assert "\n" not in msg and named in msg and "would start cold" in msg
+
+
+def test_foreign_truncated_and_missing_files(tmp_path: Path) -> None:
+    (tmp_path / "junk").write_bytes(b"\x00" * 64)
+    with pytest.raises(BadInput, match="not a bringup cache artifact"):
+        artifact.read(tmp_path / "junk")
+    good = artifact.encode(artifact.header_for(SPEC, "cpu", artifact.KIND_MEGA), b"0123456789")
+    (tmp_path / "cut").write_bytes(good[:-3])
+    with pytest.raises(BadInput, match="truncated"):
+        artifact.read(tmp_path / "cut")
+    with pytest.raises(BadInput, match="cannot read"):
+        artifact.read(tmp_path / "nope")
+
+
+def test_cli_refuses_a_mismatched_artifact_with_exit_2(cli, tmp_path: Path) -> None:
+    p = tmp_path / "old.bin"
+    artifact.write(p, {**artifact.header_for(SPEC, "cpu", artifact.KIND_MEGA), "torch": "1.0.0"}, b"x")
+    r = cli("--device", "cpu", "train", "--modes", "eager,compile", "--batch", "2", "--seq", "64",
+            "--load-cache-artifact", str(p))  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "torch '1.0.0'" in lines[0] and "Traceback" not in r.stderr
+
+
+# ---- the round trip: two fresh processes, two empty cache dirs --------------------------------------
+CHILD = r"""
+import json, os, sys, tempfile
+root, mode, art = sys.argv[1], sys.argv[2], sys.argv[3]
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
+os.environ["TMPDIR"] = tempfile.tempdir = os.path.join(root, "tmp")
+import torch
+from bringup.train import artifact, compile_metrics
+from bringup.train.spec import TrainSpec
+spec = TrainSpec(mode="compile", model="tiny-mlp", batch=4, seq=16)
+width = int(sys.argv[4])
+loaded = {}
+if mode == "load":
+    artifact.check(art, spec, "cpu")
+    loaded = artifact.load_mega_cache(artifact.read(art).payload)
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.SiLU(), torch.nn.Linear(width, 16))
+torch.compile(m)(torch.randn(4, 16)).sum().backward()
+if mode == "save":
+    artifact.write(art, artifact.header_for(spec, "cpu", artifact.KIND_MEGA), artifact.mega_cache_bytes())
+print(json.dumps({"cache": compile_metrics.snapshot()["cache"], "loaded": loaded}))
+"""
+
+
+def _child(tmp: Path, name: str, mode: str, art: Path, width: int = 32) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-c", CHILD, str(tmp / name), mode, str(art), str(width)], env=env,
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_artifact_made_in_one_process_starts_another_warm(tmp_path: Path) -> None:
+    art = tmp_path / "warm.bin"
+    made = _child(tmp_path, "a", "save", art)
+    assert made["cache"]["fx_miss"] > 0 and made["cache"]["fx_hit"] == 0  # process A compiled cold
+    got = _child(tmp_path, "b", "load", art)  # fresh process, empty cache dirs, the artifact loaded
+    assert not list((tmp_path / "a").glob("**/b"))  # (b never saw a's directories)
+    c = got["cache"]
+    assert got["loaded"].get("inductor", 0) > 0 and got["loaded"].get("aot_autograd", 0) > 0
+    assert c["fx_hit"] > 0 and c["fx_miss"] == 0 and c["aot_hit"] > 0 and c["aot_miss"] == 0
+    assert accounting.reused_nothing(TrainSpec(mode="compile", cache="artifact"), c) == ""
+    # the verdict's power: the same artifact under other graphs (another width) reuses nothing
+    other = _child(tmp_path, "c", "load", art, width=48)["cache"]
+    assert other["fx_hit"] == 0 and other["fx_miss"] > 0
+    why = accounting.reused_nothing(TrainSpec(mode="compile", cache="artifact"), other)
+    assert why.startswith("the loaded cache artifact gave nothing")
+
+
+# ---- accounting, pure -------------------------------------------------------------------------------
+def _snap(**cache: int) -> dict:
+    from bringup.train.compile_metrics import CACHE_COUNTERS
+
+    return {"graphs": 1, "cache": {k: cache.get(k, 0) for k in CACHE_COUNTERS}}
+
+
+def test_accounting_warns_when_a_backend_bypasses_aot_autograd_caching() -> None:
+    spec = TrainSpec(mode="compile", cache="cold", backend="my_backend")
+    w = accounting.warnings(spec, _snap())  # graphs compiled, no AOTAutograd or FX cache lookup at all
+    assert any("bypasses AOTAutograd's cache" in x for x in w) and any("no FX graph cache" in x for x in w)
+    assert accounting.warnings(spec, _snap(fx_miss=2, aot_miss=1)) == []  # inductor-style: both layers used
+    assert "bypassed 3 time(s)" in accounting.warnings(spec, _snap(fx_miss=2, aot_bypass=3))[0]
+
+
+def test_a_real_non_inductor_backend_is_warned_about() -> None:
+    """dynamo's own `eager` backend (no AOTAutograd, no inductor): the real counters, the same warning."""
+    import torch
+    import torch._dynamo
+
+    from bringup.train import compile_metrics
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    x = torch.randn(8, requires_grad=True)
+    torch.compile(lambda t: (t.sin() * 2).sum(), backend="eager")(x).backward()
+    w = accounting.warnings(TrainSpec(mode="compile", backend="eager"), compile_metrics.snapshot())
+    assert any("bypasses AOTAutograd's cache" in x for x in w)
+
+
+def test_a_warm_arm_that_hit_nothing_is_unsupported_not_pass() -> None:
+    r = CaseResult(case_id="x", suite="train", name="compile-warm", status=Status.PASS)
+    v = accounting.account(r, TrainSpec(mode="compile", cache="warm"), _snap(fx_miss=3, aot_miss=1), {})
+    assert v and v[0][0] is Status.UNSUPPORTED and "compiled cold" in v[0][1]
+    assert accounting.account(r, TrainSpec(mode="compile", cache="warm"), _snap(fx_hit=3, aot_hit=1), {}) == []
+    assert r.fields["cache_layers"]["fx_graph"] == {"hit": 3, "miss": 0, "bypass": 0}
+    # a cold arm misses by definition: no verdict
+    assert accounting.account(r, TrainSpec(mode="compile", cache="cold"), _snap(fx_miss=3), {}) == []
+
+
+# ---- the fastest-start table ----------------------------------------------------------------------
+def test_fastest_arm_per_step_count_from_measured_numbers() -> None:
+    a = [{"arm": "eager", "job_ttfs_s": 2.0, "step_s": 1.0},
+         {"arm": "compile-cold", "job_ttfs_s": 40.0, "step_s": 0.5},
+         {"arm": "compile-artifact", "job_ttfs_s": 10.0, "step_s": 0.5},
+         {"arm": "regional-warm", "job_ttfs_s": 2.5, "step_s": 0.55}]  # fmt: skip
+    assert arms.fastest(a) == {1: "eager", 100: "regional-warm", 10_000: "compile-artifact"}
+    rows = arms.table(a)
+    assert rows[0]["arm"] == "eager" and rows[0]["steady_vs_full_compile"] == 2.0
+    assert rows[-1]["reach_s"]["10000"] == pytest.approx(40.0 + 9999 * 0.5)
+    text = arms.advice(a)
+    assert "step 1: eager" in text and "step 100: regional-warm" in text and "step 10,000: compile-artifact" in text
+    assert arms.fastest([{"arm": "x", "job_ttfs_s": None, "step_s": 1.0}]) == {}
+    assert arms.waterfall({"load_artifact_s": 1.0, "run_s": 3.0}, 8) == "..rrrrrr"
