@@ -218,6 +218,41 @@ def plan(base: TrainSpec, modes: tuple[str, ...], caches: tuple[str, ...], case_
     return [Case("train", s.name, s.params(), ENTRY, case_budget, isolated=True) for s in specs]
 
 
+def apply_artifact_flags(cases: list[Case], save: str | None, load: str | None, device: Device) -> list[Case]:
+    """`bringup run --save-cache-artifact / --load-cache-artifact`: the train cases get the same meaning as
+    in `bringup train`. save: the full-compile cold case (else the first compiled cold case) also writes
+    the artifact. load: the cold case of the file's mode becomes that mode's artifact arm (empty cache
+    dirs + the file); a file that fits none of the run's train cases is one line (BadInput)."""
+    from bringup.train import artifact
+
+    specs = [(c, TrainSpec.from_params(c.params)) for c in cases if c.suite == "train" and c.entry == ENTRY]
+    cold = [(c, s) for c, s in specs if s.cache == CACHE_COLD]
+    changed: dict[str, TrainSpec] = {}
+    if save:
+        if not cold:
+            raise BadInput("--save-cache-artifact: this run has no compiled train case")
+        parent = Path(save).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise BadInput(f"--save-cache-artifact {save}: no directory {parent}")
+        c, s = next(((c, s) for c, s in cold if s.mode == "compile"), cold[0])
+        changed[c.case_id] = s.with_(save_artifact=str(Path(save).expanduser().resolve()))
+    if load:
+        mode = artifact.read(load).header.get("mode")
+        match = [(c, s) for c, s in cold if s.mode == mode]
+        if not match:
+            raise BadInput(f"--load-cache-artifact {load}: made for mode {mode!r}, which this run's train cases "
+                           "do not compile cold")  # fmt: skip
+        c, s = match[0]
+        artifact.check(load, s, device.type)
+        base = changed.get(c.case_id, s)
+        changed[c.case_id] = base.with_(cache=CACHE_ARTIFACT, artifact=str(Path(load).expanduser().resolve()))
+    out = []
+    for c in cases:
+        s2 = changed.get(c.case_id)
+        out.append(c if s2 is None else Case("train", s2.name, s2.params(), ENTRY, c.budget_s, isolated=True))
+    return out
+
+
 def run_cases(device: Device, quick: bool) -> list[Case]:
     """`bringup run`: quick = qwen3-tiny, all modes, a few small steps (about 2 min on 2 cpu cores with
     cold compiles); full = the largest qwen3 preset that fits the device, bf16, all modes, cold + warm."""

@@ -180,3 +180,72 @@ def test_fastest_arm_per_step_count_from_measured_numbers() -> None:
     assert "step 1: eager" in text and "step 100: regional-warm" in text and "step 10,000: compile-artifact" in text
     assert arms.fastest([{"arm": "x", "job_ttfs_s": None, "step_s": 1.0}]) == {}
     assert arms.waterfall({"load_artifact_s": 1.0, "run_s": 3.0}, 8) == "..rrrrrr"
+
+
+# ---- planning the arms (pure) -----------------------------------------------------------------------
+def _plan(**kw: object) -> list:
+    from bringup.suites import train
+    from tests.train.test_train_units import CPU, _args
+
+    return train.build_cases(_args(**kw), CPU)
+
+
+def test_cache_all_plans_every_arm_each_in_its_own_process() -> None:
+    cases = _plan(cache="all", steps=3)
+    assert [c.name for c in cases] == [
+        "eager", "compile-cold", "regional-cold", "nested-cold", "aot-cold", "compile-warm", "regional-warm",
+        "nested-warm", "compile-artifact", "regional-artifact", "aot-artifact"]  # fmt: skip
+    assert all(c.isolated for c in cases) and len({c.case_id for c in cases}) == len(cases)
+    specs = {c.name: TrainSpec.from_params(c.params) for c in cases}
+    # an artifact arm finds its cold case's dir (same cache key) but runs in dirs of its own
+    assert specs["compile-artifact"].cache_key == specs["compile-cold"].cache_key
+    assert _plan(cache="artifact", modes="eager,regional", steps=3)[-1].name == "regional-artifact"
+
+
+def test_artifact_flags_plan(tmp_path: Path) -> None:
+    (c,) = [c for c in _plan(modes="eager,compile", steps=3, save_cache_artifact=str(tmp_path / "a.bin"))
+            if c.name == "compile-cold"]  # fmt: skip
+    assert TrainSpec.from_params(c.params).save_artifact == str(tmp_path / "a.bin")
+    p = tmp_path / "warm.bin"
+    spec = TrainSpec(mode="compile", batch=4, seq=256, steps=3, warmup=2)
+    artifact.write(p, artifact.header_for(spec, "cpu", artifact.KIND_MEGA), b"x")
+    cases = _plan(steps=3, load_cache_artifact=str(p))  # modes default to eager + the file's mode
+    assert [c.name for c in cases] == ["eager", "compile-artifact"]
+    assert TrainSpec.from_params(cases[1].params).artifact == str(p)
+
+
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [({"cache": "all", "save_cache_artifact": "x.bin"}, "exactly one compiled mode"),
+     ({"save_cache_artifact": "/no/such/dir/x.bin", "modes": "eager,compile"}, "no directory"),
+     ({"nproc": 2, "modes": "eager,nested"}, "one rank only"),
+     ({"nproc": 2, "cache": "artifact", "modes": "compile"}, "one rank only"),
+     ({"load_cache_artifact": "/no/such/file"}, "cannot read"),
+     ({"cache": "both", "load_cache_artifact": "PATH"}, "drop --cache")],
+)  # fmt: skip
+def test_bad_arm_plans_are_one_line(tmp_path: Path, kw: dict, needle: str) -> None:
+    if kw.get("load_cache_artifact") == "PATH":
+        p = tmp_path / "ok.bin"
+        artifact.write(p, artifact.header_for(TrainSpec(mode="compile"), "cpu", artifact.KIND_MEGA), b"x")
+        kw = {**kw, "load_cache_artifact": str(p)}
+    with pytest.raises(BadInput) as e:
+        _plan(steps=3, **kw)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_run_gets_the_artifact_flags(tmp_path: Path) -> None:
+    from bringup.suites import train
+    from tests.train.test_train_units import CPU
+
+    cases = train.run_cases(CPU, quick=True)
+    out = train.apply_artifact_flags(cases, str(tmp_path / "w.bin"), None, CPU)
+    saved = [TrainSpec.from_params(c.params) for c in out if TrainSpec.from_params(c.params).save_artifact]
+    assert [(s.mode, s.cache) for s in saved] == [("compile", "cold")]
+    quick = TrainSpec.from_params(next(c for c in cases if c.name == "compile-cold").params)
+    p = tmp_path / "w.bin"
+    artifact.write(p, artifact.header_for(quick, "cpu", artifact.KIND_MEGA), b"x")
+    names = [c.name for c in train.apply_artifact_flags(cases, None, str(p), CPU)]
+    assert "compile-artifact" in names and "compile-cold" not in names and "regional-cold" in names
+    artifact.write(p, {**artifact.header_for(quick, "cpu", artifact.KIND_MEGA), "seq": 4096}, b"x")
+    with pytest.raises(BadInput, match="seq 4096"):
+        train.apply_artifact_flags(cases, None, str(p), CPU)
