@@ -249,3 +249,25 @@ def test_run_gets_the_artifact_flags(tmp_path: Path) -> None:
     artifact.write(p, {**artifact.header_for(quick, "cpu", artifact.KIND_MEGA), "seq": 4096}, b"x")
     with pytest.raises(BadInput, match="seq 4096"):
         train.apply_artifact_flags(cases, None, str(p), CPU)
+
+
+def test_html_section_shows_each_arms_waterfall_and_the_step_n_advice() -> None:
+    from types import SimpleNamespace
+
+    from bringup.train import section
+
+    def res(name: str, mode: str, cache: str, phases: dict) -> CaseResult:
+        r = CaseResult(case_id=name, suite="train", name=name, status=Status.PASS,
+                       params={"mode": mode, "cache": cache, "model": "qwen3-tiny"})  # fmt: skip
+        r.metric("ttfs_s", phases["run_s"] + 0.1, "s")
+        r.metric("step_s", 0.1, "s")
+        r.fields["ttfs_phases"] = phases
+        return r
+
+    art = {"load_artifact_s": 0.3, "backend_s": 2.0, "run_s": 0.5}
+    rs = [res("eager", "eager", "none", {"build_s": 1.0, "run_s": 0.2})]
+    rs.append(res("compile-artifact", "compile", "artifact", art))
+    page = SimpleNamespace(summary={"train": {"advice_steps": "fastest start (measured ...): step 1: eager (1.2 s)"}})
+    html = section.render(rs, page)  # type: ignore[arg-type]
+    assert "waterfall" in html and "load artifact" in html and "Fastest start (measured" in html
+    assert [b[0] for b in section.job_bars(rs)] == ["eager", "compile (artifact)"]
