@@ -54,7 +54,13 @@ class AOTModel(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> _Loss:
         if self.fn is None:
             compiled = torch.compile(lm_loss, fullgraph=True, backend=self.backend)
-            self.fn = compiled.aot_compile(((self.inner, input_ids, labels), {}))  # type: ignore[attr-defined]
+            try:
+                self.fn = compiled.aot_compile(((self.inner, input_ids, labels), {}))  # type: ignore[attr-defined]
+            except Exception as e:
+                if type(e).__name__ == "PackageError":  # torch._dynamo.exc: a guard it cannot serialize
+                    raise NotImplementedError(f"torch {torch.__version__} cannot aot_compile this model: "
+                                              f"{type(e).__name__}: {e}") from e  # fmt: skip
+                raise
             if self.on_compiled is not None:
                 self.on_compiled(aot_bytes(self.fn))
         return _Loss(self.fn(self.inner, input_ids, labels))

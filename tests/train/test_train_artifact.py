@@ -271,3 +271,25 @@ def test_html_section_shows_each_arms_waterfall_and_the_step_n_advice() -> None:
     html = section.render(rs, page)  # type: ignore[arg-type]
     assert "waterfall" in html and "load artifact" in html and "Fastest start (measured" in html
     assert [b[0] for b in section.job_bars(rs)] == ["eager", "compile (artifact)"]
+
+
+def test_aot_compile_that_cannot_serialize_the_model_is_unsupported_with_its_reason(monkeypatch) -> None:
+    """torch 2.13 on qwen3-tiny: `PackageError: ID_MATCH guard cannot be serialized.` (measured): a gap of
+    this torch for this model, so `unsupported` naming it, not fail_compile."""
+    import torch
+
+    from bringup.checks.errors import classify
+    from bringup.train import modes
+
+    class PackageError(Exception):
+        pass
+
+    class Fake:
+        def aot_compile(self, example: object) -> None:
+            raise PackageError("ID_MATCH guard cannot be serialized.")
+
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: Fake())
+    m = modes.AOTModel(torch.nn.Linear(2, 2), "inductor")
+    with pytest.raises(NotImplementedError) as e:
+        m(input_ids=torch.zeros(1, 2), labels=torch.zeros(1, 2))
+    assert classify(e.value, compiling=True) is Status.UNSUPPORTED and "ID_MATCH guard" in str(e.value)
