@@ -194,7 +194,8 @@ def _prime_child(params: dict[str, Any], device_name: str, imports: list[str], e
         if save_to and not finish():
             raise RuntimeError("the priming run compiled nothing to save as an artifact")
     except BaseException as e:
-        Path(err_path).write_text(f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+        inner = getattr(e, "exc", e)  # a StageError: the exception of the stage that failed (its type counts)
+        Path(err_path).write_text(f"{type(inner).__name__}: {inner}\n{traceback.format_exc()}")
         raise SystemExit(1) from None
 
 
