@@ -293,3 +293,14 @@ def test_aot_compile_that_cannot_serialize_the_model_is_unsupported_with_its_rea
     with pytest.raises(NotImplementedError) as e:
         m(input_ids=torch.zeros(1, 2), labels=torch.zeros(1, 2))
     assert classify(e.value, compiling=True) is Status.UNSUPPORTED and "ID_MATCH guard" in str(e.value)
+
+
+def test_a_rank_that_compiles_alone_is_named() -> None:
+    from bringup.train.summary import record_ranks
+
+    r = CaseResult(case_id="x", suite="train", name="compile-cold", status=Status.PASS)
+    record_ranks(r, [30.0, 31.0, 29.5, 190.0])
+    assert r.fields["slow_rank"].startswith("rank 3 compiled for 190 s") and r.value("rank_compile_skew_s") == 160.5
+    ok = CaseResult(case_id="y", suite="train", name="compile-cold", status=Status.PASS)
+    record_ranks(ok, [30.0, 31.0, 29.5, 33.0])
+    assert "slow_rank" not in ok.fields and ok.value("rank_compile_skew_s") == pytest.approx(3.5)

@@ -101,6 +101,9 @@ def test_two_gloo_ranks(cli, tmp_path: Path) -> None:
     assert m["tokens_per_s_per_device"] == pytest.approx(m["tokens_per_s"] / 2)
     assert len(m["loss"]) == 3 and all(math.isfinite(x) for x in m["loss"])
     assert "2 rank(s)" in p.stdout
+    # each rank's own step 1 (eager: no compile), gathered before the step times' MAX hides the skew
+    assert len(m["rank_compile_s"]) == 2 and all(x > 0 for x in m["rank_compile_s"])
+    assert m["rank_compile_skew_s"] == pytest.approx(max(m["rank_compile_s"]) - min(m["rank_compile_s"]), abs=1e-3)
 
 
 def test_flops_only_qwen3_32b(cli, tmp_path: Path) -> None:
