@@ -10,6 +10,12 @@ Top-level JSON (besides the common `cases` rows):
         "warm" (same keys); with --cache warm alone the entry is the warm run ("cache": "warm").
     fast_start: the entry that reaches step 1 first and what its steady step costs, measured; advice:
         the same as one sentence.
+    fastest_start: one row per usable arm (arm, job_ttfs_s, phases, step_s, tokens_per_s, recompiles,
+        steady_vs_full_compile, reach_s {"1", "100", "10000"}), sorted by job_ttfs_s; fastest_by_steps
+        {"1", "100", "10000": arm}; advice_steps: the same as one sentence (train/arms.py).
+    Each mode entry also holds arm, job_ttfs_s, phases and, where measured, cache_layers,
+    cache_warnings, artifact, artifact_from, rank_compile_s, rank_compile_skew_s, slow_rank; with
+    --cache artifact / all a compiled mode's cold entry holds its "artifact" (and "warm") reruns.
 """
 
 from __future__ import annotations
