@@ -191,8 +191,8 @@ def _prime_child(params: dict[str, Any], device_name: str, imports: list[str], e
         device = resolve_device(device_name)
         kw, finish = saver(spec, device.type, [Path(save_to)] if save_to else [])
         loop.train(spec, device, check_fallbacks=False, mode_kw=kw)
-        if save_to and not finish():
-            raise RuntimeError("the priming run compiled nothing to save as an artifact")
+        if save_to and not finish():  # e.g. a backend outside inductor's caches: nothing to ship
+            raise NotImplementedError(f"backend {spec.backend!r} left nothing in torch's caches to ship as an artifact")
     except BaseException as e:
         inner = getattr(e, "exc", e)  # a StageError: the exception of the stage that failed (its type counts)
         Path(err_path).write_text(f"{type(inner).__name__}: {inner}\n{traceback.format_exc()}")
