@@ -291,7 +291,8 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
             r.fields["warm_from"] = "primed by this case (no passed cold case)" if needs_priming else "cold case"
         made = dirs.root / cache.ARTIFACT if spec.cache == CACHE_ARTIFACT and needs_priming else None
         if needs_priming and (err := cache.prime(spec, ctx.device.name, ctx.imports, work, save_to=made)):
-            exc = NotImplementedError(err) if err.startswith("NotImplementedError") else RuntimeError(err)
+            unsupported = err.startswith("NotImplementedError: ")
+            exc = NotImplementedError(err.removeprefix("NotImplementedError: ")) if unsupported else RuntimeError(err)
             return _failed(case, exc, "priming the cache (a cold compile)", True, ctx.device)
         if spec.cache == CACHE_ARTIFACT:
             src = made or cache.artifact_source(spec, ctx.run_dir)
