@@ -72,7 +72,7 @@ def prepare(model: torch.nn.Module, spec: TrainSpec, device: Device, world: int,
             mode_kw: dict[str, Any] | None = None) -> torch.nn.Module:  # fmt: skip
     """Apply the mode (and FSDP2 when world > 1). Regional: blocks compiled first, then sharded (as
     TorchTitan does); full compile: shard first, then compile the sharded model. nested / aot
-    (train/arms.py): one rank only (the suite refuses them with --nproc); `mode_kw` goes to AOTModel."""
+    (train/modes.py): one rank only (the suite refuses them with --nproc); `mode_kw` goes to AOTModel."""
     from bringup.train import modes
 
     if spec.mode == "nested":
