@@ -4,16 +4,16 @@
 #
 #   make setup && bash bench/gpu_check.sh            (from a fresh clone; OUT=dir to choose where results go)
 #
-# bf16 qwen3-1.7b (fits any GPU of 40 GB or more with AdamW at batch 2 x 2048), every mode (eager,
-# full compile, regional), compile caches cold then warm: the seeds' table (first step, steady step,
-# ratio, tok/s, MFU, speed-up) and the fast-start advice line, then bench/train_overhead.py if time is
-# left. No device named: --device auto picks the machine's accelerator.
+# bf16 qwen3-1.7b (fits any GPU of 40 GB or more with AdamW at batch 2 x 2048), every time-to-first-step
+# arm (`--cache all`): the seeds' table (first step, steady step, ratio, tok/s, MFU, speed-up), the
+# fastest-start table and its step-N advice, then bench/train_overhead.py if time is left. No device named: --device auto picks the machine's accelerator.
 #
 # MODEL, BATCH, SEQ, MODES override the defaults (e.g. a dry run on cpu: MODEL=qwen3-tiny SEQ=64).
 #
 # Time budget (estimates for one H200; the compile budget turns a slow compile into `budget`, not a
-# hang): 5 fresh workers x ~10 s start-up, compile cold ~60-120 s, regional cold ~20-40 s, warm
-# ~10-20 s each, 5 x 12 steps of ~0.15 s. Every command has its own timeout; the script stops at
+# hang): 11 fresh workers x ~10 s start-up, compile / nested / aot cold ~60-120 s each, regional cold
+# ~20-40 s, warm and artifact ~10-20 s each, 11 x 10 steps of ~0.15 s: the train share may cut the last
+# arms (each finished case is already in the store; the cut ones say `budget`/are missing). Every command has its own timeout; the script stops at
 # TOTAL seconds (default 540): train gets what is left minus 170 s, then flex (bench/gpu_flex.yaml: 8
 # mods, bf16, fwd+bwd, b2 s2048 16/2 heads d128) up to 110 s, then zoo (6 causal LMs, bf16) with the
 # rest. Results stay in the SQLite store as each case finishes, so a section cut short keeps its cases.
@@ -35,9 +35,12 @@ share() { local t=$(( $(left) - $1 - 30 )); [ "$t" -gt "$2" ] && t=$2; echo "$t"
 
 timeout -k 15 60 "$BRINGUP" --db "$DB" devices | tee "$OUT/devices.txt"
 
+# Every time-to-first-step arm (docs/train.md), each in a fresh worker: eager; compile, regional, nested,
+# aot cold; compile, regional, nested warm; compile, regional, aot from a portable artifact in empty
+# cache dirs (11 cases). CACHE=both MODES=eager,compile,regional gives the older, shorter table.
 timeout -k 15 "$(share 170 100000)" "$BRINGUP" --db "$DB" train --model "${MODEL:-qwen3-1.7b}" --dtype bf16 \
-    --modes "${MODES:-eager,compile,regional}" --cache both --steps 12 --warmup 4 --batch "${BATCH:-2}" \
-    --seq "${SEQ:-2048}" --budget 240 --case-budget 300 \
+    --modes "${MODES:-eager,compile,regional,nested,aot}" --cache "${CACHE:-all}" --steps 10 --warmup 4 \
+    --batch "${BATCH:-2}" --seq "${SEQ:-2048}" --budget 200 --case-budget 240 \
     --json "$OUT/train.json" 2>&1 | tee "$OUT/train.txt"
 rc=${PIPESTATUS[0]}
 echo "gpu_check: bringup train exit code $rc (0 = every mode passed, 1 = a case failed, 124 = out of time)" \

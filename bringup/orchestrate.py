@@ -33,6 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also scan PATH for CUDA-only code (bringup port) and put findings in the report "
                    "(repeatable)")  # fmt: skip
     p.add_argument("--out", metavar="FILE", default=None, help="HTML report path (default: in the run dir)")
+    p.add_argument("--save-cache-artifact", metavar="PATH", default=None,
+                   help="train: the full compile cold case also writes a portable warm cache here")  # fmt: skip
+    p.add_argument("--load-cache-artifact", metavar="PATH", default=None,
+                   help="train: the artifact's mode starts from it in empty cache dirs (docs/train.md)")  # fmt: skip
 
 
 def _names(spec: str) -> set[str]:
@@ -57,6 +61,11 @@ def plan(args: argparse.Namespace, device: Any) -> list[Case]:
         if s.name in skip or (only and s.name not in only) or s.run_cases is None:
             continue
         cases += s.run_cases(device, not args.full)
+    save, load = getattr(args, "save_cache_artifact", None), getattr(args, "load_cache_artifact", None)
+    if save or load:
+        from bringup.suites.train import apply_artifact_flags
+
+        cases = apply_artifact_flags(cases, save, load, device)
     return cases
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import traceback
+from pathlib import Path
 from typing import Any
 
 from bringup.api import Suite, register_suite, specs
@@ -24,7 +25,8 @@ from bringup.errors import BadInput
 from bringup.options import add_compile_backend, check_compile_backend
 from bringup.precision import parse_precision
 from bringup.train import section
-from bringup.train.spec import CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
+from bringup.train.arms import EXTRA_MODES
+from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
 HELP = "eager vs compile vs regional training: time to first step, tokens/s, MFU, cold/warm caches, ranks"
 ENTRY, FLOPS_ENTRY = "bringup.suites.train:run_mode", "bringup.suites.train:run_flops"
@@ -38,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "an HF config JSON, or module:function returning a model")  # fmt: skip
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="change a model config field (repeatable), e.g. num_key_value_heads=4")  # fmt: skip
-    p.add_argument("--modes", default=None, help="comma list of eager,compile,regional (default: all three)")
+    p.add_argument("--modes", default=None, help="comma list of eager,compile,regional,nested,aot (default: "
+                   "eager,compile,regional; with --cache all: every one)")  # fmt: skip
     p.add_argument("--steps", type=positive_int, default=None, help=f"optimizer steps per mode (default {D.steps})")
     p.add_argument("--warmup", type=positive_int, default=None,
                    help=f"steps left out of the steady median, step 1 included (default {D.warmup})")  # fmt: skip
@@ -48,8 +51,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "optimizer in that dtype) | amp-bf16 | amp-fp16 (autocast over fp32 weights; GradScaler for "
                    "fp16)")  # fmt: skip
     add_compile_backend(p, default=None)
-    p.add_argument("--cache", choices=[CACHE_COLD, CACHE_WARM, "both"], default=None,
-                   help="compile caches: cold (fresh, default), warm (rerun on the cold one), both")  # fmt: skip
+    p.add_argument("--cache", choices=[CACHE_COLD, CACHE_WARM, "both", CACHE_ARTIFACT, "all"], default=None,
+                   help="compile caches: cold (fresh, default), warm (rerun on the cold one), both, artifact (cold, "
+                   "then a new job with empty caches that loads the cold run's portable artifact), all (every "
+                   "time-to-first-step arm, each in a fresh process: cold, warm, artifact for compile / regional / "
+                   "nested, and aot)")  # fmt: skip
+    p.add_argument("--save-cache-artifact", default=None, metavar="PATH",
+                   help="write the cold compile's portable cache artifact here (one compiled mode)")  # fmt: skip
+    p.add_argument("--load-cache-artifact", default=None, metavar="PATH",
+                   help="start compiled modes from this artifact, empty cache dirs (a shipped warm cache)")  # fmt: skip
     p.add_argument("--nproc", type=positive_int, default=None, help="ranks (torchrun launcher, FSDP2; default 1)")
     p.add_argument("--budget", type=positive_float, default=None,
                    help="budget of the first step (compile) in seconds: past it the case is 'budget'")  # fmt: skip
@@ -62,8 +72,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 # ---- planning (pure; raises BadInput before any work) --------------------------------------------
 def parse_modes(text: str) -> tuple[str, ...]:
-    from bringup.models.lm import MODES
+    from bringup.models.lm import MODES as LM_MODES
+    from bringup.train.arms import EXTRA_MODES
 
+    MODES = LM_MODES + EXTRA_MODES
     modes = [m.strip() for m in text.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -103,7 +115,7 @@ def check_model(model: str, overrides: list[str], seq: int) -> dict[str, Any]:
 
 def _flops_conflicts(args: argparse.Namespace) -> list[str]:
     opts = ("modes", "steps", "warmup", "batch", "dtype", "compile_backend", "cache", "nproc", "budget", "lr",
-            "loss_rtol")  # fmt: skip
+            "loss_rtol", "save_cache_artifact", "load_cache_artifact")  # fmt: skip
     return ["--" + o.replace("_", "-") for o in opts if getattr(args, o, None) is not None]
 
 
@@ -120,7 +132,15 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if steps < 2 or warmup >= steps:
         raise BadInput(f"--steps ({steps}) must be more than --warmup ({warmup}): step 1 is the compile, and "
                        "the steady step needs at least one step after the warm-up")  # fmt: skip
-    modes = parse_modes(args.modes) if args.modes is not None else ("eager", "compile", "regional")
+    load = getattr(args, "load_cache_artifact", None)
+    default_modes = ("eager", "compile", "regional")
+    if args.cache == "all":
+        default_modes += EXTRA_MODES
+    if load:
+        from bringup.train import artifact
+
+        default_modes = ("eager", artifact.read(load).header.get("mode", "compile"))
+    modes = parse_modes(args.modes) if args.modes is not None else default_modes
     backend = args.compile_backend or D.backend
     if args.compile_backend is not None and any(m != "eager" for m in modes):
         check_compile_backend(backend)
@@ -133,8 +153,60 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         seq=seq, dtype=parse_precision(args.dtype or D.dtype).name, backend=backend, nproc=nproc,
         lr=args.lr or D.lr, compile_budget_s=args.budget, loss_rtol=args.loss_rtol,
     )  # fmt: skip
-    caches = {CACHE_WARM: (CACHE_WARM,), "both": (CACHE_COLD, CACHE_WARM)}.get(args.cache, (CACHE_COLD,))
-    return plan(base, modes, caches, args.case_budget)
+    load, save = getattr(args, "load_cache_artifact", None), getattr(args, "save_cache_artifact", None)
+    return plan_arms(base, arms_for(args, modes, base, device), args.case_budget,
+                     artifact=str(Path(load).expanduser().resolve()) if load else "",
+                     save_artifact=str(Path(save).expanduser().resolve()) if save else "")  # fmt: skip
+
+
+def arms_for(args: argparse.Namespace, modes: tuple[str, ...], base: TrainSpec, device: Device
+             ) -> list[tuple[str, str]]:  # fmt: skip
+    """The (mode, cache) arms to run, in an order the local executor can run; BadInput for combinations
+    that cannot work (checked before any work)."""
+    from bringup.train import arms, artifact
+
+    load, save = getattr(args, "load_cache_artifact", None), getattr(args, "save_cache_artifact", None)
+    compiled = [m for m in modes if m != "eager"]
+    if load:
+        if args.cache is not None:
+            raise BadInput("--load-cache-artifact runs the compiled modes from the artifact: drop --cache")
+        for m in compiled:  # one line naming the difference when the file was made for another stack
+            artifact.check(load, base.with_(mode=m), device.type)
+        caches: tuple[str, ...] = (CACHE_ARTIFACT,)
+    else:
+        caches = {CACHE_WARM: (CACHE_WARM,), "both": (CACHE_COLD, CACHE_WARM),
+                  CACHE_ARTIFACT: (CACHE_COLD, CACHE_ARTIFACT)}.get(args.cache, (CACHE_COLD,))  # fmt: skip
+    if args.cache == "all":
+        chosen = [a for a in arms.ALL_ARMS if a[0] in modes]
+    else:
+        chosen = [("eager", CACHE_NONE)] if "eager" in modes else []
+        chosen += [(m, c) for c in caches for m in compiled if not (m == "aot" and c == CACHE_WARM)]
+    if base.nproc > 1:
+        bad = sorted({m for m, c in chosen if m in arms.EXTRA_MODES} | {c for _, c in chosen if c == CACHE_ARTIFACT})
+        if bad:
+            raise BadInput(f"--nproc {base.nproc}: {', '.join(bad)} run on one rank only")
+    if save:
+        colds = [m for m, c in chosen if c == CACHE_COLD]
+        if len(colds) != 1:
+            raise BadInput(f"--save-cache-artifact needs exactly one compiled mode compiled cold (this run has "
+                           f"{len(colds)}): e.g. --modes eager,compile")  # fmt: skip
+        parent = Path(save).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise BadInput(f"--save-cache-artifact {save}: no directory {parent}")
+    return chosen
+
+
+def plan_arms(base: TrainSpec, chosen: list[tuple[str, str]], case_budget: float = 3600.0,
+              artifact: str = "", save_artifact: str = "") -> list[Case]:  # fmt: skip
+    specs = []
+    for mode, cache in chosen:
+        s = base.with_(mode=mode, cache=cache)
+        if cache == CACHE_ARTIFACT and artifact:
+            s = s.with_(artifact=artifact)
+        if cache == CACHE_COLD and save_artifact:
+            s = s.with_(save_artifact=save_artifact)
+        specs.append(s)
+    return [Case("train", s.name, s.params(), ENTRY, case_budget, isolated=True) for s in specs]
 
 
 def plan(base: TrainSpec, modes: tuple[str, ...], caches: tuple[str, ...], case_budget: float = 3600.0) -> list[Case]:
@@ -144,6 +216,41 @@ def plan(base: TrainSpec, modes: tuple[str, ...], caches: tuple[str, ...], case_
     for cache in caches:
         specs += [base.with_(mode=m, cache=cache) for m in modes if m != "eager"]
     return [Case("train", s.name, s.params(), ENTRY, case_budget, isolated=True) for s in specs]
+
+
+def apply_artifact_flags(cases: list[Case], save: str | None, load: str | None, device: Device) -> list[Case]:
+    """`bringup run --save-cache-artifact / --load-cache-artifact`: the train cases get the same meaning as
+    in `bringup train`. save: the full-compile cold case (else the first compiled cold case) also writes
+    the artifact. load: the cold case of the file's mode becomes that mode's artifact arm (empty cache
+    dirs + the file); a file that fits none of the run's train cases is one line (BadInput)."""
+    from bringup.train import artifact
+
+    specs = [(c, TrainSpec.from_params(c.params)) for c in cases if c.suite == "train" and c.entry == ENTRY]
+    cold = [(c, s) for c, s in specs if s.cache == CACHE_COLD]
+    changed: dict[str, TrainSpec] = {}
+    if save:
+        if not cold:
+            raise BadInput("--save-cache-artifact: this run has no compiled train case")
+        parent = Path(save).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise BadInput(f"--save-cache-artifact {save}: no directory {parent}")
+        c, s = next(((c, s) for c, s in cold if s.mode == "compile"), cold[0])
+        changed[c.case_id] = s.with_(save_artifact=str(Path(save).expanduser().resolve()))
+    if load:
+        mode = artifact.read(load).header.get("mode")
+        match = [(c, s) for c, s in cold if s.mode == mode]
+        if not match:
+            raise BadInput(f"--load-cache-artifact {load}: made for mode {mode!r}, which this run's train cases "
+                           "do not compile cold")  # fmt: skip
+        c, s = match[0]
+        artifact.check(load, s, device.type)
+        base = changed.get(c.case_id, s)
+        changed[c.case_id] = base.with_(cache=CACHE_ARTIFACT, artifact=str(Path(load).expanduser().resolve()))
+    out = []
+    for c in cases:
+        s2 = changed.get(c.case_id)
+        out.append(c if s2 is None else Case("train", s2.name, s2.params(), ENTRY, c.budget_s, isolated=True))
+    return out
 
 
 def run_cases(device: Device, quick: bool) -> list[Case]:
@@ -175,22 +282,41 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     r = CaseResult.for_case(case, Status.PASS)
     work = ctx.artifact_dir
     dirs = None
+    mode_kw: dict[str, Any] = {}
+    loaded: dict[str, Any] = {}
+    finish = None
     if spec.compiled:
         dirs, needs_priming = cache.prepare(spec, ctx.run_dir)
-        r.fields["cache_dir"] = str(dirs.root)
         if spec.cache == CACHE_WARM:
             r.fields["warm_from"] = "primed by this case (no passed cold case)" if needs_priming else "cold case"
-        if needs_priming and (err := cache.prime(spec, ctx.device.name, ctx.imports, work)):
-            return _failed(case, RuntimeError(err), "priming the cache (a cold compile)", True, ctx.device)
+        made = dirs.root / cache.ARTIFACT if spec.cache == CACHE_ARTIFACT and needs_priming else None
+        if needs_priming and (err := cache.prime(spec, ctx.device.name, ctx.imports, work, save_to=made)):
+            unsupported = err.startswith("NotImplementedError: ")
+            exc = NotImplementedError(err.removeprefix("NotImplementedError: ")) if unsupported else RuntimeError(err)
+            return _failed(case, exc, "priming the cache (a cold compile)", True, ctx.device)
+        if spec.cache == CACHE_ARTIFACT:
+            src = made or cache.artifact_source(spec, ctx.run_dir)
+            own = "primed by this case (no passed cold case)" if made else "cold case"
+            r.fields["artifact_from"] = f"user file {spec.artifact}" if spec.artifact else own
+            dirs = cache.fresh(spec, ctx.run_dir)  # a new job: empty cache dirs, then the artifact
+            try:
+                mode_kw, loaded = cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
+            except Exception as e:
+                return _failed(case, e, "loading the cache artifact", True, ctx.device)
+            r.fields["artifact"] = loaded
+        if spec.cache == CACHE_COLD:  # every cold case leaves an artifact for the artifact arm (and the user)
+            paths = [dirs.root / cache.ARTIFACT] + ([Path(spec.save_artifact)] if spec.save_artifact else [])
+            mode_kw, finish = cache.saver(spec, ctx.device.type, paths)
+        r.fields["cache_dir"] = str(dirs.root)
     phase = lambda: ctx.phase("compile" if spec.compiled else "first_step", spec.compile_budget_s)
     try:
         if spec.nproc > 1:
             out = distributed.launch(spec, ctx.device, ctx.imports, work / "ranks", first_step=phase)
         else:
-            out = loop.train(spec, ctx.device, first_step=phase)
+            out = loop.train(spec, ctx.device, first_step=phase, mode_kw=mode_kw)
     except loop.StageError as e:
         return _failed(case, e.exc, e.stage, e.stage == "first_step" and spec.compiled, ctx.device)
-    record_outcome(r, spec, out, ctx.device)
+    record_outcome(r, spec, out, ctx.device, load_s=float(loaded.get("load_s", 0.0)))
 
     verdicts: list[tuple[Status, str]] = []
     if (bad := numerics.first_nonfinite(out.losses)) is not None:
@@ -218,10 +344,21 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     r.status, r.reason = verdict(verdicts, r.fields.get("tying_finding", ""))
     if spec.mode == "eager" and r.status in (Status.PASS, Status.FALLBACK):
         _save_reference(spec, ctx, out.losses)  # the compiled cases' loss reference: a checked eager run
+    if spec.compiled:
+        from bringup.train.accounting import account
+
+        verdicts_after = account(r, spec, out.final, loaded)
+        if verdicts_after:
+            r.status, r.reason = verdict(verdicts + verdicts_after, r.fields.get("tying_finding", ""))
+    if finish is not None and r.status is Status.PASS:
+        r.fields["artifact_saved_bytes"] = finish()
+        if spec.save_artifact:
+            r.fields["artifact_saved_to"] = spec.save_artifact
     if dirs is not None and spec.cache == CACHE_COLD and r.status is Status.PASS:
         dirs.mark_passed()
     if dirs is not None:
         r.metric("cache_bytes", dirs.size_bytes(), "B")
+        r.fields["cache_layer_bytes"] = dirs.layer_bytes()
     return r
 
 

@@ -15,6 +15,11 @@ marks it finished when it passes. warm: a rerun, in a new process, on the direct
 left. A warm case whose cold case has not finished (e.g. it ran in parallel, or on another machine)
 primes a directory of its own in a child process first (a full cold compile, not timed) and says so.
 A device plugin's own compile cache (e.g. Neuron's) is not moved: set its variable in the environment.
+
+artifact: a new job with empty directories (`<mode>-<key>-artifact/`, wiped) that loads a portable
+artifact (train/artifact.py) before anything compiles: the user's file (--load-cache-artifact), else the
+one its cold case wrote (`artifact.bin` in the cold dir: every passing cold case writes one), else one
+made by a priming child in a directory of its own (`-primed-artifact/`), not timed.
 """
 
 from __future__ import annotations
@@ -28,9 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bringup.train.spec import CACHE_COLD, TrainSpec
+from bringup.errors import BadInput
+from bringup.train import artifact
+from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, TrainSpec
 
 MARKER = "cold-run-passed"
+ARTIFACT = "artifact.bin"
+# Where each cache layer keeps its entries under the inductor dir (torch 2.13); the rest is kernels.
+LAYER_DIRS = {"fxgraph": "fx_graph", "aotautograd": "aot_autograd", "dynamo": "pgo"}
 
 
 @dataclass(frozen=True)
@@ -64,15 +74,88 @@ class CacheDirs:
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
 
+    def layer_bytes(self) -> dict[str, int]:
+        """Bytes on disk per cache layer: fx_graph, aot_autograd, pgo (dynamo's profiles), kernels (the
+        generated code and compiled kernels), triton, tmp (headers, autotuning), artifact (the file)."""
+        out = {v: 0 for v in LAYER_DIRS.values()} | {"kernels": 0, "triton": 0, "tmp": 0, "artifact": 0}
+        for p in self.root.rglob("*"):
+            if not p.is_file():
+                continue
+            rel = p.relative_to(self.root).parts
+            if rel[0] == "inductor" and len(rel) > 1:
+                key = LAYER_DIRS.get(rel[1], "kernels")
+            else:
+                key = {"triton": "triton", "tmp": "tmp", ARTIFACT: "artifact"}.get(rel[0], "kernels")
+            out[key] += p.stat().st_size
+        return out
+
 
 def dirs_for(spec: TrainSpec, run_dir: Path, primed: bool = False) -> CacheDirs:
-    name = f"{spec.mode}-{spec.cache_key}" + ("-primed" if primed else "")
+    name = f"{spec.mode}-{spec.cache_key}"
+    if spec.cache == CACHE_ARTIFACT:
+        name += "-primed-artifact" if primed else "-artifact"
+    elif primed:
+        name += "-primed"
     return CacheDirs(Path(run_dir).resolve() / "train-cache" / name)
 
 
+def artifact_source(spec: TrainSpec, run_dir: Path) -> Path | None:
+    """The artifact an artifact arm loads: the user's file, else its cold case's (None: prime one)."""
+    if spec.artifact:
+        return Path(spec.artifact)
+    cold = dirs_for(spec.with_(cache=CACHE_COLD), run_dir)
+    return cold.root / ARTIFACT if cold.passed and (cold.root / ARTIFACT).exists() else None
+
+
+def saver(spec: TrainSpec, device_type: str, paths: list[Path]) -> tuple[dict[str, Any], Any]:
+    """For a cold run that leaves an artifact: (mode_kw for loop.train, finish). finish() writes what this
+    process compiled to each path (the AOT-compiled function for aot, torch's mega-cache otherwise) and
+    returns the payload's bytes (0: nothing to write)."""
+    got: dict[str, bytes] = {}
+    aot = spec.mode == "aot"
+    kw: dict[str, Any] = {"on_compiled": lambda b: got.__setitem__("fn", b)} if aot else {}
+
+    def finish() -> int:
+        payload = got.get("fn") if aot else artifact.mega_cache_bytes()
+        if not payload:
+            return 0
+        head = artifact.header_for(spec, device_type, artifact.KIND_AOT if aot else artifact.KIND_MEGA)
+        for p in paths:
+            artifact.write(p, head, payload)
+        return len(payload)
+
+    return kw, finish
+
+
+def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Load an artifact into this (fresh) process: (mode_kw for loop.train, what was loaded: kind, seconds,
+    entries per cache layer). The mega-cache goes into the active (empty) cache dirs now; an AOT function
+    is handed to the aot mode, which loads it when the model is prepared (timed in apply_mode_s)."""
+    import time
+
+    head = artifact.check(path, spec, device_type)
+    art = artifact.read(path)
+    if head["kind"] == artifact.KIND_AOT:
+        if spec.mode != "aot":
+            raise BadInput(f"cache artifact {path} holds an AOT-compiled function: use it with --modes aot")
+        return {"load": art.payload}, {"kind": head["kind"], "load_s": 0.0, "bytes": len(art.payload)}
+    t = time.perf_counter()
+    entries = artifact.load_mega_cache(art.payload)
+    return {}, {"kind": head["kind"], "load_s": time.perf_counter() - t, "entries": entries,
+                "bytes": len(art.payload)}  # fmt: skip
+
+
 def prepare(spec: TrainSpec, run_dir: Path) -> tuple[CacheDirs, bool]:
-    """Choose and activate the case's cache dirs. Returns (dirs, needs_priming)."""
+    """Choose and activate the case's cache dirs. Returns (dirs, needs_priming). An artifact arm that
+    needs priming gets the priming dirs activated: prime() in them, then `fresh(spec, run_dir)`."""
     dirs = dirs_for(spec, run_dir)
+    if spec.cache == CACHE_ARTIFACT:
+        if artifact_source(spec, run_dir) is not None:
+            return fresh(spec, run_dir), False
+        own = dirs_for(spec, run_dir, primed=True)
+        own.wipe()
+        own.activate()
+        return own, True
     if spec.cache == CACHE_COLD:
         dirs.wipe()
         dirs.activate()
@@ -86,7 +169,16 @@ def prepare(spec: TrainSpec, run_dir: Path) -> tuple[CacheDirs, bool]:
     return own, True
 
 
-def _prime_child(params: dict[str, Any], device_name: str, imports: list[str], err_path: str) -> None:
+def fresh(spec: TrainSpec, run_dir: Path) -> CacheDirs:
+    """An artifact arm's own empty dirs, activated."""
+    dirs = dirs_for(spec, run_dir)
+    dirs.wipe()
+    dirs.activate()
+    return dirs
+
+
+def _prime_child(params: dict[str, Any], device_name: str, imports: list[str], err_path: str,
+                 save_to: str = "") -> None:  # fmt: skip
     import importlib
 
     from bringup.device import resolve_device
@@ -96,16 +188,23 @@ def _prime_child(params: dict[str, Any], device_name: str, imports: list[str], e
         for m in imports:
             importlib.import_module(m)
         spec = TrainSpec.from_params(params)
-        loop.train(spec, resolve_device(device_name), check_fallbacks=False)
+        device = resolve_device(device_name)
+        kw, finish = saver(spec, device.type, [Path(save_to)] if save_to else [])
+        loop.train(spec, device, check_fallbacks=False, mode_kw=kw)
+        if save_to and not finish():  # e.g. a backend outside inductor's caches: nothing to ship
+            raise NotImplementedError(f"backend {spec.backend!r} left nothing in torch's caches to ship as an artifact")
     except BaseException as e:
-        Path(err_path).write_text(f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+        inner = getattr(e, "exc", e)  # a StageError: the exception of the stage that failed (its type counts)
+        Path(err_path).write_text(f"{type(inner).__name__}: {inner}\n{traceback.format_exc()}")
         raise SystemExit(1) from None
 
 
-def prime(spec: TrainSpec, device_name: str, imports: tuple[str, ...], workdir: Path) -> str:
-    """Fill the active cache dirs with a cold compile in a child process (one step, not timed).
-    Returns "" on success, else the child's first error line."""
-    prime_spec = spec.with_(steps=1, warmup=0, cache=CACHE_COLD)
+def prime(spec: TrainSpec, device_name: str, imports: tuple[str, ...], workdir: Path, save_to: Path | None = None
+          ) -> str:  # fmt: skip
+    """Fill the active cache dirs with a cold compile in a child process (one step, not timed); with
+    `save_to`, the child also writes its artifact there. Returns "" on success, else the child's first
+    error line."""
+    prime_spec = spec.with_(steps=1, warmup=0, cache=CACHE_COLD, artifact="", save_artifact="")
     workdir.mkdir(parents=True, exist_ok=True)
     if spec.nproc > 1:
         from bringup.device import resolve_device
@@ -119,7 +218,7 @@ def prime(spec: TrainSpec, device_name: str, imports: tuple[str, ...], workdir: 
     err = workdir / "prime-error.txt"
     err.unlink(missing_ok=True)
     p = multiprocessing.get_context("spawn").Process(
-        target=_prime_child, args=(prime_spec.params(), device_name, list(imports), str(err))
+        target=_prime_child, args=(prime_spec.params(), device_name, list(imports), str(err), str(save_to or ""))
     )
     p.start()
     p.join()

@@ -29,13 +29,27 @@ def snapshot() -> dict[str, Any]:
         "recompiles": len(reasons),
         "recompile_reasons": [str(r)[:200] for r in reasons[:5]],
         "recompile_limit_hit": any("recompile limit" in k.lower() or "recompile_limit" in k for k in unimpl),
-        "cache": {
-            "fx_hit": int(counters.get("inductor", {}).get("fxgraph_cache_hit", 0)),
-            "fx_miss": int(counters.get("inductor", {}).get("fxgraph_cache_miss", 0)),
-            "aot_hit": int(counters.get("aot_autograd", {}).get("autograd_cache_hit", 0)),
-            "aot_miss": int(counters.get("aot_autograd", {}).get("autograd_cache_miss", 0)),
-        },
+        "cache": {k: int(counters.get(group, {}).get(name, 0)) for k, (group, name) in CACHE_COUNTERS.items()},
     }
+
+
+# Cache counters of torch 2.13 (`torch._dynamo.utils.counters[group][name]`), by layer and outcome.
+CACHE_COUNTERS: dict[str, tuple[str, str]] = {
+    "fx_hit": ("inductor", "fxgraph_cache_hit"),
+    "fx_miss": ("inductor", "fxgraph_cache_miss"),
+    "fx_bypass": ("inductor", "fxgraph_cache_bypass"),
+    "aot_hit": ("aot_autograd", "autograd_cache_hit"),
+    "aot_miss": ("aot_autograd", "autograd_cache_miss"),
+    "aot_bypass": ("aot_autograd", "autograd_cache_bypass"),
+    "aot_guard_miss": ("aot_autograd", "autograd_cache_guard_miss"),
+    "kernel_hit": ("inductor", "async_compile_cache_hit"),
+    "kernel_miss": ("inductor", "async_compile_cache_miss"),
+    "module_hit": ("inductor", "generated_module_cache_hit"),
+    "module_miss": ("inductor", "generated_module_cache_miss"),
+    "autotune": ("inductor", "select_algorithm_autotune"),
+    "precompile_hit": ("dynamo_cache", "dynamo_cache_hit"),
+    "precompile_miss": ("dynamo_cache", "dynamo_cache_miss"),
+}
 
 
 def breakdown(times: dict[str, float]) -> dict[str, float]:
@@ -55,7 +69,11 @@ def breakdown(times: dict[str, float]) -> dict[str, float]:
 
 
 def silent_eager_reason(snap: dict[str, Any], mode: str) -> str:
-    """Non-empty when a compiled mode did not really run compiled code."""
+    """Non-empty when a compiled mode did not really run compiled code. aot: the loss function is called
+    as the fullgraph AOT-compiled function itself (no dynamo frame, no fallback to eager: a failed
+    guard raises), so there is no frame count to check."""
+    if mode == "aot":
+        return ""
     if snap["graphs"] == 0:
         return f"{mode}: torch.compile produced no graph (dynamo skipped the frames): the model ran eager"
     if snap["recompile_limit_hit"]:

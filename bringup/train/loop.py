@@ -45,6 +45,8 @@ class TrainOutcome:
     final: dict[str, Any]  # compile metrics at the end
     fallback_ops: dict[str, int] | None = None  # None: not checked (cpu, or no detector)
     notes: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)  # build_s, apply_mode_s (setup_s's parts)
+    rank_first_s: list[float] = field(default_factory=list)  # each rank's compile s (eager: step 1)
 
     @property
     def ttfs_s(self) -> float:
@@ -66,9 +68,17 @@ def shard(model: torch.nn.Module, device: Device, world: int) -> torch.nn.Module
     return model
 
 
-def prepare(model: torch.nn.Module, spec: TrainSpec, device: Device, world: int) -> torch.nn.Module:
+def prepare(model: torch.nn.Module, spec: TrainSpec, device: Device, world: int,
+            mode_kw: dict[str, Any] | None = None) -> torch.nn.Module:  # fmt: skip
     """Apply the mode (and FSDP2 when world > 1). Regional: blocks compiled first, then sharded (as
-    TorchTitan does); full compile: shard first, then compile the sharded model."""
+    TorchTitan does); full compile: shard first, then compile the sharded model. nested / aot
+    (train/modes.py): one rank only (the suite refuses them with --nproc); `mode_kw` goes to AOTModel."""
+    from bringup.train import modes
+
+    if spec.mode == "nested":
+        return modes.nested_regions(model, spec.backend)
+    if spec.mode == "aot":
+        return modes.AOTModel(model, spec.backend, **(mode_kw or {}))
     if world == 1:
         return lm.apply_mode(model, spec.mode, spec.backend)
     if spec.mode == "regional":
@@ -89,6 +99,7 @@ def train(
     first_step: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
     after_first: Callable[[], None] | None = None,
     check_fallbacks: bool = True,
+    mode_kw: dict[str, Any] | None = None,
 ) -> TrainOutcome:
     """Run spec.steps optimizer steps. Raises StageError naming the stage that failed."""
     t0 = time.perf_counter()
@@ -102,7 +113,9 @@ def train(
         except BadInput:
             flops = None  # a user model without a transformers config: no FLOPs, no MFU
         vocab = lm.vocab_size(model)
-        model = prepare(model, spec, device, world)
+        t_mode = time.perf_counter()
+        model = prepare(model, spec, device, world, mode_kw)
+        apply_mode_s = time.perf_counter() - t_mode
         opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
         scaler = prec.grad_scaler(device.type)  # amp-fp16 only
         data = lm.synthetic_batches(vocab, spec.batch, spec.seq, spec.steps, DATA_SEED + rank, learnable=True)
@@ -136,6 +149,10 @@ def train(
         raise StageError("steps", e) from e
     peak = device.peak_memory()
     final = compile_metrics.snapshot()
+    # This rank's own step-1 work: its compile seconds (the step's wall time is the same on every rank:
+    # the collectives make the others wait for the slowest), or step 1 itself in eager.
+    own_first = compile_metrics.breakdown(first["times"])["total_s"] if spec.compiled else times[0]
+    rank_first = [own_first]
     fallback_ops, notes = None, []
     if check_fallbacks and not device.is_cpu:
         step = lambda m, o, t: lm.train_step(m, o, t, prec, scaler)
@@ -150,6 +167,10 @@ def train(
         dist.all_reduce(loss_t)
         loss_t /= world
         step_t = step_t.to(device.torch_device)
+        firsts = torch.zeros(world, dtype=torch.float64, device=step_t.device)
+        firsts[rank] = own_first
+        dist.all_reduce(firsts)  # each rank's own compile, which the MAX of the step times below hides
+        rank_first = [float(x) for x in firsts.cpu()]
         dist.all_reduce(step_t, op=dist.ReduceOp.MAX)
         mem = torch.tensor([peak or 0], dtype=torch.float64, device=step_t.device)
         dist.all_reduce(mem, op=dist.ReduceOp.MAX)
@@ -157,7 +178,8 @@ def train(
     return TrainOutcome(
         losses=[float(x) for x in loss_t.cpu()], step_s=[float(x) for x in step_t.cpu()], setup_s=setup_s,
         params=params, flops_per_token=flops, peak_mem_bytes=peak, first=first, final=final,
-        fallback_ops=fallback_ops, notes=notes,
+        fallback_ops=fallback_ops, notes=notes, rank_first_s=rank_first,
+        phases={"build_s": setup_s - apply_mode_s, "apply_mode_s": apply_mode_s},
     )  # fmt: skip
 
 

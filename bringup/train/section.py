@@ -28,8 +28,20 @@ from bringup.report.html import (
 from bringup.report.plots import esc
 
 # -- train
-_MODE_ORDER = {"eager": 0, "compile": 1, "regional": 2}
-_CACHE_ORDER = {"": 0, "cold": 1, "warm": 2}
+_MODE_ORDER = {"eager": 0, "compile": 1, "regional": 2, "nested": 3, "aot": 4}
+_CACHE_ORDER = {"": 0, "cold": 1, "warm": 2, "artifact": 3}
+_PHASES = {"load_artifact_s": "load artifact", "build_s": "build", "apply_mode_s": "apply mode", "dynamo_s": "dynamo",
+           "aot_autograd_s": "AOT autograd", "backend_s": "backend", "run_s": "step 1 (rest)"}  # fmt: skip
+
+
+def job_bars(results: Sequence[CaseResult]) -> list[tuple[str, list[tuple[str, float]]]]:
+    """Each arm's time to first step as a new job meets it (fields["ttfs_phases"]): its waterfall."""
+    bars = []
+    for r in results:
+        ph = r.fields.get("ttfs_phases")
+        if isinstance(ph, dict) and r.status is Status.PASS:
+            bars.append((train_label(r), [(_PHASES.get(k, k), float(v)) for k, v in ph.items() if num(v)]))
+    return bars
 
 
 def train_label(r: CaseResult) -> str:
@@ -151,6 +163,9 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
     advice = t_extra.get("advice") if isinstance(t_extra, dict) else None
     if isinstance(advice, str) and advice:
         body.append(f'<p class="summary-line">{esc(advice[0].upper() + advice[1:])}</p>')
+    steps_advice = t_extra.get("advice_steps") if isinstance(t_extra, dict) else None
+    if isinstance(steps_advice, str) and steps_advice:
+        body.append(f'<p class="summary-line">{esc(steps_advice[0].upper() + steps_advice[1:])}</p>')
     fast = [r for r in rs if r.status is Status.PASS and seconds(r, "ttfs_s") is not None
             and str(get(r, "mode")) != "eager"]  # fmt: skip
     if fast:
@@ -179,5 +194,7 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
                     ": the recorded phases overlap (nested timers); their bars show the phases' sum.</p>")  # fmt: skip
     plots_html.append(plots.stacked_bars(ttfs_bars(rs), "Time to first step: compile phases + first step", "s",
                                          last=[REST], colours={REST: "#7f8c8d"}))  # fmt: skip
+    if len(jb := job_bars(rs)) > 1:
+        plots_html.append(plots.stacked_bars(jb, "Job time to first step, each arm a fresh process (waterfall)", "s"))
     body.append(f'<div class="plots">{"".join(plots_html)}</div>')
     return "".join(body)

@@ -7,15 +7,17 @@ from typing import Any
 
 from bringup.case import make_case_id
 
-CACHE_NONE, CACHE_COLD, CACHE_WARM = "none", "cold", "warm"
+CACHE_NONE, CACHE_COLD, CACHE_WARM, CACHE_ARTIFACT = "none", "cold", "warm", "artifact"
+# Fields that say where caches come from or go, not what is compiled: left out of every key.
+_WHERE = ("artifact", "save_artifact")
 
 
 @dataclass(frozen=True)
 class TrainSpec:
     model: str = "qwen3-tiny"
     overrides: tuple[str, ...] = ()
-    mode: str = "eager"  # eager | compile | regional (bringup.models.lm.MODES)
-    cache: str = CACHE_NONE  # none (eager) | cold | warm
+    mode: str = "eager"  # eager | compile | regional (bringup.models.lm.MODES) | nested | aot (train/arms.py)
+    cache: str = CACHE_NONE  # none (eager) | cold | warm | artifact
     steps: int = 10  # measured steps, step 1 included
     warmup: int = 2  # steps left out of the steady median (step 1 always is)
     batch: int = 4  # per rank
@@ -27,6 +29,8 @@ class TrainSpec:
     seed: int = 0
     compile_budget_s: float | None = None  # budget of the first step (compile) phase
     loss_rtol: float | None = None  # overrides the loss band of numerics.LOSS_BANDS
+    artifact: str = ""  # cache artifact: a user's file to load (--load-cache-artifact)
+    save_artifact: str = ""  # where the cold case also writes its artifact (--save-cache-artifact)
 
     @property
     def compiled(self) -> bool:
@@ -44,6 +48,9 @@ class TrainSpec:
     def params(self) -> dict[str, Any]:
         d = asdict(self)
         d["overrides"] = list(self.overrides)
+        for k in _WHERE:  # unset: left out, so case ids stay those of runs before these fields
+            if not d[k]:
+                d.pop(k)
         return d
 
     @classmethod
@@ -67,9 +74,9 @@ class TrainSpec:
     @property
     def reference_key(self) -> str:
         """Cases that must produce the same loss curve (same model, data, optimizer) share this."""
-        return self.key("mode", "cache", "backend", "compile_budget_s", "loss_rtol", "warmup")
+        return self.key("mode", "cache", "backend", "compile_budget_s", "loss_rtol", "warmup", *_WHERE)
 
     @property
     def cache_key(self) -> str:
         """A cold case and its warm rerun share this (same graphs to compile)."""
-        return self.key("cache", "compile_budget_s", "loss_rtol", "warmup", "steps")
+        return self.key("cache", "compile_budget_s", "loss_rtol", "warmup", "steps", *_WHERE)

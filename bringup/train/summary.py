@@ -10,6 +10,12 @@ Top-level JSON (besides the common `cases` rows):
         "warm" (same keys); with --cache warm alone the entry is the warm run ("cache": "warm").
     fast_start: the entry that reaches step 1 first and what its steady step costs, measured; advice:
         the same as one sentence.
+    fastest_start: one row per usable arm (arm, job_ttfs_s, phases, step_s, tokens_per_s, recompiles,
+        steady_vs_full_compile, reach_s {"1", "100", "10000"}), sorted by job_ttfs_s; fastest_by_steps
+        {"1", "100", "10000": arm}; advice_steps: the same as one sentence (train/arms.py).
+    Each mode entry also holds arm, job_ttfs_s, phases and, where measured, cache_layers,
+    cache_warnings, artifact, artifact_from, rank_compile_s, rank_compile_skew_s, slow_rank; with
+    --cache artifact / all a compiled mode's cold entry holds its "artifact" (and "warm") reruns.
 """
 
 from __future__ import annotations
@@ -20,18 +26,23 @@ from typing import Any
 from bringup.case import CaseResult, Status
 from bringup.device import Device
 from bringup.precision import parse_precision
-from bringup.train import compile_metrics
+from bringup.train import arms, compile_metrics
 from bringup.train.loop import TrainOutcome
-from bringup.train.spec import CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
+from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
 MODE_ORDER = {("eager", CACHE_NONE): 0, ("compile", CACHE_COLD): 1, ("compile", CACHE_WARM): 2,
-              ("regional", CACHE_COLD): 3, ("regional", CACHE_WARM): 4}  # fmt: skip
+              ("compile", CACHE_ARTIFACT): 3, ("regional", CACHE_COLD): 4, ("regional", CACHE_WARM): 5,
+              ("regional", CACHE_ARTIFACT): 6, ("nested", CACHE_COLD): 7, ("nested", CACHE_WARM): 8,
+              ("nested", CACHE_ARTIFACT): 9, ("aot", CACHE_COLD): 10, ("aot", CACHE_ARTIFACT): 11}  # fmt: skip
 USABLE = (Status.PASS, Status.FALLBACK)  # ran and measured: may give advice
 
 
 # ---- recording (in the worker) -------------------------------------------------------------------
-def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: Device) -> None:
+def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: Device, load_s: float = 0.0) -> None:
     steady = out.steady_s(spec.warmup)
+    # The job's time to first step as a new job meets it: load an artifact, build, apply the mode, step 1.
+    r.metric("job_ttfs_s", load_s + out.setup_s + out.ttfs_s, "s")
+    phases = {"load_artifact_s": load_s, **out.phases}
     tok_s = spec.tokens_per_step / steady if steady > 0 else None
     per_dev = tok_s / spec.nproc if tok_s else None
     r.metric("ttfs_s", out.ttfs_s, "s")
@@ -49,9 +60,12 @@ def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: De
         r.fields["peak_flops_source"] = peak.source
         if out.flops_per_token and per_dev:
             r.metric("mfu", out.flops_per_token * per_dev / peak.flops)
+    if len(out.rank_first_s) > 1:
+        record_ranks(r, out.rank_first_s)
     if spec.compiled:
         first = compile_metrics.breakdown(out.first["times"])
         r.fields["compile_breakdown"] = first
+        phases.update(dynamo_s=first["dynamo_s"], aot_autograd_s=first["aot_autograd_s"], backend_s=first["backend_s"])
         r.metric("compile_s", first["total_s"], "s")
         later = compile_metrics.breakdown(out.final["times"])["total_s"] - first["total_s"]
         r.metric("compile_after_first_s", max(later, 0.0), "s")
@@ -61,12 +75,30 @@ def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: De
         r.fields["compile_cache"] = out.first["cache"]
         r.fields["break_reasons"] = out.final["break_reasons"]
         r.fields["recompile_reasons"] = out.final["recompile_reasons"]
+    phases["run_s"] = max(out.ttfs_s - (first["total_s"] if spec.compiled else 0.0), 0.0)
+    r.fields["ttfs_phases"] = {k: round(v, 4) for k, v in phases.items()}
     if out.fallback_ops is not None:
         r.fields["fallback_ops"] = out.fallback_ops
     if out.notes:
         r.fields["notes"] = out.notes
     r.series["loss"] = [(i + 1, x) for i, x in enumerate(out.losses)]
     r.series["step_s"] = [(i + 1, x) for i, x in enumerate(out.step_s)]
+
+
+SKEW_FACTOR = 2.0  # a rank whose step 1 takes over twice the ranks' median compiled (mostly) alone
+
+
+def record_ranks(r: CaseResult, firsts: list[float]) -> None:
+    """Per-rank compile seconds (eager: step 1) under --nproc, the skew, and a rank that compiled alone."""
+    import statistics
+
+    med = statistics.median(firsts)
+    slow = max(range(len(firsts)), key=lambda i: firsts[i])
+    r.fields["rank_compile_s"] = [round(x, 4) for x in firsts]
+    r.metric("rank_compile_skew_s", max(firsts) - min(firsts), "s")
+    if med > 0 and firsts[slow] > SKEW_FACTOR * med:
+        r.fields["slow_rank"] = (f"rank {slow} compiled for {firsts[slow]:.3g} s, {firsts[slow] / med:.1f}x the ranks' "
+                                 f"median ({med:.3g} s): it compiled alone while the others waited")  # fmt: skip
 
 
 # ---- choosing a model for `bringup run --full` ---------------------------------------------------
@@ -119,6 +151,15 @@ def entry(r: CaseResult) -> dict[str, Any]:
     for k in ("peak_mem_bytes", "graph_breaks", "recompiles"):
         e[k] = int(e[k]) if e[k] is not None else None
     e["compile_breakdown"] = r.fields.get("compile_breakdown")
+    e["arm"] = spec.name
+    e["job_ttfs_s"] = _m(r, "job_ttfs_s")
+    for k in ("ttfs_phases", "cache_layers", "cache_warnings", "artifact", "artifact_from", "rank_compile_s",
+              "slow_rank"):  # fmt: skip
+        if k in r.fields:
+            e[k] = r.fields[k]
+    e["phases"] = r.fields.get("ttfs_phases")
+    if spec.nproc > 1:
+        e["rank_compile_skew_s"] = _m(r, "rank_compile_skew_s")
     if spec.mode == "eager":  # what eager was judged against (train/reference.py) and what it found
         e["eager_check"] = r.fields.get("eager_check")
         e["tying_broken"] = r.fields.get("tying_broken", [])
@@ -193,14 +234,18 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     modes: dict[str, Any] = {}
     for _, e, r in rows:
         mode, cache = r.params["mode"], r.params["cache"]
-        if cache == CACHE_WARM and mode in modes and modes[mode]["cache"] == CACHE_COLD:
-            modes[mode]["warm"] = e
+        if cache in (CACHE_WARM, CACHE_ARTIFACT) and mode in modes and modes[mode]["cache"] == CACHE_COLD:
+            modes[mode][cache] = e
         else:
             modes[mode] = e
     extras["modes"] = modes
     fs = fast_start([(n, e) for n, e, _ in rows])
     extras["fast_start"] = fs
     extras["advice"] = fs["advice"] if fs else None
+    usable = [e for _, e, r in rows if r.status in USABLE]
+    extras["fastest_start"] = arms.table(usable)
+    extras["fastest_by_steps"] = {str(n): a for n, a in arms.fastest(usable).items()}
+    extras["advice_steps"] = arms.advice(usable) or None
 
     t = Table(title=f"train: {spec.model}, {spec.batch} x {spec.seq} tokens x {spec.nproc} rank(s), {spec.dtype}",
               title_justify="left")  # fmt: skip
@@ -231,7 +276,44 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
             console.print(f"  {n}: {r.status.value}: {r.reason}", highlight=False, markup=False)
     if fs:
         console.print(fs["advice"], highlight=False, markup=False)
+    if len(extras["fastest_start"]) > 1:
+        _print_fastest(console, extras["fastest_start"])
+        console.print(extras["advice_steps"], highlight=False, markup=False)
+    for n, e, _ in rows:
+        for w in e.get("cache_warnings", []):
+            console.print(f"  warning: {n}: {w}", highlight=False, markup=False)
+        if e.get("slow_rank"):
+            console.print(f"  {n}: {e['slow_rank']}", highlight=False, markup=False)
     return extras
+
+
+def _print_fastest(console: Any, rows: list[dict[str, Any]]) -> None:
+    """The fastest-start table: each arm's time to first step as a new job meets it, its phases (a text
+    waterfall: . load artifact, b build, m apply mode, d dynamo, a AOT autograd, k backend, r rest of
+    step 1), steady step and cost vs full compile, and when it reaches steps 100 and 10k."""
+    from rich.table import Table
+
+    from bringup.console import fmt
+
+    t = Table(title="fastest start (each arm a fresh process; job first step = load + build + mode + step 1)",
+              title_justify="left")  # fmt: skip
+    for c in ("arm", "job first step s", "waterfall .bmdakr", "load", "build", "mode", "dynamo", "aot", "backend",
+              "rest", "steady s", "vs compile", "step 100 s", "step 10k s"):  # fmt: skip
+        t.add_column(c, justify="left" if c in ("arm", "waterfall .bmdakr") else "right", no_wrap=True)
+    for row in rows:
+        ph = row.get("phases") or {}
+        t.add_row(row["arm"], fmt(row["job_ttfs_s"]), arms.waterfall(ph, 24),
+                  *[fmt(ph.get(k)) for k in ("load_artifact_s", "build_s", "apply_mode_s", "dynamo_s", "aot_autograd_s",
+                                             "backend_s", "run_s")],
+                  fmt(row["step_s"]), _x(row["steady_vs_full_compile"]), fmt(row["reach_s"]["100"]),
+                  fmt(row["reach_s"]["10000"]))  # fmt: skip
+    width = console.width
+    if not console.is_terminal:
+        console.width = max(width, 170)
+    try:
+        console.print(t)
+    finally:
+        console.width = width
 
 
 def _int(v: float | None) -> int | None:

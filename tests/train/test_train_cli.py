@@ -101,6 +101,9 @@ def test_two_gloo_ranks(cli, tmp_path: Path) -> None:
     assert m["tokens_per_s_per_device"] == pytest.approx(m["tokens_per_s"] / 2)
     assert len(m["loss"]) == 3 and all(math.isfinite(x) for x in m["loss"])
     assert "2 rank(s)" in p.stdout
+    # each rank's own step 1 (eager: no compile), gathered before the step times' MAX hides the skew
+    assert len(m["rank_compile_s"]) == 2 and all(x > 0 for x in m["rank_compile_s"])
+    assert m["rank_compile_skew_s"] == pytest.approx(max(m["rank_compile_s"]) - min(m["rank_compile_s"]), abs=1e-3)
 
 
 def test_flops_only_qwen3_32b(cli, tmp_path: Path) -> None:
@@ -205,3 +208,21 @@ def test_amp_bf16_trains_and_passes(cli, tmp_path: Path) -> None:
     cases = _cases(data)
     assert {c["status"] for c in cases.values()} == {"pass"}, cases
     assert data["dtype"] == "amp-bf16" and cases["eager"]["eager_check"]["ok"] is True
+
+
+@pytest.mark.slow
+def test_save_then_load_a_cache_artifact_in_another_run(cli, tmp_path: Path) -> None:
+    """A fleet's warm cache: run 1 compiles cold and writes the artifact; run 2 (another run dir, empty
+    cache dirs, a fresh worker) loads it: every FX graph and AOTAutograd lookup hits."""
+    small = (*TINY, "--override", "num_hidden_layers=2", "--steps", "3")
+    p = cli(*small, "--modes", "eager,compile", "--save-cache-artifact", "warm.bin", "--json", "a.json", timeout=1800)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (tmp_path / "warm.bin").read_bytes().startswith(b"BRINGUP-CACHE-ARTIFACT v1\n")
+    p = cli(*small, "--load-cache-artifact", "warm.bin", "--json", "b.json", timeout=1800)  # a new run, new dirs
+    assert p.returncode == 0, p.stderr[-2000:]
+    row = _cases(load_json(tmp_path / "b.json"))["compile-artifact"]
+    assert row["artifact_from"].startswith("user file") and row["cache_dir"].endswith("-artifact")
+    layers = row["cache_layers"]
+    assert layers["fx_graph"]["hit"] > 0 and layers["fx_graph"]["miss"] == 0
+    assert layers["aot_autograd"]["hit"] > 0 and layers["aot_autograd"]["miss"] == 0
+    assert row["ttfs_phases"]["load_artifact_s"] > 0 and row["job_ttfs_s"] > row["ttfs_s"]

@@ -1,0 +1,71 @@
+"""Cache accounting of one compiled case: hits, misses and bypasses per cache layer (torch's counters,
+train/compile_metrics.py), the warnings a team needs (a backend that bypasses a layer), and the one
+verdict: a warm or artifact arm whose caches gave nothing (every lookup missed) did not start warm."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bringup.case import CaseResult, Status
+from bringup.train.spec import CACHE_ARTIFACT, CACHE_WARM, TrainSpec
+
+LAYERS = {"fx_graph": "fx", "aot_autograd": "aot", "kernels": "kernel", "generated_modules": "module",
+          "precompile": "precompile"}  # fmt: skip
+
+
+def layers(cache: dict[str, int]) -> dict[str, dict[str, int]]:
+    """{layer: {hit, miss[, bypass]}} from the flat counters."""
+    out = {}
+    for name, k in LAYERS.items():
+        row = {"hit": cache.get(f"{k}_hit", 0), "miss": cache.get(f"{k}_miss", 0)}
+        if f"{k}_bypass" in cache:
+            row["bypass"] = cache[f"{k}_bypass"]
+        out[name] = row
+    out["autotune"] = {"ran": cache.get("autotune", 0)}
+    return out
+
+
+def warnings(spec: TrainSpec, snap: dict[str, Any]) -> list[str]:
+    """Plain warnings from what the counters show (no list of backends: a rule on the counters)."""
+    c, out = snap["cache"], []
+    compiled_graphs = snap["graphs"] > 0
+    if compiled_graphs and c["aot_hit"] + c["aot_miss"] + c["aot_bypass"] == 0:
+        out.append(f"backend {spec.backend!r} bypasses AOTAutograd's cache (it applies to inductor-style compilers "
+                   "only): every new job traces forward and backward again")  # fmt: skip
+    elif c["aot_bypass"]:
+        out.append(f"AOTAutograd's cache was bypassed {c['aot_bypass']} time(s) (a graph it cannot cache): those "
+                   "graphs compile again in every new job")  # fmt: skip
+    if compiled_graphs and c["fx_hit"] + c["fx_miss"] + c["fx_bypass"] == 0:
+        out.append(f"backend {spec.backend!r} uses no FX graph cache: its code generation is not reused by a new "
+                   "job (warm caches and artifacts cannot help it)")  # fmt: skip
+    elif c["fx_bypass"]:
+        out.append(f"the FX graph cache was bypassed {c['fx_bypass']} time(s): those graphs compile again in every "
+                   "new job")  # fmt: skip
+    return out
+
+
+def reused_nothing(spec: TrainSpec, cache: dict[str, int]) -> str:
+    """Non-empty when a warm or artifact arm looked its caches up and every lookup missed: it started
+    cold, so its time to first step says nothing about a warm start."""
+    if spec.cache not in (CACHE_WARM, CACHE_ARTIFACT) or spec.mode == "aot":
+        return ""
+    hits = cache["fx_hit"] + cache["aot_hit"]
+    misses = cache["fx_miss"] + cache["aot_miss"]
+    if misses and not hits:
+        src = "the loaded cache artifact" if spec.cache == CACHE_ARTIFACT else "the warm cache dirs"
+        return (f"{src} gave nothing: {cache['fx_miss']} FX graph and {cache['aot_miss']} AOTAutograd cache "
+                "miss(es), 0 hits: this job compiled cold")  # fmt: skip
+    return ""
+
+
+def account(r: CaseResult, spec: TrainSpec, snap: dict[str, Any], loaded: dict[str, Any]) -> list[tuple[Status, str]]:
+    """Record the case's cache layers and warnings; the verdicts they give (a warm start that was cold)."""
+    r.fields["cache_layers"] = layers(snap["cache"])
+    if loaded:
+        r.fields["cache_layers"]["artifact"] = {"loaded": sum(loaded.get("entries", {}).values()) or 1,
+                                                "bytes": loaded.get("bytes", 0)}  # fmt: skip
+    if warns := warnings(spec, snap):
+        r.fields["cache_warnings"] = warns
+    if why := reused_nothing(spec, snap["cache"]):
+        return [(Status.UNSUPPORTED, why)]
+    return []

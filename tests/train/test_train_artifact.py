@@ -1,0 +1,306 @@
+"""Portable cache artifacts (bringup/train/artifact.py) and the cache accounting (train/accounting.py).
+
+The round trip runs two fresh Python processes, each with its own empty cache directories: one compiles
+and writes the artifact, the other loads it and compiles the same function; the proof is torch's
+cache counters (hits, no misses), never wall time (speed is measured in bench/first_step.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bringup.case import CaseResult, Status
+from bringup.errors import BadInput
+from bringup.train import accounting, arms, artifact
+from bringup.train.spec import TrainSpec
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = TrainSpec(mode="compile", cache="cold", model="qwen3-tiny", batch=2, seq=64)
+
+
+def test_header_round_trip_and_fit(tmp_path: Path) -> None:
+    p = tmp_path / "a.bin"
+    artifact.write(p, artifact.header_for(SPEC, "cpu", artifact.KIND_MEGA), b"payload")
+    art = artifact.read(p)
+    assert art.payload == b"payload" and art.header["device_type"] == "cpu" and art.header["bytes"] == 7
+    assert artifact.check(p, SPEC.with_(cache="artifact"), "cpu")["kind"] == artifact.KIND_MEGA
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [("torch", "2.12.0+cu128", "torch '2.12.0+cu128'"), ("device_type", "cuda", "device_type 'cuda'"),
+     ("backend", "neuron", "backend 'neuron'"), ("seq", 128, "seq 128"), ("model", "qwen3-0.6b", "model")],
+)  # fmt: skip
+def test_a_mismatched_artifact_is_one_clear_line(tmp_path: Path, field: str, value: object, named: str) -> None:
+    p = tmp_path / "a.bin"
+    artifact.write(p, {**artifact.header_for(SPEC, "cpu", artifact.KIND_MEGA), field: value}, b"x")
+    with pytest.raises(BadInput) as e:
+        artifact.check(p, SPEC, "cpu")
+    msg = str(e.value)
+    assert "\n" not in msg and named in msg and "would start cold" in msg
+
+
+def test_foreign_truncated_and_missing_files(tmp_path: Path) -> None:
+    (tmp_path / "junk").write_bytes(b"\x00" * 64)
+    with pytest.raises(BadInput, match="not a bringup cache artifact"):
+        artifact.read(tmp_path / "junk")
+    good = artifact.encode(artifact.header_for(SPEC, "cpu", artifact.KIND_MEGA), b"0123456789")
+    (tmp_path / "cut").write_bytes(good[:-3])
+    with pytest.raises(BadInput, match="truncated"):
+        artifact.read(tmp_path / "cut")
+    with pytest.raises(BadInput, match="cannot read"):
+        artifact.read(tmp_path / "nope")
+
+
+def test_cli_refuses_a_mismatched_artifact_with_exit_2(cli, tmp_path: Path) -> None:
+    p = tmp_path / "old.bin"
+    artifact.write(p, {**artifact.header_for(SPEC, "cpu", artifact.KIND_MEGA), "torch": "1.0.0"}, b"x")
+    r = cli("--device", "cpu", "train", "--modes", "eager,compile", "--batch", "2", "--seq", "64",
+            "--load-cache-artifact", str(p))  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "torch '1.0.0'" in lines[0] and "Traceback" not in r.stderr
+
+
+# ---- the round trip: two fresh processes, two empty cache dirs --------------------------------------
+CHILD = r"""
+import json, os, sys, tempfile
+root, mode, art = sys.argv[1], sys.argv[2], sys.argv[3]
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+# inductor's C++ precompiled headers live under the temp dir whatever TORCHINDUCTOR_CACHE_DIR says: the
+# children share one (headers hold no graph, so no cache hit comes from them; the test stays cheap)
+os.makedirs(sys.argv[5], exist_ok=True)
+os.environ["TMPDIR"] = tempfile.tempdir = sys.argv[5]
+import torch
+from bringup.train import artifact, compile_metrics
+from bringup.train.spec import TrainSpec
+spec = TrainSpec(mode="compile", model="tiny-mlp", batch=4, seq=16)
+width = int(sys.argv[4])
+loaded = {}
+if mode == "load":
+    artifact.check(art, spec, "cpu")
+    loaded = artifact.load_mega_cache(artifact.read(art).payload)
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.SiLU(), torch.nn.Linear(width, 16))
+torch.compile(m)(torch.randn(4, 16)).sum().backward()
+if mode == "save":
+    artifact.write(art, artifact.header_for(spec, "cpu", artifact.KIND_MEGA), artifact.mega_cache_bytes())
+print(json.dumps({"cache": compile_metrics.snapshot()["cache"], "loaded": loaded}))
+"""
+
+
+def _child(tmp: Path, name: str, mode: str, art: Path, width: int = 32) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-c", CHILD, str(tmp / name), mode, str(art), str(width), str(tmp / "shared-tmp")]
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_artifact_made_in_one_process_starts_another_warm(tmp_path: Path) -> None:
+    art = tmp_path / "warm.bin"
+    made = _child(tmp_path, "a", "save", art)
+    assert made["cache"]["fx_miss"] > 0 and made["cache"]["fx_hit"] == 0  # process A compiled cold
+    got = _child(tmp_path, "b", "load", art)  # fresh process, empty cache dirs, the artifact loaded
+    assert not list((tmp_path / "a").glob("**/b"))  # (b never saw a's directories)
+    c = got["cache"]
+    assert got["loaded"].get("inductor", 0) > 0 and got["loaded"].get("aot_autograd", 0) > 0
+    assert c["fx_hit"] > 0 and c["fx_miss"] == 0 and c["aot_hit"] > 0 and c["aot_miss"] == 0
+    assert accounting.reused_nothing(TrainSpec(mode="compile", cache="artifact"), c) == ""
+
+
+@pytest.mark.slow
+def test_an_artifact_for_other_graphs_is_caught_as_a_cold_start(tmp_path: Path) -> None:
+    """The verdict's power on real counters (its cheap form: test_a_warm_arm_that_hit_nothing_...): the
+    artifact loaded under other graphs (another width) reuses nothing, and the rule says so."""
+    art = tmp_path / "warm.bin"
+    _child(tmp_path, "a", "save", art)
+    other = _child(tmp_path, "c", "load", art, width=48)["cache"]
+    assert other["fx_hit"] == 0 and other["fx_miss"] > 0
+    why = accounting.reused_nothing(TrainSpec(mode="compile", cache="artifact"), other)
+    assert why.startswith("the loaded cache artifact gave nothing")
+
+
+# ---- accounting, pure -------------------------------------------------------------------------------
+def _snap(**cache: int) -> dict:
+    from bringup.train.compile_metrics import CACHE_COUNTERS
+
+    return {"graphs": 1, "cache": {k: cache.get(k, 0) for k in CACHE_COUNTERS}}
+
+
+def test_accounting_warns_when_a_backend_bypasses_aot_autograd_caching() -> None:
+    spec = TrainSpec(mode="compile", cache="cold", backend="my_backend")
+    w = accounting.warnings(spec, _snap())  # graphs compiled, no AOTAutograd or FX cache lookup at all
+    assert any("bypasses AOTAutograd's cache" in x for x in w) and any("no FX graph cache" in x for x in w)
+    assert accounting.warnings(spec, _snap(fx_miss=2, aot_miss=1)) == []  # inductor-style: both layers used
+    assert "bypassed 3 time(s)" in accounting.warnings(spec, _snap(fx_miss=2, aot_bypass=3))[0]
+
+
+def test_a_real_non_inductor_backend_is_warned_about() -> None:
+    """dynamo's own `eager` backend (no AOTAutograd, no inductor): the real counters, the same warning."""
+    import torch
+    import torch._dynamo
+
+    from bringup.train import compile_metrics
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    x = torch.randn(8, requires_grad=True)
+    torch.compile(lambda t: (t.sin() * 2).sum(), backend="eager")(x).backward()
+    w = accounting.warnings(TrainSpec(mode="compile", backend="eager"), compile_metrics.snapshot())
+    assert any("bypasses AOTAutograd's cache" in x for x in w)
+
+
+def test_a_warm_arm_that_hit_nothing_is_unsupported_not_pass() -> None:
+    r = CaseResult(case_id="x", suite="train", name="compile-warm", status=Status.PASS)
+    v = accounting.account(r, TrainSpec(mode="compile", cache="warm"), _snap(fx_miss=3, aot_miss=1), {})
+    assert v and v[0][0] is Status.UNSUPPORTED and "compiled cold" in v[0][1]
+    assert accounting.account(r, TrainSpec(mode="compile", cache="warm"), _snap(fx_hit=3, aot_hit=1), {}) == []
+    assert r.fields["cache_layers"]["fx_graph"] == {"hit": 3, "miss": 0, "bypass": 0}
+    # a cold arm misses by definition: no verdict
+    assert accounting.account(r, TrainSpec(mode="compile", cache="cold"), _snap(fx_miss=3), {}) == []
+
+
+# ---- the fastest-start table ----------------------------------------------------------------------
+def test_fastest_arm_per_step_count_from_measured_numbers() -> None:
+    a = [{"arm": "eager", "job_ttfs_s": 2.0, "step_s": 1.0},
+         {"arm": "compile-cold", "job_ttfs_s": 40.0, "step_s": 0.5},
+         {"arm": "compile-artifact", "job_ttfs_s": 10.0, "step_s": 0.5},
+         {"arm": "regional-warm", "job_ttfs_s": 2.5, "step_s": 0.55}]  # fmt: skip
+    assert arms.fastest(a) == {1: "eager", 100: "regional-warm", 10_000: "compile-artifact"}
+    rows = arms.table(a)
+    assert rows[0]["arm"] == "eager" and rows[0]["steady_vs_full_compile"] == 2.0
+    assert rows[-1]["reach_s"]["10000"] == pytest.approx(40.0 + 9999 * 0.5)
+    text = arms.advice(a)
+    assert "step 1: eager" in text and "step 100: regional-warm" in text and "step 10,000: compile-artifact" in text
+    assert arms.fastest([{"arm": "x", "job_ttfs_s": None, "step_s": 1.0}]) == {}
+    assert arms.waterfall({"load_artifact_s": 1.0, "run_s": 3.0}, 8) == "..rrrrrr"
+
+
+# ---- planning the arms (pure) -----------------------------------------------------------------------
+def _plan(**kw: object) -> list:
+    from bringup.suites import train
+    from tests.train.test_train_units import CPU, _args
+
+    return train.build_cases(_args(**kw), CPU)
+
+
+def test_cache_all_plans_every_arm_each_in_its_own_process() -> None:
+    cases = _plan(cache="all", steps=3)
+    assert [c.name for c in cases] == [
+        "eager", "compile-cold", "regional-cold", "nested-cold", "aot-cold", "compile-warm", "regional-warm",
+        "nested-warm", "compile-artifact", "regional-artifact", "aot-artifact"]  # fmt: skip
+    assert all(c.isolated for c in cases) and len({c.case_id for c in cases}) == len(cases)
+    specs = {c.name: TrainSpec.from_params(c.params) for c in cases}
+    # an artifact arm finds its cold case's dir (same cache key) but runs in dirs of its own
+    assert specs["compile-artifact"].cache_key == specs["compile-cold"].cache_key
+    assert _plan(cache="artifact", modes="eager,regional", steps=3)[-1].name == "regional-artifact"
+
+
+def test_artifact_flags_plan(tmp_path: Path) -> None:
+    (c,) = [c for c in _plan(modes="eager,compile", steps=3, save_cache_artifact=str(tmp_path / "a.bin"))
+            if c.name == "compile-cold"]  # fmt: skip
+    assert TrainSpec.from_params(c.params).save_artifact == str(tmp_path / "a.bin")
+    p = tmp_path / "warm.bin"
+    spec = TrainSpec(mode="compile", batch=4, seq=256, steps=3, warmup=2)
+    artifact.write(p, artifact.header_for(spec, "cpu", artifact.KIND_MEGA), b"x")
+    cases = _plan(steps=3, load_cache_artifact=str(p))  # modes default to eager + the file's mode
+    assert [c.name for c in cases] == ["eager", "compile-artifact"]
+    assert TrainSpec.from_params(cases[1].params).artifact == str(p)
+
+
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [({"cache": "all", "save_cache_artifact": "x.bin"}, "exactly one compiled mode"),
+     ({"save_cache_artifact": "/no/such/dir/x.bin", "modes": "eager,compile"}, "no directory"),
+     ({"nproc": 2, "modes": "eager,nested"}, "one rank only"),
+     ({"nproc": 2, "cache": "artifact", "modes": "compile"}, "one rank only"),
+     ({"load_cache_artifact": "/no/such/file"}, "cannot read"),
+     ({"cache": "both", "load_cache_artifact": "PATH"}, "drop --cache")],
+)  # fmt: skip
+def test_bad_arm_plans_are_one_line(tmp_path: Path, kw: dict, needle: str) -> None:
+    if kw.get("load_cache_artifact") == "PATH":
+        p = tmp_path / "ok.bin"
+        artifact.write(p, artifact.header_for(TrainSpec(mode="compile"), "cpu", artifact.KIND_MEGA), b"x")
+        kw = {**kw, "load_cache_artifact": str(p)}
+    with pytest.raises(BadInput) as e:
+        _plan(steps=3, **kw)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_run_gets_the_artifact_flags(tmp_path: Path) -> None:
+    from bringup.suites import train
+    from tests.train.test_train_units import CPU
+
+    cases = train.run_cases(CPU, quick=True)
+    out = train.apply_artifact_flags(cases, str(tmp_path / "w.bin"), None, CPU)
+    saved = [TrainSpec.from_params(c.params) for c in out if TrainSpec.from_params(c.params).save_artifact]
+    assert [(s.mode, s.cache) for s in saved] == [("compile", "cold")]
+    quick = TrainSpec.from_params(next(c for c in cases if c.name == "compile-cold").params)
+    p = tmp_path / "w.bin"
+    artifact.write(p, artifact.header_for(quick, "cpu", artifact.KIND_MEGA), b"x")
+    names = [c.name for c in train.apply_artifact_flags(cases, None, str(p), CPU)]
+    assert "compile-artifact" in names and "compile-cold" not in names and "regional-cold" in names
+    artifact.write(p, {**artifact.header_for(quick, "cpu", artifact.KIND_MEGA), "seq": 4096}, b"x")
+    with pytest.raises(BadInput, match="seq 4096"):
+        train.apply_artifact_flags(cases, None, str(p), CPU)
+
+
+def test_html_section_shows_each_arms_waterfall_and_the_step_n_advice() -> None:
+    from types import SimpleNamespace
+
+    from bringup.train import section
+
+    def res(name: str, mode: str, cache: str, phases: dict) -> CaseResult:
+        r = CaseResult(case_id=name, suite="train", name=name, status=Status.PASS,
+                       params={"mode": mode, "cache": cache, "model": "qwen3-tiny"})  # fmt: skip
+        r.metric("ttfs_s", phases["run_s"] + 0.1, "s")
+        r.metric("step_s", 0.1, "s")
+        r.fields["ttfs_phases"] = phases
+        return r
+
+    art = {"load_artifact_s": 0.3, "backend_s": 2.0, "run_s": 0.5}
+    rs = [res("eager", "eager", "none", {"build_s": 1.0, "run_s": 0.2})]
+    rs.append(res("compile-artifact", "compile", "artifact", art))
+    page = SimpleNamespace(summary={"train": {"advice_steps": "fastest start (measured ...): step 1: eager (1.2 s)"}})
+    html = section.render(rs, page)  # type: ignore[arg-type]
+    assert "waterfall" in html and "load artifact" in html and "Fastest start (measured" in html
+    assert [b[0] for b in section.job_bars(rs)] == ["eager", "compile (artifact)"]
+
+
+def test_aot_compile_that_cannot_serialize_the_model_is_unsupported_with_its_reason(monkeypatch) -> None:
+    """torch 2.13 on qwen3-tiny: `PackageError: ID_MATCH guard cannot be serialized.` (measured): a gap of
+    this torch for this model, so `unsupported` naming it, not fail_compile."""
+    import torch
+
+    from bringup.checks.errors import classify
+    from bringup.train import modes
+
+    class PackageError(Exception):
+        pass
+
+    class Fake:
+        def aot_compile(self, example: object) -> None:
+            raise PackageError("ID_MATCH guard cannot be serialized.")
+
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: Fake())
+    m = modes.AOTModel(torch.nn.Linear(2, 2), "inductor")
+    with pytest.raises(NotImplementedError) as e:
+        m(input_ids=torch.zeros(1, 2), labels=torch.zeros(1, 2))
+    assert classify(e.value, compiling=True) is Status.UNSUPPORTED and "ID_MATCH guard" in str(e.value)
+
+
+def test_a_rank_that_compiles_alone_is_named() -> None:
+    from bringup.train.summary import record_ranks
+
+    r = CaseResult(case_id="x", suite="train", name="compile-cold", status=Status.PASS)
+    record_ranks(r, [30.0, 31.0, 29.5, 190.0])
+    assert r.fields["slow_rank"].startswith("rank 3 compiled for 190 s") and r.value("rank_compile_skew_s") == 160.5
+    ok = CaseResult(case_id="y", suite="train", name="compile-cold", status=Status.PASS)
+    record_ranks(ok, [30.0, 31.0, 29.5, 33.0])
+    assert "slow_rank" not in ok.fields and ok.value("rank_compile_skew_s") == pytest.approx(3.5)
