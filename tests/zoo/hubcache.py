@@ -13,25 +13,34 @@ from typing import Any
 REV = "0123456789abcdef0123456789abcdef01234567"
 
 
+def _transformers() -> Any:
+    from bringup.compat import ensure_torchvision_importable
+
+    ensure_torchvision_importable()  # a CUDA torchvision next to a cpu torch (bringup/compat.py)
+    import transformers
+
+    return transformers
+
+
 def tiny_llama(seed: int = 0) -> Any:
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
+    t = _transformers()
     torch.manual_seed(seed)
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    cfg = t.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                       num_key_value_heads=2, vocab_size=256, max_position_embeddings=128,
                       tie_word_embeddings=False)  # fmt: skip
-    return LlamaForCausalLM(cfg)
+    return t.LlamaForCausalLM(cfg)
 
 
 def tiny_bert(seed: int = 0) -> Any:
     import torch
-    from transformers import BertConfig, BertForMaskedLM
 
+    t = _transformers()
     torch.manual_seed(seed)
-    cfg = BertConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    cfg = t.BertConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                      vocab_size=256, max_position_embeddings=64)  # fmt: skip
-    return BertForMaskedLM(cfg)
+    return t.BertForMaskedLM(cfg)
 
 
 def add_model(cache: Path, repo_id: str, model: Any, weights: bool = True, rev: str = REV) -> Path:
