@@ -6,7 +6,8 @@ Estimate (bytes) for one training step of a model on the meta device (no memory 
   optimizer  AdamW: 2 states x P x bytes(param dtype)            (exp_avg, exp_avg_sq)
   activations, per layer saved for backward, in the compute dtype (e bytes):
              b*s*(ACT_HIDDEN*h + ACT_FFN*f_active) * e           (norm/attn/residual inputs, MLP)
-           + b*heads*s*s * e * ACT_SCORES                         (attention probabilities, eager / math path)
+           + b*heads*s*s * e * ACT_SCORES                         (attention probabilities: eager attention
+                                                                   only; SDPA / flash keep no s x s matrix)
              x layers, plus the head: b*s*vocab * (e + 4) * 2     (logits, fp32 softmax and its grad)
   f_active = intermediate size, or top-k x expert size (+ shared experts) for MoE layers.
 The coefficients follow Korthikanti et al. 2022 ("Reducing activation recomputation", 34*s*b*h + 5*a*s^2*b
@@ -88,7 +89,9 @@ def _get(cfg: Any, *keys: str, default: Any = None) -> Any:
     return default
 
 
-def activation_bytes(cfg: Any, batch: int, seq: int, compute_bytes: int) -> tuple[int, int]:
+def activation_bytes(
+    cfg: Any, batch: int, seq: int, compute_bytes: int, eager_attention: bool = True
+) -> tuple[int, int]:
     """(bytes, layers) of the activations one training step keeps, by the module docstring's formula."""
     try:
         t = cfg.get_text_config()
@@ -114,7 +117,7 @@ def activation_bytes(cfg: Any, batch: int, seq: int, compute_bytes: int) -> tupl
         ffn = int(ffn * k)
     vocab = int(_get(t, "vocab_size", default=0) or 0)
     per_layer = batch * seq * (ACT_HIDDEN * h + ACT_FFN * ffn) * compute_bytes
-    scores = batch * heads * seq * seq * compute_bytes * ACT_SCORES
+    scores = batch * heads * seq * seq * compute_bytes * ACT_SCORES if eager_attention else 0
     head = batch * seq * vocab * (compute_bytes + 4) * 2
     return int(layers * (per_layer + scores) + head), layers
 
@@ -151,6 +154,7 @@ def estimate(meta_model: torch.nn.Module, param_dtype: torch.dtype, compute_dtyp
             n += p.numel()
     pb = torch.empty((), dtype=param_dtype).element_size()
     cb = torch.empty((), dtype=compute_dtype).element_size()
-    act, layers = activation_bytes(meta_model.config, batch, seq, cb)
+    impl = getattr(meta_model.config, "_attn_implementation", None) or "eager"
+    act, layers = activation_bytes(meta_model.config, batch, seq, cb, eager_attention=impl == "eager")
     return Estimate(params=n, param_bytes=n * pb, grad_bytes=n * pb, optimizer_bytes=ADAMW_STATES * n * pb,
                     activation_bytes=act, free_bytes=free_bytes, layers=layers)  # fmt: skip

@@ -274,7 +274,7 @@ def test_full_size_preflight_unsupported() -> None:
             return nullcontext()
 
     params = {"source": "hub-top", "model": "meta-llama/Llama-3.1-70B", "task": "causal-lm", "dtype": "bf16",
-              "steps": 1, "backend": "none", "seed": 0, "size": "full", "batch": 1, "seq": 2048,
+              "steps": 1, "backend": "none", "seed": 0, "size": "full", "batch": 1, "seq": 128,
               "weights": "random", "reference": "cpu"}  # fmt: skip
     t0 = time.monotonic()
     r = run_full(Case("zoo", params["model"], params, ENTRY), Ctx())
