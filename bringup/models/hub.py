@@ -220,6 +220,11 @@ def instantiate(cls: Any, cfg: Any) -> torch.nn.Module:
     return cls._from_config(cfg)  # type: ignore[no-any-return]
 
 
+# Keys whose role differs from the zoo's table for one model type (the table reads `hidden_dim` as a
+# width; DistilBERT calls its width `dim` and its MLP size `hidden_dim`).
+_TYPE_ROLES: dict[str, dict[str, str]] = {"distilbert": {"dim": "hidden", "hidden_dim": "ffn"}}
+
+
 def tiny_config_of(cfg: Any) -> Any:
     """The zoo's shrink of a real config (models/zoo.py shrink_dict: sizes set by role, per-layer lists,
     token ids), keeping its attention flavour: the query:kv head ratio where the tiny head count allows
@@ -232,8 +237,10 @@ def tiny_config_of(cfg: Any) -> Any:
     heads = next((d[k] for k in d if mz.ROLE_OF.get(k) == "heads" and isinstance(d[k], int)), None)
     for k, v in d.items():
         if mz.ROLE_OF.get(k) == "kv_heads" and isinstance(v, int) and isinstance(heads, int) and 0 < v < heads:
-            ratio = heads // v
-            small[k] = max(1, mz.SIZES.heads // ratio) if mz.SIZES.heads % ratio == 0 or ratio > mz.SIZES.heads else 1
+            small[k] = max(1, mz.SIZES.heads // (heads // v))
+    for k, role in _TYPE_ROLES.get(mt, {}).items():
+        if isinstance(d.get(k), int):
+            small[k] = min(d[k], mz._role_value(role, mz.SIZES))
     mz._propagate_vocab(small)
     small = {k: v for k, v in small.items() if k not in mz._NOT_PASSED}
     ov = mz.OVERRIDES.get(mt)
