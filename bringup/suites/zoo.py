@@ -345,7 +345,7 @@ class BaselineIndex:
                 raise BadInput(f"--baseline {given}: {name} ran {key}={bp.get(key)!r} in the bundle, "
                                f"{params.get(key)!r} here: nothing would be comparable")  # fmt: skip
         return {"path": self.path, "device": self.device, "found": True, "status": r.status.value,
-                "dtype": bp.get("dtype"), "steps": bp.get("steps"),
+                "dtype": bp.get("dtype"), "steps": bp.get("steps"), "grad_norms0": r.fields.get("grad_norms0"),
                 "series": {k: [v for _, v in s] for k, s in r.series.items()}}  # fmt: skip
 
     def entry_for(self, name: str, dtype: str, steps: int) -> dict[str, Any]:

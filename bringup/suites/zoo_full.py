@@ -42,6 +42,7 @@ class FullOut:
     loss: list[float] = field(default_factory=list)
     grad_norm: list[float] = field(default_factory=list)
     logits_std: list[float] = field(default_factory=list)
+    grad_norms0: dict[str, float] = field(default_factory=dict)  # step 0: each parameter's grad norm
     weights: str = ""
     seconds: float = 0.0
     first_step_s: float = 0.0
@@ -112,6 +113,8 @@ def run_steps(params: dict[str, Any], data: dict[str, Any], device: torch.device
             scaler.unscale_(opt)
         if i == 0:
             out.first_step_s = time.perf_counter() - ts
+            out.grad_norms0 = {n: float(q.grad.detach().to("cpu", torch.float64).norm())
+                               for n, q in model.named_parameters() if q.grad is not None}  # fmt: skip
         gn = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], MAX_GRAD_NORM)
         out.loss.append(float(loss.detach().to("cpu", torch.float64)))
         out.grad_norm.append(float(gn.detach().to("cpu", torch.float64)))
@@ -133,9 +136,27 @@ def rel_dev(a: float, b: float) -> float:
     return abs(a - b) / max(abs(b), 1e-12)
 
 
-def compare(ours: dict[str, list[float]], theirs: dict[str, list[float]], tol: float) -> tuple[float, list[str]]:
-    """Max relative deviation over the series both have (common steps) and the problems past `tol`."""
+def vector_dev(a: dict[str, float], b: dict[str, float]) -> float:
+    """Relative L2 distance of two runs' per-parameter grad norms at step 0 (same weights, same batch):
+    ||a - b|| / ||b|| over the parameters. An op that is 1% off moves the grads of every parameter
+    behind it, a share of the whole vector; two correct runs differ by their rounding. Different
+    parameter names (another model) are infinitely far."""
+    if set(a) != set(b) or not b:
+        return math.inf
+    num = math.fsum((a[k] - b[k]) ** 2 for k in b)
+    den = math.fsum(b[k] ** 2 for k in b)
+    return math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else math.inf)
+
+
+def compare(ours: dict[str, Any], theirs: dict[str, Any], tol: float) -> tuple[float, list[str]]:
+    """Max relative deviation over the series both have (common steps), and of the step-0 per-parameter
+    grad norms (`vector_dev`), and the problems past `tol`."""
     worst, problems = 0.0, []
+    if ours.get("grad_norms0") and theirs.get("grad_norms0"):
+        d = vector_dev(ours["grad_norms0"], theirs["grad_norms0"])
+        worst = d
+        if d > tol:
+            problems.append(f"step-0 grad norms per parameter differ by {d:.2g} (relative L2 > {tol:.2g})")
     for key in SERIES:
         a, b = ours.get(key) or [], theirs.get(key) or []
         n = min(len(a), len(b))
@@ -150,8 +171,9 @@ def compare(ours: dict[str, list[float]], theirs: dict[str, list[float]], tol: f
     return worst, problems
 
 
-def _series_of(out: FullOut) -> dict[str, list[float]]:
-    return {"loss": out.loss, "grad_norm": out.grad_norm, "logits_std": out.logits_std}
+def _series_of(out: FullOut) -> dict[str, Any]:
+    return {"loss": out.loss, "grad_norm": out.grad_norm, "logits_std": out.logits_std,
+            "grad_norms0": out.grad_norms0}  # fmt: skip
 
 
 def _fail(r: CaseResult, status: Status, reason: str) -> CaseResult:
@@ -203,7 +225,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
     mem0 = dev.memory_allocated() if dev.is_cpu else 0
     eager: FullOut | None = None
     try:
-        eager = run_steps(p, data, dev.torch_device, prec, steps)
+        eager = _eager_run(p, data, dev, prec, steps, r)
     except Exception as e:
         r.error = traceback.format_exc()
         return _fail(r, classify(e), f"eager: {first_line(e)}")
@@ -217,8 +239,9 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
                               else "max_memory_allocated"}  # fmt: skip
     r.fields["weights_from"] = eager.weights
     r.fields["note"] = f"{p['model']} at full size, {task}, {eager.weights}"
-    for k, v in _series_of(eager).items():
-        r.series[f"{k}.eager"] = list(enumerate(v))
+    for k in SERIES:
+        r.series[f"{k}.eager"] = list(enumerate(getattr(eager, k)))
+    r.fields["grad_norms0"] = {"eager": eager.grad_norms0}
     if not all(math.isfinite(x) for x in eager.loss):
         _fail(r, Status.FAIL_NUMERIC, "eager: non-finite loss")
     compared: list[str] = []
@@ -238,8 +261,9 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
                          "break_reasons": graphs.break_reasons, "recompiles": graphs.recompiles})  # fmt: skip
         if comp is not None:
             r.fields["compile_s"] = round(graphs.compile_s or comp.first_step_s, 3)
-            for k, v in _series_of(comp).items():
-                r.series[f"{k}.compiled"] = list(enumerate(v))
+            for k in SERIES:
+                r.series[f"{k}.compiled"] = list(enumerate(getattr(comp, k)))
+            r.fields["grad_norms0"]["compiled"] = comp.grad_norms0
             if graphs.graph_count == 0:
                 _fail(r, Status.SILENT_EAGER, "compiled: dynamo captured no graph (the run was eager)")
             tol = tolerance(prec, prec)
@@ -280,6 +304,10 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
         compared.extend(_compare_baseline(r, bl, prec, eager, comp))
         chk = r.fields.get("baseline_check") or {}
         divergence = max([divergence] + [v for k, v in chk.items() if k.endswith("_max_rel_dev")])
+    fb = r.fields.get("fallback_ops")
+    if fb:
+        top = ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])[:5])
+        _fail(r, Status.FALLBACK, f"ran through the CPU fallback: {top}")
     r.fields["compared"] = compared
     r.fields["loss_divergence"] = divergence
     if not compared and r.status is Status.PASS:
@@ -289,6 +317,29 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
         v = r.fields.get(k)
         r.metric(k, v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
     return r
+
+
+def _eager_run(p: dict[str, Any], data: dict[str, Any], dev: Device, prec: Precision, steps: int,
+               r: CaseResult) -> FullOut:  # fmt: skip
+    """The device eager run; off cpu under the fallback detector (which ops ran through the CPU
+    fallback), as the tiny zoo's. A detector that can't start leaves fallback_ops unknown (null)."""
+    from bringup.checks.errors import first_line
+    from bringup.checks.fallbacks import FallbackDetector
+
+    if dev.is_cpu:
+        return run_steps(p, data, dev.torch_device, prec, steps)
+    try:
+        det = FallbackDetector(dev)
+        det.__enter__()
+    except Exception as e:
+        r.fields["fallback_note"] = f"fallback detector unavailable: {first_line(e)}"
+        return run_steps(p, data, dev.torch_device, prec, steps)
+    try:
+        out = run_steps(p, data, dev.torch_device, prec, steps)
+    finally:
+        det.__exit__(None, None, None)
+    r.fields["fallback_ops"] = dict(det.report().fallback_ops)
+    return out
 
 
 def _compare_baseline(r: CaseResult, bl: dict[str, Any], prec: Precision, eager: FullOut,
@@ -306,7 +357,8 @@ def _compare_baseline(r: CaseResult, bl: dict[str, Any], prec: Precision, eager:
     done: list[str] = []
     problems: list[str] = []
     for label, mine in (("eager", eager), ("compiled", comp)):
-        theirs = {k: series.get(f"{k}.{label}") or [] for k in SERIES}
+        theirs: dict[str, Any] = {k: series.get(f"{k}.{label}") or [] for k in SERIES}
+        theirs["grad_norms0"] = (bl.get("grad_norms0") or {}).get(label) or {}
         if mine is None or not theirs["loss"]:
             continue
         d, pr = compare(_series_of(mine), theirs, tol)

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO, assert_one_line_error, load_json, run_cli
+from tests.testdev.conftest import testdev_built  # noqa: F401  (a fixture: builds the C++ test device once)
 from tests.zoo import hubcache
 
 HERE = Path(__file__).resolve().parent
@@ -222,6 +223,7 @@ def test_hub_ids_tiny_offline_and_uncached_id(tmp_path: Path, cache: Path) -> No
     assert "hf download acme/not-cached config.json" in p.stderr and "HF_HUB_OFFLINE" in p.stderr
 
 
+@pytest.mark.usefixtures("testdev_built")
 def test_full_size_baseline_round_trip(tmp_path: Path, cache: Path) -> None:
     """--size full on cpu: cached weights, compiled vs eager; exported, it is the baseline of a bf16 run
     (pass: the tolerance is both precisions' loss_rel); a compiler 1% off fails compiled vs eager, and a
@@ -252,6 +254,25 @@ def test_full_size_baseline_round_trip(tmp_path: Path, cache: Path) -> None:
     assert c["status"] == "fail_numeric" and c["reason"].startswith("compiled: vs eager"), c
     assert c["baseline_check"]["status"] == "differs", c["baseline_check"]
     assert c["baseline_check"]["eager_max_rel_dev"] > 5e-3  # the edited 1% (eager itself is right)
+    # a wrong device: testdev with silu 1% off (BRINGUP_TESTDEV_FAULTS) fails against the cpu fp32
+    # reference AND against the cpu bundle; the same device without the fault agrees with both (its
+    # status is `fallback`: testdev runs some ops through the CPU fallback, a finding of its own)
+    td = ["--import", "bringup.testdev", "--device", "testdev", "zoo", "--source", "hub:acme/tiny-llama", "--size",
+          "full", "--steps", "2", "--compile-backend", "none", "--reference", "cpu",
+          "--baseline", str(bundle)]  # fmt: skip
+    for faults in ("scale:silu=1.01", ""):
+        out = tmp_path / f"td-{bool(faults)}.json"
+        run_cli([*td, "--json", str(out)], cwd=tmp_path, env={**_env(cache), "BRINGUP_TESTDEV_FAULTS": faults},
+                check_rc=1)  # fmt: skip
+        (c,) = load_json(out)["cases"]
+        assert c["compared"] == ["eager vs cpu fp32", "eager vs the cpu bundle"], c
+        want = "differs" if faults else "ok"
+        assert c["cpu_reference"]["status"] == want and c["baseline_check"]["status"] == want, c
+        if faults:
+            assert c["status"] == "fail_numeric" and c["reason"].startswith("eager: vs cpu fp32"), c
+            assert c["cpu_reference"]["max_rel_dev"] > 1e-3  # the per-parameter grad norms carry the 1%
+        else:
+            assert c["status"] == "fallback" and c["cpu_reference"]["max_rel_dev"] < 1e-5, c
     p = run_cli(["--device", "cpu", "zoo", "--source", "hub:acme/tiny-llama", "--size", "full", "--seq", "32",
                  "--baseline", str(bundle)], cwd=tmp_path, env=_env(cache))  # fmt: skip
     assert_one_line_error(p, "seq=64 in the bundle")
