@@ -575,7 +575,8 @@ def logits_digest(t: torch.Tensor | None) -> dict[str, Any] | None:
     x = t.detach().to("cpu", torch.float64).flatten()
     if x.numel() == 0:
         return None
-    idx = torch.linspace(0, x.numel() - 1, min(LOGIT_SAMPLES, x.numel())).round().long()
+    # float64 positions: float32 rounds the last index past the end above 2**24 elements (16M logits)
+    idx = torch.linspace(0, x.numel() - 1, min(LOGIT_SAMPLES, x.numel()), dtype=torch.float64).round().long()
     fin = x[torch.isfinite(x)]
     n = fin.numel()
     return {
