@@ -314,3 +314,13 @@ def test_catalogue_smallest_full_size_against_baseline(tmp_path: Path, cache: Pa
     data = zoo(tmp_path, cache, *args, "--compile-backend", "none", "--baseline", str(bundle), rc=0)
     (c,) = data["cases"]
     assert c["status"] == "pass" and c["baseline_check"]["status"] == "ok", c
+
+
+def test_logits_digest_over_16m_elements() -> None:
+    """Full-size logits (batch 4 x 512 x 49k vocab = 100M values): the sample positions stay in range
+    (float32 positions rounded the last one past the end: an IndexError in every such run)."""
+    from bringup.suites.zoo import logits_digest
+
+    x = torch.arange(2**25 + 3, dtype=torch.float32)
+    d = logits_digest(x)
+    assert d is not None and d["sample"][-1] == float(x[-1]) and len(d["sample"]) == 16
