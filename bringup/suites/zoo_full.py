@@ -80,7 +80,7 @@ def run_steps(params: dict[str, Any], data: dict[str, Any], device: torch.device
     """Build the full-size model on `device` and train `steps` AdamW steps; per-step series."""
     from bringup.models import hub
     from bringup.models import zoo as mz
-    from bringup.suites.zoo import _cast_batch, _no_dropout, logits_digest
+    from bringup.suites.zoo import _cast_batch, _no_dropout
 
     seed = int(params.get("seed", 0))
     model, task, how = hub.build_full(data, params["model"], device, prec.param_dtype, seed, weights_for(params))
@@ -118,8 +118,7 @@ def run_steps(params: dict[str, Any], data: dict[str, Any], device: torch.device
         gn = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], MAX_GRAD_NORM)
         out.loss.append(float(loss.detach().to("cpu", torch.float64)))
         out.grad_norm.append(float(gn.detach().to("cpu", torch.float64)))
-        dg = logits_digest(logits)
-        out.logits_std.append(float(dg["std"]) if dg else math.nan)
+        out.logits_std.append(logits_std(logits))
         if scaler is None:
             opt.step()
         else:
@@ -128,6 +127,14 @@ def run_steps(params: dict[str, Any], data: dict[str, Any], device: torch.device
         opt.zero_grad(set_to_none=True)
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def logits_std(t: torch.Tensor | None) -> float:
+    """The logits' std, on the device, in fp32 (no float64 host copy: full-size logits are ~100M values)."""
+    if t is None or t.numel() < 2:
+        return math.nan
+    x = t.detach()
+    return float((x if x.dtype == torch.float32 else x.float()).std())
 
 
 def rel_dev(a: float, b: float) -> float:
