@@ -236,7 +236,11 @@ def shrink_dict(d: dict[str, Any], s: Sizes = SIZES) -> dict[str, Any]:
         if role is None or (role == "layers" and not isinstance(v, list)):
             continue
         if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-            if k in per_layer:  # a per-layer list (e.g. intermediate_size per layer): already resized
+            if k in per_layer and role in ("hidden", "heads", "layers"):
+                # a per-stage list whose length happens to equal the layer count (swin: depths and
+                # num_heads per stage, num_layers = len(depths)): already cut to the kept stages
+                out[k] = _shrink_list(role, out[k], s)
+            elif k in per_layer:  # a per-layer list (e.g. intermediate_size per layer): already resized
                 out[k] = [_role_value(role, s) if role not in ("one", "kv_heads") else x for x in out[k]]
             else:
                 out[k] = _shrink_list(role, v, s)
@@ -656,6 +660,12 @@ def _hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> 
         elif main == "pixel_values":
             b["pixel_values"] = _pixel_values(cfg, bs, g)
             if task == "image-classification" and "labels" in sig:
+                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+        elif main == "input_values" and getattr(cfg, "num_mel_bins", None) and getattr(cfg, "max_length", None):
+            # a spectrogram model (AST): (batch, frames, mel bins) at the config's own size
+            frames, mel = int(cfg.max_length), int(cfg.num_mel_bins)
+            b["input_values"] = torch.randn(bs.batch, frames, mel, generator=g)
+            if task == "audio-classification" and "labels" in sig:
                 b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
         elif main == "input_values":
             b["input_values"] = torch.randn(bs.batch, bs.audio_samples, generator=g)

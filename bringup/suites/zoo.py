@@ -40,7 +40,12 @@ from bringup.suites import zoo_section
 
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
 
-SOURCES = ("hf-causal", "hf-all", "timm")
+SOURCES = ("hf-causal", "hf-all", "timm", "hub-top")
+SIZES = ("tiny", "full")
+REFERENCES = ("cpu", "baseline", "none")
+FULL_STEPS = 3
+FULL_BATCH, FULL_SEQ = 2, 64
+FULL_TIMEOUT = 3600.0
 DEFAULT_STEPS = 4
 DEFAULT_TIMEOUT = 600.0
 LR = 0.5  # SGD: big enough that a tiny random-init model's loss moves visibly in a few steps
@@ -61,11 +66,25 @@ NOISE_SEEDS = 2
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", default="hf-causal",
                    help="hf-causal (default: the 196 causal-LM types) | hf-all (every task mapping) | timm | "
-                   "FILE (one module:function or HF config JSON path per line)")  # fmt: skip
+                   "hub-top (the shipped catalogue of widely used Hub models) | hub:ORG/NAME[@REV][,...] (Hub ids, "
+                   "through the Hugging Face cache; HF_HUB_OFFLINE respected) | FILE (one module:function, HF "
+                   "config JSON path or Hub id per line)")  # fmt: skip
+    p.add_argument("--size", default="tiny", choices=SIZES,
+                   help="hub sources: tiny (default: the config shrunk, judged against float64) | full (the real "
+                   "config, meta-device init, memory preflight, judged against --reference)")  # fmt: skip
+    p.add_argument(
+        "--reference",
+        default=None,
+        choices=REFERENCES,
+        help="--size full: cpu (a cpu fp32 run of the first steps; default without --baseline) | "
+        "baseline (the --baseline bundle only; default with it) | none (compiled vs eager only)",
+    )
+    p.add_argument("--batch", type=int, default=FULL_BATCH, help=f"--size full: batch (default {FULL_BATCH})")
+    p.add_argument("--seq", type=int, default=FULL_SEQ, help=f"--size full: sequence length (default {FULL_SEQ})")
     p.add_argument("--filter", default=None, metavar="REGEX", help="keep models whose name matches (re.search)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N models (after --filter)")
-    p.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="K",
-                   help=f"optimizer steps per run (default {DEFAULT_STEPS})")  # fmt: skip
+    p.add_argument("--steps", type=int, default=None, metavar="K",
+                   help=f"optimizer steps per run (default {DEFAULT_STEPS}; {FULL_STEPS} at --size full)")  # fmt: skip
     add_compile_backend(p, extra_help="; 'none' skips the compiled run")
     p.add_argument("--dtype", default="fp32",
                    help="fp32 (default) | bf16 | fp16 (pure: weights in that dtype) | amp-bf16 | amp-fp16 "
@@ -83,7 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # ---- planning -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Entry:
-    source: str  # hf | timm | fn | hf-json
+    source: str  # hf | timm | fn | hf-json | hub (a Hub id) | hub-top (a catalogue id)
     model: str  # model type, timm name, module:function or (absolute) config path
     task: str = ""
     label: str = ""  # the name as the user wrote it (a config path from a FILE), if not `model`
@@ -112,6 +131,21 @@ def _timm() -> list[Entry]:
     return [Entry("timm", m.name) for m in DEFAULT_MODELS]
 
 
+def _hub_entry(text: str, where: str) -> Entry:
+    """A Hub id, resolved now (cache, or the Hub when online): a missing or uncached id is BadInput."""
+    from bringup.models import hub
+
+    ref = hub.parse_ref(text[len(hub.HUB_PREFIX) :] if text.startswith(hub.HUB_PREFIX) else text, where)
+    task, _ = hub.task_of(hub.read_config(hub.resolve(ref), ref.name))
+    return Entry("hub", ref.name, task)
+
+
+def _hub_top() -> list[Entry]:
+    from bringup.models import hub
+
+    return [Entry("hub-top", e["id"], hub.task_of(e["config"])[0]) for e in hub.catalogue()]
+
+
 def read_model_file(path: str) -> list[Entry]:
     p = Path(path)
     try:
@@ -128,10 +162,13 @@ def read_model_file(path: str) -> list[Entry]:
             if not cfg.is_file():
                 raise BadInput(f"--source {path}:{i}: config {line} does not exist")
             out.append(Entry("hf-json", str(cfg.resolve()), label=line))
+        elif line.startswith("hub:") or re.fullmatch(r"[\w.\-]+/[\w.\-]+(@[\w.\-/]+)?", line):
+            out.append(_hub_entry(line, f"--source {path}:{i}"))
         elif re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", line):
             out.append(Entry("fn", line))
         else:
-            raise BadInput(f"--source {path}:{i}: {line!r} is neither module:function nor a config .json path")
+            raise BadInput(f"--source {path}:{i}: {line!r} is neither module:function, a config .json path nor a "
+                           "Hub id (ORG/NAME or hub:NAME)")  # fmt: skip
     if not out:
         raise BadInput(f"--source {path}: no models listed")
     return out
@@ -144,9 +181,16 @@ def entries_for(source: str) -> list[Entry]:
         return _hf_all()
     if source == "timm":
         return _timm()
+    if source == "hub-top":
+        return _hub_top()
+    if source.startswith("hub:"):
+        from bringup.models import hub
+
+        return [_hub_entry(ref.name, f"--source {source}") for ref in hub.parse_ids(source)]
     if Path(source).exists():
         return read_model_file(source)
-    raise BadInput(f"unknown --source {source!r}: use hf-causal, hf-all, timm or a FILE that exists")
+    raise BadInput(f"unknown --source {source!r}: use hf-causal, hf-all, timm, hub-top, hub:ORG/NAME or a FILE "
+                   "that exists")  # fmt: skip
 
 
 def check_backend(name: str) -> str:
@@ -161,6 +205,13 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if prec.name == "fp64":
         raise BadInput(f"--dtype {args.dtype}: the zoo runs fp32, bf16, fp16, amp-bf16 or amp-fp16 (float64 is the "
                        "reference)")  # fmt: skip
+    size = getattr(args, "size", "tiny") or "tiny"
+    if args.steps is None:
+        args.steps = FULL_STEPS if size == "full" else DEFAULT_STEPS
+    if size == "full":
+        return build_full_cases(args, prec)
+    if getattr(args, "reference", None) is not None:
+        raise BadInput("--reference applies to --size full; tiny models are judged against float64 on cpu")
     noise_seeds = getattr(args, "noise_seeds", NOISE_SEEDS)
     if noise_seeds is None or not 0 <= noise_seeds <= 16:
         raise BadInput(f"--noise-seeds must be 0..16, got {noise_seeds}")
@@ -184,6 +235,52 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
     return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds)
             for e in entries]  # fmt: skip
+
+
+def build_full_cases(args: argparse.Namespace, prec: Precision) -> list[Case]:
+    """--size full: Hub ids or catalogue entries at their real size (suites/zoo_full.py)."""
+    from bringup.models import hub
+
+    if args.steps < 1:
+        raise BadInput(f"--steps must be >= 1, got {args.steps}")
+    if args.batch < 1 or args.seq < 2:
+        raise BadInput(f"--batch must be >= 1 and --seq >= 2, got {args.batch} and {args.seq}")
+    if args.limit is not None and args.limit < 1:
+        raise BadInput(f"--limit must be >= 1, got {args.limit}")
+    timeout = args.timeout if args.timeout != DEFAULT_TIMEOUT else FULL_TIMEOUT
+    if not (timeout > 0 and math.isfinite(timeout)):
+        raise BadInput(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    pattern = None if args.filter is None else user_regex(args.filter, "--filter")
+    backend = check_backend(args.compile_backend)
+    reference = args.reference or ("baseline" if args.baseline else "cpu")
+    if reference == "baseline" and not args.baseline:
+        raise BadInput("--reference baseline needs --baseline BUNDLE (an exported full-size run of the same ids)")
+    entries = [e for e in entries_for(args.source) if e.source in ("hub", "hub-top")]
+    if not entries:
+        raise BadInput(f"--size full: --source {args.source} lists no Hub model (use hub-top, hub:ORG/NAME or a "
+                       "file of ids)")  # fmt: skip
+    if pattern is not None:
+        entries = [e for e in entries if pattern.search(e.name)]
+    if args.limit is not None:
+        entries = entries[: args.limit]
+    if not entries:
+        raise BadInput(f"zoo: no model of --source {args.source} matches --filter {args.filter!r}")
+    if reference == "none" and backend == "none" and not args.baseline:
+        raise BadInput("--reference none with --compile-backend none and no --baseline: nothing would judge the "
+                       "run's numerics")  # fmt: skip
+    weights = {e.name: "cache" if e.source == "hub" and hub.weight_files(hub.parse_ref(e.model, "hub")) else "random"
+               for e in entries}  # fmt: skip
+    baseline = _load_baseline(args.baseline) if args.baseline else None
+    cases = []
+    for e in entries:
+        params: dict[str, Any] = {"source": e.source, "model": e.model, "task": e.task, "dtype": prec.name,
+                                  "steps": args.steps, "backend": backend, "seed": args.seed, "size": "full",
+                                  "batch": args.batch, "seq": args.seq, "weights": weights[e.name],
+                                  "reference": reference}  # fmt: skip
+        if baseline is not None:
+            params["baseline"] = baseline.full_entry_for(e.name, params, args.baseline)
+        cases.append(Case("zoo", e.name, params, "bringup.suites.zoo_full:run_full", budget_s=timeout, isolated=True))
+    return cases
 
 
 def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, seed: int = 0,
@@ -232,6 +329,24 @@ class BaselineIndex:
         if other:
             raise BadInput(f"--baseline {given}: the bundle ran {', '.join(other)}, this run {dtype} x {steps} steps: "
                            "nothing would be comparable; use the bundle's --dtype and --steps")  # fmt: skip
+
+    def full_entry_for(self, name: str, params: dict[str, Any], given: str) -> dict[str, Any]:
+        """A full-size case's view of the bundle: its per-step series. The bundle must hold the same id at
+        full size, same seed, batch, sequence length and weights source (any precision: the tolerance
+        comes from both), else BadInput before any work."""
+        r = self.by_name.get(name)
+        if r is None:
+            held = ", ".join(sorted(self.by_name)[:8]) + (" ..." if len(self.by_name) > 8 else "")
+            raise BadInput(f"--baseline {given}: the bundle has no result for {name}, so nothing would be compared "
+                           f"for it; narrow --filter to the bundle's models ({held})")  # fmt: skip
+        bp = r.params
+        for key in ("size", "seed", "batch", "seq", "weights"):
+            if bp.get(key) != params.get(key):
+                raise BadInput(f"--baseline {given}: {name} ran {key}={bp.get(key)!r} in the bundle, "
+                               f"{params.get(key)!r} here: nothing would be comparable")  # fmt: skip
+        return {"path": self.path, "device": self.device, "found": True, "status": r.status.value,
+                "dtype": bp.get("dtype"), "steps": bp.get("steps"), "grad_norms0": r.fields.get("grad_norms0"),
+                "series": {k: [v for _, v in s] for k, s in r.series.items()}}  # fmt: skip
 
     def entry_for(self, name: str, dtype: str, steps: int) -> dict[str, Any]:
         """What the worker needs to compare a model with the bundle (small: curves and statistics)."""
@@ -305,6 +420,11 @@ def _build_model(params: dict[str, Any]) -> Any:
         return mz.build_fn(model, seed=seed)
     if src == "hf-json":
         return mz.build_hf_json(model, seed=seed)
+    if src in ("hub", "hub-top"):
+        from bringup.models import hub
+        from bringup.suites.zoo_full import config_data
+
+        return hub.build_tiny(config_data(params), model, seed=seed)
     raise mz.ConfigError(f"unknown source {src!r}")
 
 
@@ -463,7 +583,8 @@ def logits_digest(t: torch.Tensor | None) -> dict[str, Any] | None:
     x = t.detach().to("cpu", torch.float64).flatten()
     if x.numel() == 0:
         return None
-    idx = torch.linspace(0, x.numel() - 1, min(LOGIT_SAMPLES, x.numel())).round().long()
+    # float64 positions: float32 rounds the last index past the end above 2**24 elements (16M logits)
+    idx = torch.linspace(0, x.numel() - 1, min(LOGIT_SAMPLES, x.numel()), dtype=torch.float64).round().long()
     fin = x[torch.isfinite(x)]
     n = fin.numel()
     return {

@@ -1,0 +1,351 @@
+"""Models by Hugging Face Hub id, and the shipped `hub-top` catalogue, for the `zoo` suite.
+
+- `parse_ids("org/name[@rev],...")` / list files name models by id (revision optional).
+- `resolve(ref)` finds the id's config.json through huggingface_hub (`hf_hub_download`, which honours
+  `HF_HUB_OFFLINE` and `HF_HUB_CACHE`); a missing or (offline) uncached id is `BadInput`: one line naming
+  the id and the `hf download` command that pre-fetches only what is missing.
+- `weight_files(ref)`: the snapshot's safetensors when every shard is in the cache
+  (`try_to_load_from_cache`, no network), else None (seeded random init).
+- `catalogue()`: `catalogue/hub_top.json`, the configs of widely used open models (package data).
+- `task_of(config)`: the task (causal / masked LM, seq2seq, image / audio classification, ...) from the
+  config's `architectures`, through transformers' own AutoModel mappings.
+- `build_tiny(...)`: the config shrunk like the zoo's per-type shrink (models/zoo.py), GQA ratio kept.
+- `build_full(...)`: the real config built on the meta device, materialised on the target device in the
+  run dtype, then seeded init (`init_full`, generated on cpu: the same numbers on every machine) or the
+  cached safetensors weights (transformers' own `from_pretrained`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bringup.errors import BadInput
+from bringup.models import zoo as mz
+
+HUB_PREFIX = "hub:"
+_ID = re.compile(r"[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?")
+_REV = re.compile(r"[\w.\-/]+")
+INIT_CHUNK = 1 << 24  # cpu init is generated in chunks of this many elements (bounded host memory)
+
+
+@dataclass(frozen=True)
+class HubRef:
+    id: str
+    revision: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.id if self.revision is None else f"{self.id}@{self.revision}"
+
+
+def parse_ref(text: str, where: str) -> HubRef:
+    """`org/name` or `org/name@revision`; anything else is BadInput naming `where`."""
+    s = text.strip()
+    ident, _, rev = s.partition("@")
+    if not _ID.fullmatch(ident) or (rev and not _REV.fullmatch(rev)) or ident.count("/") > 1:
+        raise BadInput(f"{where}: {s!r} is not a Hub model id (ORG/NAME or ORG/NAME@REVISION)")
+    return HubRef(ident, rev or None)
+
+
+def parse_ids(spec: str) -> list[HubRef]:
+    """`hub:ORG/NAME[@REV][,ORG/NAME...]` (the prefix optional here)."""
+    body = spec[len(HUB_PREFIX) :] if spec.startswith(HUB_PREFIX) else spec
+    parts = [p for p in body.split(",") if p.strip()]
+    if not parts:
+        raise BadInput(f"--source {spec}: no model id after {HUB_PREFIX!r}")
+    return [parse_ref(p, f"--source {spec}") for p in parts]
+
+
+def offline() -> bool:
+    from huggingface_hub import constants
+
+    env = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
+    return bool(constants.HF_HUB_OFFLINE) or env in ("1", "ON", "YES", "TRUE")
+
+
+def prefetch_command(ref: HubRef, weights: bool = False) -> str:
+    rev = f" --revision {ref.revision}" if ref.revision else ""
+    what = " --include '*.json' --include '*.safetensors'" if weights else " config.json"
+    return f"hf download {ref.id}{what}{rev}"
+
+
+def resolve(ref: HubRef) -> Path:
+    """The cached (or, online, downloaded) config.json of `ref`; BadInput with the pre-fetch command."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        return Path(hf_hub_download(ref.id, "config.json", revision=ref.revision, local_files_only=offline()))
+    except GatedRepoError as e:
+        raise BadInput(f"hub:{ref.name}: gated on the Hub (accept its licence, log in with `hf auth login`), then "
+                       f"pre-fetch it: {prefetch_command(ref)}") from e  # fmt: skip
+    except RepositoryNotFoundError as e:
+        raise BadInput(f"hub:{ref.name}: no such model on the Hub (or private): check the id") from e
+    except RevisionNotFoundError as e:
+        raise BadInput(f"hub:{ref.name}: revision {ref.revision!r} not found on the Hub") from e
+    except LocalEntryNotFoundError as e:
+        why = "HF_HUB_OFFLINE is set" if offline() else "the Hub is unreachable"
+        raise BadInput(f"hub:{ref.name}: config.json is not in the Hugging Face cache and {why}; pre-fetch it: "
+                       f"{prefetch_command(ref)}") from e  # fmt: skip
+    except EntryNotFoundError as e:
+        raise BadInput(f"hub:{ref.name}: the repository has no config.json (not a transformers model)") from e
+    except OSError as e:
+        raise BadInput(f"hub:{ref.name}: cannot read its config: {type(e).__name__}: {e}".splitlines()[0]) from e
+
+
+def read_config(path: Path, name: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadInput(f"hub:{name}: config.json is not readable JSON: {type(e).__name__}: {e}") from e
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+        raise BadInput(f'hub:{name}: config.json has no "model_type" (not a transformers model)')
+    return data
+
+
+def weight_files(ref: HubRef) -> list[str] | None:
+    """Every safetensors file of the cached snapshot, or None when any is missing (no network)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    def cached(fn: str) -> str | None:
+        p = try_to_load_from_cache(ref.id, fn, revision=ref.revision)
+        return p if isinstance(p, str) else None
+
+    single = cached("model.safetensors")
+    if single:
+        return [single]
+    index = cached("model.safetensors.index.json")
+    if not index:
+        return None
+    try:
+        shards = sorted(set(json.loads(Path(index).read_text())["weight_map"].values()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    paths = [cached(s) for s in shards]
+    return [p for p in paths if p] if all(paths) else None
+
+
+# ---- the catalogue --------------------------------------------------------------------------------
+CATALOGUE = "hub_top.json"
+
+
+def catalogue() -> list[dict[str, Any]]:
+    """The shipped hub-top entries: {"id", "config", optional "unsure", "params_published", ...}."""
+    text = resources.files("bringup.models.catalogue").joinpath(CATALOGUE).read_text()
+    data = json.loads(text)
+    return list(data["models"])
+
+
+def catalogue_config(model_id: str) -> dict[str, Any]:
+    for e in catalogue():
+        if e["id"] == model_id:
+            return dict(e["config"])
+    raise BadInput(f"hub-top: no catalogue entry {model_id!r}")
+
+
+# ---- config -> task, class, model -----------------------------------------------------------------
+def task_of(config: dict[str, Any]) -> tuple[str, str | None]:
+    """(task, architecture class name) from config["architectures"] through transformers' task mappings
+    (models/zoo.py TASKS order); without architectures, the model type's first task."""
+    from transformers.models.auto import modeling_auto
+
+    for arch in config.get("architectures") or []:
+        for task, mapping in mz.TASKS:
+            names = getattr(modeling_auto, mapping, {}).values()
+            flat = {n for v in names for n in (v if isinstance(v, (list, tuple)) else (v,))}
+            if arch in flat:
+                return task, arch
+    mt = config.get("model_type")
+    return next((t for m, t in mz.all_types() if m == mt), "base"), None
+
+
+def make_config(data: dict[str, Any], name: str) -> Any:
+    """The transformers config of a config.json dict, loaded as `from_pretrained` would (`from_dict`:
+    legacy keys such as rope_scaling / rope_theta are converted by the class), dropout off (parity
+    needs the same function in every run) and no kv cache (training)."""
+    from transformers import CONFIG_MAPPING
+
+    d = _no_dropout(dict(data))
+    d["use_cache"] = False
+    mt = d.get("model_type")
+    if mt not in CONFIG_MAPPING:
+        raise mz.ConfigError(f"{name}: model_type {mt!r} is not in this transformers (needs a newer release?)")
+    try:
+        return CONFIG_MAPPING[mt].from_dict(d)
+    except Exception as e:
+        raise mz.ConfigError(f"{name}: config: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+
+
+def _no_dropout(d: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and k not in ("id2label", "label2id", "rope_scaling", "rope_parameters"):
+            out[k] = _no_dropout(v)
+        elif isinstance(v, float) and mz._DROPOUT.search(k):
+            out[k] = 0.0
+        else:
+            out[k] = v
+    return out
+
+
+def model_class(task: str, arch: str | None) -> Any:
+    """The architecture's own class when transformers has it, else the task's Auto class."""
+    import transformers
+
+    if arch and hasattr(transformers, arch):
+        try:
+            return getattr(transformers, arch)
+        except Exception:
+            pass
+    return mz._hf_model_class(task)
+
+
+def instantiate(cls: Any, cfg: Any) -> torch.nn.Module:
+    if hasattr(cls, "from_config"):  # an Auto class
+        return cls.from_config(cfg)  # type: ignore[no-any-return]
+    return cls._from_config(cfg)  # type: ignore[no-any-return]
+
+
+# Keys whose role differs from the zoo's table for one model type (the table reads `hidden_dim` as a
+# width; DistilBERT calls its width `dim` and its MLP size `hidden_dim`).
+_TYPE_ROLES: dict[str, dict[str, str]] = {"distilbert": {"dim": "hidden", "hidden_dim": "ffn"}}
+
+
+def tiny_config_of(cfg: Any) -> Any:
+    """The zoo's shrink of a real config (models/zoo.py shrink_dict: sizes set by role, per-layer lists,
+    token ids), keeping its attention flavour: the query:kv head ratio where the tiny head count allows
+    it (32:8 -> 4:1), rope type and scaling, experts (fewer of them), layer kinds."""
+    from transformers import AutoConfig
+
+    d = cfg.to_dict()
+    mt = d["model_type"]
+    small = mz.shrink_dict(d)
+    heads = next((d[k] for k in d if mz.ROLE_OF.get(k) == "heads" and isinstance(d[k], int)), None)
+    for k, v in d.items():
+        if mz.ROLE_OF.get(k) == "kv_heads" and isinstance(v, int) and isinstance(heads, int) and 0 < v < heads:
+            small[k] = max(1, mz.SIZES.heads // (heads // v))
+    for k, role in _TYPE_ROLES.get(mt, {}).items():
+        if isinstance(d.get(k), int):
+            small[k] = min(d[k], mz._role_value(role, mz.SIZES))
+    mz._propagate_vocab(small)
+    small = {k: v for k, v in small.items() if k not in mz._NOT_PASSED}
+    ov = mz.OVERRIDES.get(mt)
+    if ov is not None:
+        mz._deep_update(small, ov.values)
+    return AutoConfig.for_model(mt, **small)
+
+
+def build_tiny(data: dict[str, Any], name: str, seed: int = 0) -> mz.Built:
+    cfg = make_config(data, name)
+    task, _ = task_of(data)
+    try:
+        small = tiny_config_of(cfg)
+    except Exception as e:
+        raise mz.ConfigError(f"tiny config: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    built = mz.build_hf(small.model_type, task, seed=seed, cfg=small)
+    built.note = f"{name} (tiny: {built.note})"
+    return built
+
+
+# ---- full size: meta device -> target device ------------------------------------------------------
+def meta_model(data: dict[str, Any], name: str) -> tuple[torch.nn.Module, str]:
+    """The real-size model on the meta device (no memory), and its task."""
+    cfg = make_config(data, name)
+    task, arch = task_of(data)
+    cls = model_class(task, arch)
+    try:
+        with torch.device("meta"):
+            model = instantiate(cls, cfg)
+    except Exception as e:
+        raise mz.ConfigError(f"build: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    return model, task
+
+
+def init_std(cfg: Any) -> float:
+    """transformers' base init std (PreTrainedModel._init_weights): initializer_range, init_std,
+    initializer_factor, the text config's initializer_range, else 0.02."""
+    for key in ("initializer_range", "init_std", "initializer_factor"):
+        v = getattr(cfg, key, None)
+        if isinstance(v, (int, float)) and v > 0:
+            return float(v)
+    try:
+        v = getattr(cfg.get_text_config(), "initializer_range", None)
+    except Exception:
+        v = None
+    return float(v) if isinstance(v, (int, float)) and v > 0 else 0.02
+
+
+def init_full(model: torch.nn.Module, seed: int) -> dict[str, int]:
+    """Seeded init of a materialised model, the same numbers on every machine: each floating parameter
+    (tied ones once) is generated on cpu from its own generator, chunk by chunk, and copied to the
+    device. After transformers' own init (norm weights 1, biases 0, rope buffers): a parameter that init
+    left constant keeps its value unless it is 0 (drawn N(0, 0.02), as the zoo's nonzero_init: a dropped
+    bias must show); every other one is drawn N(0, std) with transformers' base std (`init_std`).
+    Returns counts per kind."""
+    cfg = getattr(model, "config", None)
+    std = init_std(cfg) if cfg is not None else 0.02
+    counts = {"normal": 0, "zero_drawn": 0, "constant": 0}
+    seen: set[int] = set()
+    with torch.no_grad():
+        for i, (_, p) in enumerate(model.named_parameters(remove_duplicate=False)):
+            if id(p) in seen or not p.is_floating_point() or p.numel() == 0:
+                continue
+            seen.add(id(p))
+            lo, hi = float(p.min()), float(p.max())
+            if lo == hi and lo != 0.0:
+                counts["constant"] += 1
+                continue
+            scale = mz.NONZERO_STD if lo == hi else std
+            counts["zero_drawn" if lo == hi else "normal"] += 1
+            g = torch.Generator().manual_seed(seed * 1_000_003 + i)
+            flat = p.view(-1)
+            for start in range(0, flat.numel(), INIT_CHUNK):
+                n = min(INIT_CHUNK, flat.numel() - start)
+                flat[start : start + n].copy_(torch.randn(n, generator=g) * scale)
+    return counts
+
+
+def build_full(data: dict[str, Any], name: str, device: torch.device, dtype: torch.dtype, seed: int,
+               weights: list[str] | None = None) -> tuple[torch.nn.Module, str, str]:  # fmt: skip
+    """(model on `device` in `dtype`, task, how its weights were obtained)."""
+    task, arch = task_of(data)
+    if weights:
+        cfg = make_config(data, name)
+        cls = model_class(task, arch)
+        snap = str(Path(weights[0]).parent)
+        try:
+            model = cls.from_pretrained(snap, config=cfg, dtype=dtype)
+        except Exception as e:
+            raise mz.ConfigError(f"load {snap}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+        model = model.to(device)
+        how = f"cached safetensors ({len(weights)} file(s))"
+    else:
+        model, task = meta_model(data, name)
+        model = model.to(dtype).to_empty(device=device)
+        initialize = getattr(model, "initialize_weights", None)
+        if initialize is not None:
+            initialize()  # transformers' own init: norms, biases and the rope / position buffers
+        if hasattr(model, "tie_weights"):
+            model.tie_weights()
+        counts = init_full(model, seed)
+        how = f"seeded init on cpu (seed {seed}: {counts['normal']} drawn N(0, {init_std(model.config):g}))"
+    model.train()
+    return model, task, how
+
+
+def batches_for(model: torch.nn.Module, task: str, batch: int, seq: int, seed: int) -> Any:
+    return mz._hf_batches(model, task, mz.BatchSpec(batch=batch, seq=seq), seed)

@@ -1,0 +1,381 @@
+"""zoo --size full: a Hub model at its real size, judged without a float64 reference.
+
+Per model, one case (isolated worker: a full-size model's memory must not outlive it):
+  1. memory preflight (models/memory.py) on the meta-device model: params + grads + AdamW + activations vs
+     the device's free memory -> `unsupported` with the numbers and a suggested --nproc, before building.
+  2. device eager: the real config materialised on the device in the run dtype (seeded init generated on
+     cpu, the same numbers on every machine, or the cached safetensors), K AdamW steps on seeded batches:
+     per step the loss, the total grad norm (before clipping) and the logits' std.
+  3. device compiled (--compile-backend): graph breaks, and the same per-step series.
+  4. verdicts, each with a tolerance from the two runs' own precisions (loss_rel of checks/parity.py's
+     table, summed: each run may sit that far from exact):
+     - compiled vs eager on the device;
+     - --reference cpu: a cpu fp32 run of the first REF_STEPS steps from the same init and batches (when
+       its own preflight fits; on a cpu device in fp32 that run IS the eager run, so it is not repeated);
+     - --baseline BUNDLE: the same id at full size from another machine (its per-step series), in any
+       precision: tolerance loss_rel(ours) + loss_rel(theirs).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from bringup.case import Case, CaseResult, Status
+from bringup.device import Device
+from bringup.precision import PRECISIONS, Precision, parse_precision
+
+ENTRY = "bringup.suites.zoo_full:run_full"
+LR = 1e-4  # AdamW, as people train: small enough that K steps stay out of chaotic regimes
+MAX_GRAD_NORM = 1.0
+REF_STEPS = 2  # the cpu fp32 reference runs the first steps only (it can be slow)
+SERIES = ("loss", "grad_norm", "logits_std")
+
+
+@dataclass
+class FullOut:
+    loss: list[float] = field(default_factory=list)
+    grad_norm: list[float] = field(default_factory=list)
+    logits_std: list[float] = field(default_factory=list)
+    grad_norms0: dict[str, float] = field(default_factory=dict)  # step 0: each parameter's grad norm
+    weights: str = ""
+    seconds: float = 0.0
+    first_step_s: float = 0.0
+
+
+def tolerance(a: Precision, b: Precision) -> float:
+    """Two runs, each within its precision's loss_rel of the exact value: they may differ by the sum."""
+    from bringup.checks.parity import tolerance_for
+
+    return float(tolerance_for(a.compute_dtype).loss_rel + tolerance_for(b.compute_dtype).loss_rel)
+
+
+def config_data(params: dict[str, Any]) -> dict[str, Any]:
+    from bringup.models import hub
+
+    if params["source"] == "hub-top":
+        return hub.catalogue_config(params["model"])
+    ref = hub.parse_ref(params["model"], "hub")
+    return hub.read_config(hub.resolve(ref), ref.name)
+
+
+def weights_for(params: dict[str, Any]) -> list[str] | None:
+    from bringup.models import hub
+
+    if params.get("weights") != "cache":
+        return None
+    files = hub.weight_files(hub.parse_ref(params["model"], "hub"))
+    if not files:
+        raise RuntimeError(f"{params['model']}: the cached safetensors are gone since planning")
+    return files
+
+
+def run_steps(params: dict[str, Any], data: dict[str, Any], device: torch.device, prec: Precision, steps: int,
+              backend: str | None = None, on_first_step: Any = None) -> FullOut:  # fmt: skip
+    """Build the full-size model on `device` and train `steps` AdamW steps; per-step series."""
+    from bringup.models import hub
+    from bringup.models import zoo as mz
+    from bringup.suites.zoo import _cast_batch, _no_dropout
+
+    seed = int(params.get("seed", 0))
+    model, task, how = hub.build_full(data, params["model"], device, prec.param_dtype, seed, weights_for(params))
+    _no_dropout(model)
+    make = hub.batches_for(model, task, int(params["batch"]), int(params["seq"]), seed)
+
+    def fwd_loss(b: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        with prec.autocast(device.type):
+            out = mz._call_kwargs(model, b)
+            return mz._hf_loss(out, b), mz._first_float(out)
+
+    step_fn = fwd_loss if backend is None else torch.compile(fwd_loss, backend=backend)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    scaler = prec.grad_scaler(device.type)
+    out = FullOut(weights=how)
+    t0 = time.perf_counter()
+    for i in range(steps):
+        b = _cast_batch(make(i), device, prec.param_dtype)
+        ts = time.perf_counter()
+        ctx = on_first_step() if (i == 0 and on_first_step is not None) else None
+        if ctx is not None:
+            ctx.__enter__()
+        try:
+            loss, logits = step_fn(b)
+            (loss if scaler is None else scaler.scale(loss)).backward()
+        finally:
+            if ctx is not None:
+                ctx.__exit__(None, None, None)
+        if scaler is not None:
+            scaler.unscale_(opt)
+        if i == 0:
+            out.first_step_s = time.perf_counter() - ts
+            out.grad_norms0 = {n: float(q.grad.detach().to("cpu", torch.float64).norm())
+                               for n, q in model.named_parameters() if q.grad is not None}  # fmt: skip
+        gn = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], MAX_GRAD_NORM)
+        out.loss.append(float(loss.detach().to("cpu", torch.float64)))
+        out.grad_norm.append(float(gn.detach().to("cpu", torch.float64)))
+        out.logits_std.append(logits_std(logits))
+        if scaler is None:
+            opt.step()
+        else:
+            scaler.step(opt)
+            scaler.update()
+        opt.zero_grad(set_to_none=True)
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def logits_std(t: torch.Tensor | None) -> float:
+    """The logits' std, on the device, in fp32 (no float64 host copy: full-size logits are ~100M values)."""
+    if t is None or t.numel() < 2:
+        return math.nan
+    x = t.detach()
+    return float((x if x.dtype == torch.float32 else x.float()).std())
+
+
+def rel_dev(a: float, b: float) -> float:
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return math.inf
+    return abs(a - b) / max(abs(b), 1e-12)
+
+
+def vector_dev(a: dict[str, float], b: dict[str, float]) -> float:
+    """Relative L2 distance of two runs' per-parameter grad norms at step 0 (same weights, same batch):
+    ||a - b|| / ||b|| over the parameters. An op that is 1% off moves the grads of every parameter
+    behind it, a share of the whole vector; two correct runs differ by their rounding. Different
+    parameter names (another model) are infinitely far."""
+    if set(a) != set(b) or not b:
+        return math.inf
+    num = math.fsum((a[k] - b[k]) ** 2 for k in b)
+    den = math.fsum(b[k] ** 2 for k in b)
+    return math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else math.inf)
+
+
+def compare(ours: dict[str, Any], theirs: dict[str, Any], tol: float) -> tuple[float, list[str]]:
+    """Max relative deviation over the series both have (common steps), and of the step-0 per-parameter
+    grad norms (`vector_dev`), and the problems past `tol`."""
+    worst, problems = 0.0, []
+    if ours.get("grad_norms0") and theirs.get("grad_norms0"):
+        d = vector_dev(ours["grad_norms0"], theirs["grad_norms0"])
+        worst = d
+        if d > tol:
+            problems.append(f"step-0 grad norms per parameter differ by {d:.2g} (relative L2 > {tol:.2g})")
+    for key in SERIES:
+        a, b = ours.get(key) or [], theirs.get(key) or []
+        n = min(len(a), len(b))
+        for i in range(n):
+            if math.isnan(a[i]) and math.isnan(b[i]) and key == "logits_std":
+                continue  # neither run has logits to describe (no floating output): nothing to compare
+            d = rel_dev(a[i], b[i])
+            worst = max(worst, d)
+            if d > tol:
+                problems.append(f"{key} step {i}: {a[i]:.6g} vs {b[i]:.6g} ({d:.2g} > {tol:.2g})")
+                break
+    return worst, problems
+
+
+def _series_of(out: FullOut) -> dict[str, Any]:
+    return {"loss": out.loss, "grad_norm": out.grad_norm, "logits_std": out.logits_std,
+            "grad_norms0": out.grad_norms0}  # fmt: skip
+
+
+def _fail(r: CaseResult, status: Status, reason: str) -> CaseResult:
+    if r.status is Status.PASS:
+        r.status, r.reason = status, reason
+    return r
+
+
+def run_full(case: Case, ctx: Any) -> CaseResult:
+    from bringup.checks.errors import classify, first_line
+    from bringup.checks.graphs import watch
+    from bringup.models import hub, memory
+    from bringup.models.zoo import ConfigError
+
+    p = case.params
+    prec = parse_precision(p["dtype"])
+    steps = int(p["steps"])
+    backend = p.get("backend") or "none"
+    reference = p.get("reference") or "cpu"
+    dev: Device = ctx.device
+    t_case = time.monotonic()
+    r = CaseResult.for_case(case, Status.PASS)
+    r.fields.update({"source": p["source"], "task": p.get("task") or "", "backend": backend, "size": "full",
+                     "reference": reference, "params": None, "graph_breaks": None, "fallback_ops": None,
+                     "max_rel_err": None, "loss_divergence": None, "compile_s": None,
+                     "peak_mem_bytes": None})  # fmt: skip
+    torch._dynamo.reset()
+    # -- 1. preflight --
+    try:
+        data = config_data(p)
+        meta, task = hub.meta_model(data, p["model"])
+    except ConfigError as e:
+        return _fail(r, Status.REF_FAIL, f"config: {e}")
+    except Exception as e:
+        return _fail(r, Status.REF_FAIL, f"config: {first_line(e)}")
+    batch, seq = int(p["batch"]), int(p["seq"])
+    est = memory.estimate(meta, prec.param_dtype, prec.compute_dtype, batch, seq,
+                          memory.free_memory(dev.torch_device))  # fmt: skip
+    del meta
+    r.fields["params"] = est.params
+    r.fields["preflight"] = est.to_json()
+    if est.fits() is False:
+        n = est.suggested_nproc()
+        hint = (f"suggested --nproc {n} (FSDP2 sharding of params, grads and AdamW state)" if n else
+                "activations alone exceed the device: lower --batch / --seq")  # fmt: skip
+        return _fail(r, Status.UNSUPPORTED, f"memory preflight: {est.summary()}; {hint}")
+    # -- 2. device eager --
+    dev.reset_peak_memory()
+    mem0 = dev.memory_allocated() if dev.is_cpu else 0
+    eager: FullOut | None = None
+    try:
+        eager = _eager_run(p, data, dev, prec, steps, r)
+    except Exception as e:
+        r.error = traceback.format_exc()
+        return _fail(r, classify(e), f"eager: {first_line(e)}")
+    peak = dev.peak_memory()
+    if peak is not None:
+        measured = peak - (mem0 or 0)
+        r.fields["peak_mem_bytes"] = peak
+        r.fields["memory"] = {"predicted_bytes": est.total, "measured_bytes": measured,
+                              "measured_over_predicted": round(measured / max(1, est.total), 3),
+                              "measured_as": "peak RSS minus RSS before building" if dev.is_cpu
+                              else "max_memory_allocated"}  # fmt: skip
+    r.fields["weights_from"] = eager.weights
+    r.fields["note"] = f"{p['model']} at full size, {task}, {eager.weights}"
+    for k in SERIES:
+        r.series[f"{k}.eager"] = list(enumerate(getattr(eager, k)))
+    r.fields["grad_norms0"] = {"eager": eager.grad_norms0}
+    if not all(math.isfinite(x) for x in eager.loss):
+        _fail(r, Status.FAIL_NUMERIC, "eager: non-finite loss")
+    compared: list[str] = []
+    divergence = 0.0
+    # -- 3. compiled --
+    comp: FullOut | None = None
+    if backend != "none":
+        left = max(1.0, case.budget_s - (time.monotonic() - t_case))
+        try:
+            with watch() as graphs:
+                comp = run_steps(p, data, dev.torch_device, prec, steps, backend=backend,
+                                 on_first_step=lambda: ctx.phase("compile", budget_s=left))  # fmt: skip
+        except Exception as e:
+            r.error = r.error or traceback.format_exc()
+            _fail(r, classify(e, compiling=True), f"compiled: {first_line(e)}")
+        r.fields.update({"graph_count": graphs.graph_count, "graph_breaks": graphs.graph_breaks,
+                         "break_reasons": graphs.break_reasons, "recompiles": graphs.recompiles})  # fmt: skip
+        if comp is not None:
+            r.fields["compile_s"] = round(graphs.compile_s or comp.first_step_s, 3)
+            for k in SERIES:
+                r.series[f"{k}.compiled"] = list(enumerate(getattr(comp, k)))
+            r.fields["grad_norms0"]["compiled"] = comp.grad_norms0
+            if graphs.graph_count == 0:
+                _fail(r, Status.SILENT_EAGER, "compiled: dynamo captured no graph (the run was eager)")
+            tol = tolerance(prec, prec)
+            d, problems = compare(_series_of(comp), _series_of(eager), tol)
+            r.fields["compiled_vs_eager"] = {"max_rel_dev": d, "tolerance": tol}
+            divergence = max(divergence, d)
+            compared.append("compiled vs eager")
+            if problems:
+                _fail(r, Status.FAIL_NUMERIC, f"compiled: vs eager on the device: {problems[0]}")
+    # -- 4a. cpu fp32 reference --
+    if reference == "cpu":
+        fp32 = PRECISIONS["fp32"]
+        if dev.is_cpu and prec.name == "fp32":
+            r.fields["cpu_reference"] = {"status": "the device is cpu in fp32: the eager run is the reference"}
+        else:
+            cpu = torch.device("cpu")
+            ref_est = memory.estimate(hub.meta_model(data, p["model"])[0], fp32.param_dtype, fp32.compute_dtype,
+                                      batch, seq, memory.free_memory(cpu))  # fmt: skip
+            if ref_est.fits() is False:
+                r.fields["cpu_reference"] = {"status": f"skipped: {ref_est.summary()}"}
+            else:
+                try:
+                    ref = run_steps(p, data, cpu, fp32, min(steps, REF_STEPS))
+                    tol = tolerance(prec, fp32)
+                    d, problems = compare(_series_of(eager), _series_of(ref), tol)
+                    r.fields["cpu_reference"] = {"status": "ok" if not problems else "differs", "max_rel_dev": d,
+                                                 "tolerance": tol, "steps": len(ref.loss)}  # fmt: skip
+                    r.series["loss.cpu_fp32"] = list(enumerate(ref.loss))
+                    divergence = max(divergence, d)
+                    compared.append("eager vs cpu fp32")
+                    if problems:
+                        _fail(r, Status.FAIL_NUMERIC, f"eager: vs cpu fp32: {problems[0]}")
+                except Exception as e:
+                    r.fields["cpu_reference"] = {"status": f"failed: {first_line(e)}"}
+    # -- 4b. baseline bundle --
+    bl = p.get("baseline")
+    if bl:
+        compared.extend(_compare_baseline(r, bl, prec, eager, comp))
+        chk = r.fields.get("baseline_check") or {}
+        divergence = max([divergence] + [v for k, v in chk.items() if k.endswith("_max_rel_dev")])
+    fb = r.fields.get("fallback_ops")
+    if fb:
+        top = ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])[:5])
+        _fail(r, Status.FALLBACK, f"ran through the CPU fallback: {top}")
+    r.fields["compared"] = compared
+    r.fields["loss_divergence"] = divergence
+    if not compared and r.status is Status.PASS:
+        _fail(r, Status.REF_FAIL, "reference: nothing judged this run (cpu reference skipped or failed, no compiled "
+              "run, no baseline)")  # fmt: skip
+    for k in ("loss_divergence", "compile_s", "params", "graph_breaks", "peak_mem_bytes"):
+        v = r.fields.get(k)
+        r.metric(k, v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+    return r
+
+
+def _eager_run(p: dict[str, Any], data: dict[str, Any], dev: Device, prec: Precision, steps: int,
+               r: CaseResult) -> FullOut:  # fmt: skip
+    """The device eager run; off cpu under the fallback detector (which ops ran through the CPU
+    fallback), as the tiny zoo's. A detector that can't start leaves fallback_ops unknown (null)."""
+    from bringup.checks.errors import first_line
+    from bringup.checks.fallbacks import FallbackDetector
+
+    if dev.is_cpu:
+        return run_steps(p, data, dev.torch_device, prec, steps)
+    try:
+        det = FallbackDetector(dev)
+        det.__enter__()
+    except Exception as e:
+        r.fields["fallback_note"] = f"fallback detector unavailable: {first_line(e)}"
+        return run_steps(p, data, dev.torch_device, prec, steps)
+    try:
+        out = run_steps(p, data, dev.torch_device, prec, steps)
+    finally:
+        det.__exit__(None, None, None)
+    r.fields["fallback_ops"] = dict(det.report().fallback_ops)
+    return out
+
+
+def _compare_baseline(r: CaseResult, bl: dict[str, Any], prec: Precision, eager: FullOut,
+                      comp: FullOut | None) -> list[str]:  # fmt: skip
+    out: dict[str, Any] = {"bundle": bl.get("path"), "bundle_device": bl.get("device"), "bundle_dtype": bl.get("dtype")}
+    r.fields["baseline_check"] = out
+    if not bl.get("found"):
+        out["status"] = "missing"
+        _fail(r, Status.ERROR, "baseline: the bundle has no result for this model: nothing compared")
+        return []
+    theirs_prec = parse_precision(str(bl.get("dtype")))
+    tol = tolerance(prec, theirs_prec)
+    out["tolerance"] = tol
+    series = bl.get("series") or {}
+    done: list[str] = []
+    problems: list[str] = []
+    for label, mine in (("eager", eager), ("compiled", comp)):
+        theirs: dict[str, Any] = {k: series.get(f"{k}.{label}") or [] for k in SERIES}
+        theirs["grad_norms0"] = (bl.get("grad_norms0") or {}).get(label) or {}
+        if mine is None or not theirs["loss"]:
+            continue
+        d, pr = compare(_series_of(mine), theirs, tol)
+        out[f"{label}_max_rel_dev"] = d
+        done.append(f"{label} vs the {bl.get('device')} bundle")
+        problems += [f"{label} {x}" for x in pr[:1]]
+    out["status"] = "ok" if not problems else "differs"
+    if not done:
+        out["status"] = "incomparable: the bundle has no per-step series for this model"
+        _fail(r, Status.ERROR, f"baseline: {out['status']}")
+    elif problems:
+        _fail(r, Status.FAIL_NUMERIC, f"baseline: vs the {bl.get('device')} bundle ({bl.get('dtype')}): {problems[0]}")
+    return done
