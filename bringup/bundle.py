@@ -41,7 +41,7 @@ def load_bundle(path: str | Path) -> tuple[RunInfo, list[CaseResult]]:
     except json.JSONDecodeError as e:
         raise BadInput(f"bundle {p} is not valid JSON (truncated?): {e.msg} at line {e.lineno}") from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise BadInput(f"{p} is not a bringup bundle (no \"format\": \"{FORMAT}\")")
+        raise BadInput(f'{p} is not a bringup bundle (no "format": "{FORMAT}")')
     v = data.get("version")
     if not isinstance(v, int) or v < 1:
         raise BadInput(f"bundle {p} has a bad version {v!r}")

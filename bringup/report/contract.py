@@ -26,5 +26,3 @@ def contract(run: RunInfo, results: list[CaseResult], extras: dict[str, Any] | N
     for k, v in (extras or {}).items():
         out.setdefault(k, v)
     return out
-
-

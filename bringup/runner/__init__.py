@@ -76,8 +76,12 @@ def execute(
             out.append(r)
             progress.advance(task)
             if not show:
-                console.print(f"[{len(out)}/{len(todo)}] {r.suite}/{r.name}: {r.status.value}"
-                              + (f" ({r.reason})" if r.reason else ""), highlight=False, markup=False)
+                console.print(
+                    f"[{len(out)}/{len(todo)}] {r.suite}/{r.name}: {r.status.value}"
+                    + (f" ({r.reason})" if r.reason else ""),
+                    highlight=False,
+                    markup=False,
+                )
 
         t0 = time.monotonic()
         executor.run(todo, run_dir, on_result, on_start)

@@ -37,9 +37,7 @@ class LocalExecutor:
         n = min(self.workers, max(1, len(cases)))
         for _ in range(n):
             todo.put(None)
-        threads = [
-            threading.Thread(target=self._slot, args=(i, todo, done, run_dir), daemon=True) for i in range(n)
-        ]
+        threads = [threading.Thread(target=self._slot, args=(i, todo, done, run_dir), daemon=True) for i in range(n)]
         for t in threads:
             t.start()
         remaining = len(cases)

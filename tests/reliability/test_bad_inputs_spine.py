@@ -51,10 +51,18 @@ CATALOGUE: list[tuple[str, list[str], str, bool]] = [
     ("selftest-bad-plan-item", ["selftest", "--plan", "ok,explode"], "plan item 'explode'", False),
     ("unknown-executor", ["--executor", "nope", "selftest"], "invalid choice", False),
     ("ray-address-without-ray", ["--ray-address", "127.0.0.1:6379", "selftest"], "needs --executor ray", False),
-    ("ray-address-bad-syntax", ["--db", "good.db", "--executor", "ray", "--ray-address", "nonsense", "selftest"],
-     "HOST:PORT", False),
-    ("ray-address-unreachable", ["--db", "good.db", "--executor", "ray", "--ray-address", "127.0.0.1:1", "selftest"],
-     "cannot reach", True),
+    (
+        "ray-address-bad-syntax",
+        ["--db", "good.db", "--executor", "ray", "--ray-address", "nonsense", "selftest"],
+        "HOST:PORT",
+        False,
+    ),
+    (
+        "ray-address-unreachable",
+        ["--db", "good.db", "--executor", "ray", "--ray-address", "127.0.0.1:1", "selftest"],
+        "cannot reach",
+        True,
+    ),
     ("conflicting-quick-full", ["run", "--quick", "--full"], "not allowed with", False),
     ("unknown-command", ["nosuchcmd"], "invalid choice", False),
     ("json-is-a-directory", ["selftest", "--json", "adir"], "is a directory", False),
@@ -173,8 +181,10 @@ def _bad_bundles(good: Path) -> dict[str, tuple[str | bytes, str]]:
         "a-list": ("[1, 2, 3]", "not a bringup bundle"),
         "run-missing": (json.dumps({k: v for k, v in data.items() if k != "run"}), "malformed"),
         "cases-not-a-list": (json.dumps({**data, "cases": 5}), "malformed"),
-        "bad-case-status": (json.dumps({**data, "cases": [{"case_id": "x", "suite": "s", "name": "n",
-                                                           "status": "exploded"}]}), "malformed"),  # fmt: skip
+        "bad-case-status": (
+            json.dumps({**data, "cases": [{"case_id": "x", "suite": "s", "name": "n", "status": "exploded"}]}),
+            "malformed",
+        ),  # fmt: skip
         # a pickle is never unpickled: it is just not JSON
         "pickle-bytes": (b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00\x8c\x07posix\x94.", "JSON"),
     }

@@ -142,9 +142,26 @@ def test_two_bringup_processes_one_database(tmp_path: Path) -> None:
     """Two real CLI sweeps at once on the same (new) database: both finish, nothing lost or mixed."""
     db = tmp_path / "res" / "both.db"
     procs = [
-        subprocess.Popen([sys.executable, "-m", "bringup.cli", "--db", str(db), "--workers", "2", "selftest",
-                          "--plan", "ok*6,sleep:0.3*4", "--tag", tag], cwd=tmp_path, text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bringup.cli",
+                "--db",
+                str(db),
+                "--workers",
+                "2",
+                "selftest",
+                "--plan",
+                "ok*6,sleep:0.3*4",
+                "--tag",
+                tag,
+            ],
+            cwd=tmp_path,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
         for tag in ("a", "b")
     ]
     outs = [p.communicate(timeout=600) for p in procs]
