@@ -662,6 +662,13 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         if not gross.ok:
             return _fail(r, Status.REF_FAIL, f"reference: cpu eager in {p['dtype']} is itself off float64 "
                          f"({gross.summary()}): ill-conditioned at this precision")  # fmt: skip
+        from bringup.checks.losscurve import compare_curves
+
+        drift = compare_curves(base.curve, ref.curve, dtype, trusted=True)
+        if not drift.ok:  # e.g. BatchNorm over 2 samples at a high learning rate: training itself diverges
+            return _fail(r, Status.REF_FAIL, f"reference: cpu eager in {p['dtype']} drifts off float64 over "
+                         f"{len(ref.curve)} steps ({drift.summary()}): ill-conditioned training at this "
+                         "precision")  # fmt: skip
         noise = measure_noise(p, dtype, steps, int(p.get("noise_seeds", NOISE_SEEDS)))
         r.fields["noise_seeds"] = noise.seeds
         if noise.errors:
