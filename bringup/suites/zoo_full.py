@@ -224,7 +224,8 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
     r.fields["preflight"] = est.to_json()
     if est.fits() is False:
         n = est.suggested_nproc()
-        hint = (f"suggested --nproc {n} (FSDP2 sharding of params, grads and AdamW state)" if n else
+        hint = (f"it needs {n} such devices with FSDP2 sharding of params, grads and AdamW state (zoo runs "
+                "--size full on one device: sharded full-size runs are not built yet)" if n else
                 "activations alone exceed the device: lower --batch / --seq")  # fmt: skip
         return _fail(r, Status.UNSUPPORTED, f"memory preflight: {est.summary()}; {hint}")
     # -- 2. device eager --

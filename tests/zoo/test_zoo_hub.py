@@ -280,7 +280,8 @@ def test_full_size_baseline_round_trip(tmp_path: Path, cache: Path) -> None:
 
 def test_full_size_preflight_unsupported() -> None:
     """Llama-3.1-70B at full size can't fit this machine: the worker says unsupported, with the numbers
-    and a suggested --nproc, before building anything (in process: the worker function itself)."""
+    and how many devices FSDP2 sharding would need, before building anything (in process: the worker
+    function itself)."""
     import time
     from contextlib import nullcontext
 
@@ -300,7 +301,7 @@ def test_full_size_preflight_unsupported() -> None:
     t0 = time.monotonic()
     r = run_full(Case("zoo", params["model"], params, ENTRY), Ctx())
     assert r.status.value == "unsupported" and r.reason.startswith("memory preflight: needs"), r.reason
-    assert "--nproc" in r.reason and r.fields["preflight"]["fits"] is False
+    assert "FSDP2" in r.reason and r.fields["preflight"]["fits"] is False
     assert r.fields["preflight"]["params"] > 70e9 and time.monotonic() - t0 < 60
 
 
