@@ -75,6 +75,8 @@ CORE: tuple[MetricSpec, ...] = (
     _m("mfu", "fraction", True, "model FLOPs utilisation: achieved FLOP/s over the device's peak (0..1)"),
     _m("step_s", "s", False, "steady-state step time (median)"),
     _m("ttfs_s", "s", False, "time to first step, compile included"),
+    _m("job_ttfs_s", "s", False, "a new job's time to first step: artifact load + build + mode + step 1"),
+    _m("rank_compile_skew_s", "s", False, "slowest minus fastest rank's compile time (--nproc)"),
     _m("first_over_steady", "x", False, "first step time over steady step time"),
     _m("setup_s", "s", False, "model build and placement before the first step"),
     _m("compile_s", "s", False, "compile time (first call)"),
