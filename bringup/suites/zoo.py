@@ -225,16 +225,22 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     backend = check_backend(args.compile_backend)
     baseline = _load_baseline(args.baseline) if args.baseline else None
     entries = entries_for(args.source)
+    entries = _select(entries, pattern, args)
+    if baseline is not None:
+        baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
+    return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds)
+            for e in entries]  # fmt: skip
+
+
+def _select(entries: list[Any], pattern: Any, args: argparse.Namespace) -> list[Any]:
+    """The entries --filter keeps, cut to --limit; none left is bad input."""
     if pattern is not None:
         entries = [e for e in entries if pattern.search(e.name)]
     if args.limit is not None:
         entries = entries[: args.limit]
     if not entries:
         raise BadInput(f"zoo: no model of --source {args.source} matches --filter {args.filter!r}")
-    if baseline is not None:
-        baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
-    return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds)
-            for e in entries]  # fmt: skip
+    return entries
 
 
 def build_full_cases(args: argparse.Namespace, prec: Precision) -> list[Case]:
@@ -259,12 +265,7 @@ def build_full_cases(args: argparse.Namespace, prec: Precision) -> list[Case]:
     if not entries:
         raise BadInput(f"--size full: --source {args.source} lists no Hub model (use hub-top, hub:ORG/NAME or a "
                        "file of ids)")  # fmt: skip
-    if pattern is not None:
-        entries = [e for e in entries if pattern.search(e.name)]
-    if args.limit is not None:
-        entries = entries[: args.limit]
-    if not entries:
-        raise BadInput(f"zoo: no model of --source {args.source} matches --filter {args.filter!r}")
+    entries = _select(entries, pattern, args)
     if reference == "none" and backend == "none" and not args.baseline:
         raise BadInput("--reference none with --compile-backend none and no --baseline: nothing would judge the "
                        "run's numerics")  # fmt: skip
