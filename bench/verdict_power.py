@@ -14,8 +14,14 @@ parity of loss, logits and every grad, and the loss curve). The runs judged are:
     dynamo backend that rewrites the AOT forward/backward graphs and runs them like aot_eager (what the
     tests use). "applicable" means the family perturbed at least one call of that model's step;
     "flagged" that the zoo's verdict on that run is a failure.
-  * correct backends: eager (cpu eager on 1 thread: other reduction splits than the trusted run's),
-    aot_eager, inductor. Any of those flagged is a false failure.
+  * correct backends: eager (cpu eager on 1 thread: other reduction splits than the trusted run's;
+    often bit-identical to the trusted run in low precision), aot_eager, inductor, and the correct
+    variants of tests/zoo/perturb_backend.py (VARIANTS: `splitk` sums matmuls in another order,
+    `upcast` computes activations, norms, softmax and SDPA in a wider dtype and rounds once, as fused
+    accelerator kernels do). Any of those flagged is a false failure.
+Each family run also records its `effect`: the same family injected into the float64 reference run,
+so power can be read against the size of the change the perturbation makes to the result (a 1% error
+in an op whose output a norm rescales may change nothing), not only against the op's own error.
 It is a bench, not a test: on 2 cores the default set takes tens of minutes (inductor compiles
 dominate); --limit / --families / --precisions / --clean cut it down. Rows are appended to --json as
 they finish, so an interrupted run keeps what it measured.
@@ -51,7 +57,8 @@ QUICK = [("hf", "llama"), ("hf", "gpt2"), ("hf", "qwen3"), ("timm", "test_resnet
 LMS = ["mistral", "qwen2", "phi", "phi3", "gemma", "gemma2", "falcon", "gpt_neox", "gptj", "bloom", "opt",
        "olmo", "olmo2", "stablelm", "starcoder2", "cohere", "granite", "mpt", "codegen", "gpt_bigcode",
        "mixtral", "qwen2_moe", "persimmon", "biogpt", "xglm", "glm"]  # fmt: skip
-CLEAN = ("eager", "aot_eager", "inductor")
+CLEAN = ("eager", "aot_eager", "inductor", *pb.VARIANTS)
+EFFECT_BINS = (0.0025, 0.005, 0.01)  # float64 effect of a family run: max |bias| over the judged tensors
 PRECISIONS = ("fp32", "amp-bf16", "bf16")
 
 
@@ -62,7 +69,11 @@ def _one(built: Any, init: Any, batches: Any, prec: Any, backend: Any, threads: 
     if threads:
         torch.set_num_threads(threads)
     try:
-        ctx = (lambda: pb.FamilyMode(mode)) if mode else None
+        ctx = None
+        if mode in pb.VARIANTS:
+            ctx = lambda: pb.CorrectMode(mode)
+        elif mode:
+            ctx = lambda: pb.FamilyMode(mode)
         return sz.train_run(built, init, batches, torch.device("cpu"), prec, backend=backend, step_context=ctx)
     finally:
         torch.set_num_threads(old)
@@ -91,13 +102,13 @@ def run_model(src: str, model: str, prec_name: str, families: list[str], clean: 
              "noise_seeds": noise.seeds, "noise_errors": noise.errors}]  # fmt: skip
     runs: list[tuple[str, str, Any, int | None]] = []
     for c in clean:
-        runs.append((c, "clean", None if c == "eager" else c, 1 if c == "eager" else None))
+        runs.append((c, "clean", None if c == "eager" or c in pb.VARIANTS else c, 1 if c == "eager" else None))
     for f in families:
         runs.append((f, "family", pb.family_backend(f) if inject == "compile" else None, None))
     for name, kind, backend, threads in runs:
         t = time.monotonic()
         before = pb.FAMILY_NODES[name] if kind == "family" else 0
-        mode = name if kind == "family" and inject == "mode" else None
+        mode = name if (kind == "family" and inject == "mode") or name in pb.VARIANTS else None
         try:
             got = _one(built, init, batches, prec, backend, threads, mode)
         except Exception as e:
@@ -107,10 +118,51 @@ def run_model(src: str, model: str, prec_name: str, families: list[str], clean: 
         rep, curve = sz.judge_run(got, ref, base, prec, noise)
         flagged = not (rep.ok and curve.ok)
         why = rep.summary() if not rep.ok else curve.summary()
+        extra = {"effect": effect(built, init, batches, prec, ref, name)} if kind == "family" and nodes else {}
         rows.append({**head, "run": name, "kind": kind, "nodes": nodes, "flagged": flagged,
                      "by": ("parity" if not rep.ok else "curve") if flagged else "", "score": round(rep.score, 3),
-                     "why": why[:300], "seconds": round(time.monotonic() - t, 1)})  # fmt: skip
+                     "why": why[:300], "seconds": round(time.monotonic() - t, 1), **extra})  # fmt: skip
     return rows
+
+
+def effect(built: Any, init: Any, batches: Any, prec: Any, ref: Any, family: str) -> dict[str, Any]:
+    """What the perturbation does to the result itself: the family injected into the float64 reference
+    run, compared with the clean float64 reference. max |bias| (the least-squares scale of the change
+    along the tensor) and max rel_rmse over the tensors parity judges by direction (numerically-zero
+    references left out, as parity leaves them out): a 1% op error whose effect on every result is
+    0.2% is a 0.2% signal, whatever the op's own error."""
+    from bringup.checks import parity as P
+
+    pert = sz.train_run(built, init, batches, torch.device("cpu"), torch.float64, round_to=prec.param_dtype,
+                        step_context=lambda: pb.FamilyMode(family))  # fmt: skip
+    floor = P.scale_floor(ref.tensors.values(), P.judged_dtype(prec))
+    worst = (0.0, "")
+    rel = 0.0
+    for k, r in ref.tensors.items():
+        g = pert.tensors.get(k)
+        if g is None or tuple(g.shape) != tuple(r.shape) or P.rms(r) < floor:
+            continue
+        if bool(torch.isfinite(g).all()) and bool(torch.isfinite(r).all()):
+            worst = max(worst, (abs(P.bias(g, r)), k))
+            rel = max(rel, P.rel_rmse(g, r))
+    return {"bias": worst[0], "tensor": worst[1], "rel_rmse": rel}
+
+
+def effect_table(rows: list[dict[str, Any]], precisions: list[str]) -> str:
+    """Power by the size of the perturbation's effect on the result (float64 max |bias|)."""
+    edges = (0.0, *EFFECT_BINS, float("inf"))
+    bins = list(zip(edges, edges[1:], strict=False))
+    head = f"| effect on the result (float64 max bias) | {' | '.join(precisions)} |"
+    out = [head, "|---" * (len(precisions) + 1) + "|"]
+    for lo, hi in bins:
+        label = f"{lo:.2%} - {hi:.2%}" if hi != float("inf") else f">= {lo:.2%}"
+        cells = []
+        for p in precisions:
+            rs = [r for r in rows if r.get("kind") == "family" and r.get("nodes") and r["precision"] == p
+                  and "effect" in r and lo <= r["effect"]["bias"] < hi]  # fmt: skip
+            cells.append(f"{sum(r['flagged'] for r in rs)}/{len(rs)}")
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def table(rows: list[dict[str, Any]], families: list[str], clean: list[str], precisions: list[str]) -> str:
@@ -186,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.table_only:
         rows = [json.loads(x) for x in Path(a.json).read_text().splitlines() if x.strip()]
         print(table(rows, families, clean, precisions))
+        print(effect_table(rows, precisions))
         return 0
     if a.models:
         models = [("timm" if m.startswith("test_") else "hf", m) for m in a.models.split(",") if m]
@@ -207,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{time.monotonic() - t0:7.0f}s] {m} {p}: {new[0]['status']}; flagged: {', '.join(flagged) or '-'}",
                   flush=True)  # fmt: skip
     print(table(rows, families, clean, precisions))
+    print(effect_table(rows, precisions))
     print(f"command: {' '.join(sys.argv)}; {time.monotonic() - t0:.0f} s; rows in {out}")
     return 0
 

@@ -26,8 +26,10 @@ fails it (and, with measured noise, the run as a whole on its mean size):
    by a margin m = `bias_floor` + `bias_z` x sqrt(se^2 + sd_s^2): se is the standard error of the
    projection of (got - trusted) (from the spread over contiguous chunks of the tensor, so correlated
    noise counts) and sd_s the spread of the trusted bias over the seeds (how much a correct run's bias
-   moves at this precision on this tensor, measured, not assumed). bias_floor is an eighth of an ulp
-   (eps / 8) in low precision: a guard for the estimate itself, not a tolerance; in fp32 it is 1e-5,
+   moves at this precision on this tensor, measured, not assumed). bias_floor is a quarter of an ulp
+   (eps / 4) in low precision: correct backends round at other points than cpu eager (fused kernels,
+   fp32 intermediates), which moves a tensor's bias systematically by up to a few tenths of a percent,
+   and no seed spread of cpu eager measures that (float16/bfloat16 reasons); in fp32 it is 1e-5,
    the reduction order's share (the trusted seeds all use cpu eager's order, so their spread cannot
    measure a backend that reorders: see float32's reason). Alone: |bias| <= `bias` + `bias_z` se.
 
@@ -81,7 +83,7 @@ class Tolerance:
     reason: str
     bias: float = 1e-3  # with no trusted run: |bias| allowed beyond its noise (module doc)
     bias_z: float = 4.0  # noise allowance of the bias, in standard errors
-    bias_floor: float = 0.0  # with a trusted run: margin added to the measured noise (eps / 8)
+    bias_floor: float = 0.0  # with a trusted run: margin added to the measured noise (eps / 4)
     gross: float = 0.5  # the trusted run itself (cpu eager): rel_rmse above this is garbage
     loss_rel: float = 1e-3  # loss curve: max per-step |got - ref| / |ref| with no baseline curve
     loss_multiplier: float = 5.0  # with a baseline curve: allowed multiple of its deviation so far
@@ -93,7 +95,7 @@ def _eps(dtype: torch.dtype) -> float:
 
 
 # The one tolerance table. With a trusted run (the zoo, flex, smoke with a baseline) only `multiplier`,
-# `floor` (2 eps), `bias_z` and `bias_floor` (eps / 8; fp32 1e-5) apply: every other allowance is the trusted
+# `floor` (2 eps), `bias_z` and `bias_floor` (eps / 4; fp32 1e-5) apply: every other allowance is the trusted
 # run's own error, measured per tensor. rel_rmse / bias / loss_rel are for comparisons with no trusted
 # run (a single op against float64). gross judges the trusted run itself. loss_*: relative per-step
 # deviation of the loss curve. Figures: docs/zoo.md (bench/verdict_power.py measures power and false
@@ -129,15 +131,19 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
         "multiplier); alone, 5e-2. By direction, against the trusted runs' measured bias spread (module "
         "doc). gross 0.5: the trusted cpu bf16 run itself can be 30% off on BatchNorm grads. Loss "
         "curves: bf16 rounding moves tiny models' losses up to ~1e-2 per step; 5e-2 alone, 5x the "
-        "trusted runs' deviation so far with them (floor 5e-3).",
-        bias=3e-3, bias_z=4.0, bias_floor=_eps(torch.bfloat16) / 8, gross=0.5, loss_rel=5e-2,
+        "trusted runs' deviation so far with them (floor 5e-3). The direction margin's floor is a "
+        "quarter ulp (eps / 4 = 2e-3): correct backends round at other points than cpu eager and so "
+        "differ from it by systematic biases no seed spread measures (inductor, amp-bf16: +0.3% on "
+        "every layer-0 weight grad of olmo, -0.9% on qwen2_moe's 64-element shared-expert gate grad; "
+        "an eps / 8 floor flagged the latter, 2026-12-01).",
+        bias=3e-3, bias_z=4.0, bias_floor=_eps(torch.bfloat16) / 4, gross=0.5, loss_rel=5e-2,
         loss_multiplier=5.0, loss_floor=5e-3,
     ),
     torch.float16: Tolerance(
         2e-2, 3.0, 2 * _eps(torch.float16),
         "fp16 eps 9.8e-4: 8x finer than bf16, so the fixed (no trusted run) bounds tightened ~2.5x (not "
         "8x: fp16's narrow range adds overflow-avoiding rescales); same multiplier and noise rule.",
-        bias=1.5e-3, bias_z=4.0, bias_floor=_eps(torch.float16) / 8, gross=0.25, loss_rel=2e-2,
+        bias=1.5e-3, bias_z=4.0, bias_floor=_eps(torch.float16) / 4, gross=0.25, loss_rel=2e-2,
         loss_multiplier=5.0, loss_floor=2e-3,
     ),
 }  # fmt: skip

@@ -521,6 +521,7 @@ def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str
                on_first_step: Any, step_context: Any = None) -> RunOut:  # fmt: skip
     dtype = prec.param_dtype
     model = _load_init(built.model, init, device, dtype, round_to)
+    model.zero_grad(set_to_none=True)  # a run that raised mid-backward must not leave its grads to the next
     model.train()
     _no_dropout(model)
     _experts_impl(model, "eager" if dtype == torch.float64 else None)

@@ -236,6 +236,30 @@ def test_inductor_is_not_flagged_cheap(dtype: str) -> None:
     assert not flagged, f"inductor falsely flagged in {dtype}: {why}"
 
 
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("variant", list(pb.VARIANTS))
+def test_correct_variants_are_not_flagged(variant: str, dtype: str) -> None:
+    """Correct backends that do not compute like cpu eager (tests/zoo/perturb_backend.py: VARIANTS:
+    matmuls summed in another order; activations, norms, softmax and SDPA computed wider and rounded
+    once, as fused accelerator kernels do) are not flagged on llama, in every precision. The variant
+    must really change the numbers (cpu eager on another thread count is often bit-identical to the
+    trusted run in low precision, so it proves nothing)."""
+    built, init, batches, ref, base, noise = _setup("llama", dtype)
+    modes: list[pb.CorrectMode] = []
+
+    def ctx() -> pb.CorrectMode:
+        modes.append(pb.CorrectMode(variant))
+        return modes[-1]
+
+    prec = sz.as_precision(DTYPES[dtype])
+    got = sz.train_run(built, init, batches, torch.device("cpu"), prec, step_context=ctx)
+    assert sum(m.calls for m in modes) > 0, f"{variant} recomputed no call of llama"
+    moved = [k for k in base.tensors if not torch.equal(got.tensors[k], base.tensors[k])]
+    assert moved, f"{variant} {dtype}: bit-identical to the trusted run, proves nothing"
+    rep, curve = sz.judge_run(got, ref, base, prec, noise)
+    assert rep.ok and curve.ok, f"correct variant {variant} flagged in {dtype}: {rep.summary()}; {curve.summary()}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["llama", "gpt2", "qwen3_moe", "test_vit", "test_resnet"])
 @pytest.mark.parametrize("dtype", list(DTYPES))

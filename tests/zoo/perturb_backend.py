@@ -334,3 +334,99 @@ class FamilyMode(TorchDispatchMode):
 
     def _count(self) -> None:
         FAMILY_NODES[self.family] += 1
+
+
+# ---- correct implementations that round differently -----------------------------------------------
+# A wrong-device check is only as good as its false-failure rate on correct devices that do NOT
+# compute like cpu eager. Real accelerators split reductions differently and keep intermediates of
+# fused kernels in fp32; these eager modes model that, so the bench can count false failures on more
+# than inductor (cpu eager under another thread count is often bit-identical to the trusted run).
+VARIANTS = {
+    "splitk": "matmuls summed over K in two halves in fp32, rounded once (another reduction order)",
+    "upcast": "activations, norms, softmax, SDPA and their backward computed in fp32 from low-precision "
+    "inputs and rounded once (a fused kernel); in fp32 runs, computed in float64",
+    "sdpa_math": "attention through PyTorch's math path (scores and probabilities rounded to the input "
+    "dtype) instead of the fused cpu kernel",
+}
+UPCAST_OPS = (*ACT_OPS, "native_layer_norm", "_fused_rms_norm", "_softmax", "_log_softmax",
+              "gelu_backward", "silu_backward", "threshold_backward", "tanh_backward", "sigmoid_backward",
+              "native_layer_norm_backward", "_softmax_backward_data", "_log_softmax_backward_data", *SDPA_OPS,
+              "_scaled_dot_product_flash_attention_for_cpu_backward")  # fmt: skip
+
+
+def _wide_dtype(args: Any) -> torch.dtype:
+    """fp32 for a call with any bf16/fp16 input (a fused kernel's fp32 intermediates), float64 for an
+    all-fp32 call (an fp32 run's more accurate variant)."""
+    low = (torch.bfloat16, torch.float16)
+    floats = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    return torch.float32 if any(a.dtype in low for a in floats) else torch.float64
+
+
+def _wider(t: Any, wide: torch.dtype) -> Any:
+    if not (isinstance(t, torch.Tensor) and t.is_floating_point()) or t.dtype == torch.float64:
+        return t
+    return t.to(wide)
+
+
+def _like(out: Any, ref: Any) -> Any:
+    if isinstance(out, (tuple, list)):
+        return type(out)(_like(o, r) for o, r in zip(out, ref, strict=True))
+    return out.to(ref.dtype) if isinstance(out, torch.Tensor) and isinstance(ref, torch.Tensor) else out
+
+
+def _splitk(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    k = a.shape[-1]
+    h = max(1, k // 2)
+    acc = torch.float64 if a.dtype == torch.float32 else torch.float32
+    lo = torch.matmul(a[..., :h].to(acc), b[..., :h, :].to(acc))
+    return lo + torch.matmul(a[..., h:].to(acc), b[..., h:, :].to(acc)) if h < k else lo
+
+
+class CorrectMode(TorchDispatchMode):
+    """A correct backend that is not cpu eager (VARIANTS): same math, other rounding. `calls` counts
+    the aten calls it recomputed (a variant that touched nothing proves nothing)."""
+
+    def __init__(self, variant: str) -> None:
+        super().__init__()
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown correct variant {variant!r}; one of {', '.join(VARIANTS)}")
+        self.variant = variant
+        self.calls = 0
+        self._kernel: Any = None
+
+    def __enter__(self) -> CorrectMode:
+        if self.variant == "sdpa_math":  # chosen above autograd, so the backward is the math path's too
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            self._kernel = sdpa_kernel([SDPBackend.MATH])
+            self._kernel.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        if self._kernel is not None:
+            self._kernel.__exit__(*exc)
+            self._kernel = None
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = dict(kwargs or {})
+        name = _opname(func)
+        if self.variant == "splitk" and name in MM_OPS and args[-1].is_floating_point():
+            out_dtype = args[-1].dtype
+            if name in ("mm", "bmm"):
+                res = _splitk(args[0], args[1])
+            else:
+                beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+                res = alpha * _splitk(args[1], args[2])
+                res = res + beta * args[0].to(res.dtype) if beta != 0 else res
+            self.calls += 1
+            return res.to(out_dtype)
+        if self.variant == "sdpa_math" and name in ("_softmax", "_safe_softmax"):
+            self.calls += 1  # the math path's softmax (the fused kernel's never reaches dispatch)
+        if self.variant == "upcast" and name in UPCAST_OPS:
+            ref = func(*args, **kwargs)  # the dtypes a correct result has
+            w = _wide_dtype([*args, *kwargs.values()])
+            wide = func(*[_wider(a, w) for a in args], **{k: _wider(v, w) for k, v in kwargs.items()})
+            self.calls += 1
+            return _like(wide, ref)
+        return func(*args, **kwargs)
