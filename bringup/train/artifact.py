@@ -155,7 +155,11 @@ def _norm(v: Any) -> Any:
 def check(path: str | Path, spec: Any, device_type: str) -> dict[str, Any]:
     """Read the file and refuse it (BadInput, one line) when it was made for another stack or graphs, or
     its compiled kernels for another machine or compiler. Returns its header."""
-    art = read(path)
+    return fits(read(path), path, spec, device_type).header
+
+
+def fits(art: Artifact, path: str | Path, spec: Any, device_type: str) -> Artifact:
+    """`check` on a file already read: the artifact, or BadInput (one line)."""
     want = header_for(spec, device_type, art.header["kind"])
     if diff := mismatch(art.header, want):
         raise BadInput(f"cache artifact {path} does not fit this run: {diff}; torch's caches would miss and the "
@@ -164,7 +168,7 @@ def check(path: str | Path, spec: Any, device_type: str) -> dict[str, Any]:
         raise BadInput(f"cache artifact {path}: its compiled kernels were built on another machine or compiler: "
                        f"{diff}; they would be built again (or not load) and the job would start cold: make one "
                        "on this machine with --save-cache-artifact")  # fmt: skip
-    return art.header
+    return art
 
 
 # ---- the compiled kernels (the kernel section) ----------------------------------------------------

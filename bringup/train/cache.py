@@ -135,11 +135,11 @@ def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any],
     is handed to the aot mode, which loads it when the model is prepared (timed in apply_mode_s)."""
     import time
 
-    head = artifact.check(path, spec, device_type)
-    art = artifact.read(path)
+    t = time.perf_counter()  # the job pays for reading and checking the file too
+    art = artifact.fits(artifact.read(path), path, spec, device_type)
+    head = art.header
     if head["kind"] == artifact.KIND_AOT and spec.mode != "aot":
         raise BadInput(f"cache artifact {path} holds an AOT-compiled function: use it with --modes aot")
-    t = time.perf_counter()
     # the compiled kernels first: in place before anything (the mega-cache's graphs included) compiles
     supplied = artifact.unpack_kernels(art.kernels, f"cache artifact {path}") if art.kernels else {}
     out = {"kind": head["kind"], "bytes": len(art.payload) + len(art.kernels),
