@@ -7,8 +7,7 @@ A file is one header line, one JSON line, then the payload and the kernel sectio
      "backend": "inductor", "mode": "compile", "model": "qwen3-tiny", "dtype": "fp32", "batch": 4,
      "seq": 256, "nproc": 1, "overrides": [], "bytes": N, "made": "<UTC time>",
      "kernels": null | {"bytes": K, "sha256": ..., "kernels": n, "headers": h, "machine": "x86_64",
-                        "cpu_capability": "AVX512", "vec_isa": "avx512", "compiler": "gcc version 12.2.0 ...",
-                        "compiler_sha256": ...}}\\n
+                        "cpu_capability": "AVX512", "compiler": "gcc version 12.2.0 ...", "compiler_sha256": ...}}\\n
     <payload: N bytes><kernel section: K bytes>
 
 mega-cache: `torch.compiler.save_cache_artifacts()` after a run (PGO, AOTAutograd, FX graph and
@@ -24,8 +23,9 @@ headers (`*.h` + `*.h.gch` under `codecache._HEADER_DIR`, named by a hash of the
 line and the compiler version; gcc uses a .gch from another directory: checked, a new job that got
 only the headers built its kernels without building the header again). Unpacked into the new job's
 empty dirs before anything compiles. The kernels depend on the machine, the C++ compiler and the
-vector ISA: a file made with others is refused with one line (with another ISA or compiler inductor's
-hashes would differ, or the .so would not run, and the job would start cold without a word).
+vector ISA (ATen's cpu capability): a file made with others is refused with one line (with another ISA
+or compiler inductor's hashes would differ, or the .so would not run, and the job would start cold
+without a word).
 
 A file made with another torch version, device type or compile backend, or for other graphs (model,
 shapes, dtype, mode, ranks), would be ignored by torch's caches and the job would start cold without a
@@ -231,12 +231,14 @@ def unpack_kernels(section: bytes, where: str = "cache artifact") -> dict[str, i
             members = tf.getmembers()
             for m in members:
                 top, _, rel = m.name.partition("/")
-                if top not in dirs or not rel or not m.isfile():
+                if top not in dirs or not rel or not m.isfile() or rel.startswith("/") or ".." in rel.split("/"):
                     raise BadInput(f"{where}: damaged kernel section (unexpected entry {m.name!r})")
+            # the "data" filter (Python >= 3.10.12 / 3.11.4) on top of the check above, where there is one
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
             for m in members:
                 top, _, rel = m.name.partition("/")
                 m.name = rel
-                tf.extract(m, dirs[top], filter="data")
+                tf.extract(m, dirs[top], **safe)  # type: ignore[arg-type]
                 if top == "inductor" and rel.endswith(KERNEL_SUFFIXES):
                     got["kernels"] += 1
                 elif rel.endswith(".gch"):
