@@ -7,7 +7,8 @@ Runs the real command, `bringup train --cache all` (each arm a fresh worker proc
 regional, nested, aot cold on empty cache dirs; compile, regional, nested warm on the dirs their cold
 case left; compile, regional, aot from a portable artifact into empty dirs), and prints per arm the
 job's time to first step (artifact load + build + mode + step 1), its phases, the steady step and
-tokens/s, then the ratios the issue asks for:
+tokens/s, the compiled C++ kernels the artifact supplied / the job built, then the ratios the issue
+asks for:
 
     compile-cold / compile-artifact time to first step  (goal >= 10x)
     compile-artifact tokens/s vs compile-cold           (goal within 3%)
@@ -46,11 +47,20 @@ def one_run(a: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]:
     for c in data["cases"]:
         if c["status"] in ("pass", "fallback") and c.get("job_ttfs_s"):
             ph = c.get("ttfs_phases") or {}
+            k = (c.get("cache_layers") or {}).get("compiled_kernels") or {}
             out[c["name"]] = {"job_ttfs_s": c["job_ttfs_s"], "step_s": c["step_s"],
-                              "tokens_per_s": c["tokens_per_s"], **ph}  # fmt: skip
+                              "tokens_per_s": c["tokens_per_s"], **ph, "kernels_supplied": k.get("supplied", -1),
+                              "kernels_built": k.get("built", -1)}  # fmt: skip
         else:
             print(f"  {c['name']}: {c['status']} {c['reason']}")
     return out
+
+
+def _kernels(m: dict[str, float]) -> str:
+    """Compiled C++ kernels the artifact supplied / the job built ('-': not counted, e.g. eager)."""
+    if m.get("kernels_built", -1) < 0:
+        return "-"
+    return f"{m['kernels_supplied']:.0f}/{m['kernels_built']:.0f}"
 
 
 def main() -> int:
@@ -73,12 +83,13 @@ def main() -> int:
     med = {n: {k: statistics.median(r[n][k] for r in runs) for k in runs[0][n]} for n in arms}
     print(f"\n{a.device} {a.model}, batch {a.batch} x seq {a.seq}, median of {a.repeats} run(s):")
     print(f"  {'arm':18s} {'job 1st step s':>14s} {'load':>7s} {'build':>7s} {'mode':>7s} {'dynamo':>7s} "
-          f"{'aot':>7s} {'backend':>7s} {'rest':>7s} {'steady ms':>9s} {'tok/s':>9s}")  # fmt: skip
+          f"{'aot':>7s} {'backend':>7s} {'rest':>7s} {'steady ms':>9s} {'tok/s':>9s} "
+          f"{'kernels supplied/built':>22s}")  # fmt: skip
     for n, m in sorted(med.items(), key=lambda kv: kv[1]["job_ttfs_s"]):
         ph = [m.get(k, 0.0) for k in ("load_artifact_s", "build_s", "apply_mode_s", "dynamo_s", "aot_autograd_s",
                                       "backend_s", "run_s")]  # fmt: skip
         print(f"  {n:18s} {m['job_ttfs_s']:14.2f} " + " ".join(f"{x:7.2f}" for x in ph)
-              + f" {m['step_s'] * 1e3:9.1f} {m['tokens_per_s']:9.0f}")  # fmt: skip
+              + f" {m['step_s'] * 1e3:9.1f} {m['tokens_per_s']:9.0f} {_kernels(m):>22s}")  # fmt: skip
     rc = 0
     if "compile-cold" in med and "compile-artifact" in med:
         cold, art = med["compile-cold"], med["compile-artifact"]

@@ -308,6 +308,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
             paths = [dirs.root / cache.ARTIFACT] + ([Path(spec.save_artifact)] if spec.save_artifact else [])
             mode_kw, finish = cache.saver(spec, ctx.device.type, paths)
         r.fields["cache_dir"] = str(dirs.root)
+    kernels_before = _kernel_files() if spec.compiled else None  # what the job then builds, counted after
     phase = lambda: ctx.phase("compile" if spec.compiled else "first_step", spec.compile_budget_s)
     try:
         if spec.nproc > 1:
@@ -347,7 +348,9 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     if spec.compiled:
         from bringup.train.accounting import account
 
-        verdicts_after = account(r, spec, out.final, loaded)
+        after = _kernel_files()
+        built = len(after - kernels_before) if after is not None and kernels_before is not None else None
+        verdicts_after = account(r, spec, out.final, loaded, built)
         if verdicts_after:
             r.status, r.reason = verdict(verdicts + verdicts_after, r.fields.get("tying_finding", ""))
     if finish is not None and r.status is Status.PASS:
@@ -360,6 +363,16 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
         r.metric("cache_bytes", dirs.size_bytes(), "B")
         r.fields["cache_layer_bytes"] = dirs.layer_bytes()
     return r
+
+
+def _kernel_files() -> set[str] | None:
+    """The compiled kernel files in this job's inductor cache dir (None: that dir cannot be read)."""
+    from bringup.train import artifact
+
+    try:
+        return artifact.kernel_files()
+    except OSError:
+        return None
 
 
 # A numeric failure outranks the rest; then what a check raised (error, oom, unsupported ...); `ref_fail`

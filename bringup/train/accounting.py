@@ -1,5 +1,6 @@
 """Cache accounting of one compiled case: hits, misses and bypasses per cache layer (torch's counters,
-train/compile_metrics.py), the warnings a team needs (a backend that bypasses a layer), and the one
+train/compile_metrics.py), the compiled C++ kernels the artifact supplied vs the job built (files in the
+inductor cache dir), the warnings a team needs (a backend that bypasses a layer), and the one
 verdict: a warm or artifact arm whose caches gave nothing (every lookup missed) did not start warm."""
 
 from __future__ import annotations
@@ -58,13 +59,41 @@ def reused_nothing(spec: TrainSpec, cache: dict[str, int]) -> str:
     return ""
 
 
-def account(r: CaseResult, spec: TrainSpec, snap: dict[str, Any], loaded: dict[str, Any]) -> list[tuple[Status, str]]:
-    """Record the case's cache layers and warnings; the verdicts they give (a warm start that was cold)."""
+def compiled_kernels(spec: TrainSpec, loaded: dict[str, Any], built: int | None) -> dict[str, int] | None:
+    """The compiled C++ kernels (files on disk, not the in-memory `kernels` counters): how many the artifact
+    supplied and how many this job had to build. None when not counted."""
+    if built is None:
+        return None
+    return {"supplied": int(loaded.get("kernels_supplied", 0)), "built": built}
+
+
+def kernel_warning(spec: TrainSpec, kernels: dict[str, int] | None) -> str:
+    """An artifact arm that still built compiled kernels paid for them in its first step: say how many
+    and why that can be (no kernel section, or kernels for other compile flags)."""
+    if spec.cache != CACHE_ARTIFACT or not kernels or not kernels["built"]:
+        return ""
+    if not kernels["supplied"]:
+        return (f"the cache artifact supplied no compiled kernels: this job built {kernels['built']} itself "
+                "(the artifact holds graphs only)")  # fmt: skip
+    return (f"the cache artifact supplied {kernels['supplied']} compiled kernel(s) but this job built "
+            f"{kernels['built']} more (other compile flags or code than the job that made it)")  # fmt: skip
+
+
+def account(r: CaseResult, spec: TrainSpec, snap: dict[str, Any], loaded: dict[str, Any], built: int | None = None
+            ) -> list[tuple[Status, str]]:  # fmt: skip
+    """Record the case's cache layers and warnings; the verdicts they give (a warm start that was cold).
+    `built`: compiled kernel files this job wrote (None: not counted)."""
     r.fields["cache_layers"] = layers(snap["cache"])
+    kernels = compiled_kernels(spec, loaded, built)
+    if kernels is not None:
+        r.fields["cache_layers"]["compiled_kernels"] = kernels
     if loaded:
         r.fields["cache_layers"]["artifact"] = {"loaded": sum(loaded.get("entries", {}).values()) or 1,
-                                                "bytes": loaded.get("bytes", 0)}  # fmt: skip
-    if warns := warnings(spec, snap):
+                                                "bytes": loaded.get("bytes", 0),
+                                                "kernels": loaded.get("kernels_supplied", 0),
+                                                "headers": loaded.get("headers_supplied", 0)}  # fmt: skip
+    warns = warnings(spec, snap) + ([w] if (w := kernel_warning(spec, kernels)) else [])
+    if warns:
         r.fields["cache_warnings"] = warns
     if why := reused_nothing(spec, snap["cache"]):
         return [(Status.UNSUPPORTED, why)]

@@ -1,26 +1,45 @@
 """Portable warm caches: a file that starts a new job warm on another machine (or in another cache dir).
 
-A file is one header line, one JSON line, then the payload:
+A file is one header line, one JSON line, then the payload and the kernel section:
 
-    BRINGUP-CACHE-ARTIFACT v1\\n
+    BRINGUP-CACHE-ARTIFACT v2\\n
     {"kind": "mega-cache" | "aot-function", "torch": "2.13.0+cpu", "device_type": "cpu",
      "backend": "inductor", "mode": "compile", "model": "qwen3-tiny", "dtype": "fp32", "batch": 4,
-     "seq": 256, "nproc": 1, "overrides": [], "bytes": N, "made": "<UTC time>"}\\n
-    <payload>
+     "seq": 256, "nproc": 1, "overrides": [], "bytes": N, "made": "<UTC time>",
+     "kernels": null | {"bytes": K, "sha256": ..., "kernels": n, "headers": h, "machine": "x86_64",
+                        "cpu_capability": "AVX512", "compiler": "gcc version 12.2.0 ...", "compiler_sha256": ...}}\\n
+    <payload: N bytes><kernel section: K bytes>
 
 mega-cache: `torch.compiler.save_cache_artifacts()` after a run (PGO, AOTAutograd, FX graph and
 autotuning caches in one blob), loaded with `torch.compiler.load_cache_artifacts()` before anything
 compiles. aot-function: `torch.compile(fn, fullgraph=True).aot_compile(...)` saved with
 `save_compiled_function`, loaded with `torch.compiler.load_compiled_function`.
 
+The kernel section (a gzip tar, `tarfile`): what the mega-cache does not hold and a cpu job would
+otherwise build again in its cache-hit path (torch 2.13): inductor's compiled C++ kernels (`*.so`,
+`*.o` under the inductor cache dir, named by a hash of their source and compile command line, not of
+the directory, so they are found at the same relative place in another cache dir) and its precompiled
+headers (`*.h` + `*.h.gch` under `codecache._HEADER_DIR`, named by a hash of the header, its command
+line and the compiler version; gcc uses a .gch from another directory: checked, a new job that got
+only the headers built its kernels without building the header again). Unpacked into the new job's
+empty dirs before anything compiles. The kernels depend on the machine, the C++ compiler and the
+vector ISA (ATen's cpu capability): a file made with others is refused with one line (with another ISA
+or compiler inductor's hashes would differ, or the .so would not run, and the job would start cold
+without a word).
+
 A file made with another torch version, device type or compile backend, or for other graphs (model,
 shapes, dtype, mode, ranks), would be ignored by torch's caches and the job would start cold without a
-word: `check` refuses it with one line naming the difference (BadInput: exit 2).
+word: `check` refuses it with one line naming the difference (BadInput: exit 2). So is a file of the
+older layout (v1: no kernel section) and a damaged kernel section (its sha256).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import platform
+import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,17 +47,23 @@ from typing import Any
 
 from bringup.errors import BadInput
 
-MAGIC = b"BRINGUP-CACHE-ARTIFACT v1\n"
+MAGIC = b"BRINGUP-CACHE-ARTIFACT v2\n"
+OLD_MAGICS = (b"BRINGUP-CACHE-ARTIFACT v1\n",)
 KIND_MEGA, KIND_AOT = "mega-cache", "aot-function"
 # What the file's graphs were made for: a difference in any of these means torch's caches would miss.
 STACK_KEYS = ("torch", "device_type", "backend")
 GRAPH_KEYS = ("mode", "model", "overrides", "dtype", "batch", "seq", "nproc")
+# What compiled kernels depend on: a difference means they would be built again (or not load).
+KERNEL_KEYS = ("machine", "cpu_capability", "compiler_sha256")
+KERNEL_SUFFIXES = (".so", ".o")  # inductor's compiled C++ kernels (cpu), named by content hash
+HEADER_SUFFIXES = (".h", ".gch")  # inductor's precompiled headers and the one-line header each compiles
 
 
 @dataclass(frozen=True)
 class Artifact:
     header: dict[str, Any]
     payload: bytes
+    kernels: bytes = b""
 
 
 def header_for(spec: Any, device_type: str, kind: str) -> dict[str, Any]:
@@ -49,39 +74,59 @@ def header_for(spec: Any, device_type: str, kind: str) -> dict[str, Any]:
             "batch": spec.batch, "seq": spec.seq, "nproc": spec.nproc}  # fmt: skip
 
 
-def encode(header: dict[str, Any], payload: bytes) -> bytes:
-    h = {**header, "bytes": len(payload), "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    return MAGIC + json.dumps(h, sort_keys=True).encode() + b"\n" + payload
+def encode(header: dict[str, Any], payload: bytes, kernels: bytes = b"", kernel_info: dict[str, Any] | None = None
+           ) -> bytes:  # fmt: skip
+    """The file's bytes. `kernels` (a kernel section from `pack_kernels`) goes with `kernel_info`, the
+    stack it was built on (`kernel_stack()` plus its counts)."""
+    ks = None
+    if kernels:
+        ks = {**(kernel_info or {}), "bytes": len(kernels), "sha256": hashlib.sha256(kernels).hexdigest()}
+    h = {**header, "bytes": len(payload), "kernels": ks, "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return MAGIC + json.dumps(h, sort_keys=True).encode() + b"\n" + payload + kernels
 
 
-def write(path: Path, header: dict[str, Any], payload: bytes) -> None:
+def write(path: Path, header: dict[str, Any], payload: bytes, kernels: bytes = b"",
+          kernel_info: dict[str, Any] | None = None) -> None:  # fmt: skip
     from bringup.files import atomic_write_bytes
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, encode(header, payload))
+    atomic_write_bytes(path, encode(header, payload, kernels, kernel_info))
 
 
 def read(path: str | Path) -> Artifact:
-    """The file's header and payload; BadInput (one line) for a missing, unreadable or foreign file."""
+    """The file's header, payload and kernel section; BadInput (one line) for a missing, unreadable,
+    foreign, old-format, truncated or damaged file."""
     p = Path(path)
     try:
         data = p.read_bytes()
     except OSError as e:
         raise BadInput(f"cache artifact {path}: cannot read it: {e.strerror or e}") from None
+    if old := next((m for m in OLD_MAGICS if data.startswith(m)), None):
+        raise BadInput(f"cache artifact {path}: file format {old.decode().split()[-1]} (an older bringup: it carries "
+                       f"no compiled kernels); this bringup reads {MAGIC.decode().split()[-1]}: make a new one with "
+                       "--save-cache-artifact")  # fmt: skip
     if not data.startswith(MAGIC):
         raise BadInput(f"cache artifact {path}: not a bringup cache artifact (no '{MAGIC.decode().strip()}' "
                        "header); make one with `bringup train --save-cache-artifact PATH`")  # fmt: skip
-    line, sep, payload = data[len(MAGIC) :].partition(b"\n")
+    line, sep, body = data[len(MAGIC) :].partition(b"\n")
     try:
         header = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError):
         header = None
     if not sep or not isinstance(header, dict) or header.get("kind") not in (KIND_MEGA, KIND_AOT):
         raise BadInput(f"cache artifact {path}: damaged header")
-    if header.get("bytes") != len(payload):
-        raise BadInput(f"cache artifact {path}: truncated ({len(payload)} of {header.get('bytes')} payload bytes)")
-    return Artifact(header, payload)
+    ks = header.get("kernels")
+    if ks is not None and not (isinstance(ks, dict) and isinstance(ks.get("bytes"), int)):
+        raise BadInput(f"cache artifact {path}: damaged header (kernel section)")
+    n, k = header.get("bytes"), (ks or {}).get("bytes", 0)
+    if not isinstance(n, int) or n + k != len(body):
+        raise BadInput(f"cache artifact {path}: truncated ({len(body)} of {n} + {k} payload and kernel bytes)")
+    payload, kernels = body[:n], body[n:]
+    if kernels and hashlib.sha256(kernels).hexdigest() != ks.get("sha256"):
+        raise BadInput(f"cache artifact {path}: damaged kernel section (its sha256 differs from the header's): "
+                       "make a new one with --save-cache-artifact")  # fmt: skip
+    return Artifact(header, payload, kernels)
 
 
 def mismatch(header: dict[str, Any], want: dict[str, Any]) -> str:
@@ -91,19 +136,117 @@ def mismatch(header: dict[str, Any], want: dict[str, Any]) -> str:
     return ", ".join(diffs)
 
 
+def kernel_mismatch(kernels: dict[str, Any] | None, here: dict[str, Any]) -> str:
+    """'' when the file's compiled kernels fit this machine (or it has none), else what differs."""
+    if not kernels:
+        return ""
+    diffs = []
+    for k in KERNEL_KEYS:
+        if kernels.get(k) != here.get(k):
+            name = k.removesuffix("_sha256")  # the compiler is compared by its full `-v` output, named by its version
+            diffs.append(f"{name} {kernels.get(name)!r} (this machine: {here.get(name)!r})")
+    return ", ".join(diffs)
+
+
 def _norm(v: Any) -> Any:
     return list(v) if isinstance(v, tuple) else v
 
 
 def check(path: str | Path, spec: Any, device_type: str) -> dict[str, Any]:
-    """Read the file and refuse it (BadInput, one line) when it was made for another stack or graphs.
-    Returns its header."""
-    art = read(path)
+    """Read the file and refuse it (BadInput, one line) when it was made for another stack or graphs, or
+    its compiled kernels for another machine or compiler. Returns its header."""
+    return fits(read(path), path, spec, device_type).header
+
+
+def fits(art: Artifact, path: str | Path, spec: Any, device_type: str) -> Artifact:
+    """`check` on a file already read: the artifact, or BadInput (one line)."""
     want = header_for(spec, device_type, art.header["kind"])
     if diff := mismatch(art.header, want):
         raise BadInput(f"cache artifact {path} does not fit this run: {diff}; torch's caches would miss and the "
                        "job would start cold: make one on this stack with --save-cache-artifact")  # fmt: skip
-    return art.header
+    if diff := kernel_mismatch(art.header.get("kernels"), kernel_stack() if art.header.get("kernels") else {}):
+        raise BadInput(f"cache artifact {path}: its compiled kernels were built on another machine or compiler: "
+                       f"{diff}; they would be built again (or not load) and the job would start cold: make one "
+                       "on this machine with --save-cache-artifact")  # fmt: skip
+    return art
+
+
+# ---- the compiled kernels (the kernel section) ----------------------------------------------------
+def kernel_stack() -> dict[str, Any]:
+    """What compiled C++ kernels depend on, cheap to ask (no compile): the machine, ATen's cpu capability
+    (the vector ISA class) and the C++ compiler inductor calls (its `-v` output)."""
+    import torch
+    from torch._inductor.cpp_builder import get_compiler_version_info, get_cpp_compiler
+
+    try:
+        compiler = get_compiler_version_info(get_cpp_compiler())
+    except Exception as e:  # no compiler: nothing could have been built with it
+        compiler = f"unavailable ({type(e).__name__})"
+    version = next((x for x in compiler.split("_") if " version " in x), compiler[-120:])
+    return {"machine": platform.machine(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "compiler": version.strip(), "compiler_sha256": hashlib.sha256(compiler.encode()).hexdigest()}  # fmt: skip
+
+
+def kernel_dirs() -> dict[str, Path]:
+    """Where this process's inductor looks for compiled kernels and precompiled headers."""
+    from torch._inductor import codecache
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return {"inductor": Path(cache_dir()), "headers": Path(codecache._HEADER_DIR)}
+
+
+def kernel_files(root: Path | None = None) -> set[str]:
+    """The compiled kernels under the inductor cache dir (relative paths)."""
+    root = root or kernel_dirs()["inductor"]
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.suffix in KERNEL_SUFFIXES}
+
+
+def pack_kernels() -> tuple[bytes, dict[str, Any]]:
+    """This process's compiled kernels and precompiled headers as a gzip tar (b"" when none), and what
+    they were built on with their counts."""
+    dirs = kernel_dirs()
+    names = {"inductor": sorted(kernel_files(dirs["inductor"])),
+             "headers": sorted(str(p.relative_to(dirs["headers"])) for p in dirs["headers"].glob("**/*")
+                               if p.is_file() and p.suffix in HEADER_SUFFIXES and "locks" not in p.parts)}  # fmt: skip
+    if not names["inductor"]:
+        return b"", {}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tf:  # level 1: 150 MB of headers in ~1 s
+        for top, rels in names.items():
+            for rel in rels:
+                tf.add(dirs[top] / rel, arcname=f"{top}/{rel}", recursive=False)
+    info = {**kernel_stack(), "kernels": len(names["inductor"]),
+            "headers": sum(1 for r in names["headers"] if r.endswith(".gch"))}  # fmt: skip
+    return buf.getvalue(), info
+
+
+def unpack_kernels(section: bytes, where: str = "cache artifact") -> dict[str, int]:
+    """Unpack a kernel section into this process's (empty) inductor and header dirs, where inductor looks
+    before it builds anything: {"kernels": n, "headers": h}. A section that is not a tar of those two
+    dirs is refused with one line (BadInput)."""
+    dirs = kernel_dirs()
+    got = {"kernels": 0, "headers": 0}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(section), mode="r:gz") as tf:
+            members = tf.getmembers()
+            for m in members:
+                top, _, rel = m.name.partition("/")
+                if top not in dirs or not rel or not m.isfile() or rel.startswith("/") or ".." in rel.split("/"):
+                    raise BadInput(f"{where}: damaged kernel section (unexpected entry {m.name!r})")
+            # the "data" filter (Python >= 3.10.12 / 3.11.4) on top of the check above, where there is one
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            for m in members:
+                top, _, rel = m.name.partition("/")
+                m.name = rel
+                tf.extract(m, dirs[top], **safe)  # type: ignore[arg-type]
+                if top == "inductor" and rel.endswith(KERNEL_SUFFIXES):
+                    got["kernels"] += 1
+                elif rel.endswith(".gch"):
+                    got["headers"] += 1
+    except (tarfile.TarError, OSError, EOFError) as e:
+        why = (str(e).splitlines() or [""])[0]
+        raise BadInput(f"{where}: damaged kernel section ({type(e).__name__}: {why})") from None
+    return got
 
 
 # ---- the payloads (in the worker) ---------------------------------------------------------------

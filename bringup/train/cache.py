@@ -17,7 +17,8 @@ primes a directory of its own in a child process first (a full cold compile, not
 A device plugin's own compile cache (e.g. Neuron's) is not moved: set its variable in the environment.
 
 artifact: a new job with empty directories (`<mode>-<key>-artifact/`, wiped) that loads a portable
-artifact (train/artifact.py) before anything compiles: the user's file (--load-cache-artifact), else the
+artifact (train/artifact.py: torch's mega-cache, and the compiled C++ kernels and precompiled headers
+unpacked where inductor looks) before anything compiles: the user's file (--load-cache-artifact), else the
 one its cold case wrote (`artifact.bin` in the cold dir: every passing cold case writes one), else one
 made by a priming child in a directory of its own (`-primed-artifact/`), not timed.
 """
@@ -120,9 +121,10 @@ def saver(spec: TrainSpec, device_type: str, paths: list[Path]) -> tuple[dict[st
         if not payload:
             return 0
         head = artifact.header_for(spec, device_type, artifact.KIND_AOT if aot else artifact.KIND_MEGA)
+        kernels, info = artifact.pack_kernels()  # the compiled C++ kernels the mega-cache does not hold
         for p in paths:
-            artifact.write(p, head, payload)
-        return len(payload)
+            artifact.write(p, head, payload, kernels, info)
+        return len(payload) + len(kernels)
 
     return kw, finish
 
@@ -133,16 +135,19 @@ def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any],
     is handed to the aot mode, which loads it when the model is prepared (timed in apply_mode_s)."""
     import time
 
-    head = artifact.check(path, spec, device_type)
-    art = artifact.read(path)
+    t = time.perf_counter()  # the job pays for reading and checking the file too
+    art = artifact.fits(artifact.read(path), path, spec, device_type)
+    head = art.header
+    if head["kind"] == artifact.KIND_AOT and spec.mode != "aot":
+        raise BadInput(f"cache artifact {path} holds an AOT-compiled function: use it with --modes aot")
+    # the compiled kernels first: in place before anything (the mega-cache's graphs included) compiles
+    supplied = artifact.unpack_kernels(art.kernels, f"cache artifact {path}") if art.kernels else {}
+    out = {"kind": head["kind"], "bytes": len(art.payload) + len(art.kernels),
+           "kernels_supplied": supplied.get("kernels", 0), "headers_supplied": supplied.get("headers", 0)}  # fmt: skip
     if head["kind"] == artifact.KIND_AOT:
-        if spec.mode != "aot":
-            raise BadInput(f"cache artifact {path} holds an AOT-compiled function: use it with --modes aot")
-        return {"load": art.payload}, {"kind": head["kind"], "load_s": 0.0, "bytes": len(art.payload)}
-    t = time.perf_counter()
+        return {"load": art.payload}, {**out, "load_s": time.perf_counter() - t}
     entries = artifact.load_mega_cache(art.payload)
-    return {}, {"kind": head["kind"], "load_s": time.perf_counter() - t, "entries": entries,
-                "bytes": len(art.payload)}  # fmt: skip
+    return {}, {**out, "load_s": time.perf_counter() - t, "entries": entries}
 
 
 def prepare(spec: TrainSpec, run_dir: Path) -> tuple[CacheDirs, bool]:

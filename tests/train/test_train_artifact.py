@@ -72,46 +72,76 @@ CHILD = r"""
 import json, os, sys, tempfile
 root, mode, art = sys.argv[1], sys.argv[2], sys.argv[3]
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
-# inductor's C++ precompiled headers live under the temp dir whatever TORCHINDUCTOR_CACHE_DIR says: the
-# children share one (headers hold no graph, so no cache hit comes from them; the test stays cheap)
-os.makedirs(sys.argv[5], exist_ok=True)
-os.environ["TMPDIR"] = tempfile.tempdir = sys.argv[5]
+# inductor's C++ precompiled headers live under the temp dir whatever TORCHINDUCTOR_CACHE_DIR says: each
+# child has its own, as each new job has (bringup's cache dirs point TMPDIR at the case's tmp/)
+os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
+os.environ["TMPDIR"] = tempfile.tempdir = os.path.join(root, "tmp")
 import torch
 from bringup.train import artifact, compile_metrics
 from bringup.train.spec import TrainSpec
 spec = TrainSpec(mode="compile", model="tiny-mlp", batch=4, seq=16)
 width = int(sys.argv[4])
-loaded = {}
-if mode == "load":
+loaded, supplied = {}, {}
+if mode.startswith("load"):
     artifact.check(art, spec, "cpu")
-    loaded = artifact.load_mega_cache(artifact.read(art).payload)
+    a = artifact.read(art)
+    if mode == "load" and a.kernels:
+        supplied = artifact.unpack_kernels(a.kernels)
+    loaded = artifact.load_mega_cache(a.payload)
+kernels = artifact.kernel_files()
+headers_dir = artifact.kernel_dirs()["headers"]
+gch = {str(p) for p in headers_dir.glob("**/*.gch")}
 torch.manual_seed(0)
 m = torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.SiLU(), torch.nn.Linear(width, 16))
 torch.compile(m)(torch.randn(4, 16)).sum().backward()
 if mode == "save":
-    artifact.write(art, artifact.header_for(spec, "cpu", artifact.KIND_MEGA), artifact.mega_cache_bytes())
-print(json.dumps({"cache": compile_metrics.snapshot()["cache"], "loaded": loaded}))
+    artifact.write(art, artifact.header_for(spec, "cpu", artifact.KIND_MEGA), artifact.mega_cache_bytes(),
+                   *artifact.pack_kernels())
+print(json.dumps({"cache": compile_metrics.snapshot()["cache"], "loaded": loaded, "supplied": supplied,
+                  "built": len(artifact.kernel_files() - kernels),
+                  "headers_built": len({str(p) for p in headers_dir.glob("**/*.gch")} - gch),
+                  "headers_dir": str(headers_dir)}))
 """
 
 
 def _child(tmp: Path, name: str, mode: str, art: Path, width: int = 32) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-c", CHILD, str(tmp / name), mode, str(art), str(width), str(tmp / "shared-tmp")]
+    argv = [sys.executable, "-c", CHILD, str(tmp / name), mode, str(art), str(width)]
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def test_artifact_made_in_one_process_starts_another_warm(tmp_path: Path) -> None:
+def test_artifact_made_in_one_process_starts_another_warm_with_no_kernel_built(tmp_path: Path) -> None:
+    """The new job (empty cache dirs, empty temp dir) hits every graph and builds no C++ kernel and no
+    precompiled header: the artifact supplied them. Counted as files inductor wrote, not timed."""
     art = tmp_path / "warm.bin"
     made = _child(tmp_path, "a", "save", art)
-    assert made["cache"]["fx_miss"] > 0 and made["cache"]["fx_hit"] == 0  # process A compiled cold
+    assert made["cache"]["fx_miss"] > 0 and made["cache"]["fx_hit"] == 0  # process A compiled cold ...
+    assert made["built"] > 0 and made["headers_built"] > 0  # ... and built its kernels: the count sees builds
+    head = artifact.read(art).header
+    assert head["kernels"]["kernels"] == made["built"] and head["kernels"]["headers"] == made["headers_built"]
     got = _child(tmp_path, "b", "load", art)  # fresh process, empty cache dirs, the artifact loaded
-    assert not list((tmp_path / "a").glob("**/b"))  # (b never saw a's directories)
+    assert got["headers_dir"].startswith(str(tmp_path / "b"))  # (b never saw a's directories)
     c = got["cache"]
     assert got["loaded"].get("inductor", 0) > 0 and got["loaded"].get("aot_autograd", 0) > 0
     assert c["fx_hit"] > 0 and c["fx_miss"] == 0 and c["aot_hit"] > 0 and c["aot_miss"] == 0
+    assert got["supplied"] == {"kernels": made["built"], "headers": made["headers_built"]}
+    assert got["built"] == 0 and got["headers_built"] == 0
     assert accounting.reused_nothing(TrainSpec(mode="compile", cache="artifact"), c) == ""
+
+
+@pytest.mark.slow
+def test_graphs_alone_rebuild_the_kernels_and_the_count_says_so(tmp_path: Path) -> None:
+    """The counter's power on a real job: the mega-cache alone (the old artifact) hits every graph and
+    still builds every kernel, and the accounting warns."""
+    art = tmp_path / "warm.bin"
+    made = _child(tmp_path, "a", "save", art)
+    got = _child(tmp_path, "b", "load-graphs-only", art)
+    assert got["cache"]["fx_hit"] > 0 and got["cache"]["fx_miss"] == 0
+    assert got["built"] == made["built"] > 0
+    kernels = accounting.compiled_kernels(TrainSpec(mode="compile", cache="artifact"), {}, got["built"])
+    assert "supplied no compiled kernels" in accounting.kernel_warning(TrainSpec(cache="artifact"), kernels)
 
 
 @pytest.mark.slow
@@ -124,6 +154,99 @@ def test_an_artifact_for_other_graphs_is_caught_as_a_cold_start(tmp_path: Path) 
     assert other["fx_hit"] == 0 and other["fx_miss"] > 0
     why = accounting.reused_nothing(TrainSpec(mode="compile", cache="artifact"), other)
     assert why.startswith("the loaded cache artifact gave nothing")
+
+
+# ---- the kernel section: damaged, foreign, old -------------------------------------------------------
+def _kernel_section(files: dict[str, bytes]) -> bytes:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _with_kernels(p: Path, spec: TrainSpec = SPEC, **stack: object) -> bytes:
+    section = _kernel_section({"inductor/ab/cabc.so": b"\x7fELF-not-really", "headers/cdef.h": b"#include <x>\n"})
+    info = {**artifact.kernel_stack(), "kernels": 1, "headers": 0, **stack}
+    artifact.write(p, artifact.header_for(spec, "cpu", artifact.KIND_MEGA), b"mega", section, info)
+    return section
+
+
+def test_a_kernel_section_round_trips_and_unpacks_where_inductor_looks(tmp_path: Path, monkeypatch) -> None:
+    p = tmp_path / "a.bin"
+    section = _with_kernels(p)
+    art = artifact.read(p)
+    assert art.payload == b"mega" and art.kernels == section and art.header["kernels"]["bytes"] == len(section)
+    assert artifact.check(p, SPEC.with_(cache="artifact"), "cpu")["kernels"]["kernels"] == 1
+    dirs = {"inductor": tmp_path / "ind", "headers": tmp_path / "hdr"}
+    monkeypatch.setattr(artifact, "kernel_dirs", lambda: dirs)
+    assert artifact.unpack_kernels(art.kernels) == {"kernels": 1, "headers": 0}
+    assert (dirs["inductor"] / "ab" / "cabc.so").read_bytes() == b"\x7fELF-not-really"
+    assert artifact.kernel_files(dirs["inductor"]) == {"ab/cabc.so"} and (dirs["headers"] / "cdef.h").exists()
+
+
+def test_a_damaged_kernel_section_is_one_line_exit_2(cli, tmp_path: Path) -> None:
+    p = tmp_path / "a.bin"
+    spec = TrainSpec(mode="compile", batch=2, seq=64)
+    _with_kernels(p, spec)
+    data = bytearray(p.read_bytes())
+    data[-20] ^= 0xFF  # one flipped bit pattern inside the kernel section
+    p.write_bytes(bytes(data))
+    with pytest.raises(BadInput, match="damaged kernel section"):
+        artifact.read(p)
+    r = cli("--device", "cpu", "train", "--modes", "eager,compile", "--batch", "2", "--seq", "64",
+            "--load-cache-artifact", str(p))  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "damaged kernel section" in lines[0] and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("stack", "named"),
+    [({"cpu_capability": "SVE256"}, "cpu_capability 'SVE256'"), ({"machine": "aarch64"}, "machine 'aarch64'"),
+     ({"compiler": "clang version 19.1.0", "compiler_sha256": "0" * 64}, "compiler 'clang version 19.1.0'")],
+)  # fmt: skip
+def test_kernels_for_another_machine_or_compiler_are_refused_in_one_line(tmp_path: Path, stack: dict, named: str
+                                                                          ) -> None:  # fmt: skip
+    p = tmp_path / "a.bin"
+    _with_kernels(p, **stack)
+    with pytest.raises(BadInput) as e:
+        artifact.check(p, SPEC, "cpu")
+    msg = str(e.value)
+    assert "\n" not in msg and named in msg and "would start cold" in msg and "this machine" in msg
+
+
+def test_the_cli_refuses_kernels_for_another_isa_with_exit_2(cli, tmp_path: Path) -> None:
+    p = tmp_path / "a.bin"
+    _with_kernels(p, TrainSpec(mode="compile", batch=2, seq=64), cpu_capability="SVE256")
+    r = cli("--device", "cpu", "train", "--modes", "eager,compile", "--batch", "2", "--seq", "64",
+            "--load-cache-artifact", str(p))  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "cpu_capability 'SVE256'" in lines[0] and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("name", ["../evil.so", "elsewhere/x.so", "inductor/", "inductor/../../evil.so"])
+def test_a_kernel_section_with_foreign_entries_is_refused(tmp_path: Path, monkeypatch, name: str) -> None:
+    monkeypatch.setattr(artifact, "kernel_dirs", lambda: {"inductor": tmp_path / "i", "headers": tmp_path / "h"})
+    with pytest.raises(BadInput, match="damaged kernel section"):
+        artifact.unpack_kernels(_kernel_section({name: b"x"}))
+    with pytest.raises(BadInput, match="damaged kernel section"):
+        artifact.unpack_kernels(b"not a tar at all")
+    assert not (tmp_path / "evil.so").exists()
+
+
+def test_an_old_format_file_is_one_clear_line(tmp_path: Path) -> None:
+    p = tmp_path / "v1.bin"
+    p.write_bytes(b"BRINGUP-CACHE-ARTIFACT v1\n" + json.dumps({"kind": "mega-cache", "bytes": 1}).encode() + b"\nx")
+    with pytest.raises(BadInput) as e:
+        artifact.read(p)
+    assert "file format v1" in str(e.value) and "--save-cache-artifact" in str(e.value) and "\n" not in str(e.value)
 
 
 # ---- accounting, pure -------------------------------------------------------------------------------
@@ -164,6 +287,24 @@ def test_a_warm_arm_that_hit_nothing_is_unsupported_not_pass() -> None:
     assert r.fields["cache_layers"]["fx_graph"] == {"hit": 3, "miss": 0, "bypass": 0}
     # a cold arm misses by definition: no verdict
     assert accounting.account(r, TrainSpec(mode="compile", cache="cold"), _snap(fx_miss=3), {}) == []
+
+
+def test_kernels_supplied_and_built_are_counted_and_a_rebuild_is_warned_about() -> None:
+    art = TrainSpec(mode="compile", cache="artifact")
+    r = CaseResult(case_id="x", suite="train", name="compile-artifact", status=Status.PASS)
+    loaded = {"entries": {"inductor": 2}, "bytes": 10, "kernels_supplied": 9, "headers_supplied": 1}
+    assert accounting.account(r, art, _snap(fx_hit=2, aot_hit=1), loaded, built=0) == []
+    assert r.fields["cache_layers"]["compiled_kernels"] == {"supplied": 9, "built": 0}
+    assert r.fields["cache_layers"]["artifact"]["kernels"] == 9 and "cache_warnings" not in r.fields
+    accounting.account(r, art, _snap(fx_hit=2, aot_hit=1), loaded, built=4)
+    assert "supplied 9 compiled kernel(s) but this job built 4 more" in r.fields["cache_warnings"][0]
+    accounting.account(r, art, _snap(fx_hit=2, aot_hit=1), {"entries": {"inductor": 2}}, built=9)
+    assert "supplied no compiled kernels: this job built 9" in r.fields["cache_warnings"][0]
+    cold = TrainSpec(mode="compile", cache="cold")  # a cold arm builds its kernels: no warning, only the count
+    c = CaseResult(case_id="y", suite="train", name="compile-cold", status=Status.PASS)
+    accounting.account(c, cold, _snap(fx_miss=2, aot_miss=1), {}, built=9)
+    assert c.fields["cache_layers"]["compiled_kernels"] == {"supplied": 0, "built": 9}
+    assert "cache_warnings" not in c.fields
 
 
 # ---- the fastest-start table ----------------------------------------------------------------------

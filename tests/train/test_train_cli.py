@@ -213,11 +213,11 @@ def test_amp_bf16_trains_and_passes(cli, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_save_then_load_a_cache_artifact_in_another_run(cli, tmp_path: Path) -> None:
     """A fleet's warm cache: run 1 compiles cold and writes the artifact; run 2 (another run dir, empty
-    cache dirs, a fresh worker) loads it: every FX graph and AOTAutograd lookup hits."""
+    cache dirs, a fresh worker) loads it: every FX graph and AOTAutograd lookup hits, no kernel is built."""
     small = (*TINY, "--override", "num_hidden_layers=2", "--steps", "3")
     p = cli(*small, "--modes", "eager,compile", "--save-cache-artifact", "warm.bin", "--json", "a.json", timeout=1800)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert (tmp_path / "warm.bin").read_bytes().startswith(b"BRINGUP-CACHE-ARTIFACT v1\n")
+    assert (tmp_path / "warm.bin").read_bytes().startswith(b"BRINGUP-CACHE-ARTIFACT v2\n")
     p = cli(*small, "--load-cache-artifact", "warm.bin", "--json", "b.json", timeout=1800)  # a new run, new dirs
     assert p.returncode == 0, p.stderr[-2000:]
     row = _cases(load_json(tmp_path / "b.json"))["compile-artifact"]
@@ -226,3 +226,6 @@ def test_save_then_load_a_cache_artifact_in_another_run(cli, tmp_path: Path) -> 
     assert layers["fx_graph"]["hit"] > 0 and layers["fx_graph"]["miss"] == 0
     assert layers["aot_autograd"]["hit"] > 0 and layers["aot_autograd"]["miss"] == 0
     assert row["ttfs_phases"]["load_artifact_s"] > 0 and row["job_ttfs_s"] > row["ttfs_s"]
+    # the compiled C++ kernels came with the file: none built in the new job
+    assert layers["compiled_kernels"]["supplied"] > 0 and layers["compiled_kernels"]["built"] == 0, layers
+    assert layers["artifact"]["kernels"] == layers["compiled_kernels"]["supplied"] and "cache_warnings" not in row
