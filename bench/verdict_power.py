@@ -2,7 +2,7 @@
 the false failures of correct backends, on the quick zoo plus causal-LM types.
 
     .venv/bin/python bench/verdict_power.py [--precisions fp32,amp-bf16,bf16] [--families act,norm,...]
-        [--models llama,gpt2,...] [--limit N] [--clean eager,aot_eager,inductor] [--steps K]
+        [--models llama,gpt2,...] [--limit N] [--clean eager,aot_eager,inductor,splitk,upcast,sdpa_math] [--steps K]
         [--noise-seeds N] [--json FILE]
 
 Each model is run exactly as the zoo runs it (bringup/suites/zoo.py: the float64 reference, the trusted

@@ -371,7 +371,7 @@ def _kernel_files() -> set[str] | None:
 
     try:
         return artifact.kernel_files()
-    except OSError:
+    except (OSError, ImportError, AttributeError):  # unreadable, or a torch whose inductor lays it out otherwise
         return None
 
 

@@ -176,11 +176,12 @@ def kernel_stack() -> dict[str, Any]:
     """What compiled C++ kernels depend on, cheap to ask (no compile): the machine, ATen's cpu capability
     (the vector ISA class) and the C++ compiler inductor calls (its `-v` output)."""
     import torch
-    from torch._inductor.cpp_builder import get_compiler_version_info, get_cpp_compiler
 
     try:
+        from torch._inductor.cpp_builder import get_compiler_version_info, get_cpp_compiler
+
         compiler = get_compiler_version_info(get_cpp_compiler())
-    except Exception as e:  # no compiler: nothing could have been built with it
+    except Exception as e:  # no compiler (or a torch without these helpers): nothing to compare it with
         compiler = f"unavailable ({type(e).__name__})"
     version = next((x for x in compiler.split("_") if " version " in x), compiler[-120:])
     return {"machine": platform.machine(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -188,11 +189,16 @@ def kernel_stack() -> dict[str, Any]:
 
 
 def kernel_dirs() -> dict[str, Path]:
-    """Where this process's inductor looks for compiled kernels and precompiled headers."""
+    """Where this process's inductor looks for compiled kernels and precompiled headers (no "headers" on a
+    torch whose inductor keeps none: `codecache._HEADER_DIR` is torch >= 2.8)."""
     from torch._inductor import codecache
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
-    return {"inductor": Path(cache_dir()), "headers": Path(codecache._HEADER_DIR)}
+    dirs = {"inductor": Path(cache_dir())}
+    header_dir = getattr(codecache, "_HEADER_DIR", None)
+    if header_dir:
+        dirs["headers"] = Path(header_dir)
+    return dirs
 
 
 def kernel_files(root: Path | None = None) -> set[str]:
@@ -205,9 +211,11 @@ def pack_kernels() -> tuple[bytes, dict[str, Any]]:
     """This process's compiled kernels and precompiled headers as a gzip tar (b"" when none), and what
     they were built on with their counts."""
     dirs = kernel_dirs()
-    names = {"inductor": sorted(kernel_files(dirs["inductor"])),
-             "headers": sorted(str(p.relative_to(dirs["headers"])) for p in dirs["headers"].glob("**/*")
-                               if p.is_file() and p.suffix in HEADER_SUFFIXES and "locks" not in p.parts)}  # fmt: skip
+    names = {"inductor": sorted(kernel_files(dirs["inductor"]))}
+    if "headers" in dirs:
+        hd = dirs["headers"]
+        keep = [p for p in hd.glob("**/*") if p.is_file() and p.suffix in HEADER_SUFFIXES and "locks" not in p.parts]
+        names["headers"] = sorted(str(p.relative_to(hd)) for p in keep)
     if not names["inductor"]:
         return b"", {}
     buf = io.BytesIO()
@@ -216,7 +224,7 @@ def pack_kernels() -> tuple[bytes, dict[str, Any]]:
             for rel in rels:
                 tf.add(dirs[top] / rel, arcname=f"{top}/{rel}", recursive=False)
     info = {**kernel_stack(), "kernels": len(names["inductor"]),
-            "headers": sum(1 for r in names["headers"] if r.endswith(".gch"))}  # fmt: skip
+            "headers": sum(1 for r in names.get("headers", ()) if r.endswith(".gch"))}  # fmt: skip
     return buf.getvalue(), info
 
 
