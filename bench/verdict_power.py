@@ -18,7 +18,8 @@ parity of loss, logits and every grad, and the loss curve). The runs judged are:
     often bit-identical to the trusted run in low precision), aot_eager, inductor, and the correct
     variants of tests/zoo/perturb_backend.py (VARIANTS: `splitk` sums matmuls in another order,
     `upcast` computes activations, norms, softmax and SDPA in a wider dtype and rounds once, as fused
-    accelerator kernels do). Any of those flagged is a false failure.
+    accelerator kernels do, `sdpa_math` takes PyTorch's math attention path instead of the fused cpu
+    kernel). Any of those flagged is a false failure.
 Each family run also records its `effect`: the same family injected into the float64 reference run,
 so power can be read against the size of the change the perturbation makes to the result (a 1% error
 in an op whose output a norm rescales may change nothing), not only against the op's own error.

@@ -59,7 +59,7 @@ def reused_nothing(spec: TrainSpec, cache: dict[str, int]) -> str:
     return ""
 
 
-def compiled_kernels(spec: TrainSpec, loaded: dict[str, Any], built: int | None) -> dict[str, int] | None:
+def compiled_kernels(loaded: dict[str, Any], built: int | None) -> dict[str, int] | None:
     """The compiled C++ kernels (files on disk, not the in-memory `kernels` counters): how many the artifact
     supplied and how many this job had to build. None when not counted."""
     if built is None:
@@ -84,7 +84,7 @@ def account(r: CaseResult, spec: TrainSpec, snap: dict[str, Any], loaded: dict[s
     """Record the case's cache layers and warnings; the verdicts they give (a warm start that was cold).
     `built`: compiled kernel files this job wrote (None: not counted)."""
     r.fields["cache_layers"] = layers(snap["cache"])
-    kernels = compiled_kernels(spec, loaded, built)
+    kernels = compiled_kernels(loaded, built)
     if kernels is not None:
         r.fields["cache_layers"]["compiled_kernels"] = kernels
     if loaded:
