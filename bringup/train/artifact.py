@@ -6,8 +6,10 @@ A file is one header line, one JSON line, then the payload and the kernel sectio
     {"kind": "mega-cache" | "aot-function", "torch": "2.13.0+cpu", "device_type": "cpu",
      "backend": "inductor", "mode": "compile", "model": "qwen3-tiny", "dtype": "fp32", "batch": 4,
      "seq": 256, "nproc": 1, "overrides": [], "bytes": N, "made": "<UTC time>",
+     "sources": {module: sha256} (aot-function only: the modules it traced),
      "kernels": null | {"bytes": K, "sha256": ..., "kernels": n, "headers": h, "machine": "x86_64",
-                        "cpu_capability": "AVX512", "compiler": "gcc version 12.2.0 ...", "compiler_sha256": ...}}\\n
+                        "cpu_capability": "AVX512", "compiler": "gcc version 12.2.0 ...", "compiler_sha256": ...,
+                        "vec_isa": "avx512 avx512_vnni"}}\\n
     <payload: N bytes><kernel section: K bytes>
 
 mega-cache: `torch.compiler.save_cache_artifacts()` after a run (PGO, AOTAutograd, FX graph and
@@ -148,6 +150,28 @@ def kernel_mismatch(kernels: dict[str, Any] | None, here: dict[str, Any]) -> str
     return ", ".join(diffs)
 
 
+def source_mismatch(sources: dict[str, str] | None) -> str:
+    """'' when every module an AOT-compiled function traced has the source it was traced from (sha256),
+    else which changed. An AOT function keeps no guard on code (train/modes.py: portable_guards), so a
+    changed model file would silently run the code it was compiled from; a mega-cache needs no such check
+    (dynamo traces again and its graphs are looked up by what it traced)."""
+    import importlib
+    import inspect
+
+    import bringup.models  # noqa: F401  (the torchvision shim before transformers' modules import)
+
+    diffs = []
+    for name, digest in sorted((sources or {}).items()):
+        try:
+            now = hashlib.sha256(inspect.getsource(importlib.import_module(name)).encode()).hexdigest()
+        except Exception as e:  # gone, or no source to read: it cannot be the code that was compiled
+            diffs.append(f"{name} ({type(e).__name__})")
+            continue
+        if now != digest:
+            diffs.append(f"{name} (source sha256 {digest[:12]}, now {now[:12]})")
+    return ", ".join(diffs)
+
+
 def _norm(v: Any) -> Any:
     return list(v) if isinstance(v, tuple) else v
 
@@ -164,6 +188,10 @@ def fits(art: Artifact, path: str | Path, spec: Any, device_type: str) -> Artifa
     if diff := mismatch(art.header, want):
         raise BadInput(f"cache artifact {path} does not fit this run: {diff}; torch's caches would miss and the "
                        "job would start cold: make one on this stack with --save-cache-artifact")  # fmt: skip
+    if diff := source_mismatch(art.header.get("sources")):
+        raise BadInput(f"cache artifact {path}: the model code it compiled has changed since: {diff}; the "
+                       "AOT-compiled function would run the old code: make a new one with "
+                       "--save-cache-artifact")  # fmt: skip
     if diff := kernel_mismatch(art.header.get("kernels"), kernel_stack() if art.header.get("kernels") else {}):
         raise BadInput(f"cache artifact {path}: its compiled kernels were built on another machine or compiler: "
                        f"{diff}; they would be built again (or not load) and the job would start cold: make one "
@@ -223,9 +251,38 @@ def pack_kernels() -> tuple[bytes, dict[str, Any]]:
         for top, rels in names.items():
             for rel in rels:
                 tf.add(dirs[top] / rel, arcname=f"{top}/{rel}", recursive=False)
-    info = {**kernel_stack(), "kernels": len(names["inductor"]),
+    info = {**kernel_stack(), "kernels": len(names["inductor"]), "vec_isa": picked_vec_isa(),
             "headers": sum(1 for r in names.get("headers", ()) if r.endswith(".gch"))}  # fmt: skip
     return buf.getvalue(), info
+
+
+def picked_vec_isa() -> str:
+    """The vector ISA inductor picked (and proved, by building and loading test programs) in this process:
+    the compile flags of every cpu kernel it built ('' when it has none)."""
+    from torch._inductor import cpu_vec_isa
+
+    return str(cpu_vec_isa.pick_vec_isa())
+
+
+def adopt_vec_isa(name: str) -> bool:
+    """Take the vector ISA the kernels were built with instead of proving it again. Inductor's first cpu
+    kernel (compiled or loaded) in a process picks the ISA by building and `dlopen`ing a test program per
+    candidate in child processes (~1 s here with the probes' builds cached, ~10 s without): the artifact's
+    maker already proved its pick on a machine with this one's cpu capability and compiler (`fits`
+    checked both). `torch._inductor.config.cpp.vec_isa_ok = True` skips the proof; kept only when the
+    pick it gives is the maker's (else the kernels' flags would differ), otherwise undone. True when
+    adopted."""
+    from torch._inductor import config, cpu_vec_isa
+
+    if not name or config.cpp.vec_isa_ok is not None:  # none recorded, or the user decided already
+        return False
+    config.cpp.vec_isa_ok = True
+    cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    if str(cpu_vec_isa.pick_vec_isa()) == name:
+        return True
+    config.cpp.vec_isa_ok = None
+    cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    return False
 
 
 def unpack_kernels(section: bytes, where: str = "cache artifact") -> dict[str, int]:

@@ -112,15 +112,17 @@ def saver(spec: TrainSpec, device_type: str, paths: list[Path]) -> tuple[dict[st
     """For a cold run that leaves an artifact: (mode_kw for loop.train, finish). finish() writes what this
     process compiled to each path (the AOT-compiled function for aot, torch's mega-cache otherwise) and
     returns the payload's bytes (0: nothing to write)."""
-    got: dict[str, bytes] = {}
+    got: dict[str, Any] = {}
     aot = spec.mode == "aot"
-    kw: dict[str, Any] = {"on_compiled": lambda b: got.__setitem__("fn", b)} if aot else {}
+    kw: dict[str, Any] = {"on_compiled": lambda b, src: got.update(fn=b, sources=src)} if aot else {}
 
     def finish() -> int:
         payload = got.get("fn") if aot else artifact.mega_cache_bytes()
         if not payload:
             return 0
         head = artifact.header_for(spec, device_type, artifact.KIND_AOT if aot else artifact.KIND_MEGA)
+        if aot:  # what the function's dropped code guards protected: checked when it is loaded
+            head["sources"] = got.get("sources", {})
         try:  # the compiled C++ kernels the mega-cache does not hold
             kernels, info = artifact.pack_kernels()
         except (ImportError, AttributeError):  # an inductor laid out otherwise: graphs only (the load counts
@@ -145,8 +147,10 @@ def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any],
         raise BadInput(f"cache artifact {path} holds an AOT-compiled function: use it with --modes aot")
     # the compiled kernels first: in place before anything (the mega-cache's graphs included) compiles
     supplied = artifact.unpack_kernels(art.kernels, f"cache artifact {path}") if art.kernels else {}
+    isa = (head.get("kernels") or {}).get("vec_isa", "") if art.kernels else ""
     out = {"kind": head["kind"], "bytes": len(art.payload) + len(art.kernels),
-           "kernels_supplied": supplied.get("kernels", 0), "headers_supplied": supplied.get("headers", 0)}  # fmt: skip
+           "kernels_supplied": supplied.get("kernels", 0), "headers_supplied": supplied.get("headers", 0),
+           "vec_isa": isa, "vec_isa_adopted": artifact.adopt_vec_isa(isa)}  # fmt: skip
     if head["kind"] == artifact.KIND_AOT:
         return {"load": art.payload}, {**out, "load_s": time.perf_counter() - t}
     entries = artifact.load_mega_cache(art.payload)

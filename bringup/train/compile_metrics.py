@@ -4,6 +4,8 @@ Sources (torch 2.13): `torch._dynamo.utils.calculate_time_spent()` (cumulative s
 dynamo times: `entire_frame_compile` = dynamo tracing + the backend for the forward,
 `backend_compile` = AOT autograd + inductor for the forward, `entire_backward_compile` = the lazy
 backward compile, `inductor_compile` = inductor's own part, forward and backward),
+`torch._dynamo.utils.compilation_time_metrics` for an ahead-of-time compile (`aot_compile` runs no
+frame compile: its whole compile is the `fullgraph_capture` event, its tracing `bytecode_tracing`),
 `torch._dynamo.utils.counters` (graph breaks, graphs, FX-graph and AOT-autograd cache hits and
 misses) and `get_compilation_metrics()` (one record per frame compile, with `recompile_reason`).
 """
@@ -15,13 +17,17 @@ from typing import Any
 
 def snapshot() -> dict[str, Any]:
     """The process's compile metrics so far (cumulative)."""
-    from torch._dynamo.utils import calculate_time_spent, counters, get_compilation_metrics
+    from torch._dynamo.utils import calculate_time_spent, compilation_time_metrics, counters, get_compilation_metrics
 
     metrics = get_compilation_metrics()
+    times = {k: round(float(v), 4) for k, v in calculate_time_spent().items()}
+    for k in AOT_EVENTS:  # seconds per event, summed over its calls
+        if compilation_time_metrics.get(k):
+            times[k] = round(float(sum(compilation_time_metrics[k])), 4)
     reasons = [m.recompile_reason for m in metrics if m.recompile_reason]
     unimpl = counters.get("unimplemented", {})
     return {
-        "times": {k: round(float(v), 4) for k, v in calculate_time_spent().items()},
+        "times": times,
         "graph_breaks": int(sum(counters.get("graph_break", {}).values())),
         "break_reasons": sorted(counters.get("graph_break", {}))[:5],
         "graphs": int(counters.get("stats", {}).get("unique_graphs", 0)),
@@ -52,13 +58,28 @@ CACHE_COUNTERS: dict[str, tuple[str, str]] = {
 }
 
 
+# dynamo_timed events of an ahead-of-time compile (torch 2.13): the whole `aot_compile`, and its tracing.
+AOT_EVENTS = ("fullgraph_capture", "bytecode_tracing")
+
+
 def breakdown(times: dict[str, float]) -> dict[str, float]:
     """Compile seconds by phase: dynamo tracing, AOT autograd (joint graph, partition, cache loads),
-    the backend (inductor codegen + kernel compile, forward and backward), and their total."""
+    the backend (inductor codegen + kernel compile, forward and backward), and their total. An
+    ahead-of-time compile (no frame compile, a `fullgraph_capture`): its total, its bytecode tracing,
+    inductor's part, and AOT autograd as the rest (forward and backward are compiled inside it)."""
+    inductor = times.get("inductor_compile", 0.0)
+    whole = times.get("fullgraph_capture", 0.0)
+    if whole and not times.get("entire_frame_compile"):
+        tracing = min(times.get("bytecode_tracing", 0.0), whole)
+        return {
+            "total_s": round(whole, 4),
+            "dynamo_s": round(tracing, 4),
+            "aot_autograd_s": round(max(whole - tracing - inductor, 0.0), 4),
+            "backend_s": round(min(inductor, whole - tracing), 4),
+        }
     frame = times.get("entire_frame_compile", 0.0)
     backend_fw = times.get("backend_compile", 0.0)
     backward = times.get("entire_backward_compile", 0.0)
-    inductor = times.get("inductor_compile", 0.0)
     after_dynamo = backend_fw + backward
     return {
         "total_s": round(frame + backward, 4),

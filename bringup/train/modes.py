@@ -3,7 +3,7 @@ regions and ahead-of-time compile."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +36,12 @@ class _Loss:
 
 class AOTModel(torch.nn.Module):
     """The model behind an ahead-of-time compiled loss function. `load`: a saved function's bytes (a new
-    job: nothing compiles). Otherwise the first call compiles ahead of time (fullgraph) on its inputs
-    and `on_compiled` receives the saved function's bytes."""
+    job: nothing compiles). Otherwise the first call compiles ahead of time (fullgraph, guards filtered by
+    `portable_guards`) on its inputs and `on_compiled` receives the saved function's bytes and the
+    checksums of the source it traced (`traced_sources`)."""
 
     def __init__(self, inner: torch.nn.Module, backend: str, load: bytes | None = None,
-                 on_compiled: Callable[[bytes], None] | None = None) -> None:  # fmt: skip
+                 on_compiled: Callable[[bytes, dict[str, str]], None] | None = None) -> None:  # fmt: skip
         super().__init__()
         self.inner = inner
         self.backend = backend
@@ -53,7 +54,8 @@ class AOTModel(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> _Loss:
         if self.fn is None:
-            compiled = torch.compile(lm_loss, fullgraph=True, backend=self.backend)
+            compiled = torch.compile(lm_loss, fullgraph=True, backend=self.backend,
+                                     options={"guard_filter_fn": portable_guards})  # fmt: skip
             try:
                 self.fn = compiled.aot_compile(((self.inner, input_ids, labels), {}))  # type: ignore[attr-defined]
             except Exception as e:
@@ -62,8 +64,32 @@ class AOTModel(torch.nn.Module):
                                               f"{type(e).__name__}: {e}") from e  # fmt: skip
                 raise
             if self.on_compiled is not None:
-                self.on_compiled(aot_bytes(self.fn))
+                self.on_compiled(aot_bytes(self.fn), traced_sources(self.fn))
         return _Loss(self.fn(self.inner, input_ids, labels))
+
+
+def portable_guards(entries: Sequence[Any]) -> list[bool]:
+    """The guards an AOT-compiled function keeps: aot_compile's own default filter (no guard on a global,
+    none of the types `CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES` names: an object's id
+    means nothing in another process), applied to each guard's derived types too. transformers' forward
+    decorators are closures, and dynamo guards the wrapped function's `__code__` by id (a CONSTANT_MATCH
+    built on an ID_MATCH): with the default filter that one guard made `aot_compile` raise
+    `PackageError: ID_MATCH guard cannot be serialized` on every HF model (torch 2.13, measured). What
+    those guards protected (the traced code is the code that runs) is checked when the file is loaded
+    instead, by the checksums of the traced modules' source (`traced_sources`, train/artifact.py)."""
+    from torch._dynamo.guards import CheckFunctionManager
+
+    bad = set(CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES)
+    return [not (g.is_global or g.guard_type in bad or bad & set(g.derived_guard_types or ())) for g in entries]
+
+
+def traced_sources(fn: Any) -> dict[str, str]:
+    """{module: sha256 of its source} for every module whose code the AOT-compiled function traced."""
+    import hashlib
+
+    info = fn.source_info()
+    return {s.module: hashlib.sha256(s.content.encode()).hexdigest() for s in sorted(info.inlined_sources,
+            key=lambda s: s.module)}  # fmt: skip
 
 
 def aot_bytes(fn: Any) -> bytes:

@@ -445,3 +445,95 @@ def test_a_rank_that_compiles_alone_is_named() -> None:
     ok = CaseResult(case_id="y", suite="train", name="compile-cold", status=Status.PASS)
     record_ranks(ok, [30.0, 31.0, 29.5, 33.0])
     assert "slow_rank" not in ok.fields and ok.value("rank_compile_skew_s") == pytest.approx(3.5)
+
+
+# ---- ahead-of-time compile of a Hugging Face model ---------------------------------------------------
+def _entry(guard_type: str, derived: tuple[str, ...] = (), is_global: bool = False) -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(guard_type=guard_type, derived_guard_types=derived, is_global=is_global)
+
+
+def test_portable_guards_drop_what_cannot_be_serialized_and_keep_the_tensor_guards() -> None:
+    """The guard that made every HF model `unsupported` (transformers' forward decorator: the wrapped
+    function's `__code__`, a CONSTANT_MATCH built on an ID_MATCH) is dropped with its derived type; the
+    guards that say what the compiled code may run on (tensors, shapes, global state) stay."""
+    from bringup.train import modes
+
+    entries = [_entry("TENSOR_MATCH"), _entry("SHAPE_ENV"), _entry("GLOBAL_STATE"),
+               _entry("CONSTANT_MATCH", ("ID_MATCH",)), _entry("ID_MATCH", ("ID_MATCH",)),
+               _entry("TENSOR_MATCH", is_global=True), _entry("CONSTANT_MATCH", ("EQUALS_MATCH",))]  # fmt: skip
+    assert modes.portable_guards(entries) == [True, True, True, False, False, False, True]
+
+
+def test_an_aot_artifact_whose_model_code_changed_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    """An AOT-compiled function keeps no guard on code, so the file records the traced modules' source:
+    a model file edited since is refused (it would run the old code), an unchanged one fits."""
+    import hashlib
+    import importlib
+
+    mod = tmp_path / "aot_model_src.py"
+    mod.write_text("def f(x):\n    return x + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("aot_model_src")
+    digest = hashlib.sha256(mod.read_text().encode()).hexdigest()
+    p = tmp_path / "aot.bin"
+    spec = TrainSpec(mode="aot", batch=2, seq=64)
+    head = {**artifact.header_for(spec, "cpu", artifact.KIND_AOT), "sources": {"aot_model_src": digest}}
+    artifact.write(p, head, b"fn")
+    assert artifact.check(p, spec.with_(cache="artifact"), "cpu")["kind"] == artifact.KIND_AOT
+    mod.write_text("def f(x):\n    return x + 2\n")  # the model code changes after the file was made
+    os.utime(mod, (1, 1))  # (a new mtime, whatever the clock's resolution: inspect re-reads the file)
+    with pytest.raises(BadInput) as e:
+        artifact.check(p, spec.with_(cache="artifact"), "cpu")
+    msg = str(e.value)
+    assert "\n" not in msg and "aot_model_src" in msg and "has changed" in msg and "old code" in msg
+    artifact.write(p, {**head, "sources": {"no_such_module_anywhere": digest}}, b"fn")
+    with pytest.raises(BadInput, match="no_such_module_anywhere"):
+        artifact.check(p, spec, "cpu")
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_aot_compiles_an_hf_model_and_a_new_job_runs_it_with_nothing_compiled(cli, tmp_path: Path, backend: str
+                                                                               ) -> None:  # fmt: skip
+    """torch 2.13's aot_compile on a transformers Qwen3 (was `unsupported`: a guard it could not
+    serialize, whatever the backend): the cold arm compiles ahead of time and saves the function; the
+    artifact arm, a fresh worker with empty cache dirs, loads it and trains with no dynamo compile (and,
+    with inductor, no C++ kernel built: ~30 s of kernel builds even at one layer, hence the cheap
+    aot_eager form in the default run), on the eager loss curve. Counted, not timed."""
+    p = cli("--device", "cpu", "train", "--model", "qwen3-tiny", "--override", "num_hidden_layers=1", "--batch",
+            "1", "--seq", "16", "--steps", "3", "--modes", "eager,aot", "--cache", "artifact", "--compile-backend",
+            backend, "--json", "o.json", timeout=900)  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = {c["name"]: c for c in json.loads((tmp_path / "o.json").read_text())["cases"]}
+    assert {n: r["status"] for n, r in rows.items()} == {"eager": "pass", "aot-cold": "pass", "aot-artifact": "pass"}
+    cold, art = rows["aot-cold"], rows["aot-artifact"]
+    assert cold["compile_breakdown"]["total_s"] > 0 and cold["compile_breakdown"]["dynamo_s"] > 0
+    assert "cache_warnings" not in cold and "cache_warnings" not in art
+    assert art["compile_breakdown"]["total_s"] == 0 and art["artifact"]["kind"] == "aot-function"
+    assert art["loss_reference"].startswith("eager case") and art["loss_check"]
+    made = next(Path(cold["cache_dir"]).glob("artifact.bin"))
+    assert "transformers.models.qwen3.modeling_qwen3" in artifact.read(made).header["sources"]
+    if backend == "inductor":
+        assert cold["compile_breakdown"]["backend_s"] > 0 and cold["cache_layers"]["compiled_kernels"]["built"] > 0
+        k = art["cache_layers"]["compiled_kernels"]
+        assert k["supplied"] == cold["cache_layers"]["compiled_kernels"]["built"] and k["built"] == 0, k
+
+
+def test_an_artifact_job_adopts_the_vector_isa_its_kernels_were_built_with(monkeypatch) -> None:
+    """The maker's proven ISA pick is taken (no test programs built and loaded again) only when it is the
+    pick this machine gives; any other name leaves inductor to prove its own."""
+    from torch._inductor import config, cpu_vec_isa
+
+    monkeypatch.setattr(config.cpp, "vec_isa_ok", True)  # what this machine's pick is, without proving it
+    cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    mine = artifact.picked_vec_isa()
+    config.cpp.vec_isa_ok = None
+    try:
+        assert not artifact.adopt_vec_isa("an ISA this machine does not pick") and config.cpp.vec_isa_ok is None
+        assert artifact.adopt_vec_isa(mine) and config.cpp.vec_isa_ok is True
+        assert str(cpu_vec_isa.pick_vec_isa()) == mine
+        assert not artifact.adopt_vec_isa("")  # an artifact without a recorded pick changes nothing
+    finally:
+        config.cpp.vec_isa_ok = None
+        cpu_vec_isa.valid_vec_isa_list.cache_clear()
