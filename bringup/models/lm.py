@@ -241,16 +241,18 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     raise BadInput(f"{type(model).__name__}: no decoder layer list found for regional compile")
 
 
-def apply_mode(model: torch.nn.Module, mode: str, backend: str = "inductor") -> torch.nn.Module:
+def apply_mode(model: torch.nn.Module, mode: str, backend: str = "inductor", dynamic: bool | None = None
+               ) -> torch.nn.Module:  # fmt: skip
     """eager: as is. compile: torch.compile(model). regional: each decoder block compiled in place
-    (`block.compile(fullgraph=True)`, as TorchTitan does): small graphs compiled once, reused."""
+    (`block.compile(fullgraph=True)`, as TorchTitan does): small graphs compiled once, reused.
+    `dynamic`: torch.compile's (None: its default, automatic dynamic shapes after a recompile)."""
     if mode == "eager":
         return model
     if mode == "compile":
-        return torch.compile(model, backend=backend)  # type: ignore[return-value]
+        return torch.compile(model, backend=backend, dynamic=dynamic)  # type: ignore[return-value]
     if mode == "regional":
         for block in decoder_layers(model):
-            block.compile(backend=backend, fullgraph=True)
+            block.compile(backend=backend, fullgraph=True, dynamic=dynamic)
         return model
     raise BadInput(f"unknown mode {mode!r}; use {', '.join(MODES)}")
 

@@ -47,6 +47,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"steps left out of the steady median, step 1 included (default {D.warmup})")  # fmt: skip
     p.add_argument("--batch", type=positive_int, default=None, help=f"batch per rank (default {D.batch})")
     p.add_argument("--seq", type=positive_int, default=None, help=f"sequence length (default {D.seq})")
+    p.add_argument("--seqs", default=None, metavar="L1,L2,...",
+                   help="sequence lengths cycled over the steps, as a loader of varying lengths gives them (--seq "
+                   "becomes their max): what recompiles, and what dynamic shapes save")  # fmt: skip
+    p.add_argument("--dynamic", default=None, metavar="auto,on,off",
+                   help="compiled modes' dynamic shapes: auto (torch's default: static, then dynamic on the first "
+                   "recompile), on (dynamic=True), off (dynamic=False: a graph per shape); a comma list runs each "
+                   "compiled arm once per setting (default auto)")  # fmt: skip
     p.add_argument("--dtype", default=None, help="fp32 (default) | bf16 | fp16 (pure: weights, grads and "
                    "optimizer in that dtype) | amp-bf16 | amp-fp16 (autocast over fp32 weights; GradScaler for "
                    "fp16)")  # fmt: skip
@@ -83,6 +90,38 @@ def parse_modes(text: str) -> tuple[str, ...]:
     return tuple(m for m in MODES if m in modes)  # canonical order: eager first (the reference)
 
 
+def parse_seqs(text: str | None, seq: int | None) -> tuple[int, ...]:
+    """--seqs L1,L2,... -> the schedule (() without it); BadInput for a bad list or a --seq that is not its max."""
+    if text is None:
+        return ()
+    try:
+        seqs = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        seqs = ()
+    if not seqs or min(seqs) < 1:
+        raise BadInput(f"bad --seqs {text!r}: use a comma list of positive sequence lengths, e.g. 256,192,128")
+    if seq is not None and seq != max(seqs):
+        raise BadInput(f"--seq {seq} with --seqs {text}: --seq is the schedule's longest length ({max(seqs)}); "
+                       "drop --seq")  # fmt: skip
+    return seqs
+
+
+def parse_dynamic(text: str | None) -> tuple[str, ...]:
+    from bringup.train.spec import DYNAMIC
+
+    got = [d.strip() for d in (text or "auto").split(",") if d.strip()]
+    bad = [d for d in got if d not in DYNAMIC]
+    if bad or not got:
+        raise BadInput(f"bad --dynamic {text!r}: use a comma list of {', '.join(DYNAMIC)}")
+    return tuple(d for d in DYNAMIC if d in got)
+
+
+def first_seen_last(seqs: tuple[int, ...]) -> int:
+    """The step (1-based) at which the schedule's last new length first appears: every shape has been
+    met once by then (a graph per shape compiled, with dynamic shapes off)."""
+    return max(seqs.index(s) + 1 for s in set(seqs)) if seqs else 1
+
+
 def check_model(model: str, overrides: list[str], seq: int) -> dict[str, Any]:
     """Presets and config JSONs are built on the meta device (no memory, catches bad configs) and give
     params and FLOPs/token; module:function is only checked for an importable callable."""
@@ -115,12 +154,13 @@ def check_model(model: str, overrides: list[str], seq: int) -> dict[str, Any]:
 
 def _flops_conflicts(args: argparse.Namespace) -> list[str]:
     opts = ("modes", "steps", "warmup", "batch", "dtype", "compile_backend", "cache", "nproc", "budget", "lr",
-            "loss_rtol", "save_cache_artifact", "load_cache_artifact")  # fmt: skip
+            "loss_rtol", "save_cache_artifact", "load_cache_artifact", "seqs", "dynamic")  # fmt: skip
     return ["--" + o.replace("_", "-") for o in opts if getattr(args, o, None) is not None]
 
 
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
-    model, seq = args.model or D.model, args.seq or D.seq
+    seqs = parse_seqs(getattr(args, "seqs", None), args.seq)
+    model, seq = args.model or D.model, (max(seqs) if seqs else args.seq or D.seq)
     if args.flops_only:
         if bad := _flops_conflicts(args):
             raise BadInput(f"--flops-only trains nothing: drop {', '.join(bad)}")
@@ -128,7 +168,9 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         params = {"flops_only": True, "model": model, "overrides": list(args.override), "seq": seq}
         return [Case("train", f"flops-{model}", params, FLOPS_ENTRY, 600.0)]
     steps = args.steps or D.steps
-    warmup = args.warmup if args.warmup is not None else min(D.warmup, steps - 1)
+    dynamics = parse_dynamic(getattr(args, "dynamic", None))
+    # with a schedule the warm-up covers the first meeting of every length (its compiles), when steps allow
+    warmup = args.warmup if args.warmup is not None else min(max(D.warmup, first_seen_last(seqs)), steps - 1)
     if steps < 2 or warmup >= steps:
         raise BadInput(f"--steps ({steps}) must be more than --warmup ({warmup}): step 1 is the compile, and "
                        "the steady step needs at least one step after the warm-up")  # fmt: skip
@@ -151,16 +193,17 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     base = TrainSpec(
         model=model, overrides=tuple(args.override), steps=steps, warmup=warmup, batch=args.batch or D.batch,
         seq=seq, dtype=parse_precision(args.dtype or D.dtype).name, backend=backend, nproc=nproc,
-        lr=args.lr or D.lr, compile_budget_s=args.budget, loss_rtol=args.loss_rtol,
+        lr=args.lr or D.lr, compile_budget_s=args.budget, loss_rtol=args.loss_rtol, seqs=seqs,
     )  # fmt: skip
     load, save = getattr(args, "load_cache_artifact", None), getattr(args, "save_cache_artifact", None)
-    return plan_arms(base, arms_for(args, modes, base, device), args.case_budget,
+    return plan_arms(base, arms_for(args, modes, base, device, dynamics), args.case_budget,
                      artifact=str(Path(load).expanduser().resolve()) if load else "",
-                     save_artifact=str(Path(save).expanduser().resolve()) if save else "")  # fmt: skip
+                     save_artifact=str(Path(save).expanduser().resolve()) if save else "",
+                     dynamics=dynamics)  # fmt: skip
 
 
-def arms_for(args: argparse.Namespace, modes: tuple[str, ...], base: TrainSpec, device: Device
-             ) -> list[tuple[str, str]]:  # fmt: skip
+def arms_for(args: argparse.Namespace, modes: tuple[str, ...], base: TrainSpec, device: Device,
+             dynamics: tuple[str, ...] = ("auto",)) -> list[tuple[str, str]]:  # fmt: skip
     """The (mode, cache) arms to run, in an order the local executor can run; BadInput for combinations
     that cannot work (checked before any work)."""
     from bringup.train import arms, artifact
@@ -171,7 +214,8 @@ def arms_for(args: argparse.Namespace, modes: tuple[str, ...], base: TrainSpec, 
         if args.cache is not None:
             raise BadInput("--load-cache-artifact runs the compiled modes from the artifact: drop --cache")
         for m in compiled:  # one line naming the difference when the file was made for another stack
-            artifact.check(load, base.with_(mode=m), device.type)
+            for d in dynamics:
+                artifact.check(load, base.with_(mode=m, dynamic=d), device.type)
         caches: tuple[str, ...] = (CACHE_ARTIFACT,)
     else:
         caches = {CACHE_WARM: (CACHE_WARM,), "both": (CACHE_COLD, CACHE_WARM),
@@ -186,7 +230,7 @@ def arms_for(args: argparse.Namespace, modes: tuple[str, ...], base: TrainSpec, 
         if bad:
             raise BadInput(f"--nproc {base.nproc}: {', '.join(bad)} run on one rank only")
     if save:
-        colds = [m for m, c in chosen if c == CACHE_COLD]
+        colds = [m for m, c in chosen if c == CACHE_COLD for _ in dynamics]
         if len(colds) != 1:
             raise BadInput(f"--save-cache-artifact needs exactly one compiled mode compiled cold (this run has "
                            f"{len(colds)}): e.g. --modes eager,compile")  # fmt: skip
@@ -197,15 +241,18 @@ def arms_for(args: argparse.Namespace, modes: tuple[str, ...], base: TrainSpec, 
 
 
 def plan_arms(base: TrainSpec, chosen: list[tuple[str, str]], case_budget: float = 3600.0,
-              artifact: str = "", save_artifact: str = "") -> list[Case]:  # fmt: skip
+              artifact: str = "", save_artifact: str = "", dynamics: tuple[str, ...] = ("auto",)
+              ) -> list[Case]:  # fmt: skip
+    """One case per arm, and per dynamic-shape setting for a compiled arm (eager has none)."""
     specs = []
     for mode, cache in chosen:
-        s = base.with_(mode=mode, cache=cache)
-        if cache == CACHE_ARTIFACT and artifact:
-            s = s.with_(artifact=artifact)
-        if cache == CACHE_COLD and save_artifact:
-            s = s.with_(save_artifact=save_artifact)
-        specs.append(s)
+        for d in dynamics if mode != "eager" else ("auto",):
+            s = base.with_(mode=mode, cache=cache, dynamic=d)
+            if cache == CACHE_ARTIFACT and artifact:
+                s = s.with_(artifact=artifact)
+            if cache == CACHE_COLD and save_artifact:
+                s = s.with_(save_artifact=save_artifact)
+            specs.append(s)
     return [Case("train", s.name, s.params(), ENTRY, case_budget, isolated=True) for s in specs]
 
 

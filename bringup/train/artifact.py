@@ -54,7 +54,9 @@ OLD_MAGICS = (b"BRINGUP-CACHE-ARTIFACT v1\n",)
 KIND_MEGA, KIND_AOT = "mega-cache", "aot-function"
 # What the file's graphs were made for: a difference in any of these means torch's caches would miss.
 STACK_KEYS = ("torch", "device_type", "backend")
-GRAPH_KEYS = ("mode", "model", "overrides", "dtype", "batch", "seq", "nproc")
+GRAPH_KEYS = ("mode", "model", "overrides", "dtype", "batch", "seq", "nproc", "dynamic", "seqs")
+# A graph key a file may lack (made before the key existed) means its default.
+GRAPH_DEFAULTS: dict[str, Any] = {"dynamic": "auto", "seqs": []}
 # What compiled kernels depend on: a difference means they would be built again (or not load).
 KERNEL_KEYS = ("machine", "cpu_capability", "compiler_sha256")
 KERNEL_SUFFIXES = (".so", ".o")  # inductor's compiled C++ kernels (cpu), named by content hash
@@ -73,7 +75,8 @@ def header_for(spec: Any, device_type: str, kind: str) -> dict[str, Any]:
 
     return {"kind": kind, "torch": torch.__version__, "device_type": device_type, "backend": spec.backend,
             "mode": spec.mode, "model": spec.model, "overrides": list(spec.overrides), "dtype": spec.dtype,
-            "batch": spec.batch, "seq": spec.seq, "nproc": spec.nproc}  # fmt: skip
+            "batch": spec.batch, "seq": spec.seq, "nproc": spec.nproc, "dynamic": spec.dynamic,
+            "seqs": list(spec.seqs)}  # fmt: skip
 
 
 def encode(header: dict[str, Any], payload: bytes, kernels: bytes = b"", kernel_info: dict[str, Any] | None = None
@@ -133,8 +136,9 @@ def read(path: str | Path) -> Artifact:
 
 def mismatch(header: dict[str, Any], want: dict[str, Any]) -> str:
     """'' when the file fits this run, else what differs (the file's value -> this run's)."""
-    diffs = [f"{k} {header.get(k)!r} (this run: {want.get(k)!r})" for k in STACK_KEYS + GRAPH_KEYS
-             if _norm(header.get(k)) != _norm(want.get(k))]  # fmt: skip
+    have = {k: header.get(k, GRAPH_DEFAULTS.get(k)) for k in STACK_KEYS + GRAPH_KEYS}
+    diffs = [f"{k} {have[k]!r} (this run: {want.get(k)!r})" for k in STACK_KEYS + GRAPH_KEYS
+             if _norm(have[k]) != _norm(want.get(k))]  # fmt: skip
     return ", ".join(diffs)
 
 
@@ -267,22 +271,25 @@ def picked_vec_isa() -> str:
 def adopt_vec_isa(name: str) -> bool:
     """Take the vector ISA the kernels were built with instead of proving it again. Inductor's first cpu
     kernel (compiled or loaded) in a process picks the ISA by building and `dlopen`ing a test program per
-    candidate in child processes (~1 s here with the probes' builds cached, ~10 s without): the artifact's
-    maker already proved its pick on a machine with this one's cpu capability and compiler (`fits`
-    checked both). `torch._inductor.config.cpp.vec_isa_ok = True` skips the proof; kept only when the
-    pick it gives is the maker's (else the kernels' flags would differ), otherwise undone. True when
-    adopted."""
+    candidate in a child process each (6 here, ~0.15 s each with the probes' builds cached, ~10 s without):
+    the artifact's maker already proved its pick on a machine with this one's cpu capability and compiler
+    (`fits` checked both). Only the candidates' base proofs are skipped (3 of the 6 here): the sub-feature
+    probes (avx512 bf16, VNNI) run whatever the switch says, and they set compile flags. The candidates
+    are listed once with the proof switched off
+    (`config.cpp.vec_isa_ok = True`, which `valid_vec_isa_list` caches), and the switch is put back at
+    once: inductor's config is part of its FX graph cache key, so leaving it on made every graph of the
+    mega-cache miss (measured). Kept only when the pick from that list is the maker's (else the kernels'
+    flags would differ), otherwise the list is dropped and inductor proves its own. True when adopted."""
     from torch._inductor import config, cpu_vec_isa
 
     if not name or config.cpp.vec_isa_ok is not None:  # none recorded, or the user decided already
         return False
-    config.cpp.vec_isa_ok = True
     cpu_vec_isa.valid_vec_isa_list.cache_clear()
-    if str(cpu_vec_isa.pick_vec_isa()) == name:
-        return True
-    config.cpp.vec_isa_ok = None
-    cpu_vec_isa.valid_vec_isa_list.cache_clear()
-    return False
+    with config.patch({"cpp.vec_isa_ok": True}):
+        adopted = str(cpu_vec_isa.pick_vec_isa()) == name
+    if not adopted:
+        cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    return adopted
 
 
 def unpack_kernels(section: bytes, where: str = "cache artifact") -> dict[str, int]:

@@ -17,13 +17,10 @@ from typing import Any
 
 def snapshot() -> dict[str, Any]:
     """The process's compile metrics so far (cumulative)."""
-    from torch._dynamo.utils import calculate_time_spent, compilation_time_metrics, counters, get_compilation_metrics
+    from torch._dynamo.utils import counters, get_compilation_metrics
 
     metrics = get_compilation_metrics()
-    times = {k: round(float(v), 4) for k, v in calculate_time_spent().items()}
-    for k in AOT_EVENTS:  # seconds per event, summed over its calls
-        if compilation_time_metrics.get(k):
-            times[k] = round(float(sum(compilation_time_metrics[k])), 4)
+    times = times_now()
     reasons = [m.recompile_reason for m in metrics if m.recompile_reason]
     unimpl = counters.get("unimplemented", {})
     return {
@@ -56,6 +53,23 @@ CACHE_COUNTERS: dict[str, tuple[str, str]] = {
     "precompile_hit": ("dynamo_cache", "dynamo_cache_hit"),
     "precompile_miss": ("dynamo_cache", "dynamo_cache_miss"),
 }
+
+
+def times_now() -> dict[str, float]:
+    """Dynamo's cumulative seconds per phase, and the AOT_EVENTS' (each summed over its calls)."""
+    from torch._dynamo.utils import calculate_time_spent, compilation_time_metrics
+
+    times = {k: round(float(v), 4) for k, v in calculate_time_spent().items()}
+    for k in AOT_EVENTS:
+        if compilation_time_metrics.get(k):
+            times[k] = round(float(sum(compilation_time_metrics[k])), 4)
+    return times
+
+
+def compile_seconds(times: dict[str, float] | None = None) -> float:
+    """This process's compile seconds so far (`breakdown`'s total), from `times` or read now (cheap: sums
+    over dynamo's counters, no device work)."""
+    return breakdown(times if times is not None else times_now())["total_s"]
 
 
 # dynamo_timed events of an ahead-of-time compile (torch 2.13): the whole `aot_compile`, and its tracing.

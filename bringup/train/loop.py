@@ -39,10 +39,12 @@ class TrainOutcome:
     step_s: list[float]  # per step; step 1 = wall incl. compile
     setup_s: float  # model build + mode + data on the device
     params: int
-    flops_per_token: int | None
+    flops_per_token: int | None  # at spec.seq
     peak_mem_bytes: int | None
     first: dict[str, Any]  # compile metrics after step 1
     final: dict[str, Any]  # compile metrics at the end
+    compiled_s: list[float] = field(default_factory=list)  # per step: seconds compiling (recompiles after 1)
+    flops_per_token_at: dict[int, int] = field(default_factory=dict)  # per sequence length of a --seqs schedule
     fallback_ops: dict[str, int] | None = None  # None: not checked (cpu, or no detector)
     notes: list[str] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # build_s, apply_mode_s (setup_s's parts)
@@ -54,6 +56,24 @@ class TrainOutcome:
 
     def steady_s(self, warmup: int) -> float:
         return float(statistics.median(self.step_s[warmup:]))
+
+    def window(self, spec: TrainSpec) -> tuple[float, float | None, float | None]:
+        """The steady window (steps after the warm-up): (steady step s, tokens/s, FLOP/s over all ranks).
+        One sequence length: the median step, tokens per step / that. A --seqs schedule: the window's
+        steps have several lengths, so its mean step, and its tokens (and FLOPs, per length) over its
+        summed time."""
+        steady = self.steady_s(spec.warmup)
+        if not spec.seqs:
+            tok_s = spec.tokens_per_step / steady if steady > 0 else None
+            return steady, tok_s, (self.flops_per_token * tok_s if tok_s and self.flops_per_token else None)
+        steps = range(spec.warmup + 1, len(self.step_s) + 1)
+        wall = sum(self.step_s[spec.warmup :])
+        if wall <= 0:
+            return steady, None, None
+        tokens = sum(spec.tokens_at(i) for i in steps)
+        flops = sum(spec.tokens_at(i) * self.flops_per_token_at[spec.seq_at(i)] for i in steps) \
+            if self.flops_per_token_at else None  # fmt: skip
+        return wall / len(steps), tokens / wall, (flops / wall if flops else None)
 
 
 def shard(model: torch.nn.Module, device: Device, world: int) -> torch.nn.Module:
@@ -75,15 +95,16 @@ def prepare(model: torch.nn.Module, spec: TrainSpec, device: Device, world: int,
     (train/modes.py): one rank only (the suite refuses them with --nproc); `mode_kw` goes to AOTModel."""
     from bringup.train import modes
 
+    dyn = spec.compile_dynamic
     if spec.mode == "nested":
-        return modes.nested_regions(model, spec.backend)
+        return modes.nested_regions(model, spec.backend, dyn)
     if spec.mode == "aot":
-        return modes.AOTModel(model, spec.backend, **(mode_kw or {}))
+        return modes.AOTModel(model, spec.backend, **(mode_kw or {}), dynamic=dyn)
     if world == 1:
-        return lm.apply_mode(model, spec.mode, spec.backend)
+        return lm.apply_mode(model, spec.mode, spec.backend, dyn)
     if spec.mode == "regional":
-        return shard(lm.apply_mode(model, "regional", spec.backend), device, world)
-    return lm.apply_mode(shard(model, device, world), spec.mode, spec.backend)
+        return shard(lm.apply_mode(model, "regional", spec.backend, dyn), device, world)
+    return lm.apply_mode(shard(model, device, world), spec.mode, spec.backend, dyn)
 
 
 def _stage(name: str) -> Callable[[BaseException], StageError]:
@@ -110,8 +131,9 @@ def train(
         params, _ = lm.param_counts(model)
         try:
             flops: int | None = lm.flops_per_token(model, spec.seq)
+            flops_at = {s: lm.flops_per_token(model, s) for s in sorted(set(spec.seqs))}
         except BadInput:
-            flops = None  # a user model without a transformers config: no FLOPs, no MFU
+            flops, flops_at = None, {}  # a user model without a transformers config: no FLOPs, no MFU
         vocab = lm.vocab_size(model)
         t_mode = time.perf_counter()
         model = prepare(model, spec, device, world, mode_kw)
@@ -119,7 +141,14 @@ def train(
         opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
         scaler = prec.grad_scaler(device.type)  # amp-fp16 only
         data = lm.synthetic_batches(vocab, spec.batch, spec.seq, spec.steps, DATA_SEED + rank, learnable=True)
-        batches = [b.to(device.torch_device) for b in data]
+        # a schedule of sequence lengths (--seqs): step i keeps the first seq_at(i) tokens of its batch. Each a
+        # tensor of its own with standard strides, as a loader gives them: views into one buffer differ in
+        # storage offset and row stride (a (1, 24) slice of a (1, 32) row keeps stride 32), and with dynamic
+        # shapes dynamo guarded on both and recompiled (measured), which no real job would see.
+        batches = [
+            b[:, : spec.seq_at(i)].clone(memory_format=torch.contiguous_format).to(device.torch_device)
+            for i, b in enumerate(data, 1)
+        ]
         device.synchronize()
         device.reset_peak_memory()
     except Exception as e:
@@ -137,6 +166,7 @@ def train(
     except Exception as e:
         raise StageError("first_step", e) from e
     first = compile_metrics.snapshot()
+    compiled = [compile_metrics.compile_seconds(first["times"])] if spec.compiled else []
     if after_first is not None:
         after_first()
     timer = device.timer()
@@ -145,6 +175,8 @@ def train(
             timer.start()
             losses.append(lm.train_step(model, opt, tokens, prec, scaler))
             times.append(timer.stop())
+            if spec.compiled:  # outside the timed step: what this step spent compiling (a recompile)
+                compiled.append(compile_metrics.compile_seconds() - sum(compiled))
     except Exception as e:
         raise StageError("steps", e) from e
     peak = device.peak_memory()
@@ -178,8 +210,8 @@ def train(
     return TrainOutcome(
         losses=[float(x) for x in loss_t.cpu()], step_s=[float(x) for x in step_t.cpu()], setup_s=setup_s,
         params=params, flops_per_token=flops, peak_mem_bytes=peak, first=first, final=final,
-        fallback_ops=fallback_ops, notes=notes, rank_first_s=rank_first,
-        phases={"build_s": setup_s - apply_mode_s, "apply_mode_s": apply_mode_s},
+        fallback_ops=fallback_ops, notes=notes, rank_first_s=rank_first, compiled_s=compiled,
+        flops_per_token_at=flops_at, phases={"build_s": setup_s - apply_mode_s, "apply_mode_s": apply_mode_s},
     )  # fmt: skip
 
 

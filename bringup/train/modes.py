@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 
-def nested_regions(model: torch.nn.Module, backend: str) -> torch.nn.Module:
+def nested_regions(model: torch.nn.Module, backend: str, dynamic: bool | None = None) -> torch.nn.Module:
     """Each decoder block's class gets a subclass whose forward is a nested compile region (one per
     class, shared by every block of it), then the whole model is compiled."""
     from bringup.models.lm import decoder_layers
@@ -22,7 +22,7 @@ def nested_regions(model: torch.nn.Module, backend: str) -> torch.nn.Module:
             made[cls] = type(f"Nested{cls.__name__}", (cls,),
                              {"forward": torch.compiler.nested_compile_region(cls.forward)})  # fmt: skip
         block.__class__ = made[cls]
-    return torch.compile(model, backend=backend)  # type: ignore[return-value]
+    return torch.compile(model, backend=backend, dynamic=dynamic)  # type: ignore[return-value]
 
 
 def lm_loss(model: torch.nn.Module, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -38,13 +38,17 @@ class AOTModel(torch.nn.Module):
     """The model behind an ahead-of-time compiled loss function. `load`: a saved function's bytes (a new
     job: nothing compiles). Otherwise the first call compiles ahead of time (fullgraph, guards filtered by
     `portable_guards`) on its inputs and `on_compiled` receives the saved function's bytes and the
-    checksums of the source it traced (`traced_sources`)."""
+    checksums of the source it traced (`traced_sources`). `dynamic`: torch.compile's; the function serves
+    only the shapes its guards allow (dynamic=True: symbolic sizes), since nothing can recompile it: a call
+    outside them is a gap of the remedy (NotImplementedError), not a crash."""
 
     def __init__(self, inner: torch.nn.Module, backend: str, load: bytes | None = None,
-                 on_compiled: Callable[[bytes, dict[str, str]], None] | None = None) -> None:  # fmt: skip
+                 on_compiled: Callable[[bytes, dict[str, str]], None] | None = None, dynamic: bool | None = None
+                 ) -> None:  # fmt: skip
         super().__init__()
         self.inner = inner
         self.backend = backend
+        self.dynamic = dynamic
         self.on_compiled = on_compiled
         self.fn: Any = None
         if load is not None:
@@ -54,10 +58,13 @@ class AOTModel(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> _Loss:
         if self.fn is None:
-            compiled = torch.compile(lm_loss, fullgraph=True, backend=self.backend,
+            compiled = torch.compile(lm_loss, fullgraph=True, backend=self.backend, dynamic=self.dynamic,
                                      options={"guard_filter_fn": portable_guards})  # fmt: skip
             try:
-                self.fn = compiled.aot_compile(((self.inner, input_ids, labels), {}))  # type: ignore[attr-defined]
+                # Python floats specialized: aot_compile has no restart loop, and with dynamic shapes dynamo
+                # raised the restart it uses to specialize one (TensorifyScalarRestartAnalysis, torch 2.13)
+                with torch._dynamo.config.patch(specialize_float=True):
+                    self.fn = compiled.aot_compile(((self.inner, input_ids, labels), {}))  # type: ignore[attr-defined]
             except Exception as e:
                 if type(e).__name__ == "PackageError":  # torch._dynamo.exc: a guard it cannot serialize
                     raise NotImplementedError(f"torch {torch.__version__} cannot aot_compile this model: "
@@ -65,7 +72,16 @@ class AOTModel(torch.nn.Module):
                 raise
             if self.on_compiled is not None:
                 self.on_compiled(aot_bytes(self.fn), traced_sources(self.fn))
-        return _Loss(self.fn(self.inner, input_ids, labels))
+        try:
+            return _Loss(self.fn(self.inner, input_ids, labels))
+        except RuntimeError as e:  # torch 2.13's AOTCompiledFunction: its guards refused these inputs
+            if not str(e).startswith("GuardManager check failed"):
+                raise
+            why = " ".join(str(e).split())[:300]
+            raise NotImplementedError(f"the AOT-compiled function does not serve input_ids of shape "
+                                      f"{tuple(input_ids.shape)} (compiled with dynamic={self.dynamic}) and nothing "
+                                      f"can recompile it: compile it with dynamic shapes (--dynamic on) ({why})"
+                                      ) from e  # fmt: skip
 
 
 def portable_guards(entries: Sequence[Any]) -> list[bool]:

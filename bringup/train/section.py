@@ -49,6 +49,8 @@ def train_label(r: CaseResult) -> str:
     cache = get(r, "cache")
     nproc = get(r, "nproc")
     label = mode if not cache or cache == "none" or (mode == "eager" and cache == "cold") else f"{mode} ({cache})"
+    dynamic = get(r, "dynamic")
+    label += f" dynamic {dynamic}" if dynamic and dynamic != "auto" and mode != "eager" else ""
     return label + (f" x{nproc}" if isinstance(nproc, int) and nproc > 1 else "")
 
 

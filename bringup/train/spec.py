@@ -10,6 +10,12 @@ from bringup.case import make_case_id
 CACHE_NONE, CACHE_COLD, CACHE_WARM, CACHE_ARTIFACT = "none", "cold", "warm", "artifact"
 # Fields that say where caches come from or go, not what is compiled: left out of every key.
 _WHERE = ("artifact", "save_artifact")
+# torch.compile(dynamic=...) per --dynamic setting: auto = torch's default (static first, then automatic
+# dynamic shapes on the first recompile for a new size), on = symbolic shapes from the start, off = a
+# graph per shape.
+DYNAMIC = {"auto": None, "on": True, "off": False}
+# Fields added after runs were stored: left out of params() at their default, so those case ids stay.
+_LATER: dict[str, Any] = {"dynamic": "auto", "seqs": []}
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,8 @@ class TrainSpec:
     loss_rtol: float | None = None  # overrides the loss band of numerics.LOSS_BANDS
     artifact: str = ""  # cache artifact: a user's file to load (--load-cache-artifact)
     save_artifact: str = ""  # where the cold case also writes its artifact (--save-cache-artifact)
+    dynamic: str = "auto"  # compiled modes: auto | on | off (DYNAMIC)
+    seqs: tuple[int, ...] = ()  # sequence lengths cycled over the steps (seq = their max); (): seq every step
 
     @property
     def compiled(self) -> bool:
@@ -38,18 +46,37 @@ class TrainSpec:
 
     @property
     def name(self) -> str:
-        return self.mode if self.cache == CACHE_NONE else f"{self.mode}-{self.cache}"
+        """The arm: mode-cache, and the dynamic-shape setting when it is not torch's default."""
+        name = self.mode if self.cache == CACHE_NONE else f"{self.mode}-{self.cache}"
+        return name + (f"-dynamic-{self.dynamic}" if self.compiled and self.dynamic != "auto" else "")
+
+    @property
+    def compile_dynamic(self) -> bool | None:
+        """`torch.compile(dynamic=...)` for this case."""
+        return DYNAMIC[self.dynamic]
+
+    def seq_at(self, step: int) -> int:
+        """The sequence length of step `step` (1-based): the schedule's, cycled, else `seq`."""
+        return self.seqs[(step - 1) % len(self.seqs)] if self.seqs else self.seq
 
     @property
     def tokens_per_step(self) -> int:
-        """Tokens of one optimizer step over all ranks."""
+        """Tokens of one optimizer step over all ranks (the longest step with a schedule: see tokens_at)."""
         return self.batch * self.seq * self.nproc
+
+    def tokens_at(self, step: int) -> int:
+        """Tokens of optimizer step `step` (1-based) over all ranks."""
+        return self.batch * self.seq_at(step) * self.nproc
 
     def params(self) -> dict[str, Any]:
         d = asdict(self)
         d["overrides"] = list(self.overrides)
+        d["seqs"] = list(self.seqs)
         for k in _WHERE:  # unset: left out, so case ids stay those of runs before these fields
             if not d[k]:
+                d.pop(k)
+        for k, default in _LATER.items():
+            if d[k] == default:
                 d.pop(k)
         return d
 
@@ -58,6 +85,7 @@ class TrainSpec:
         known = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in known}
         kw["overrides"] = tuple(kw.get("overrides", ()))
+        kw["seqs"] = tuple(kw.get("seqs", ()))
         return cls(**kw)
 
     def with_(self, **kw: Any) -> TrainSpec:
@@ -74,7 +102,7 @@ class TrainSpec:
     @property
     def reference_key(self) -> str:
         """Cases that must produce the same loss curve (same model, data, optimizer) share this."""
-        return self.key("mode", "cache", "backend", "compile_budget_s", "loss_rtol", "warmup", *_WHERE)
+        return self.key("mode", "cache", "backend", "compile_budget_s", "loss_rtol", "warmup", "dynamic", *_WHERE)
 
     @property
     def cache_key(self) -> str:

@@ -39,11 +39,10 @@ USABLE = (Status.PASS, Status.FALLBACK)  # ran and measured: may give advice
 
 # ---- recording (in the worker) -------------------------------------------------------------------
 def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: Device, load_s: float = 0.0) -> None:
-    steady = out.steady_s(spec.warmup)
+    steady, tok_s, flop_s = out.window(spec)
     # The job's time to first step as a new job meets it: load an artifact, build, apply the mode, step 1.
     r.metric("job_ttfs_s", load_s + out.setup_s + out.ttfs_s, "s")
     phases = {"load_artifact_s": load_s, **out.phases}
-    tok_s = spec.tokens_per_step / steady if steady > 0 else None
     per_dev = tok_s / spec.nproc if tok_s else None
     r.metric("ttfs_s", out.ttfs_s, "s")
     r.metric("step_s", steady, "s")
@@ -58,8 +57,8 @@ def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: De
     if peak is not None and peak.flops > 0:
         r.metric("peak_flops", peak.flops, "FLOP/s")
         r.fields["peak_flops_source"] = peak.source
-        if out.flops_per_token and per_dev:
-            r.metric("mfu", out.flops_per_token * per_dev / peak.flops)
+        if flop_s:
+            r.metric("mfu", flop_s / spec.nproc / peak.flops)
     if len(out.rank_first_s) > 1:
         record_ranks(r, out.rank_first_s)
     if spec.compiled:
@@ -75,6 +74,8 @@ def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: De
         r.fields["compile_cache"] = out.first["cache"]
         r.fields["break_reasons"] = out.final["break_reasons"]
         r.fields["recompile_reasons"] = out.final["recompile_reasons"]
+        # which steps after the first compiled again, and for how long (recompiles during the first N steps)
+        r.fields["recompiled_at"] = {str(i): round(s, 4) for i, s in enumerate(out.compiled_s, 1) if i > 1 and s > 0}
     phases["run_s"] = max(out.ttfs_s - (first["total_s"] if spec.compiled else 0.0), 0.0)
     r.fields["ttfs_phases"] = {k: round(v, 4) for k, v in phases.items()}
     if out.fallback_ops is not None:
@@ -154,7 +155,7 @@ def entry(r: CaseResult) -> dict[str, Any]:
     e["arm"] = spec.name
     e["job_ttfs_s"] = _m(r, "job_ttfs_s")
     for k in ("ttfs_phases", "cache_layers", "cache_warnings", "artifact", "artifact_from", "rank_compile_s",
-              "slow_rank"):  # fmt: skip
+              "slow_rank", "recompiled_at", "recompile_reasons"):  # fmt: skip
         if k in r.fields:
             e[k] = r.fields[k]
     e["phases"] = r.fields.get("ttfs_phases")
@@ -169,8 +170,14 @@ def entry(r: CaseResult) -> dict[str, Any]:
     return e
 
 
-def label(mode: str, cache: str) -> str:
-    return mode if cache == CACHE_NONE else f"{mode} ({cache} cache)"
+def label(mode: str, cache: str, dynamic: str = "auto") -> str:
+    text = mode if cache == CACHE_NONE else f"{mode} ({cache} cache)"
+    return text + (f" dynamic {dynamic}" if dynamic != "auto" and mode != "eager" else "")
+
+
+def mode_key(spec: TrainSpec) -> str:
+    """The JSON `modes` key of a case's mode: the mode, and its dynamic-shape setting when not the default."""
+    return spec.mode + (f"-dynamic-{spec.dynamic}" if spec.compiled and spec.dynamic != "auto" else "")
 
 
 def fast_start(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
@@ -226,14 +233,15 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
                   flops_per_token=_int(_m(first, "flops_per_token")), seq=spec.seq, batch=spec.batch,
                   nproc=spec.nproc, dtype=spec.dtype, peak_flops=_m(first, "peak_flops"),
                   peak_flops_source=first.fields.get("peak_flops_source"))  # fmt: skip
-    rows = [(label(r.params["mode"], r.params["cache"]), entry(r), r) for r in runs]
+    specs = {r.case_id: TrainSpec.from_params(r.params) for r in runs}
+    rows = [(label(specs[r.case_id].mode, r.params["cache"], specs[r.case_id].dynamic), entry(r), r) for r in runs]
     eager = next((e for n, e, _ in rows if n == "eager"), None)
     for _, e, r in rows:
         ok = eager and eager["step_s"] and e["step_s"] and r.status in USABLE
         e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]
     modes: dict[str, Any] = {}
     for _, e, r in rows:
-        mode, cache = r.params["mode"], r.params["cache"]
+        mode, cache = mode_key(specs[r.case_id]), r.params["cache"]
         if cache in (CACHE_WARM, CACHE_ARTIFACT) and mode in modes and modes[mode]["cache"] == CACHE_COLD:
             modes[mode][cache] = e
         else:
@@ -255,7 +263,9 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     for _, e, r in rows:
         mfu = e["mfu"] * 100 if e["mfu"] is not None else None
         mem = e["peak_mem_bytes"] / 1e9 if e["peak_mem_bytes"] else None
-        name = r.params["mode"] + ("" if r.params["cache"] == CACHE_NONE else f" {r.params['cache']}")
+        sp = specs[r.case_id]
+        name = sp.mode + ("" if sp.cache == CACHE_NONE else f" {sp.cache}") + (
+            f" dyn {sp.dynamic}" if sp.compiled and sp.dynamic != "auto" else "")  # fmt: skip
         t.add_row(name, styled(r.status), fmt(e["ttfs_s"]), fmt(e["step_s"]), fmt(e["first_over_steady"]),
                   fmt(e["tokens_per_s"]), fmt(e["tokens_per_s_per_device"]), fmt(mfu), _x(e["speedup_vs_eager"]),
                   fmt(e["compile_s"]), fmt(e["graph_breaks"]), fmt(mem))  # fmt: skip

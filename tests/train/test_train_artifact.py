@@ -77,7 +77,11 @@ os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
 os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
 os.environ["TMPDIR"] = tempfile.tempdir = os.path.join(root, "tmp")
 import torch
+from torch._inductor import cpu_vec_isa
 from bringup.train import artifact, compile_metrics
+proofs = []
+_check_build = cpu_vec_isa.VecISA.check_build
+cpu_vec_isa.VecISA.check_build = lambda self, code: proofs.append(str(self)) or _check_build(self, code)
 from bringup.train.spec import TrainSpec
 spec = TrainSpec(mode="compile", model="tiny-mlp", batch=4, seq=16)
 width = int(sys.argv[4])
@@ -87,6 +91,7 @@ if mode.startswith("load"):
     a = artifact.read(art)
     if mode == "load" and a.kernels:
         supplied = artifact.unpack_kernels(a.kernels)
+        supplied["vec_isa_adopted"] = artifact.adopt_vec_isa(a.header["kernels"]["vec_isa"])
     loaded = artifact.load_mega_cache(a.payload)
 kernels = artifact.kernel_files()
 headers_dir = artifact.kernel_dirs()["headers"]
@@ -100,7 +105,7 @@ if mode == "save":
 print(json.dumps({"cache": compile_metrics.snapshot()["cache"], "loaded": loaded, "supplied": supplied,
                   "built": len(artifact.kernel_files() - kernels),
                   "headers_built": len({str(p) for p in headers_dir.glob("**/*.gch")} - gch),
-                  "headers_dir": str(headers_dir)}))
+                  "headers_dir": str(headers_dir), "isa_proofs": len(proofs)}))
 """
 
 
@@ -126,8 +131,11 @@ def test_artifact_made_in_one_process_starts_another_warm_with_no_kernel_built(t
     c = got["cache"]
     assert got["loaded"].get("inductor", 0) > 0 and got["loaded"].get("aot_autograd", 0) > 0
     assert c["fx_hit"] > 0 and c["fx_miss"] == 0 and c["aot_hit"] > 0 and c["aot_miss"] == 0
-    assert got["supplied"] == {"kernels": made["built"], "headers": made["headers_built"]}
+    assert got["supplied"] == {"kernels": made["built"], "headers": made["headers_built"], "vec_isa_adopted": True}
     assert got["built"] == 0 and got["headers_built"] == 0
+    # the maker proved its ISA pick; the new job took it and proved only the sub-features inductor always
+    # checks (bf16 / VNNI: they set compile flags); 0 kernels built says the flags came out the same
+    assert 0 < got["isa_proofs"] < made["isa_proofs"]
     assert accounting.reused_nothing(TrainSpec(mode="compile", cache="artifact"), c) == ""
 
 
@@ -531,8 +539,10 @@ def test_an_artifact_job_adopts_the_vector_isa_its_kernels_were_built_with(monke
     config.cpp.vec_isa_ok = None
     try:
         assert not artifact.adopt_vec_isa("an ISA this machine does not pick") and config.cpp.vec_isa_ok is None
-        assert artifact.adopt_vec_isa(mine) and config.cpp.vec_isa_ok is True
-        assert str(cpu_vec_isa.pick_vec_isa()) == mine
+        before = config.save_config_portable()
+        assert artifact.adopt_vec_isa(mine) and str(cpu_vec_isa.pick_vec_isa()) == mine
+        # inductor's config (part of every FX graph cache key) is as it was: the mega-cache still hits
+        assert config.save_config_portable() == before and config.cpp.vec_isa_ok is None
         assert not artifact.adopt_vec_isa("")  # an artifact without a recorded pick changes nothing
     finally:
         config.cpp.vec_isa_ok = None
