@@ -10,8 +10,9 @@ job's time to first step (artifact load + build + mode + step 1), its phases, th
 tokens/s, the compiled C++ kernels the artifact supplied / the job built, then the ratios the issue
 asks for:
 
-    compile-cold / compile-artifact time to first step  (goal >= 10x)
-    compile-artifact tokens/s vs compile-cold           (goal within 3%)
+    compile-cold / compile-artifact time to first step  (goal >= 10x; the mega-cache + kernels)
+    compile-cold / aot-artifact time to first step      (the AOT-compiled function + kernels)
+    each artifact arm's tokens/s vs compile-cold        (goal within 3%)
     best arm's time to first step / eager's             (goal <= 2x: eager is the floor)
 
 With --repeats N the command runs N times (new run dir, new empty caches each time) and medians are
@@ -91,17 +92,21 @@ def main() -> int:
         print(f"  {n:18s} {m['job_ttfs_s']:14.2f} " + " ".join(f"{x:7.2f}" for x in ph)
               + f" {m['step_s'] * 1e3:9.1f} {m['tokens_per_s']:9.0f} {_kernels(m):>22s}")  # fmt: skip
     rc = 0
-    if "compile-cold" in med and "compile-artifact" in med:
-        cold, art = med["compile-cold"], med["compile-artifact"]
-        r1 = cold["job_ttfs_s"] / art["job_ttfs_s"]
-        r2 = art["tokens_per_s"] / cold["tokens_per_s"]
-        print(f"compile-cold / compile-artifact time to first step: {r1:.2f}x (goal >= 10x)"
-              + ("" if r1 >= 10 else "  BELOW GOAL"))  # fmt: skip
-        print(f"compile-artifact tokens/s / compile-cold: {r2:.3f} (goal within 0.97-1.03)"
-              + ("" if abs(r2 - 1) <= 0.03 else "  OUTSIDE GOAL"))  # fmt: skip
-        rc |= int(r1 < 10)
+    # the shipped artifacts: torch's mega-cache (compile-artifact) and the AOT-compiled function (aot-artifact)
+    shipped = [n for n in ("compile-artifact", "aot-artifact") if n in med]
+    if "compile-cold" in med and shipped:
+        cold = med["compile-cold"]
+        for n in shipped:
+            art = med[n]
+            r1 = cold["job_ttfs_s"] / art["job_ttfs_s"]
+            r2 = art["tokens_per_s"] / cold["tokens_per_s"]
+            print(f"compile-cold / {n} time to first step: {r1:.2f}x (goal >= 10x)"
+                  + ("" if r1 >= 10 else "  BELOW GOAL"))  # fmt: skip
+            print(f"{n} tokens/s / compile-cold: {r2:.3f} (goal within 0.97-1.03)"
+                  + ("" if abs(r2 - 1) <= 0.03 else "  OUTSIDE GOAL"))  # fmt: skip
+        rc |= int(max(cold["job_ttfs_s"] / med[n]["job_ttfs_s"] for n in shipped) < 10)
     else:
-        print("compile-cold / compile-artifact: not available (an arm did not pass)")
+        print("compile-cold / an artifact arm: not available (an arm did not pass)")
         rc = 1
     if "eager" in med:
         best = min((n for n in med if n != "eager"), key=lambda n: med[n]["job_ttfs_s"], default=None)
