@@ -331,7 +331,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     dirs = None
     mode_kw: dict[str, Any] = {}
     loaded: dict[str, Any] = {}
-    finish = ready = None
+    finish = None
     if spec.compiled:
         dirs, needs_priming = cache.prepare(spec, ctx.run_dir)
         if spec.cache == CACHE_WARM:
@@ -347,7 +347,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
             r.fields["artifact_from"] = f"user file {spec.artifact}" if spec.artifact else own
             dirs = cache.fresh(spec, ctx.run_dir)  # a new job: empty cache dirs, then the artifact
             try:
-                mode_kw, loaded, ready = cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
+                mode_kw, loaded = cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
             except Exception as e:
                 return _failed(case, e, "loading the cache artifact", True, ctx.device)
             r.fields["artifact"] = loaded
@@ -355,19 +355,13 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
             paths = [dirs.root / cache.ARTIFACT] + ([Path(spec.save_artifact)] if spec.save_artifact else [])
             mode_kw, finish = cache.saver(spec, ctx.device.type, paths)
         r.fields["cache_dir"] = str(dirs.root)
-    kernels: dict[str, set[str] | None] = {"before": _kernel_files() if spec.compiled else None}
-
-    def artifact_ready() -> None:  # the artifact's kernels in place: the job's own builds count from here
-        ready()  # type: ignore[misc]
-        kernels["before"] = _kernel_files()
-
-    before_mode = artifact_ready if ready is not None else None
+    kernels_before = _kernel_files() if spec.compiled else None  # what the job then builds, counted after
     phase = lambda: ctx.phase("compile" if spec.compiled else "first_step", spec.compile_budget_s)
     try:
         if spec.nproc > 1:
             out = distributed.launch(spec, ctx.device, ctx.imports, work / "ranks", first_step=phase)
         else:
-            out = loop.train(spec, ctx.device, first_step=phase, mode_kw=mode_kw, before_mode=before_mode)
+            out = loop.train(spec, ctx.device, first_step=phase, mode_kw=mode_kw)
     except loop.StageError as e:
         return _failed(case, e.exc, e.stage, e.stage == "first_step" and spec.compiled, ctx.device)
     record_outcome(r, spec, out, ctx.device, load_s=float(loaded.get("load_s", 0.0)))
@@ -401,8 +395,8 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     if spec.compiled:
         from bringup.train.accounting import account
 
-        after, before = _kernel_files(), kernels["before"]
-        built = len(after - before) if after is not None and before is not None else None
+        after = _kernel_files()
+        built = len(after - kernels_before) if after is not None and kernels_before is not None else None
         verdicts_after = account(r, spec, out.final, loaded, built)
         if verdicts_after:
             r.status, r.reason = verdict(verdicts + verdicts_after, r.fields.get("tying_finding", ""))

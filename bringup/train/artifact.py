@@ -299,9 +299,7 @@ def unpack_kernels(section: bytes, where: str = "cache artifact") -> dict[str, i
     dirs = kernel_dirs()
     got = {"kernels": 0, "headers": 0}
     try:
-        # 8 MiB copies: ~20 Python-level steps for a 150 MB header (16 KiB ones were ~10,000, each a wait for
-        # the GIL when this runs in a thread beside the job's imports)
-        with tarfile.open(fileobj=io.BytesIO(section), mode="r:gz", copybufsize=8 << 20) as tf:
+        with tarfile.open(fileobj=io.BytesIO(section), mode="r:gz") as tf:
             members = tf.getmembers()
             for m in members:
                 top, _, rel = m.name.partition("/")

@@ -134,49 +134,27 @@ def saver(spec: TrainSpec, device_type: str, paths: list[Path]) -> tuple[dict[st
     return kw, finish
 
 
-def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any], dict[str, Any], Any]:
+def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Load an artifact into this (fresh) process: (mode_kw for loop.train, what was loaded: kind, seconds,
-    entries per cache layer, `ready`). The kernel section unpacks in a thread while the job goes on
-    (checking the file, importing and building the model: ~0.7 s of gzip and file writes for a cpu job,
-    mostly outside the GIL); `ready()`, called before the mode is applied (loop.train's `before_mode`),
-    waits for it, takes the kernels' vector ISA, and loads the mega-cache's graphs. An AOT function is
-    handed to the aot mode, which loads it when the model is prepared (timed in apply_mode_s). `load_s`
-    is what the job's own path spent here before the build, `wait_s` (set by `ready`) what it spent
-    after it: the job's `load_artifact_s` phase is their sum (the unpack's overlap with the build is
-    not counted twice: the phases add up to the job's wall time)."""
+    entries per cache layer). The mega-cache goes into the active (empty) cache dirs now; an AOT function
+    is handed to the aot mode, which loads it when the model is prepared (timed in apply_mode_s)."""
     import time
-    from concurrent.futures import ThreadPoolExecutor
 
     t = time.perf_counter()  # the job pays for reading and checking the file too
-    art = artifact.read(path)
-    where = f"cache artifact {path}"
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bringup-unpack")
-    unpacking = pool.submit(artifact.unpack_kernels, art.kernels, where) if art.kernels else None
-    pool.shutdown(wait=False)
-    try:
-        artifact.fits(art, path, spec, device_type)
-        if art.header["kind"] == artifact.KIND_AOT and spec.mode != "aot":
-            raise BadInput(f"cache artifact {path} holds an AOT-compiled function: use it with --modes aot")
-    except BaseException:
-        if unpacking is not None:
-            unpacking.exception()  # let the thread finish writing before the case reports
-        raise
+    art = artifact.fits(artifact.read(path), path, spec, device_type)
     head = art.header
+    if head["kind"] == artifact.KIND_AOT and spec.mode != "aot":
+        raise BadInput(f"cache artifact {path} holds an AOT-compiled function: use it with --modes aot")
+    # the compiled kernels first: in place before anything (the mega-cache's graphs included) compiles
+    supplied = artifact.unpack_kernels(art.kernels, f"cache artifact {path}") if art.kernels else {}
     isa = (head.get("kernels") or {}).get("vec_isa", "") if art.kernels else ""
-    out: dict[str, Any] = {"kind": head["kind"], "bytes": len(art.payload) + len(art.kernels), "vec_isa": isa}
-    out["load_s"] = time.perf_counter() - t
-
-    def ready() -> None:
-        t0 = time.perf_counter()
-        # the compiled kernels in place before anything (the mega-cache's graphs included) compiles
-        supplied = unpacking.result() if unpacking is not None else {}
-        out.update(kernels_supplied=supplied.get("kernels", 0), headers_supplied=supplied.get("headers", 0),
-                   vec_isa_adopted=artifact.adopt_vec_isa(isa))  # fmt: skip
-        if head["kind"] == artifact.KIND_MEGA:
-            out["entries"] = artifact.load_mega_cache(art.payload)
-        out["wait_s"] = time.perf_counter() - t0
-
-    return ({"load": art.payload} if head["kind"] == artifact.KIND_AOT else {}), out, ready
+    out = {"kind": head["kind"], "bytes": len(art.payload) + len(art.kernels),
+           "kernels_supplied": supplied.get("kernels", 0), "headers_supplied": supplied.get("headers", 0),
+           "vec_isa": isa, "vec_isa_adopted": artifact.adopt_vec_isa(isa)}  # fmt: skip
+    if head["kind"] == artifact.KIND_AOT:
+        return {"load": art.payload}, {**out, "load_s": time.perf_counter() - t}
+    entries = artifact.load_mega_cache(art.payload)
+    return {}, {**out, "load_s": time.perf_counter() - t, "entries": entries}
 
 
 def prepare(spec: TrainSpec, run_dir: Path) -> tuple[CacheDirs, bool]:

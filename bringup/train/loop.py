@@ -121,11 +121,8 @@ def train(
     after_first: Callable[[], None] | None = None,
     check_fallbacks: bool = True,
     mode_kw: dict[str, Any] | None = None,
-    before_mode: Callable[[], None] | None = None,
 ) -> TrainOutcome:
-    """Run spec.steps optimizer steps. Raises StageError naming the stage that failed. `before_mode` runs
-    after the model is built and before the mode is applied (a loaded artifact's last part: stage
-    `load_artifact`), timed apart (`wait_s`)."""
+    """Run spec.steps optimizer steps. Raises StageError naming the stage that failed."""
     t0 = time.perf_counter()
     prec = parse_precision(spec.dtype)  # amp-*: fp32 params (and AdamW state), autocast compute
     try:
@@ -138,16 +135,6 @@ def train(
         except BadInput:
             flops, flops_at = None, {}  # a user model without a transformers config: no FLOPs, no MFU
         vocab = lm.vocab_size(model)
-    except Exception as e:
-        raise StageError("build", e) from e
-    t_wait = time.perf_counter()
-    try:
-        if before_mode is not None:
-            before_mode()
-    except Exception as e:
-        raise StageError("load_artifact", e) from e
-    wait_s = time.perf_counter() - t_wait
-    try:
         t_mode = time.perf_counter()
         model = prepare(model, spec, device, world, mode_kw)
         apply_mode_s = time.perf_counter() - t_mode
@@ -224,8 +211,7 @@ def train(
         losses=[float(x) for x in loss_t.cpu()], step_s=[float(x) for x in step_t.cpu()], setup_s=setup_s,
         params=params, flops_per_token=flops, peak_mem_bytes=peak, first=first, final=final,
         fallback_ops=fallback_ops, notes=notes, rank_first_s=rank_first, compiled_s=compiled,
-        flops_per_token_at=flops_at,
-        phases={"build_s": setup_s - apply_mode_s - wait_s, "apply_mode_s": apply_mode_s, "wait_s": wait_s},
+        flops_per_token_at=flops_at, phases={"build_s": setup_s - apply_mode_s, "apply_mode_s": apply_mode_s},
     )  # fmt: skip
 
 

@@ -42,9 +42,7 @@ def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: De
     steady, tok_s, flop_s = out.window(spec)
     # The job's time to first step as a new job meets it: load an artifact, build, apply the mode, step 1.
     r.metric("job_ttfs_s", load_s + out.setup_s + out.ttfs_s, "s")
-    phases = {k: v for k, v in out.phases.items() if k != "wait_s"}
-    # the artifact's part of the job: reading and checking it, and the wait for its kernels before the mode
-    phases = {"load_artifact_s": load_s + out.phases.get("wait_s", 0.0), **phases}
+    phases = {"load_artifact_s": load_s, **out.phases}
     per_dev = tok_s / spec.nproc if tok_s else None
     r.metric("ttfs_s", out.ttfs_s, "s")
     r.metric("step_s", steady, "s")
