@@ -230,10 +230,10 @@ def arms_for(args: argparse.Namespace, modes: tuple[str, ...], base: TrainSpec, 
         if bad:
             raise BadInput(f"--nproc {base.nproc}: {', '.join(bad)} run on one rank only")
     if save:
-        colds = [m for m, c in chosen if c == CACHE_COLD for _ in dynamics]
-        if len(colds) != 1:
+        colds = sum(c == CACHE_COLD for _, c in chosen) * len(dynamics)  # cold cases: one per dynamic setting
+        if colds != 1:
             raise BadInput(f"--save-cache-artifact needs exactly one compiled mode compiled cold (this run has "
-                           f"{len(colds)}): e.g. --modes eager,compile")  # fmt: skip
+                           f"{colds}): e.g. --modes eager,compile")  # fmt: skip
         parent = Path(save).expanduser().resolve().parent
         if not parent.is_dir():
             raise BadInput(f"--save-cache-artifact {save}: no directory {parent}")

@@ -47,8 +47,12 @@ class TrainSpec:
     @property
     def name(self) -> str:
         """The arm: mode-cache, and the dynamic-shape setting when it is not torch's default."""
-        name = self.mode if self.cache == CACHE_NONE else f"{self.mode}-{self.cache}"
-        return name + (f"-dynamic-{self.dynamic}" if self.compiled and self.dynamic != "auto" else "")
+        return (self.mode if self.cache == CACHE_NONE else f"{self.mode}-{self.cache}") + self.dynamic_suffix
+
+    @property
+    def dynamic_suffix(self) -> str:
+        """'-dynamic-on' / '-dynamic-off' for a compiled case off torch's default, else ''."""
+        return f"-dynamic-{self.dynamic}" if self.compiled and self.dynamic != "auto" else ""
 
     @property
     def compile_dynamic(self) -> bool | None:

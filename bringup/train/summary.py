@@ -170,14 +170,9 @@ def entry(r: CaseResult) -> dict[str, Any]:
     return e
 
 
-def label(mode: str, cache: str, dynamic: str = "auto") -> str:
-    text = mode if cache == CACHE_NONE else f"{mode} ({cache} cache)"
-    return text + (f" dynamic {dynamic}" if dynamic != "auto" and mode != "eager" else "")
-
-
-def mode_key(spec: TrainSpec) -> str:
-    """The JSON `modes` key of a case's mode: the mode, and its dynamic-shape setting when not the default."""
-    return spec.mode + (f"-dynamic-{spec.dynamic}" if spec.compiled and spec.dynamic != "auto" else "")
+def label(spec: TrainSpec) -> str:
+    text = spec.mode if spec.cache == CACHE_NONE else f"{spec.mode} ({spec.cache} cache)"
+    return text + spec.dynamic_suffix.replace("-", " ")
 
 
 def fast_start(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
@@ -234,14 +229,15 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
                   nproc=spec.nproc, dtype=spec.dtype, peak_flops=_m(first, "peak_flops"),
                   peak_flops_source=first.fields.get("peak_flops_source"))  # fmt: skip
     specs = {r.case_id: TrainSpec.from_params(r.params) for r in runs}
-    rows = [(label(specs[r.case_id].mode, r.params["cache"], specs[r.case_id].dynamic), entry(r), r) for r in runs]
+    rows = [(label(specs[r.case_id]), entry(r), r) for r in runs]
     eager = next((e for n, e, _ in rows if n == "eager"), None)
     for _, e, r in rows:
         ok = eager and eager["step_s"] and e["step_s"] and r.status in USABLE
         e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]
     modes: dict[str, Any] = {}
     for _, e, r in rows:
-        mode, cache = mode_key(specs[r.case_id]), r.params["cache"]
+        # the JSON `modes` key: the mode, and its dynamic-shape setting when not the default
+        mode, cache = specs[r.case_id].mode + specs[r.case_id].dynamic_suffix, r.params["cache"]
         if cache in (CACHE_WARM, CACHE_ARTIFACT) and mode in modes and modes[mode]["cache"] == CACHE_COLD:
             modes[mode][cache] = e
         else:
@@ -263,9 +259,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     for _, e, r in rows:
         mfu = e["mfu"] * 100 if e["mfu"] is not None else None
         mem = e["peak_mem_bytes"] / 1e9 if e["peak_mem_bytes"] else None
-        sp = specs[r.case_id]
-        name = sp.mode + ("" if sp.cache == CACHE_NONE else f" {sp.cache}") + (
-            f" dyn {sp.dynamic}" if sp.compiled and sp.dynamic != "auto" else "")  # fmt: skip
+        name = specs[r.case_id].name.replace("-", " ")  # "compile cold", "compile cold dynamic on"
         t.add_row(name, styled(r.status), fmt(e["ttfs_s"]), fmt(e["step_s"]), fmt(e["first_over_steady"]),
                   fmt(e["tokens_per_s"]), fmt(e["tokens_per_s_per_device"]), fmt(mfu), _x(e["speedup_vs_eager"]),
                   fmt(e["compile_s"]), fmt(e["graph_breaks"]), fmt(mem))  # fmt: skip
