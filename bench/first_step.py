@@ -1,7 +1,7 @@
 """Benchmark: every time-to-first-step arm as a new job meets it, and the issue's ratios, in one run.
 
-    .venv/bin/python bench/first_step.py [--device auto] [--model qwen3-tiny] [--batch 4] [--seq 256]
-                                         [--steps 8] [--repeats 1] [--modes ...]
+    .venv/bin/python bench/first_step.py [--device auto] [--model qwen3-tiny] [--override K=V ...] [--batch 4]
+                                         [--seq 256] [--steps 8] [--repeats 1] [--modes ...]
 
 Runs the real command, `bringup train --cache all` (each arm a fresh worker process: eager; compile,
 regional, nested, aot cold on empty cache dirs; compile, regional, nested warm on the dirs their cold
@@ -38,6 +38,8 @@ def one_run(a: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]:
            "--steps", str(a.steps), "--batch", str(a.batch), "--seq", str(a.seq), "--json", "out.json"]  # fmt: skip
     if a.modes:
         cmd += ["--modes", a.modes]
+    for o in a.override:
+        cmd += ["--override", o]
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     p = subprocess.run(cmd, cwd=work, env=env, text=True, capture_output=True)
     if p.returncode not in (0, 1) or not (work / "out.json").exists():
@@ -68,6 +70,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--model", default="qwen3-tiny")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a model config field")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--steps", type=int, default=8)
@@ -82,7 +85,8 @@ def main() -> int:
         print(f"run {i + 1} (load average at start {load[0]:.1f}, at end {os.getloadavg()[0]:.1f})", flush=True)
     arms = [n for n in runs[0] if all(n in r for r in runs)]
     med = {n: {k: statistics.median(r[n][k] for r in runs) for k in runs[0][n]} for n in arms}
-    print(f"\n{a.device} {a.model}, batch {a.batch} x seq {a.seq}, median of {a.repeats} run(s):")
+    model = " ".join([a.model, *a.override])
+    print(f"\n{a.device} {model}, batch {a.batch} x seq {a.seq}, median of {a.repeats} run(s):")
     print(f"  {'arm':18s} {'job 1st step s':>14s} {'load':>7s} {'build':>7s} {'mode':>7s} {'dynamo':>7s} "
           f"{'aot':>7s} {'backend':>7s} {'rest':>7s} {'steady ms':>9s} {'tok/s':>9s} "
           f"{'kernels supplied/built':>22s}")  # fmt: skip
