@@ -15,6 +15,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import load_json, run_cli
 
 BUDGET = 12  # s per case: the `hang` item costs this much; alloc reaches the cap long before it
@@ -78,6 +80,7 @@ def test_faults_local_executor(tmp_path: Path) -> None:
     _sweep(tmp_path, "local", PLAN)
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray instance at a time (make test runs two pytest workers)
 def test_faults_ray_executor(tmp_path: Path) -> None:
     # loseonce: the actor dies once, Ray restarts it and retries: pass. lose: dies on every try: crash.
     _sweep(tmp_path, "ray", PLAN + ",loseonce,lose", env={"BRINGUP_RAY_RETRIES": "1"})

@@ -118,6 +118,7 @@ def test_sigkill_then_resume_local_both_forms(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")
 def test_sigkill_then_resume_ray(tmp_path: Path) -> None:
     """The same under Ray: the killed driver takes its local Ray instance, the actors and their
     worker processes down; the resumed run (on a new local instance) completes."""

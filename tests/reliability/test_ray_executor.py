@@ -81,6 +81,7 @@ def _cmd(p: psutil.Process) -> list[str]:
         return []
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray instance at a time (make test runs two pytest workers)
 def test_custom_resource_for_a_privateuse1_device(tmp_path: Path) -> None:
     """On a non-cuda accelerator each slot asks Ray for a custom resource named after the device
     type; with 1 device and 2 slots they share it. Cases still run, crash and finish there."""

@@ -31,8 +31,9 @@ def _errors(cdp: CDP) -> list[str]:
     out = []
     for e in cdp.events:
         m, p = e.get("method"), e.get("params", {})
-        if m == "Runtime.exceptionThrown":
-            out.append(json.dumps(p.get("exceptionDetails", {}))[:500])
+        if m == "Runtime.exceptionThrown":  # its text and message first: the url before them grows with the tmp path
+            d = p.get("exceptionDetails", {})
+            out.append(f"{d.get('text', '')} {d.get('exception', {}).get('description', '')} {json.dumps(d)}"[:500])
         elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
             out.append(json.dumps(p.get("args", []))[:500])
         elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
