@@ -104,30 +104,42 @@ def is_user_fn(model: str) -> bool:
 
 
 def load_config(model: str, overrides: list[str] | None = None) -> Any:
-    """A preset name or an HF config JSON path -> a transformers config with overrides applied."""
+    """A preset name or an HF config JSON path -> a transformers config with overrides applied. Each
+    override is checked (a field of the config, of its type) on the config as built, then the config is
+    built again with the overrides among its arguments, so that what its constructor derives follows
+    them (transformers 5's `layer_types`, one per layer: `num_hidden_layers=8` on a 4-layer preset set
+    afterwards left 4 and the model build died with an IndexError)."""
     overrides = overrides or []
     if model in PRESETS:
-        cfg = _qwen3_config(dict(PRESETS[model]))
+        kw: dict[str, Any] = dict(PRESETS[model])
+        make = _qwen3_config
     elif model.endswith(".json") or Path(model).is_file():
         p = Path(model)
         if not p.is_file():
             raise BadInput(f"model config {model} does not exist")
         try:
-            data = json.loads(p.read_text())
+            kw = json.loads(p.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise BadInput(f"model config {model} is not valid JSON: {e}") from e
-        if not isinstance(data, dict) or "model_type" not in data:
+        if not isinstance(kw, dict) or "model_type" not in kw:
             raise BadInput(f"model config {model} has no 'model_type'")
-        from transformers import AutoConfig
+        model_type = kw.pop("model_type")
 
-        try:
-            cfg = AutoConfig.for_model(data.pop("model_type"), **data)
-        except (ValueError, KeyError, TypeError) as e:
-            raise BadInput(f"model config {model}: {e}".splitlines()[0]) from e
+        def make(args: dict[str, Any]) -> Any:
+            from transformers import AutoConfig
+
+            try:
+                return AutoConfig.for_model(model_type, **args)
+            except (ValueError, KeyError, TypeError) as e:
+                raise BadInput(f"model config {model}: {e}".splitlines()[0]) from e
     else:
         raise BadInput(f"unknown model {model!r}: use a preset ({', '.join(PRESETS)}), a config JSON path, "
                        "or module:function")  # fmt: skip
-    return apply_overrides(cfg, overrides)
+    cfg = apply_overrides(make(dict(kw)), overrides)
+    if overrides:
+        cfg = make({**kw, **dict(parse_override(o) for o in overrides)})
+        _check_shapes(cfg)
+    return cfg
 
 
 def build_model(model: str, overrides: list[str] | None = None, device: str | torch.device = "cpu",

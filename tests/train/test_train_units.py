@@ -103,6 +103,14 @@ def test_build_cases_rejects(kw: dict, needle: str) -> None:
     assert needle in str(ei.value), str(ei.value)
 
 
+def test_an_override_reaches_what_the_config_derives_from_it() -> None:
+    """More layers than the preset has: transformers 5 keeps one `layer_types` entry per layer, derived when
+    the config is built; set afterwards, the list stayed at 4 and building the model raised IndexError."""
+    cfg = lm.load_config("qwen3-tiny", ["num_hidden_layers=8"])
+    assert cfg.num_hidden_layers == 8 and len(getattr(cfg, "layer_types", None) or [None] * 8) == 8
+    assert len(lm.decoder_layers(lm.build_model("qwen3-tiny", ["num_hidden_layers=8"], device="meta"))) == 8
+
+
 def test_learnable_batches_are_seeded_and_learnable() -> None:
     a = list(lm.synthetic_batches(4096, 2, 64, 3, seed=7, learnable=True))
     b = list(lm.synthetic_batches(4096, 2, 64, 3, seed=7, learnable=True))
