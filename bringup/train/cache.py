@@ -141,19 +141,27 @@ def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any],
     import time
 
     t = time.perf_counter()  # the job pays for reading and checking the file too
-    art = artifact.fits(artifact.read(path), path, spec, device_type)
-    head = art.header
-    if head["kind"] == artifact.KIND_AOT and spec.mode != "aot":
-        raise BadInput(f"cache artifact {path} holds an AOT-compiled function: use it with --modes aot")
-    # the compiled kernels first: in place before anything (the mega-cache's graphs included) compiles
-    supplied = artifact.unpack_kernels(art.kernels, f"cache artifact {path}") if art.kernels else {}
+    art = artifact.read(path)
+    where = f"cache artifact {path}"
+    # the compiled kernels unpack beside the checks and the mega-cache's entries, none of which compiles
+    # or loads a kernel; all are in place before this returns (the job's build, mode and steps come after)
+    unpacking = artifact.unpack_kernels_meanwhile(art.kernels, where) if art.kernels else None
+    try:
+        head = artifact.fits(art, path, spec, device_type).header
+        if head["kind"] == artifact.KIND_AOT and spec.mode != "aot":
+            raise BadInput(f"cache artifact {path} holds an AOT-compiled function: use it with --modes aot")
+        entries = artifact.load_mega_cache(art.payload) if head["kind"] == artifact.KIND_MEGA else None
+    except BaseException:
+        if unpacking is not None:
+            unpacking.exception()  # the thread done writing before the case reports
+        raise
+    supplied = unpacking.result() if unpacking is not None else {}
     isa = (head.get("kernels") or {}).get("vec_isa", "") if art.kernels else ""
     out = {"kind": head["kind"], "bytes": len(art.payload) + len(art.kernels),
            "kernels_supplied": supplied.get("kernels", 0), "headers_supplied": supplied.get("headers", 0),
            "vec_isa": isa, "vec_isa_adopted": artifact.adopt_vec_isa(isa)}  # fmt: skip
-    if head["kind"] == artifact.KIND_AOT:
+    if entries is None:
         return {"load": art.payload}, {**out, "load_s": time.perf_counter() - t}
-    entries = artifact.load_mega_cache(art.payload)
     return {}, {**out, "load_s": time.perf_counter() - t, "entries": entries}
 
 

@@ -547,3 +547,25 @@ def test_an_artifact_job_adopts_the_vector_isa_its_kernels_were_built_with(monke
     finally:
         config.cpp.vec_isa_ok = None
         cpu_vec_isa.valid_vec_isa_list.cache_clear()
+
+
+def test_the_kernel_section_unpacks_in_a_thread_and_its_damage_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    import threading
+
+    dirs = {"inductor": tmp_path / "i", "headers": tmp_path / "h"}
+    monkeypatch.setattr(artifact, "kernel_dirs", lambda: dirs)
+    section = _kernel_section({"inductor/ab/cabc.so": b"\x7fELF" * 1000, "headers/cdef.h.gch": b"pch" * 1000})
+    seen: list[str] = []
+    real = artifact.unpack_kernels
+
+    def spy(*a: object, **k: object) -> dict[str, int]:
+        seen.append(threading.current_thread().name)
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(artifact, "unpack_kernels", spy)
+    assert artifact.unpack_kernels_meanwhile(section).result() == {"kernels": 1, "headers": 1}
+    assert seen and seen[0] != threading.current_thread().name
+    assert (dirs["inductor"] / "ab" / "cabc.so").read_bytes() == b"\x7fELF" * 1000
+    for bad in (section[: len(section) // 2], section[:10] + b"\0" * 40 + section[50:], b"not gzip"):
+        with pytest.raises(BadInput, match="damaged kernel section"):  # truncated, corrupt deflate, not gzip
+            artifact.unpack_kernels_meanwhile(bad, "cache artifact x").result()
