@@ -191,18 +191,28 @@ def check(path: str | Path, spec: Any, device_type: str) -> dict[str, Any]:
 
 def fits(art: Artifact, path: str | Path, spec: Any, device_type: str) -> Artifact:
     """`check` on a file already read: the artifact, or BadInput (one line)."""
+    return fits_code(fits_stack(art, path, spec, device_type), path)
+
+
+def fits_stack(art: Artifact, path: str | Path, spec: Any, device_type: str) -> Artifact:
+    """The instant part of `fits`: the stack and graphs it was made for, and its kernels' machine."""
     want = header_for(spec, device_type, art.header["kind"])
     if diff := mismatch(art.header, want):
         raise BadInput(f"cache artifact {path} does not fit this run: {diff}; torch's caches would miss and the "
                        "job would start cold: make one on this stack with --save-cache-artifact")  # fmt: skip
-    if diff := source_mismatch(art.header.get("sources")):
-        raise BadInput(f"cache artifact {path}: the model code it compiled has changed since: {diff}; the "
-                       "AOT-compiled function would run the old code: make a new one with "
-                       "--save-cache-artifact")  # fmt: skip
     if diff := kernel_mismatch(art.header.get("kernels"), kernel_stack() if art.header.get("kernels") else {}):
         raise BadInput(f"cache artifact {path}: its compiled kernels were built on another machine or compiler: "
                        f"{diff}; they would be built again (or not load) and the job would start cold: make one "
                        "on this machine with --save-cache-artifact")  # fmt: skip
+    return art
+
+
+def fits_code(art: Artifact, path: str | Path) -> Artifact:
+    """The slow part of `fits` (an AOT function's: it imports the modules it traced): their source."""
+    if diff := source_mismatch(art.header.get("sources")):
+        raise BadInput(f"cache artifact {path}: the model code it compiled has changed since: {diff}; the "
+                       "AOT-compiled function would run the old code: make a new one with "
+                       "--save-cache-artifact")  # fmt: skip
     return art
 
 

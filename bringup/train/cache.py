@@ -142,18 +142,19 @@ def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any],
 
     t = time.perf_counter()  # the job pays for reading and checking the file too
     art = artifact.read(path)
-    where = f"cache artifact {path}"
-    # the compiled kernels unpack beside the checks and the mega-cache's entries, none of which compiles
-    # or loads a kernel; all are in place before this returns (the job's build, mode and steps come after)
-    unpacking = artifact.unpack_kernels_meanwhile(art.kernels, where) if art.kernels else None
+    head = artifact.fits_stack(art, path, spec, device_type).header  # kernels for another machine: not unpacked
+    if head["kind"] == artifact.KIND_AOT and spec.mode != "aot":
+        raise BadInput(f"cache artifact {path} holds an AOT-compiled function: use it with --modes aot")
+    # the compiled kernels unpack beside the source check and the mega-cache's entries, neither of which
+    # compiles or loads a kernel; all are in place before this returns (the job's build, mode and steps
+    # come after)
+    unpacking = artifact.unpack_kernels_meanwhile(art.kernels, f"cache artifact {path}") if art.kernels else None
     try:
-        head = artifact.fits(art, path, spec, device_type).header
-        if head["kind"] == artifact.KIND_AOT and spec.mode != "aot":
-            raise BadInput(f"cache artifact {path} holds an AOT-compiled function: use it with --modes aot")
+        artifact.fits_code(art, path)
         entries = artifact.load_mega_cache(art.payload) if head["kind"] == artifact.KIND_MEGA else None
     except BaseException:
         if unpacking is not None:
-            unpacking.exception()  # the thread done writing before the case reports
+            unpacking.exception()  # the thread done writing (whole files) before the case reports
         raise
     supplied = unpacking.result() if unpacking is not None else {}
     isa = (head.get("kernels") or {}).get("vec_isa", "") if art.kernels else ""

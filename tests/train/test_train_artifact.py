@@ -569,3 +569,18 @@ def test_the_kernel_section_unpacks_in_a_thread_and_its_damage_is_one_line(tmp_p
     for bad in (section[: len(section) // 2], section[:10] + b"\0" * 40 + section[50:], b"not gzip"):
         with pytest.raises(BadInput, match="damaged kernel section"):  # truncated, corrupt deflate, not gzip
             artifact.unpack_kernels_meanwhile(bad, "cache artifact x").result()
+
+
+def test_kernels_refused_at_load_are_not_unpacked(tmp_path: Path, monkeypatch) -> None:
+    from bringup.train import cache
+
+    dirs = {"inductor": tmp_path / "i", "headers": tmp_path / "h"}
+    monkeypatch.setattr(artifact, "kernel_dirs", lambda: dirs)
+    p = tmp_path / "a.bin"
+    _with_kernels(p, SPEC, cpu_capability="SVE256")
+    with pytest.raises(BadInput, match="cpu_capability 'SVE256'"):
+        cache.load(SPEC.with_(cache="artifact"), p, "cpu")
+    assert not any(d.exists() and any(d.rglob("*")) for d in dirs.values())
+    _with_kernels(p, SPEC)  # the same file made here: unpacked, and in place when load returns
+    _, got = cache.load(SPEC.with_(cache="artifact"), p, "cpu")
+    assert got["kernels_supplied"] == 1 and (dirs["inductor"] / "ab" / "cabc.so").exists()
