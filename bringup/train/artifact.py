@@ -186,16 +186,12 @@ def _norm(v: Any) -> Any:
 def check(path: str | Path, spec: Any, device_type: str) -> dict[str, Any]:
     """Read the file and refuse it (BadInput, one line) when it was made for another stack or graphs, or
     its compiled kernels for another machine or compiler. Returns its header."""
-    return fits(read(path), path, spec, device_type).header
-
-
-def fits(art: Artifact, path: str | Path, spec: Any, device_type: str) -> Artifact:
-    """`check` on a file already read: the artifact, or BadInput (one line)."""
-    return fits_code(fits_stack(art, path, spec, device_type), path)
+    return fits_code(fits_stack(read(path), path, spec, device_type), path).header
 
 
 def fits_stack(art: Artifact, path: str | Path, spec: Any, device_type: str) -> Artifact:
-    """The instant part of `fits`: the stack and graphs it was made for, and its kernels' machine."""
+    """The instant part of `check`, on a file already read: the stack and graphs it was made for, and its
+    kernels' machine and compiler."""
     want = header_for(spec, device_type, art.header["kind"])
     if diff := mismatch(art.header, want):
         raise BadInput(f"cache artifact {path} does not fit this run: {diff}; torch's caches would miss and the "
@@ -208,7 +204,7 @@ def fits_stack(art: Artifact, path: str | Path, spec: Any, device_type: str) -> 
 
 
 def fits_code(art: Artifact, path: str | Path) -> Artifact:
-    """The slow part of `fits` (an AOT function's: it imports the modules it traced): their source."""
+    """The slow part of `check` (an AOT function's: it imports the modules it traced): their source."""
     if diff := source_mismatch(art.header.get("sources")):
         raise BadInput(f"cache artifact {path}: the model code it compiled has changed since: {diff}; the "
                        "AOT-compiled function would run the old code: make a new one with "
@@ -286,7 +282,7 @@ def adopt_vec_isa(name: str) -> bool:
     kernel (compiled or loaded) in a process picks the ISA by building and `dlopen`ing a test program per
     candidate in a child process each (6 here, ~0.15 s each with the probes' builds cached, ~10 s without):
     the artifact's maker already proved its pick on a machine with this one's cpu capability and compiler
-    (`fits` checked both). Only the candidates' base proofs are skipped (3 of the 6 here): the sub-feature
+    (`fits_stack` checked both). Only the candidates' base proofs are skipped (3 of the 6 here): the sub-feature
     probes (avx512 bf16, VNNI) run whatever the switch says, and they set compile flags. The candidates
     are listed once with the proof switched off
     (`config.cpp.vec_isa_ok = True`, which `valid_vec_isa_list` caches), and the switch is put back at
