@@ -57,6 +57,7 @@ def collect(sess: Any, calibrate: bool = True) -> dict[str, Any]:
         "selected": dev.name,
         "selected_name": dev.device_name,
         "timing": "torch.Event" if dev.has_timing_events else "perf_counter after synchronize",
+        "adapter": dev.adapter.describe(),
         "peak_flops": peaks,
         "compile_backends": backends,
         "privateuse1": privateuse1_name(),
@@ -92,7 +93,12 @@ def main(sess: Any) -> int:
     t.add_row("accelerators", escape(", ".join(built) or "none compiled in"))
     t.add_row("devices", escape(", ".join(f"{d['type']} x{d['count']} ({d['name']})" for d in info["devices"])))
     t.add_row("auto", escape(f"{info['auto']} ({info['auto_reason']})"))
-    t.add_row("selected", f"{info['selected']} ({info['selected_name']}); timing: {info['timing']}")
+    t.add_row("selected", escape(f"{info['selected']} ({info['selected_name']}); timing: {info['timing']}"))
+    ad = info["adapter"]
+    t.add_row("adapter", escape(f"{ad['family']} ({ad['execution']} execution); compile backend "
+              f"{ad['default_compile_backend']}; distributed backend {ad['distributed_backend'] or 'none'}; "
+              f"memory: {ad['memory_gap'] or 'measured'}; backend fallback counter: "
+              f"{'yes' if ad['fallback_counter'] else 'no'}"))  # fmt: skip
     for dt, pk in info["peak_flops"].items():
         t.add_row(f"peak {dt}", "-" if pk is None else escape(f"{pk['flops'] / 1e12:.3f} TFLOP/s per "
                   f"{pk['unit']} [{pk['source']}]"))  # fmt: skip

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from bringup.case import Case, CaseResult, is_failure
 from bringup.console import make_console
-from bringup.device import Device
+from bringup.device import Device, read_run_peaks
 from bringup.files import check_outputs
 from bringup.store import DEFAULT_DB, RunInfo, Store, new_run_id
 
@@ -106,6 +106,10 @@ def execute_cases(
         repeats = [] if gate is None else gate.repeat_runs(store, run, cases, new_executor, run_dir, sess.console)
         localized = localize_hook.run_localize(args, store, run_id, results, new_executor, run_dir, sess.console)
         extras = summarize(results, sess.console)
+        peaks = read_run_peaks(run_dir)
+        if peaks:  # the one peak per (device, dtype) every MFU of this run used (bringup/device/peaks.py)
+            store.update_run_info(run_id, peak_flops=peaks)
+            extras["peak_flops"] = peaks
         if localized:
             from bringup.localize.cli import summarize as localize_summary
 

@@ -529,13 +529,14 @@ def _export(prof: Any, path: Path) -> None:
 
 
 def capture(step: Callable[[], Any], device_type: str, steps: int, trace_path: str | os.PathLike[str],
-            sync: Callable[[], None] | None = None, warmup: int = 1) -> Capture:  # fmt: skip
+            sync: Callable[[], None] | None = None, warmup: int = 1,
+            activities: tuple[list[Any], str] | None = None) -> Capture:  # fmt: skip
     """Run `step` warmup + steps times under torch.profiler (schedule: `warmup` untraced profiler
     warm-up steps, then `steps` recorded ones, each marked ProfilerStep#N), calling `sync` at the end
     of each step so its device work falls inside its window; export the trace to `trace_path`."""
     from torch.profiler import profile, schedule
 
-    acts, note = activities_for(device_type)
+    acts, note = activities if activities is not None else activities_for(device_type)
     path = Path(trace_path)
     got: dict[str, Any] = {}
 

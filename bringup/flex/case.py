@@ -107,14 +107,10 @@ def _median_ms(times: list[float]) -> float:
 
 def _timed(fn: Callable[[], Any], device: Device, min_iters: int = 3, max_iters: int = 20, max_s: float = 2.0
            ) -> list[float]:  # fmt: skip
-    timer = device.timer()
-    times: list[float] = []
-    t_end = time.perf_counter() + max_s
-    while len(times) < min_iters or (len(times) < max_iters and time.perf_counter() < t_end):
-        timer.start()
-        fn()
-        times.append(timer.stop())
-    return times
+    """Each call's output is handed to the timer: computed before its clock stops, on any device."""
+    from bringup.device.timing import timed_repeats
+
+    return timed_repeats(fn, device.timer(), min_iters, max_iters, max_s)
 
 
 def attention_flops(shape: AttnShape, density: float) -> float:
@@ -224,9 +220,10 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
                     for k in ("q", "k", "v"):
                         x[k].grad = None
                     o = fwd()
+                    device.materialize(o)  # the forward is not part of the backward's time
                     timer.start()
                     o.backward(x["do"])
-                    bwd_times.append(timer.stop())
+                    bwd_times.append(timer.stop(x["q"].grad, x["k"].grad, x["v"].grad))
         except Exception as e:
             return result(classify_flex(e, compiling=False), f"timed runs: {first_line(e)}", e)
         later_eager = tally.calls < calls

@@ -200,7 +200,8 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
                 step()
         compiling = False
         dev.synchronize()
-        cap = bp.capture(step, dev.type, steps, ctx.artifact("trace.json.gz"), sync=dev.synchronize)
+        cap = bp.capture(step, dev.type, steps, ctx.artifact("trace.json.gz"), sync=dev.synchronize,
+                         activities=dev.adapter.profiler_activities())
         loss = float(last["loss"].float().cpu())
     except Exception as e:
         return CaseResult.for_case(case, classify(e, compiling), first_line(e))

@@ -323,7 +323,7 @@ def low_precision(device: Device) -> str:
 def run_mode(case: Case, ctx: Any) -> CaseResult:
     """One mode: caches, train, then the verdict (crash/compile/budget first, then numbers)."""
     from bringup.train import cache, distributed, loop, numerics
-    from bringup.train.summary import record_outcome
+    from bringup.train.summary import mfu_impossible, record_outcome
 
     spec = TrainSpec.from_params(case.params)
     r = CaseResult.for_case(case, Status.PASS)
@@ -364,9 +364,11 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
             out = loop.train(spec, ctx.device, first_step=phase, mode_kw=mode_kw)
     except loop.StageError as e:
         return _failed(case, e.exc, e.stage, e.stage == "first_step" and spec.compiled, ctx.device)
-    record_outcome(r, spec, out, ctx.device, load_s=float(loaded.get("load_s", 0.0)))
+    record_outcome(r, spec, out, ctx.device, load_s=float(loaded.get("load_s", 0.0)), run_dir=ctx.run_dir)
 
     verdicts: list[tuple[Status, str]] = []
+    if why := mfu_impossible(r):
+        verdicts.append((Status.ERROR, why))
     if (bad := numerics.first_nonfinite(out.losses)) is not None:
         verdicts.append((Status.FAIL_NUMERIC, f"loss is not finite at step {bad}"))
     if spec.mode == "eager":

@@ -46,6 +46,7 @@ class TrainOutcome:
     compiled_s: list[float] = field(default_factory=list)  # per step: seconds compiling (recompiles after 1)
     flops_per_token_at: dict[int, int] = field(default_factory=dict)  # per sequence length of a --seqs schedule
     fallback_ops: dict[str, int] | None = None  # None: not checked (cpu, or no detector)
+    memory_gap: str | None = None  # why peak_mem_bytes is None (the device layer's reason)
     notes: list[str] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # build_s, apply_mode_s (setup_s's parts)
     rank_first_s: list[float] = field(default_factory=list)  # each rank's compile s (eager: step 1)
@@ -157,12 +158,14 @@ def train(
 
     losses: list[torch.Tensor] = []
     times: list[float] = []
+    # Each timed step hands its loss and the model its optimizer updated to the timer, which has the
+    # device compute them before the clock stops (a lazy device runs nothing nobody holds).
     try:
         with first_step():
-            t1 = time.perf_counter()
+            wall = device.timer(wall=True)
+            wall.start()
             losses.append(lm.train_step(model, opt, batches[0], prec, scaler))
-            device.synchronize()
-            times.append(time.perf_counter() - t1)
+            times.append(wall.stop(losses[-1], model, opt))
     except Exception as e:
         raise StageError("first_step", e) from e
     first = compile_metrics.snapshot()
@@ -174,12 +177,13 @@ def train(
         for tokens in batches[1:]:
             timer.start()
             losses.append(lm.train_step(model, opt, tokens, prec, scaler))
-            times.append(timer.stop())
+            times.append(timer.stop(losses[-1], model, opt))
             if spec.compiled:  # outside the timed step: what this step spent compiling (a recompile)
                 compiled.append(compile_metrics.compile_seconds() - sum(compiled))
     except Exception as e:
         raise StageError("steps", e) from e
     peak = device.peak_memory()
+    memory_gap = device.memory_gap() if peak is None else None
     final = compile_metrics.snapshot()
     # This rank's own step-1 work: its compile seconds (the step's wall time is the same on every rank:
     # the collectives make the others wait for the slowest), or step 1 itself in eager.
@@ -212,6 +216,7 @@ def train(
         params=params, flops_per_token=flops, peak_mem_bytes=peak, first=first, final=final,
         fallback_ops=fallback_ops, notes=notes, rank_first_s=rank_first, compiled_s=compiled,
         flops_per_token_at=flops_at, phases={"build_s": setup_s - apply_mode_s, "apply_mode_s": apply_mode_s},
+        memory_gap=memory_gap,
     )  # fmt: skip
 
 

@@ -21,10 +21,11 @@ Top-level JSON (besides the common `cases` rows):
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from bringup.case import CaseResult, Status
-from bringup.device import Device
+from bringup.device import Device, run_peak
 from bringup.precision import parse_precision
 from bringup.train import arms, compile_metrics
 from bringup.train.loop import TrainOutcome
@@ -37,8 +38,22 @@ MODE_ORDER = {("eager", CACHE_NONE): 0, ("compile", CACHE_COLD): 1, ("compile", 
 USABLE = (Status.PASS, Status.FALLBACK)  # ran and measured: may give advice
 
 
+def mfu_impossible(r: CaseResult) -> str:
+    """'' unless the case's MFU is above 100%: then why that is an `error` (a wrong peak or a timer
+    that did not time the work), with the numbers."""
+    mfu = r.value("mfu")
+    if mfu is None or mfu <= 1.0:
+        return ""
+    peak, got = r.value("peak_flops"), r.fields.get("achieved_flops")
+    return (f"MFU {mfu:.1%} is above 100%: {got or 0:.4g} FLOP/s achieved per device vs a peak of {peak or 0:.4g} "
+            f"FLOP/s ({r.fields.get('peak_flops_source', '?')}): the peak or the step timing is wrong")  # fmt: skip
+
+
 # ---- recording (in the worker) -------------------------------------------------------------------
-def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: Device, load_s: float = 0.0) -> None:
+def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: Device, load_s: float = 0.0,
+                   run_dir: Path | None = None) -> None:  # fmt: skip
+    """The case's metrics and fields. MFU is against the run's one peak for (device, dtype) (`run_peak`:
+    computed by the first case that asks, shared through the run dir)."""
     steady, tok_s, flop_s = out.window(spec)
     # The job's time to first step as a new job meets it: load an artifact, build, apply the mode, step 1.
     r.metric("job_ttfs_s", load_s + out.setup_s + out.ttfs_s, "s")
@@ -53,12 +68,15 @@ def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: De
     r.metric("params", out.params)
     r.metric("flops_per_token", out.flops_per_token, "FLOP")
     r.metric("peak_mem_bytes", out.peak_mem_bytes, "B")
-    peak = device.peak_flops(parse_precision(spec.dtype).compute_dtype)  # amp-bf16: the bf16 peak
+    if out.peak_mem_bytes is None and out.memory_gap:
+        r.fields["peak_mem_gap"] = out.memory_gap
+    peak = run_peak(device, parse_precision(spec.dtype).compute_dtype, run_dir)  # amp-bf16: the bf16 peak
     if peak is not None and peak.flops > 0:
         r.metric("peak_flops", peak.flops, "FLOP/s")
         r.fields["peak_flops_source"] = peak.source
         if flop_s:
             r.metric("mfu", flop_s / spec.nproc / peak.flops)
+            r.fields["achieved_flops"] = flop_s / spec.nproc
     if len(out.rank_first_s) > 1:
         record_ranks(r, out.rank_first_s)
     if spec.compiled:

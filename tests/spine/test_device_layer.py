@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mmap
 
+import pytest
 import torch
 
 from bringup.device import PEAK_TABLE, Device, dtype_name, parse_dtype, resolve_device, table_peak
@@ -47,8 +48,10 @@ def test_timer_and_memory_on_cpu() -> None:
     x = torch.randn(256, 256)
     for _ in range(5):
         x = x @ x.T / 256
-    dt = t.stop()
+    dt = t.stop(x)
     assert 0 < dt < 60
+    with pytest.raises(TypeError, match="needs what the timed region produced"):
+        t.stop()  # a timer that is handed nothing cannot say the work was done
     d.reset_peak_memory()
     before = d.peak_memory()
     # 64 MiB of fresh anonymous pages, touched: a malloc'ed buffer can reuse pages the process already

@@ -22,7 +22,7 @@ def test_device_layer_accelerator_events_memory(testdev_built: None) -> None:
         peak = d.peak_memory()
         del y
         t = d.timer(); t.start(); z = torch.randn(64, 64, device="testdev") @ torch.randn(64, 64, device="testdev")
-        d.synchronize(); secs = t.stop()
+        secs = t.stop(z)
         e1 = torch.Event(torch.device("testdev"), enable_timing=True); e1.record()
         e2 = torch.Event(torch.device("testdev"), enable_timing=True); e2.record(); e2.synchronize()
         print(json.dumps({"acc": acc.type, "count": d.count(), "name": d.device_name, "is_acc": d.is_accelerator,
