@@ -14,6 +14,11 @@ BRINGUP_TESTDEV_FALLBACK=0 those other ops raise NotImplementedError instead.
 Numeric faults, off by default, make it a *wrong* device on demand (CI proves each suite catches them):
 BRINGUP_TESTDEV_FAULTS="scale:gelu=1.01,bf16_matmul,drop_scale" (read at load, so workers inherit it)
 or set_faults(...) in-process; see FAULTS_HELP.
+
+Lazy mode, off by default, makes it execute like PyTorch/XLA (BRINGUP_TESTDEV_LAZY=1 at load, or
+set_lazy(True)): the native compute kernels queue until synchronize, an event, or a read (a copy, .item(),
+an op on the CPU fallback), and a queued op whose outputs were all freed by then is never computed. It
+proves that no timer or calibration of bringup's can be fooled by work a device skips (csrc/lazy.h).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from bringup.testdev.build import load_extension
 
 NAME = "testdev"
 FAULTS_ENV = "BRINGUP_TESTDEV_FAULTS"
+LAZY_ENV = "BRINGUP_TESTDEV_LAZY"
 FAULTS_HELP = (
     "comma list of: scale:OP=FACTOR (OP's floating-point results x FACTOR; OP a dispatcher op, 'gelu' or "
     "'aten::gelu' for every overload incl. in-place and the out= kernel the CPU fallback runs, "
@@ -134,6 +140,30 @@ def fallback_counts() -> dict[str, int]:
 
 def reset_fallback_counts() -> None:
     load_extension().reset_fallback_counts()
+
+
+def lazy() -> bool:
+    return bool(load_extension().lazy())
+
+
+def set_lazy(enabled: bool) -> None:
+    """Lazy mode on/off in this process (off runs what is queued first)."""
+    load_extension().set_lazy(bool(enabled))
+
+
+def flush() -> None:
+    """Run what lazy mode queued (synchronize does the same)."""
+    load_extension().flush()
+
+
+def lazy_stats() -> dict[str, int]:
+    """Since the last reset: ops queued (deferred), run (executed), dropped unread (skipped), queue runs."""
+    d, e, s, f = load_extension().lazy_stats()
+    return {"deferred": int(d), "executed": int(e), "skipped": int(s), "flushes": int(f)}
+
+
+def reset_lazy_stats() -> None:
+    load_extension().reset_lazy_stats()
 
 
 register()

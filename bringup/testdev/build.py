@@ -21,8 +21,8 @@ from types import ModuleType
 import torch
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-SOURCES = ("runtime.cpp", "kernels.cpp")
-HEADERS = ("testdev.h",)
+SOURCES = ("runtime.cpp", "kernels.cpp", "lazy.cpp")
+HEADERS = ("testdev.h", "lazy.h")
 _STAMP = "built.ok"
 
 

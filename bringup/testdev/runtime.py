@@ -75,8 +75,14 @@ class device:  # torch device modules name this context manager `device`
 
 
 def synchronize(device: Any = None) -> None:
-    """Kernels run synchronously on the host: nothing is ever pending."""
+    """Kernels run synchronously on the host; in lazy mode this runs what is queued."""
     torch.accelerator.synchronize(_index(device))
+
+
+def fallback_counts() -> dict[str, int]:
+    """The backend's own count of ops that ran through its CPU fallback (since load or the last reset):
+    the device layer's fallback counter for this backend (bringup/device/eager.py)."""
+    return {str(k): int(v[0]) for k, v in _ext().fallback_stats().items()}
 
 
 def get_device_name(device: Any = None) -> str:

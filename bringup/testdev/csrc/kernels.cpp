@@ -4,6 +4,7 @@
 // Native compute kernels see device memory as CPU tensors (from_blob over the same host memory) and
 // write their results into testdev memory: no transfer happens, which is what a native kernel means.
 #include "testdev.h"
+#include "lazy.h"
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
@@ -84,6 +85,7 @@ Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::option
 
 // copy_ lands here whenever one side is a testdev tensor: host<->device and device<->device.
 Tensor copy_from(const Tensor& self, const Tensor& dst, bool non_blocking) {
+  lazy::flush();  // reads or writes device memory: what is queued runs first
   TORCH_CHECK(self.defined() && dst.defined(), "testdev _copy_from: undefined tensor");
   Tensor dst_cpu = as_cpu(dst);
   dst_cpu.copy_(as_cpu(self), non_blocking);
@@ -95,7 +97,10 @@ Tensor _copy_from_and_resize(const Tensor& self, const Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-at::Scalar _local_scalar_dense(const Tensor& self) { return at::native::_local_scalar_dense_cpu(as_cpu(self)); }
+at::Scalar _local_scalar_dense(const Tensor& self) {
+  lazy::flush();  // a read: what is queued runs first
+  return at::native::_local_scalar_dense_cpu(as_cpu(self));
+}
 
 Tensor as_strided(const Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
                   std::optional<c10::SymInt> storage_offset) {
@@ -117,16 +122,24 @@ Tensor unfold(const Tensor& self, int64_t dimension, int64_t size, int64_t step)
 }
 
 const Tensor& resize_(const Tensor& self, c10::SymIntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
+  lazy::flush();  // reads or writes device memory: what is queued runs first
   const c10::DeviceGuard guard(self.device());
   return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), memory_format);
 }
 
-Tensor& set_source_tensor(Tensor& self, const Tensor& source) { return at::native::set_tensor_(self, source); }
+Tensor& set_source_tensor(Tensor& self, const Tensor& source) {
+  lazy::flush();
+  return at::native::set_tensor_(self, source);
+}
 
-Tensor& set_source_storage(Tensor& self, at::Storage source) { return at::native::set_(self, source); }
+Tensor& set_source_storage(Tensor& self, at::Storage source) {
+  lazy::flush();
+  return at::native::set_(self, source);
+}
 
 Tensor& set_source_storage_offset(Tensor& self, at::Storage source, c10::SymInt storage_offset,
                                   c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  lazy::flush();  // reads or writes device memory: what is queued runs first
   return at::native::set_storage_cpu_(self, source, storage_offset.expect_int(), C10_AS_INTARRAYREF_SLOW(size),
                                       C10_AS_INTARRAYREF_SLOW(stride));
 }
@@ -313,6 +326,7 @@ Tensor to_device(const Tensor& cpu, c10::Device dev) {
 Tensor convolution_overrideable(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                                 c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
                                 bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  lazy::flush();  // reads or writes device memory: what is queued runs first
   const Tensor b = bias.value_or(Tensor());
   const auto dev = common_device({&input, &weight, &b}, "convolution");
   const c10::DeviceGuard guard(dev);
@@ -327,6 +341,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, c10::SymIntArrayRef stride,
     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
     c10::SymInt groups, std::array<bool, 3> output_mask) {
+  lazy::flush();  // reads or writes device memory: what is queued runs first
   const auto dev = common_device({&grad_output, &input, &weight}, "convolution_backward");
   const c10::DeviceGuard guard(dev);
   const int64_t g = groups.expect_int();
@@ -424,19 +439,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(bt::set_source_storage));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(bt::set_source_storage_offset));
   // native compute
-  m.impl("add.Tensor", TORCH_FN(bt::add_tensor));
-  m.impl("add_.Tensor", TORCH_FN(bt::add_inplace));
-  m.impl("sub.Tensor", TORCH_FN(bt::sub_tensor));
-  m.impl("sub_.Tensor", TORCH_FN(bt::sub_inplace));
-  m.impl("mul.Tensor", TORCH_FN(bt::mul_tensor));
-  m.impl("mul_.Tensor", TORCH_FN(bt::mul_inplace));
-  m.impl("div.Tensor", TORCH_FN(bt::div_tensor));
-  m.impl("div_.Tensor", TORCH_FN(bt::div_inplace));
-  m.impl("mm", TORCH_FN(bt::mm));
-  m.impl("bmm", TORCH_FN(bt::bmm));
-  m.impl("addmm", TORCH_FN(bt::addmm));
-  m.impl("fill_.Scalar", TORCH_FN(bt::fill_scalar));
-  m.impl("zero_", TORCH_FN(bt::zero_));
+  m.impl("add.Tensor", bt::lazy::deferrable(TORCH_FN(bt::add_tensor)));
+  m.impl("add_.Tensor", bt::lazy::deferrable(TORCH_FN(bt::add_inplace)));
+  m.impl("sub.Tensor", bt::lazy::deferrable(TORCH_FN(bt::sub_tensor)));
+  m.impl("sub_.Tensor", bt::lazy::deferrable(TORCH_FN(bt::sub_inplace)));
+  m.impl("mul.Tensor", bt::lazy::deferrable(TORCH_FN(bt::mul_tensor)));
+  m.impl("mul_.Tensor", bt::lazy::deferrable(TORCH_FN(bt::mul_inplace)));
+  m.impl("div.Tensor", bt::lazy::deferrable(TORCH_FN(bt::div_tensor)));
+  m.impl("div_.Tensor", bt::lazy::deferrable(TORCH_FN(bt::div_inplace)));
+  m.impl("mm", bt::lazy::deferrable(TORCH_FN(bt::mm)));
+  m.impl("bmm", bt::lazy::deferrable(TORCH_FN(bt::bmm)));
+  m.impl("addmm", bt::lazy::deferrable(TORCH_FN(bt::addmm)));
+  m.impl("fill_.Scalar", bt::lazy::deferrable(TORCH_FN(bt::fill_scalar)));
+  m.impl("zero_", bt::lazy::deferrable(TORCH_FN(bt::zero_)));
   m.impl("convolution_overrideable", TORCH_FN(bt::convolution_overrideable));
   m.impl("convolution_backward_overrideable", TORCH_FN(bt::convolution_backward_overrideable));
 }
@@ -455,7 +470,7 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&bt::fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&bt::lazy::flushing<&bt::fallback>>());
 }
 
 // Autocast: the CUDA policy for the common training ops (matmuls in low precision, norms and

@@ -1,6 +1,7 @@
 // testdev runtime: devices, allocator (with statistics), device guard (streams, events), generator,
 // PrivateUse1 hooks, and the Python bindings of the extension module.
 #include "testdev.h"
+#include "lazy.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -214,15 +215,16 @@ struct TestdevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
       *event = e;
     }
+    lazy::flush();     // lazy mode: an event marks the point where everything queued before it has run
     e->ms = now_ms();  // work is synchronous: everything before this call has finished
   }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override { delete static_cast<Event*>(event); }
   void block(void*, const c10::Stream&) const override {}
   bool queryEvent(void*) const override { return true; }
   bool queryStream(const c10::Stream&) const override { return true; }
-  void synchronizeStream(const c10::Stream&) const override {}
-  void synchronizeEvent(void*) const override {}
-  void synchronizeDevice(const c10::DeviceIndex) const override {}
+  void synchronizeStream(const c10::Stream&) const override { lazy::flush(); }
+  void synchronizeEvent(void*) const override { lazy::flush(); }
+  void synchronizeDevice(const c10::DeviceIndex) const override { lazy::flush(); }
   double elapsedTime(void* event1, void* event2, const c10::DeviceIndex) const override {
     TORCH_CHECK(event1 && event2, "testdev: both events must be recorded before elapsed_time");
     auto* a = static_cast<Event*>(event1);
@@ -421,6 +423,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return std::make_tuple(f.scales, f.bf16_matmul, f.drop_scale);
   });
   m.def("fault_factor", &bt::fault_factor);
+  bt::lazy::bind(m);
   m.def("default_generator", [](int i) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(bt::default_generator(static_cast<c10::DeviceIndex>(i))));
