@@ -17,6 +17,17 @@ Three sources, combined:
    then estimated from the op's device inputs (to host) and device outputs (to device).
 
 On cpu nothing can fall back (cpu is the reference): only transfers are counted.
+
+Copies and host reads (`.item()`, `.cpu()`: aten::_local_scalar_dense, _to_copy, copy_) are transfers,
+never fallbacks, even where a backend runs them through its fallback machinery (PyTorch/XLA runs every
+.item() as a CPU-fallback aten::_local_scalar_dense): reading a value to the host is not an op the device
+lacks. They are counted as transfers, and `.item()`-style reads also as `host_reads` (on a lazy device
+each one inside a step cuts the graph and runs what was recorded so far).
+
+4. The backend's own counter, where its adapter has one (`Device.fallback_counts()`: PyTorch/XLA's
+   torch_xla.debug.metrics, the test device's C++ counter): its count over the window, less the host
+   reads seen in the window, is kept as `backend_fallbacks`; an op it counts that the other sources did
+   not see is added to the fallbacks (`source` then ends in "+backend").
 """
 
 from __future__ import annotations
@@ -50,6 +61,8 @@ _ITEMSIZE = {
     "c10::complex<c10::Half>": 4, "short unsigned int": 2, "unsigned int": 4, "long unsigned int": 8,
 }  # fmt: skip
 _TRANSFER_KEYS = ("h2d_count", "h2d_bytes", "d2h_count", "d2h_bytes", "d2d_count", "d2d_bytes")
+# Ops that read a device value into a host scalar (.item(), bool(t), float(t)).
+HOST_READS = ("aten::_local_scalar_dense",)
 
 
 @dataclass
@@ -70,6 +83,10 @@ class FallbackReport:
     fallback_kernels: dict[str, int] = field(default_factory=dict)
     source: str = "dispatch+profiler"  # how fallbacks were identified (see module doc)
     device: str = ""
+    host_reads: dict[str, int] = field(default_factory=dict)  # .item()-style reads in the window, by op
+    # the backend's own count over the window, host reads taken out (None: its adapter keeps no counter)
+    backend_fallbacks: dict[str, int] | None = None
+    backend_only: list[str] = field(default_factory=list)  # counted by the backend, not seen by the detector
 
     @property
     def native_ops(self) -> list[str]:
@@ -98,6 +115,9 @@ class FallbackReport:
             "fallback_ops": dict(sorted(self.fallback_ops.items())),
             "fallback_kernels": dict(sorted(self.fallback_kernels.items())),
             "transfers": dict(self.transfers),
+            "host_reads": dict(sorted(self.host_reads.items())),
+            "backend_fallbacks": None if self.backend_fallbacks is None else dict(self.backend_fallbacks),
+            "backend_only": list(self.backend_only),
         }
 
 
@@ -202,9 +222,11 @@ class FallbackDetector:
         self._prof: Any = None
         self._mode: _OpMode | None = None
         self._report: FallbackReport | None = None
+        self._backend0: dict[str, int] | None = None
 
     def __enter__(self) -> FallbackDetector:
         self._calls, self._counter, self._report = [], itertools.count(), None
+        self._backend0 = _backend_counts(self.device)
         self._profiling = bool(self.use_profiler and not self.device.is_cpu and not _profiler_active())
         if self._profiling:
             from torch.profiler import ProfilerActivity, profile
@@ -231,6 +253,27 @@ class FallbackDetector:
                 events = None
             self._prof = None
         self._report = self._build(events)
+        self._cross_check(self._report, _backend_counts(self.device))
+
+    def _cross_check(self, rep: FallbackReport, after: dict[str, int] | None) -> None:
+        """The backend's own count over the window (less the host reads seen in it) next to what the
+        detector found; an op only the backend counted is a fallback too."""
+        if self._backend0 is None or after is None:
+            return
+        diff = {k: v - self._backend0.get(k, 0) for k, v in after.items()}
+        for name, n in rep.host_reads.items():
+            if name in diff:
+                diff[name] -= n
+        rep.backend_fallbacks = {k: v for k, v in sorted(diff.items()) if v > 0}
+        seen = set(rep.fallback_ops) | set(rep.fallback_kernels)
+        seen_base = {k.split(".")[0] for k in seen}
+        for name, n in rep.backend_fallbacks.items():
+            if name in seen or name.split(".")[0] in seen_base or name in HOST_READS:
+                continue
+            rep.backend_only.append(name)
+            rep.fallback_ops[name] = rep.fallback_ops.get(name, 0) + n
+        if rep.backend_only:
+            rep.source += "+backend"
 
     def _classify_copy(self, name: str, args: tuple, outs: list[torch.Tensor]) -> tuple[str, int] | None:
         spec = _COPY_OPS.get(name)
@@ -264,15 +307,17 @@ class FallbackDetector:
         rep = FallbackReport(device=self.device.name, source=source)
         tr = rep.transfers
         for c in self._calls:
-            if events is not None:
+            if events is not None and c.copy is None:  # a copy / read: never a fallback (module doc)
                 s = seen.get(c.idx, _Seen())
                 c.fallback, c.bytes_to_host, c.bytes_to_device = s.fallback, s.to_host, s.to_device
                 n_host, n_dev = s.n_to_host, s.n_to_device
                 for k in s.kernels:
                     rep.fallback_kernels[k] = rep.fallback_kernels.get(k, 0) + 1
-            else:
+            elif c.copy is None:
                 c.bytes_to_host, c.bytes_to_device = (c.est_to_host, c.est_to_device) if c.fallback else (0, 0)
                 n_host, n_dev = int(c.est_to_host > 0), int(c.est_to_device > 0)
+            else:
+                c.fallback, c.bytes_to_host, c.bytes_to_device, n_host, n_dev = False, 0, 0, 0, 0
             if c.copy is not None:
                 kind, nb = c.copy
                 tr[f"{kind}_count"] += 1
@@ -290,6 +335,8 @@ class FallbackDetector:
             st.calls += 1
             st.bytes_to_host += c.bytes_to_host
             st.bytes_to_device += c.bytes_to_device
+            if c.name in HOST_READS and c.copy is not None:
+                rep.host_reads[c.name] = rep.host_reads.get(c.name, 0) + 1
             if c.fallback:
                 st.fallback = True
                 rep.fallback_ops[c.name] = rep.fallback_ops.get(c.name, 0) + 1
@@ -299,6 +346,13 @@ class FallbackDetector:
         if self._report is None:
             raise RuntimeError("FallbackDetector.report() is available after the with-block ends")
         return self._report
+
+
+def _backend_counts(device: Device) -> dict[str, int] | None:
+    try:
+        return device.fallback_counts()
+    except Exception:
+        return None
 
 
 def _profiler_active() -> bool:
@@ -376,6 +430,8 @@ def profiled_fallbacks(fn: Callable[[], Any], device: Device) -> dict[str, int] 
         fn()
     out: dict[str, int] = {}
     for ev in prof.events():
-        if ev.name != "aten::_to_cpu" and any(k.name == "aten::_to_cpu" for k in ev.cpu_children):
+        if ev.name in HOST_READS or ev.name in _COPY_OPS or ev.name in ("aten::to", "aten::_to_cpu"):
+            continue  # transfers and host reads: never fallbacks (module doc)
+        if any(k.name == "aten::_to_cpu" for k in ev.cpu_children):
             out[ev.name] = out.get(ev.name, 0) + 1
     return out

@@ -46,6 +46,7 @@ class TrainOutcome:
     compiled_s: list[float] = field(default_factory=list)  # per step: seconds compiling (recompiles after 1)
     flops_per_token_at: dict[int, int] = field(default_factory=dict)  # per sequence length of a --seqs schedule
     fallback_ops: dict[str, int] | None = None  # None: not checked (cpu, or no detector)
+    host_reads: dict[str, int] | None = None  # the model's own .item()-style reads in one step (lazy: graph cuts)
     memory_gap: str | None = None  # why peak_mem_bytes is None (the device layer's reason)
     notes: list[str] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # build_s, apply_mode_s (setup_s's parts)
@@ -189,10 +190,10 @@ def train(
     # the collectives make the others wait for the slowest), or step 1 itself in eager.
     own_first = compile_metrics.breakdown(first["times"])["total_s"] if spec.compiled else times[0]
     rank_first = [own_first]
-    fallback_ops, notes = None, []
+    fallback_ops, notes, host_reads = None, [], None
     if check_fallbacks and not device.is_cpu:
         step = lambda m, o, t: lm.train_step(m, o, t, prec, scaler)
-        fallback_ops, note = _fallbacks(model, opt, batches[-1], device, step)
+        fallback_ops, note, host_reads = _fallbacks(model, opt, batches[-1], device, step)
         notes += [note] if note else []
     loss_t = torch.stack(losses).float()
     step_t = torch.tensor(times, dtype=torch.float64)
@@ -214,7 +215,7 @@ def train(
     return TrainOutcome(
         losses=[float(x) for x in loss_t.cpu()], step_s=[float(x) for x in step_t.cpu()], setup_s=setup_s,
         params=params, flops_per_token=flops, peak_mem_bytes=peak, first=first, final=final,
-        fallback_ops=fallback_ops, notes=notes, rank_first_s=rank_first, compiled_s=compiled,
+        fallback_ops=fallback_ops, host_reads=host_reads, notes=notes, rank_first_s=rank_first, compiled_s=compiled,
         flops_per_token_at=flops_at, phases={"build_s": setup_s - apply_mode_s, "apply_mode_s": apply_mode_s},
         memory_gap=memory_gap,
     )  # fmt: skip
@@ -222,15 +223,19 @@ def train(
 
 def _fallbacks(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor, device: Device,
                step: Callable[[torch.nn.Module, torch.optim.Optimizer, torch.Tensor], torch.Tensor]
-               ) -> tuple[dict[str, int] | None, str]:  # fmt: skip
-    """One extra (untimed) step under the CPU-fallback detector: {op: calls} that ran via the fallback."""
+               ) -> tuple[dict[str, int] | None, str, dict[str, int] | None]:  # fmt: skip
+    """One extra (untimed) step under the CPU-fallback detector: ({op: calls} that ran via the fallback,
+    a note, {op: calls} of the step's own host reads). The window holds the model's step and nothing of
+    the harness: the loss is read (and the device drained) after it closes."""
     try:
         from bringup.checks.fallbacks import FallbackDetector
     except ImportError as e:
-        return None, f"fallbacks not checked: {e}"
+        return None, f"fallbacks not checked: {e}", None
     try:
         with FallbackDetector(device) as det:
-            step(model, opt, tokens)
-        return dict(det.report().fallback_ops), ""
+            loss = step(model, opt, tokens)
+        device.materialize(loss, model)
+        rep = det.report()
+        return dict(rep.fallback_ops), "", dict(rep.host_reads)
     except Exception as e:
-        return None, f"fallbacks not checked: {type(e).__name__}: {e}".splitlines()[0][:200]
+        return None, f"fallbacks not checked: {type(e).__name__}: {e}".splitlines()[0][:200], None

@@ -98,6 +98,8 @@ def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: De
     r.fields["ttfs_phases"] = {k: round(v, 4) for k, v in phases.items()}
     if out.fallback_ops is not None:
         r.fields["fallback_ops"] = out.fallback_ops
+    if out.host_reads:  # the model's .item()-style reads in a step: on a lazy device, graph cuts
+        r.fields["host_reads_per_step"] = out.host_reads
     if out.notes:
         r.fields["notes"] = out.notes
     r.series["loss"] = [(i + 1, x) for i, x in enumerate(out.losses)]
