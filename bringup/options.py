@@ -44,7 +44,7 @@ def add_compile_backend(p: argparse.ArgumentParser, default: str | None = "induc
                         extra_help: str = "") -> None:  # fmt: skip
     """The one `--compile-backend NAME` option (old spelling `--backend` kept as an alias). Checked by
     `check_compile_backend` when the cases are planned, after `--import` plugins registered theirs."""
-    d = f"default {default}" if default else "default inductor"
+    d = f"default {default}" if default else "default: the device's (inductor; openxla on xla)"
     p.add_argument("--compile-backend", "--backend", dest=dest, default=default, metavar="NAME",
                    help=f"torch.compile backend ({d}{extra_help}); a plugin can register more (--import)")  # fmt: skip
 

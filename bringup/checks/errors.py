@@ -30,6 +30,8 @@ def _unsupported_re(extra_devices: tuple[str, ...] = ()) -> re.Pattern[str]:
                 rf"\bnot (?:yet |currently )?(?:implemented|supported|available) (?:on|for|with|by) {where}",
                 rf"\b(?:does not|doesn't|do not|don't|cannot|can't) (?:yet )?support "
                 rf".{{0,120}}?\b(?:on|for|with) {where}",
+                # "... only supports per-tensor scaling for CPU backend" (a limit named for a device)
+                rf"\bonly supports? .{{0,120}}?\b(?:on|for|with) {where}",
                 rf"\b(?:{dev}) (?:type )?(?:[\w'\"]+ )?(?:is |are )?not (?:yet )?supported\b",
                 r"\bunsupported (?:device|backend|platform)\b",
                 # the dispatcher: no kernel for this backend

@@ -27,6 +27,7 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,6 +151,10 @@ class DeviceAdapter:
         from torch.profiler import ProfilerActivity
 
         return [ProfilerActivity.CPU], f"no profiler activity for {self.device.type!r}: host events only"
+
+    def eager_switch(self) -> tuple[str, Callable[[], AbstractContextManager[Any]]] | None:
+        """A lazy backend's opt-in eager mode: (its name, a context manager turning it on), or None."""
+        return None
 
     def compile_cache_env(self, root: Path) -> dict[str, str]:
         """Environment that points the backend's own persistent compile cache under `root` (train's

@@ -20,8 +20,10 @@ What torch's generic hooks cannot answer here, and how this adapter answers it:
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +130,23 @@ class XlaAdapter(DeviceAdapter):
 
         return [ProfilerActivity.CPU], ("PyTorch/XLA's device trace is torch_xla.debug.profiler (a trace server), "
                                         "not torch.profiler: host events only")  # fmt: skip
+
+    def eager_switch(self) -> tuple[str, Callable[[], AbstractContextManager[Any]]] | None:
+        try:
+            from torch_xla.experimental import eager_mode, is_eager_mode
+        except ImportError:
+            return None
+
+        @contextlib.contextmanager
+        def on() -> Iterator[None]:
+            before = is_eager_mode()
+            eager_mode(True)
+            try:
+                yield
+            finally:
+                eager_mode(before)
+
+        return "torch_xla.experimental.eager_mode(True)", on
 
     def compile_cache_env(self, root: Path) -> dict[str, str]:
         # what torch_xla.runtime.initialize_cache(path) sets; read when the runtime compiles first

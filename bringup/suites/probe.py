@@ -8,9 +8,13 @@ on the device against a float64 cpu reference:
     autocast.bfloat16 / autocast.float16     torch.autocast(device) casts a linear to that dtype
     sdpa.default / sdpa.<BACKEND>            scaled_dot_product_attention, and each SDPBackend forced
     compile.<backend>                        torch.compile(fullgraph=True) of a tiny function, run
-                                             under the fallback detector
-    distributed.default                      2 local ranks, the device's default backend, an all_reduce
-                                             whose result is not the identity (rank r sends r + 1)
+                                             under the fallback detector (aot_eager, inductor and the
+                                             device family's own backend: openxla on xla)
+    execution.eager                          eager (ops run as issued) or lazy, measured: a dropped GEMM
+                                             vs a kept one (suites/probe_runtime.py)
+    distributed.default / .dtensor / .fsdp2  2 local ranks with the device's own torch.distributed
+                                             backend (its adapter's): an all_reduce, a DTensor matmul and
+                                             sum, an FSDP2 training step, each vs float64
     torchao.float8_training / .mxfp8_training  TorchAO low-precision training through the real torchao
                                              package vs float64, with proof the conversion happened
 
@@ -25,8 +29,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
-import os
-import tempfile
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -63,9 +65,9 @@ TORCHAO_FEATURES = ("float8_training", "mxfp8_training")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default="", metavar="REGEX", help="only features whose name matches REGEX")
-    p.add_argument("--compile-backends", default=DEFAULT_COMPILE_BACKENDS,
-                   help=f"torch.compile backends to probe (default {DEFAULT_COMPILE_BACKENDS}); "
-                   "e.g. a device's own backend registered by an --import plugin")  # fmt: skip
+    p.add_argument("--compile-backends", default=None,
+                   help=f"torch.compile backends to probe (default {DEFAULT_COMPILE_BACKENDS} and the device's own, "
+                   "e.g. openxla on xla); e.g. a device's own backend registered by an --import plugin")  # fmt: skip
 
 
 def _sdpa_backends() -> list[str]:
@@ -86,7 +88,9 @@ def features(compile_backends: list[str]) -> list[tuple[str, dict[str, Any]]]:
     out += [("sdpa.default", {"kind": "sdpa", "backend": None})]
     out += [(f"sdpa.{b}", {"kind": "sdpa", "backend": b}) for b in _sdpa_backends()]
     out += [(f"compile.{b}", {"kind": "compile", "backend": b}) for b in compile_backends]
-    out += [("distributed.default", {"kind": "distributed"})]
+    out += [("execution.eager", {"kind": "execution"})]
+    out += [("distributed.default", {"kind": "distributed"}), ("distributed.dtensor", {"kind": "dtensor"}),
+            ("distributed.fsdp2", {"kind": "fsdp2"})]
     if importlib.util.find_spec("torchao") is not None:
         out += [(f"torchao.{f}", {"kind": "torchao", "feature": f}) for f in TORCHAO_FEATURES]
     return out
@@ -98,13 +102,20 @@ def _cases(feats: list[tuple[str, dict[str, Any]]]) -> list[Case]:
         params = {"feature": name, **params}
         budget = COMPILE_BUDGET_S if params["kind"] == "compile" else BUDGET_S
         # a process group (or a compile cache) must not leak into the next case
-        isolated = params["kind"] in ("distributed", "torchao")
+        isolated = params["kind"] in ("distributed", "dtensor", "fsdp2", "torchao", "execution")
         cases.append(Case("probe", name, params, ENTRY, budget, isolated=isolated))
     return cases
 
 
+def default_backends(device: Device) -> list[str]:
+    """The compile backends probed by default: aot_eager, inductor and the device family's own."""
+    out = DEFAULT_COMPILE_BACKENDS.split(",")
+    return out + [device.default_compile_backend] if device.default_compile_backend not in out else out
+
+
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
-    backends = [b.strip() for b in args.compile_backends.split(",") if b.strip()]
+    given = args.compile_backends
+    backends = [b.strip() for b in given.split(",") if b.strip()] if given is not None else default_backends(device)
     for b in backends:
         check_compile_backend(b, "torch.compile backend")
     feats = features(backends)
@@ -119,7 +130,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
 
 
 def run_cases(device: Device, quick: bool) -> list[Case]:
-    return _cases(features(DEFAULT_COMPILE_BACKENDS.split(",")))
+    return _cases(features(default_backends(device)))
 
 
 # ---- the probes (in the worker) --------------------------------------------------------------------
@@ -309,59 +320,6 @@ def probe_compile(case: Case, dev: torch.device, ctx: Any) -> CaseResult:
     return r
 
 
-DIST_WORLD = 2
-DIST_TIMEOUT_S = 90.0
-
-
-def _dist_rank(rank: int, world: int, backend: str, device: str, imports: tuple[str, ...], init: str, out: str) -> None:
-    """One rank (a spawned process): rank r all-reduces (r + 1) * arange(8) on its device; writes what
-    it got. The sum over ranks, world * (world + 1) / 2 * arange(8), differs from every rank's input."""
-    import datetime
-
-    import torch.distributed as dist
-
-    from bringup.runner.worker import import_plugins
-
-    import_plugins(list(imports))
-    dev = torch.device(device)
-    if dev.type != "cpu" and dev.index is None:
-        count = torch.get_device_module(dev.type).device_count()
-        dev = torch.device(dev.type, rank % max(1, count))
-    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=DIST_TIMEOUT_S))  # fmt: skip
-    try:
-        t = (rank + 1) * torch.arange(8, dtype=torch.float32, device=dev)
-        dist.all_reduce(t)
-        torch.save(t.cpu(), f"{out}.{rank}")
-    finally:
-        dist.destroy_process_group()
-
-
-def probe_distributed(case: Case, dev: torch.device, imports: tuple[str, ...] = ()) -> CaseResult:
-    import torch.distributed as dist
-    import torch.multiprocessing as mp
-
-    if not dist.is_available():
-        return CaseResult.for_case(case, Status.UNSUPPORTED, "torch.distributed is not available in this torch build")
-    backend = dist.Backend.default_device_backend_map.get(dev.type)
-    if not backend:
-        why = f"no torch.distributed backend is registered for device type {dev.type!r}"
-        return CaseResult.for_case(case, Status.UNSUPPORTED, why)
-    with tempfile.TemporaryDirectory(prefix="bringup-dist-") as tmp:
-        init = f"file://{os.path.join(tmp, 'store')}"
-        out = os.path.join(tmp, "result")
-        mp.start_processes(_dist_rank, args=(DIST_WORLD, backend, str(dev), tuple(imports), init, out),
-                           nprocs=DIST_WORLD, join=True, start_method="spawn")  # fmt: skip
-        got = {f"rank{r}": torch.load(f"{out}.{r}", weights_only=True) for r in range(DIST_WORLD)}
-    total = DIST_WORLD * (DIST_WORLD + 1) / 2
-    ref = {k: total * torch.arange(8, dtype=torch.float64) for k in got}
-    r = _judge(case, got, ref, torch.float32)
-    r.fields |= {"backend": backend, "world_size": DIST_WORLD}
-    if r.status is Status.PASS:
-        r.reason = f"backend {backend}, {DIST_WORLD} ranks"
-    return r
-
-
 def _torchao_model(dims: int) -> torch.nn.Module:
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(dims, dims, bias=False), torch.nn.ReLU(),
@@ -519,8 +477,13 @@ def run_feature(case: Case, ctx: Any) -> CaseResult:
             r = probe_compile(case, dev.torch_device, ctx)
             r.fields |= fields
             return r
-        if kind == "distributed":  # ranks are separate processes: the detector cannot see them
-            r = probe_distributed(case, dev.torch_device, tuple(getattr(ctx, "imports", ())))
+        if kind in ("distributed", "dtensor", "fsdp2", "execution"):  # ranks are processes: no detector
+            from bringup.suites import probe_runtime
+
+            if kind == "execution":
+                r = probe_runtime.probe_execution(case, dev)
+            else:
+                r = probe_runtime.probe_distributed(case, dev, tuple(getattr(ctx, "imports", ())))
             r.fields |= fields
             return r
         with FallbackDetector(dev) as det:

@@ -183,7 +183,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
 
         default_modes = ("eager", artifact.read(load).header.get("mode", "compile"))
     modes = parse_modes(args.modes) if args.modes is not None else default_modes
-    backend = args.compile_backend or D.backend
+    backend = args.compile_backend or device.default_compile_backend
     if args.compile_backend is not None and any(m != "eager" for m in modes):
         check_compile_backend(backend)
     nproc = args.nproc or 1
@@ -304,12 +304,13 @@ def run_cases(device: Device, quick: bool) -> list[Case]:
     """`bringup run`: quick = qwen3-tiny, all modes, a few small steps (about 2 min on 2 cpu cores with
     cold compiles); full = the largest qwen3 preset that fits the device, bf16, all modes, cold + warm."""
     modes = ("eager", "compile", "regional")
+    backend = device.default_compile_backend
     if quick:
-        return plan(TrainSpec(steps=6, warmup=2, batch=2, seq=128), modes, (CACHE_COLD,))
+        return plan(TrainSpec(steps=6, warmup=2, batch=2, seq=128, backend=backend), modes, (CACHE_COLD,))
     from bringup.train.summary import preset_that_fits
 
     base = TrainSpec(model=preset_that_fits(device, batch=2, seq=2048), steps=20, warmup=5, batch=2, seq=2048,
-                     dtype=low_precision(device), compile_budget_s=1800.0)  # fmt: skip
+                     dtype=low_precision(device), compile_budget_s=1800.0, backend=backend)  # fmt: skip
     return plan(base, modes, (CACHE_COLD, CACHE_WARM), case_budget=7200.0)
 
 
@@ -333,7 +334,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     loaded: dict[str, Any] = {}
     finish = None
     if spec.compiled:
-        dirs, needs_priming = cache.prepare(spec, ctx.run_dir)
+        dirs, needs_priming = cache.prepare(spec, ctx.run_dir, ctx.device)
         if spec.cache == CACHE_WARM:
             r.fields["warm_from"] = "primed by this case (no passed cold case)" if needs_priming else "cold case"
         made = dirs.root / cache.ARTIFACT if spec.cache == CACHE_ARTIFACT and needs_priming else None
@@ -345,7 +346,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
             src = made or cache.artifact_source(spec, ctx.run_dir)
             own = "primed by this case (no passed cold case)" if made else "cold case"
             r.fields["artifact_from"] = f"user file {spec.artifact}" if spec.artifact else own
-            dirs = cache.fresh(spec, ctx.run_dir)  # a new job: empty cache dirs, then the artifact
+            dirs = cache.fresh(spec, ctx.run_dir, ctx.device)  # a new job: empty cache dirs, then the artifact
             try:
                 mode_kw, loaded = cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
             except Exception as e:

@@ -85,7 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N models (after --filter)")
     p.add_argument("--steps", type=int, default=None, metavar="K",
                    help=f"optimizer steps per run (default {DEFAULT_STEPS}; {FULL_STEPS} at --size full)")  # fmt: skip
-    add_compile_backend(p, extra_help="; 'none' skips the compiled run")
+    add_compile_backend(p, default=None, extra_help="; 'none' skips the compiled run")
     p.add_argument("--dtype", default="fp32",
                    help="fp32 (default) | bf16 | fp16 (pure: weights in that dtype) | amp-bf16 | amp-fp16 "
                    "(mixed: fp32 weights, autocast forward, GradScaler for fp16)")  # fmt: skip
@@ -209,7 +209,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if args.steps is None:
         args.steps = FULL_STEPS if size == "full" else DEFAULT_STEPS
     if size == "full":
-        return build_full_cases(args, prec)
+        return build_full_cases(args, prec, device)
     if getattr(args, "reference", None) is not None:
         raise BadInput("--reference applies to --size full; tiny models are judged against float64 on cpu")
     noise_seeds = getattr(args, "noise_seeds", NOISE_SEEDS)
@@ -222,7 +222,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if not (args.timeout > 0 and math.isfinite(args.timeout)):
         raise BadInput(f"--timeout must be a positive number of seconds, got {args.timeout}")
     pattern = None if args.filter is None else user_regex(args.filter, "--filter")
-    backend = check_backend(args.compile_backend)
+    backend = check_backend(args.compile_backend or device.default_compile_backend)
     baseline = _load_baseline(args.baseline) if args.baseline else None
     entries = entries_for(args.source)
     entries = _select(entries, pattern, args)
@@ -243,7 +243,7 @@ def _select(entries: list[Any], pattern: Any, args: argparse.Namespace) -> list[
     return entries
 
 
-def build_full_cases(args: argparse.Namespace, prec: Precision) -> list[Case]:
+def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) -> list[Case]:
     """--size full: Hub ids or catalogue entries at their real size (suites/zoo_full.py)."""
     from bringup.models import hub
 
@@ -257,7 +257,7 @@ def build_full_cases(args: argparse.Namespace, prec: Precision) -> list[Case]:
     if not (timeout > 0 and math.isfinite(timeout)):
         raise BadInput(f"--timeout must be a positive number of seconds, got {args.timeout}")
     pattern = None if args.filter is None else user_regex(args.filter, "--filter")
-    backend = check_backend(args.compile_backend)
+    backend = check_backend(args.compile_backend or device.default_compile_backend)
     reference = args.reference or ("baseline" if args.baseline else "cpu")
     if reference == "baseline" and not args.baseline:
         raise BadInput("--reference baseline needs --baseline BUNDLE (an exported full-size run of the same ids)")
@@ -302,9 +302,9 @@ def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, se
 def run_cases(device: Device, quick: bool) -> list[Case]:
     if quick:
         entries = [Entry(s, m, t) for s, m, t in QUICK]
-        return [make_case(e, "fp32", 3, "inductor", 300.0) for e in entries]
+        return [make_case(e, "fp32", 3, device.default_compile_backend, 300.0) for e in entries]
     entries = _hf_causal() + _timm()[:FULL_EXTRA_TIMM]
-    return [make_case(e, "fp32", DEFAULT_STEPS, "inductor", DEFAULT_TIMEOUT) for e in entries]
+    return [make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT) for e in entries]
 
 
 # ---- baselines (an exported run) ------------------------------------------------------------------

@@ -14,7 +14,10 @@ cold: the directory is emptied first, so nothing compiled earlier (by any run) i
 marks it finished when it passes. warm: a rerun, in a new process, on the directory its cold case
 left. A warm case whose cold case has not finished (e.g. it ran in parallel, or on another machine)
 primes a directory of its own in a child process first (a full cold compile, not timed) and says so.
-A device plugin's own compile cache (e.g. Neuron's) is not moved: set its variable in the environment.
+The device family's own persistent compile cache goes there too, where its adapter names one
+(`compile_cache_env`: PyTorch/XLA's XLA_PERSISTENT_CACHE_PATH -> xla/, which also serves the lazy
+eager graphs). A plugin's cache its adapter does not name (e.g. Neuron's) is not moved: set its
+variable in the environment.
 
 artifact: a new job with empty directories (`<mode>-<key>-artifact/`, wiped) that loads a portable
 artifact (train/artifact.py: torch's mega-cache, and the compiled C++ kernels and precompiled headers
@@ -47,18 +50,22 @@ LAYER_DIRS = {"fxgraph": "fx_graph", "aotautograd": "aot_autograd", "dynamo": "p
 @dataclass(frozen=True)
 class CacheDirs:
     root: Path
+    device: Any = None  # the Device whose family's own compile cache goes under root too
 
     def env(self) -> dict[str, str]:
+        own = self.device.adapter.compile_cache_env(self.root) if self.device is not None else {}
         return {
             "TORCHINDUCTOR_CACHE_DIR": str(self.root / "inductor"),
             "TRITON_CACHE_DIR": str(self.root / "triton"),
             "TMPDIR": str(self.root / "tmp"),
+            **own,
         }
 
     def activate(self) -> None:
         """Point this process (and every process it starts from now on) at these directories."""
         for v in self.env().values():
-            Path(v).mkdir(parents=True, exist_ok=True)
+            if v.startswith(str(self.root)):
+                Path(v).mkdir(parents=True, exist_ok=True)
         os.environ.update(self.env())
         tempfile.tempdir = str(self.root / "tmp")
 
@@ -91,13 +98,13 @@ class CacheDirs:
         return out
 
 
-def dirs_for(spec: TrainSpec, run_dir: Path, primed: bool = False) -> CacheDirs:
+def dirs_for(spec: TrainSpec, run_dir: Path, primed: bool = False, device: Any = None) -> CacheDirs:
     name = f"{spec.mode}-{spec.cache_key}"
     if spec.cache == CACHE_ARTIFACT:
         name += "-primed-artifact" if primed else "-artifact"
     elif primed:
         name += "-primed"
-    return CacheDirs(Path(run_dir).resolve() / "train-cache" / name)
+    return CacheDirs(Path(run_dir).resolve() / "train-cache" / name, device)
 
 
 def artifact_source(spec: TrainSpec, run_dir: Path) -> Path | None:
@@ -166,14 +173,14 @@ def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any],
     return {}, {**out, "load_s": time.perf_counter() - t, "entries": entries}
 
 
-def prepare(spec: TrainSpec, run_dir: Path) -> tuple[CacheDirs, bool]:
+def prepare(spec: TrainSpec, run_dir: Path, device: Any = None) -> tuple[CacheDirs, bool]:
     """Choose and activate the case's cache dirs. Returns (dirs, needs_priming). An artifact arm that
     needs priming gets the priming dirs activated: prime() in them, then `fresh(spec, run_dir)`."""
-    dirs = dirs_for(spec, run_dir)
+    dirs = dirs_for(spec, run_dir, device=device)
     if spec.cache == CACHE_ARTIFACT:
         if artifact_source(spec, run_dir) is not None:
-            return fresh(spec, run_dir), False
-        own = dirs_for(spec, run_dir, primed=True)
+            return fresh(spec, run_dir, device), False
+        own = dirs_for(spec, run_dir, primed=True, device=device)
         own.wipe()
         own.activate()
         return own, True
@@ -184,15 +191,15 @@ def prepare(spec: TrainSpec, run_dir: Path) -> tuple[CacheDirs, bool]:
     if dirs.passed:
         dirs.activate()
         return dirs, False
-    own = dirs_for(spec, run_dir, primed=True)
+    own = dirs_for(spec, run_dir, primed=True, device=device)
     own.wipe()
     own.activate()
     return own, True
 
 
-def fresh(spec: TrainSpec, run_dir: Path) -> CacheDirs:
+def fresh(spec: TrainSpec, run_dir: Path, device: Any = None) -> CacheDirs:
     """An artifact arm's own empty dirs, activated."""
-    dirs = dirs_for(spec, run_dir)
+    dirs = dirs_for(spec, run_dir, device=device)
     dirs.wipe()
     dirs.activate()
     return dirs

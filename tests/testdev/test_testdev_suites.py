@@ -40,6 +40,8 @@ def test_quick_suite_on_testdev(suite: str, cli, tmp_path: Path, testdev_built: 
         assert st["autocast.bfloat16"] == "pass"  # testdev registers autocast kernels
         assert st["dtype.bfloat16"] == "fallback"  # its sum runs through the CPU fallback
         assert st["distributed.default"] == "unsupported"  # no process-group backend for testdev
+        assert st["distributed.dtensor"] == st["distributed.fsdp2"] == "unsupported"
+        assert st["execution.eager"] == "pass"  # its kernels run as they are called
         assert st["compile.inductor"] in ("unsupported", "fail_compile")  # inductor has no testdev codegen
         # aot_eager compiles, but its graph's gelu / mean run on the CPU fallback: not a `pass`
         assert st["compile.aot_eager"] == "fallback"
