@@ -77,6 +77,8 @@ class Tile:
 
 Summarize = Callable[[list[CaseResult], Any], dict[str, Any]]
 Section = Callable[[Sequence[CaseResult], Page], "str | None"]
+# (row label, what this run shows: a short text) for `bringup compare`'s backend scorecard
+Scorecard = Callable[[Sequence[CaseResult]], "list[tuple[str, str]]"]
 
 
 def _no_options(p: argparse.ArgumentParser) -> None:
@@ -106,6 +108,8 @@ class Suite:
     page's embedded JSON under its name (None: nothing).
     tile(results, page) -> Tile: its verdict tile (None: "n/m pass" from the statuses; `verdict_word`
     replaces "pass"). metrics: the catalogue entries it records (registered with the suite).
+    scorecard(results) -> [(row, text)]: what this capability says about the backend, for `bringup
+    compare`'s side-by-side scorecard of two runs (None: one row, "n/m pass").
     """
 
     name: str
@@ -121,6 +125,7 @@ class Suite:
     page_data: Callable[[Sequence[CaseResult], Page], Any] | None = None
     verdict_word: str = "pass"
     metrics: tuple[MetricSpec, ...] = ()
+    scorecard: Scorecard | None = None
     command: bool = True
     module: str = field(default="", compare=False)
 

@@ -161,6 +161,11 @@ class DeviceAdapter:
         cold / warm arms); {} when it has none beyond torch's (inductor's) caches."""
         return {}
 
+    def compile_cache_counts(self) -> tuple[str, dict[str, int]] | None:
+        """The backend's own persistent compile cache in this process: (its name, {"hit", "miss",
+        "failed"} lookups), or None when it has none."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """What `bringup devices` and the run's info show about the adapter."""
         return {

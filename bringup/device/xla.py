@@ -148,6 +148,11 @@ class XlaAdapter(DeviceAdapter):
 
         return "torch_xla.experimental.eager_mode(True)", on
 
+    def compile_cache_counts(self) -> tuple[str, dict[str, int]] | None:
+        names = {"hit": "PersistentCacheHit", "miss": "PersistentCacheMiss",
+                 "failed": "PersistentCacheDeserializeFailure"}  # fmt: skip
+        return "XLA's persistent compile cache", {k: int(met.counter_value(v) or 0) for k, v in names.items()}
+
     def compile_cache_env(self, root: Path) -> dict[str, str]:
         # what torch_xla.runtime.initialize_cache(path) sets; read when the runtime compiles first
         return {"XLA_PERSISTENT_CACHE_PATH": str(root / "xla"), "XLA_PERSISTENT_CACHE_READ_ONLY": "0"}

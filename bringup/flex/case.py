@@ -42,6 +42,21 @@ def classify_flex(exc: BaseException, compiling: bool) -> Status:
     return classify(exc, compiling)
 
 
+def flex_refuses(dev: torch.device) -> str:
+    """FlexAttention's own device check, asked with an empty tensor on `dev`: its refusal ('' when it
+    accepts the device type, or when this torch has no such check)."""
+    try:
+        from torch.nn.attention.flex_attention import _validate_device
+    except ImportError:
+        return ""
+    t = torch.empty(1, 1, 1, 8, device=dev)
+    try:
+        _validate_device(t, t, t)
+    except ValueError as e:
+        return first_line(e)
+    return ""
+
+
 @dataclass
 class CompileTally:
     graphs: int = 0  # graphs the backend compiled
@@ -151,6 +166,8 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     # ---- set-up on the device: mod, inputs, block mask ----------------------------------------------
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+    if refused := flex_refuses(dev):  # before the block mask: building one on such a device says nothing
+        return result(Status.UNSUPPORTED, refused)
     cpu = _inputs(shape, dtype, backward)
     try:
         mod = build_mod(p["mod"], shape, dev)

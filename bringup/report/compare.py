@@ -6,6 +6,12 @@ status change, throughput ratio (B/A: tokens/s, else steady step time, TFLOP/s o
 time-to-first-step ratio (B/A: ttfs_s, else compile_s), loss-curve divergence (max relative difference
 over the common steps) and parity deltas (max_rel_err / max_abs_err, A -> B).
 
+Before the per-case changes, the backend scorecard: each suite's own rows (`Suite.scorecard`, through
+the registry: e.g. probe's eager execution, torch.compile, torch.distributed, DTensor and FSDP2; train's
+first step, tokens/s, MFU and fallbacks) for A and B side by side, with the device, its adapter
+family and the run's peak FLOP/s: a run on a native eager device next to one on PyTorch/XLA shows what
+each backend supports, measured. The scorecard changes no exit code.
+
 Exit 1 when a change that `--fail-on` counts is found, else 0; 2 on bad input (unknown run, malformed,
 truncated or newer-format bundle, bad --fail-on). Reads only the store or the bundles.
 """
@@ -221,6 +227,55 @@ def compare(a: Sequence[CaseResult], b: Sequence[CaseResult], fail_on: dict[str,
     return out
 
 
+# ---- the backend scorecard ----------------------------------------------------------------------------
+def _side_rows(run: RunInfo, results: Sequence[CaseResult]) -> list[tuple[str, str]]:
+    from bringup.api import suites
+
+    rows = [("device", f"{run.device} ({run.device_name}), torch {run.torch_version}")]
+    peaks = run.info.get("peak_flops") or {}
+    if peaks:
+        rows.append(("peak FLOP/s (this run's)", "; ".join(f"{k.split('/')[-1]} {v['flops']:.3g}" for k, v in
+                                                         sorted(peaks.items()) if v)))  # fmt: skip
+    by_suite: dict[str, list[CaseResult]] = {}
+    for r in results:
+        by_suite.setdefault(r.suite, []).append(r)
+    for s in suites():
+        rs = by_suite.get(s.name)
+        if not rs:
+            continue
+        if s.scorecard is not None:
+            rows += [(f"{s.name}: {label}", text) for label, text in s.scorecard(rs)]
+        else:
+            ok = sum(r.status is Status.PASS for r in rs)
+            rows.append((f"{s.name}", f"{ok}/{len(rs)} {s.verdict_word}"))
+    return rows
+
+
+def scorecard(run_a: RunInfo, res_a: Sequence[CaseResult], run_b: RunInfo, res_b: Sequence[CaseResult]
+              ) -> list[dict[str, str | None]]:  # fmt: skip
+    """[{"row", "a", "b"}]: each suite's scorecard rows for both runs, in the registry's order."""
+    a, b = dict(_side_rows(run_a, res_a)), dict(_side_rows(run_b, res_b))
+    order = list(a) + [k for k in b if k not in a]
+    return [{"row": k, "a": a.get(k), "b": b.get(k)} for k in order]
+
+
+def print_scorecard(console: Console, rows: list[dict[str, str | None]]) -> None:
+    if len(rows) <= 1:
+        return
+    t = Table(title="backend scorecard (measured in each run)", title_justify="left")
+    for c in ("", "A", "B"):
+        t.add_column(c, overflow="fold")
+    for row in rows:
+        t.add_row(escape(str(row["row"])), escape(row["a"] or "-"), escape(row["b"] or "-"))
+    width = console.width
+    if not console.is_terminal:
+        console.width = max(width, 160)
+    try:
+        console.print(t)
+    finally:
+        console.width = width
+
+
 # ---- loading ------------------------------------------------------------------------------------------
 def _is_bundle(arg: str) -> bool:
     return Path(arg).is_file() or arg.endswith(".json") or "/" in arg
@@ -321,10 +376,11 @@ def summary_line(diffs: list[CaseDiff]) -> str:
     )
 
 
-def to_json(run_a: RunInfo, run_b: RunInfo, fail_on: dict[str, float | None], diffs: list[CaseDiff]) -> dict[str, Any]:
+def to_json(run_a: RunInfo, run_b: RunInfo, fail_on: dict[str, float | None], diffs: list[CaseDiff],
+            card: list[dict[str, str | None]] | None = None) -> dict[str, Any]:  # fmt: skip
     return {
         "a": run_a.to_json(), "b": run_b.to_json(), "fail_on": fail_on, "summary": summary(diffs),
-        "cases": [asdict(d) for d in diffs],
+        "scorecard": card or [], "cases": [asdict(d) for d in diffs],
     }  # fmt: skip
 
 
@@ -375,9 +431,11 @@ def main(sess: Any) -> int:
     run_a, res_a = load_side(args.a, sess.db)
     run_b, res_b = load_side(args.b, sess.db)
     diffs = compare(res_a, res_b, fail_on)
+    card = scorecard(run_a, res_a, run_b, res_b)
+    print_scorecard(sess.console, card)
     print_diffs(sess.console, run_a, run_b, diffs, args.all)
     if json_out:
-        atomic_write_text(json_out, dumps(to_json(run_a, run_b, fail_on, diffs)))
+        atomic_write_text(json_out, dumps(to_json(run_a, run_b, fail_on, diffs, card)))
     if junit_out:
         atomic_write_text(junit_out, junit_xml(run_a, run_b, diffs))
     return 1 if any(d.regressions for d in diffs) else 0

@@ -587,6 +587,16 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     }
 
 
+def scorecard(results: list[CaseResult]) -> list[tuple[str, str]]:
+    """Op coverage in one line: how many (op, dtype) cases ran natively, through the fallback, not at all."""
+    c = Counter(r.status.value for r in results if r.status is not Status.REF_FAIL)
+    if not c:
+        return []
+    text = ", ".join(f"{n} {s}" for s, n in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+    fell = sorted({op for r in results for op in (r.fields.get("fallback_ops") or [])})
+    return [("ops (OpInfo cases)", text + (f"; fallback ops: {', '.join(fell[:4])}" if fell else ""))]
+
+
 register_suite(
     Suite(
         name="ops",
@@ -598,6 +608,7 @@ register_suite(
         order=60,
         title="Op coverage",
         section=ops_section.render,
+        scorecard=scorecard,
         metrics=specs("samples", "fallback_calls", "max_abs_err"),
     )
 )

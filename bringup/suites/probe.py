@@ -538,6 +538,7 @@ register_suite(
         order=20,
         title="Feature probe",
         section=probe_section.render,
+        scorecard=probe_section.scorecard,
         verdict_word="supported",
         metrics=specs("max_rel_err", "graphs", "rel_rmse"),
     )

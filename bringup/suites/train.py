@@ -306,7 +306,11 @@ def run_cases(device: Device, quick: bool) -> list[Case]:
     modes = ("eager", "compile", "regional")
     backend = device.default_compile_backend
     if quick:
-        return plan(TrainSpec(steps=6, warmup=2, batch=2, seq=128, backend=backend), modes, (CACHE_COLD,))
+        base = TrainSpec(steps=6, warmup=2, batch=2, seq=128, backend=backend)
+        cases = plan(base, modes, (CACHE_COLD,))
+        if device.adapter.compile_cache_env(Path(".")):  # the family's own persistent compile cache (xla's):
+            cases += plan(base, ("compile",), (CACHE_WARM,))  # its warm arm, after its cold case
+        return cases
     from bringup.train.summary import preset_that_fits
 
     base = TrainSpec(model=preset_that_fits(device, batch=2, seq=2048), steps=20, warmup=5, batch=2, seq=2048,
@@ -400,7 +404,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
 
         after = _kernel_files()
         built = len(after - kernels_before) if after is not None and kernels_before is not None else None
-        verdicts_after = account(r, spec, out.final, loaded, built)
+        verdicts_after = account(r, spec, out.final, loaded, built, ctx.device.adapter.compile_cache_counts())
         if verdicts_after:
             r.status, r.reason = verdict(verdicts + verdicts_after, r.fields.get("tying_finding", ""))
     if finish is not None and r.status is Status.PASS:
@@ -545,6 +549,12 @@ def run_flops(case: Case, ctx: Any) -> CaseResult:
     return r
 
 
+def _scorecard(results: list[CaseResult]) -> list[tuple[str, str]]:
+    from bringup.train.summary import scorecard
+
+    return scorecard(results)
+
+
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     from bringup.train.summary import summarize as _summarize
 
@@ -562,6 +572,7 @@ register_suite(
         order=30,
         title="Training: eager vs compiled",
         section=section.render,
+        scorecard=lambda rs: _scorecard(list(rs)),
         metrics=specs(
             "ttfs_s",
             "step_s",

@@ -50,17 +50,22 @@ def warnings(spec: TrainSpec, snap: dict[str, Any]) -> list[str]:
     return out
 
 
-def reused_nothing(spec: TrainSpec, cache: dict[str, int]) -> str:
+def reused_nothing(spec: TrainSpec, cache: dict[str, int], backend: tuple[str, dict[str, int]] | None = None) -> str:
     """Non-empty when a warm or artifact arm looked its caches up and every lookup missed: it started
-    cold, so its time to first step says nothing about a warm start."""
+    cold, so its time to first step says nothing about a warm start. `backend`: the device family's own
+    persistent compile cache (its name, {hit, miss, failed}: PyTorch/XLA's), counted with torch's."""
     if spec.cache not in (CACHE_WARM, CACHE_ARTIFACT) or spec.mode == "aot":
         return ""
-    hits = cache["fx_hit"] + cache["aot_hit"]
-    misses = cache["fx_miss"] + cache["aot_miss"]
+    own = backend[1] if backend else {}
+    hits = cache["fx_hit"] + cache["aot_hit"] + own.get("hit", 0)
+    misses = cache["fx_miss"] + cache["aot_miss"] + own.get("miss", 0) + own.get("failed", 0)
     if misses and not hits:
         src = "the loaded cache artifact" if spec.cache == CACHE_ARTIFACT else "the warm cache dirs"
-        return (f"{src} gave nothing: {cache['fx_miss']} FX graph and {cache['aot_miss']} AOTAutograd cache "
-                "miss(es), 0 hits: this job compiled cold")  # fmt: skip
+        text = f"{src} gave nothing: {cache['fx_miss']} FX graph and {cache['aot_miss']} AOTAutograd cache miss(es)"
+        if backend:
+            text += (f", {backend[0]}: {own.get('miss', 0)} miss(es) and {own.get('failed', 0)} entr(ies) it "
+                     "wrote but could not load")  # fmt: skip
+        return text + ", 0 hits: this job compiled cold"
     return ""
 
 
@@ -84,11 +89,14 @@ def kernel_warning(spec: TrainSpec, kernels: dict[str, int] | None) -> str:
             f"{kernels['built']} more (other compile flags or code than the job that made it)")  # fmt: skip
 
 
-def account(r: CaseResult, spec: TrainSpec, snap: dict[str, Any], loaded: dict[str, Any], built: int | None = None
-            ) -> list[tuple[Status, str]]:  # fmt: skip
+def account(r: CaseResult, spec: TrainSpec, snap: dict[str, Any], loaded: dict[str, Any], built: int | None = None,
+            backend: tuple[str, dict[str, int]] | None = None) -> list[tuple[Status, str]]:  # fmt: skip
     """Record the case's cache layers and warnings; the verdicts they give (a warm start that was cold).
-    `built`: compiled kernel files this job wrote (None: not counted)."""
+    `built`: compiled kernel files this job wrote (None: not counted). `backend`: the device family's own
+    persistent compile cache's lookups in this job (Device.adapter.compile_cache_counts())."""
     r.fields["cache_layers"] = layers(snap["cache"])
+    if backend is not None:
+        r.fields["cache_layers"]["backend"] = {"name": backend[0], **backend[1]}
     kernels = compiled_kernels(loaded, built)
     if kernels is not None:
         r.fields["cache_layers"]["compiled_kernels"] = kernels
@@ -100,6 +108,6 @@ def account(r: CaseResult, spec: TrainSpec, snap: dict[str, Any], loaded: dict[s
     warns = warnings(spec, snap) + ([w] if (w := kernel_warning(spec, kernels)) else [])
     if warns:
         r.fields["cache_warnings"] = warns
-    if why := reused_nothing(spec, snap["cache"]):
+    if why := reused_nothing(spec, snap["cache"], backend):
         return [(Status.UNSUPPORTED, why)]
     return []

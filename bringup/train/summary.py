@@ -346,3 +346,37 @@ def _int(v: float | None) -> int | None:
 
 def _x(v: float | None) -> str:
     return f"{v:.2f}x" if v is not None else "-"
+
+
+# ---- the backend scorecard (`bringup compare`) -----------------------------------------------------
+def scorecard(results: list[CaseResult]) -> list[tuple[str, str]]:
+    """Per arm: time to first step, steady tokens/s, MFU; the fallbacks and host reads of a step."""
+    runs = sorted((r for r in results if not r.params.get("flops_only")),
+                  key=lambda r: MODE_ORDER.get((r.params.get("mode"), r.params.get("cache")), 99))  # fmt: skip
+    if not runs:
+        return []
+
+    def per_arm(metric: str, fmt: Any) -> str:
+        parts = []
+        for r in runs:
+            v = r.value(metric)
+            arm = label(TrainSpec.from_params(r.params))
+            parts.append(f"{arm} {fmt(v) if v is not None else r.status.value}")
+        return "; ".join(parts)
+
+    rows = [("train status", "; ".join(f"{label(TrainSpec.from_params(r.params))} {r.status.value}" for r in runs)),
+            ("first step s", per_arm("ttfs_s", lambda v: f"{v:.3g}")),
+            ("tokens/s", per_arm("tokens_per_s", lambda v: f"{v:,.0f}")),
+            ("MFU", per_arm("mfu", lambda v: f"{v:.2%}"))]  # fmt: skip
+    peak = next((r for r in runs if r.value("peak_flops")), None)
+    if peak is not None:
+        rows.append(("peak FLOP/s", f"{peak.value('peak_flops'):.3g} ({peak.fields.get('peak_flops_source', '?')})"))
+    eager = next((r for r in runs if r.params.get("mode") == "eager"), None)
+    if eager is not None and "fallback_ops" in eager.fields:
+        fb = eager.fields["fallback_ops"] or {}
+        ops = ": " + ", ".join(sorted(fb)[:4]) if fb else ""
+        rows.append(("fallbacks in a train step", f"{len(fb)} op(s){ops}"))
+    if eager is not None and eager.fields.get("host_reads_per_step"):
+        n = sum(eager.fields["host_reads_per_step"].values())
+        rows.append(("host reads in a train step", f"{n} (the model's own .item()-style reads)"))
+    return rows
