@@ -92,6 +92,7 @@ CORE: tuple[MetricSpec, ...] = (
     _m("host_s", "s", False, "profile: host overhead per step"),
     _m("ops_s", "s", None, "profile: time in ops per step"),
     _m("compiled_s", "s", None, "profile: time in compiled regions per step"),
+    _m("unprofiled_step_s", "s", False, "profile: one training step without the profiler (its overhead's baseline)"),
     # size and graph facts
     _m("params", "count", None, "model parameters"),
     _m("embedding_params", "count", None, "embedding parameters"),

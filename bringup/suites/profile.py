@@ -32,6 +32,9 @@ HELP = "a few training steps under torch.profiler: trace, busy/idle/host split, 
 DEFAULTS: dict[str, Any] = {"model": "qwen3-tiny", "mode": "eager", "steps": 3, "warmup": 2, "batch": 4,
                             "seq": 128, "dtype": "fp32", "top": 15, "backend": "inductor"}  # fmt: skip
 SUMMARY_KEYS = ("top_ops", "transfers", "busy_s", "idle_s", "host_s", "trace")
+# A profiled step this many times an unprofiled one: the trace mostly shows the profiler (torch.profiler
+# recording every op PyTorch/XLA traces lazily: ~20x on 2 cpu cores); said in the case's note.
+PROFILER_SLOWDOWN = 2.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -178,7 +181,8 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         scaler = prec.grad_scaler(dev.type)
-        n_batches = warmup + (0 if dev.is_cpu else 1) + 1 + steps  # + detector step + profiler warm-up
+        # + detector step + an unprofiled timed step + profiler warm-up
+        n_batches = warmup + (0 if dev.is_cpu else 1) + 1 + 1 + steps
         batches = lm.synthetic_batches(lm.vocab_size(model), int(p["batch"]), int(p["seq"]), n_batches)
         # The fallback detector watches one EAGER step, before any compile: its own overhead must not
         # show in the timeline, and a compiled graph must not be traced under it.
@@ -199,7 +203,10 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
             else:
                 step()
         compiling = False
-        dev.synchronize()
+        timer = dev.timer()  # one step without the profiler: what the profiler's own overhead is measured against
+        timer.start()
+        step()
+        plain_s = timer.stop(last["loss"], model)
         cap = bp.capture(step, dev.type, steps, ctx.artifact("trace.json.gz"), sync=dev.synchronize,
                          activities=dev.adapter.profiler_activities())
         loss = float(last["loss"].float().cpu())
@@ -207,7 +214,11 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
         return CaseResult.for_case(case, classify(e, compiling), first_line(e))
 
     summary = bp.summarize_capture(cap, int(p["top"]), fallback_ops)
-    summary["note"] = "; ".join(x for x in (summary["note"], fb_note) if x)
+    summary["unprofiled_step_s"] = plain_s
+    slow = summary["step_s"] / plain_s if summary.get("step_s") and plain_s > 0 else None
+    over = (f"torch.profiler slowed each step {slow:.1f}x ({summary['step_s']:.3g} s vs {plain_s:.3g} s unprofiled): "
+            "the trace's times are mostly the profiler's own" if slow and slow > PROFILER_SLOWDOWN else "")  # fmt: skip
+    summary["note"] = "; ".join(x for x in (summary["note"], fb_note, over) if x)
     summary |= {"model": p["model"], "mode": mode, "device": dev.name, "batch": p["batch"], "seq": p["seq"],
                 "dtype": p["dtype"], "loss": loss}  # fmt: skip
     summary_path = write_json(ctx.artifact("summary.json"), summary)
@@ -222,7 +233,7 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
         more = f", +{len(fallback_ops) - len(top)} more" if len(fallback_ops) > len(top) else ""
         reason = f"{len(fallback_ops)} op(s) ran through the CPU fallback: {', '.join(top)}{more}"
     r = CaseResult.for_case(case, Status.PASS, reason, artifacts=artifacts)
-    for k in ("step_s", "busy_s", "idle_s", "host_s", "ops_s", "compiled_s"):
+    for k in ("step_s", "busy_s", "idle_s", "host_s", "ops_s", "compiled_s", "unprofiled_step_s"):
         r.metric(k, summary[k], "s")
     r.metric("loss", loss)
     r.fields = {

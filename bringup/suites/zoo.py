@@ -555,7 +555,8 @@ def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str
             else:
                 loss, logits = step_fn(b)
                 backward(loss)
-        if i == 0:
+        if i == 0:  # the step computed (a lazy device: one graph) before its clock stops and its tensors are read
+            Device(device.type, device.index).materialize(loss, logits, model)
             first = time.perf_counter() - ts
             tensors["loss"] = loss.detach().to("cpu").reshape(())
             if logits is not None:

@@ -148,6 +148,8 @@ def first_steps(spec: TrainSpec, overrides: list[str], device: torch.device, pre
             (scaler.scale(loss) if scaler is not None else loss).backward()
             if scaler is not None:
                 scaler.unscale_(opt)
+            # one graph for the step on a lazy device, before ~50 reads would each cut (and compile) their own
+            Device(device.type, device.index).materialize(loss, model)
             out[f"loss.step{i + 1}"] = loss.detach().to(cpu, torch.float64).reshape(())
             if i == 0:
                 for name, p in model.named_parameters():
