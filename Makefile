@@ -1,4 +1,5 @@
 # bringup: `make demo` (the main job) and `make test` (the test suite). Both set up .venv first.
+# `make test-xla`: bringup on PyTorch/XLA (its own venv, .venv-xla), `run --quick` held by .ci/expect-xla.yaml.
 PY ?= python3
 TORCH ?= 2.13.0
 VENV ?= .venv
@@ -10,7 +11,14 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 
-.PHONY: setup demo test test-slow test-compat lint bench clean
+# PyTorch/XLA pins one torch release; its own venv, torch installed first and pinned as for .venv.
+XLA_VENV ?= .venv-xla
+XLA_TORCH ?= 2.9.0
+TORCH_XLA ?= 2.9.0
+XLA_STAMP := $(XLA_VENV)/.bringup-installed-xla-$(TORCH_XLA)-torch-$(XLA_TORCH)
+XLA_EXPECT ?= .ci/expect-xla.yaml
+
+.PHONY: setup demo test test-slow test-compat test-xla setup-xla lint bench clean
 
 setup: $(STAMP)
 
@@ -40,6 +48,26 @@ test: $(STAMP)
 test-compat:
 	$(PY) .ci/compat.py
 
+# torch + torch-xla first (a CUDA build of torch from PyPI: it runs on cpu), then bringup (and timm, which
+# the quick zoo's convnet needs) with that torch pinned by a constraint, so nothing can move it.
+setup-xla: $(XLA_STAMP)
+
+$(XLA_STAMP): pyproject.toml Makefile
+	test -x $(XLA_VENV)/bin/python || $(PY) -m venv $(XLA_VENV)
+	$(XLA_VENV)/bin/python -m pip install -q --upgrade pip
+	$(XLA_VENV)/bin/python -m pip install -q "torch==$(XLA_TORCH)" "torch-xla==$(TORCH_XLA)"
+	echo "torch==$(XLA_TORCH)" > $(XLA_VENV)/constraints.txt
+	$(XLA_VENV)/bin/python -m pip install -q -c $(XLA_VENV)/constraints.txt -e ".[timm]"
+	rm -f $(XLA_VENV)/.bringup-installed-xla-*
+	touch $@
+
+# `bringup --device xla run --quick` on PJRT's cpu client (~10 min on 2 cores), from a fresh work dir; the
+# exit code is the expectations file's (docs/expect.md): 1 only on a status that file does not expect.
+test-xla: $(XLA_STAMP)
+	rm -rf $(XLA_VENV)/work && mkdir -p $(XLA_VENV)/work
+	cd $(XLA_VENV)/work && PJRT_DEVICE=CPU $(CURDIR)/$(XLA_VENV)/bin/bringup --db bringup.db --device xla \
+		run --quick --expect $(CURDIR)/$(XLA_EXPECT) --json xla.json --junit xla.xml
+
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow $(XDIST) $(PYTEST_ARGS)
 
@@ -51,4 +79,4 @@ bench: $(STAMP)
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .venv-compat-* bringup-results .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(XLA_VENV) .venv-compat-* bringup-results .pytest_cache .ruff_cache

@@ -11,7 +11,15 @@ why not), know peak FLOP/s, count the backend's fallbacks: one adapter per backe
 
 from __future__ import annotations
 
-from bringup.device.adapter import EAGER, LAZY, DeviceAdapter, adapter_for, register_adapter, registered_types
+from bringup.device.adapter import (
+    EAGER,
+    LAZY,
+    DeviceAdapter,
+    adapter_for,
+    register_adapter,
+    registered_types,
+    unregister_adapter,
+)
 from bringup.device.core import (
     Device,
     auto_choice,
@@ -32,4 +40,5 @@ __all__ = [
     "PeakRow", "Timer", "adapter_for", "auto_choice", "available_accelerator", "built_accelerator",
     "cpu_model_name", "dtype_name", "known_types", "parse_dtype", "privateuse1_name", "produced_tensors",
     "read_run_peaks", "register_adapter", "registered_types", "resolve_device", "run_peak", "table_peak",
+    "unregister_adapter",
 ]  # fmt: skip

@@ -196,6 +196,11 @@ def register_adapter(device_type: str, adapter: Callable[[Device], DeviceAdapter
     _ADAPTERS[device_type] = adapter
 
 
+def unregister_adapter(device_type: str) -> None:
+    """Take `device_type`'s adapter out of the registry (a plugin unloading; tests)."""
+    _ADAPTERS.pop(device_type, None)
+
+
 def registered_types() -> list[str]:
     return sorted(_ADAPTERS)
 

@@ -524,6 +524,8 @@ def run_op(case: Case, ctx: Any) -> CaseResult:
         "float64_reference": sum(v is not None for v in refs64.values()),
         "fallback_ops": fell_back,
         "native_ops": rep.native_ops,
+        # the backend's own count (xla: torch_xla.debug.metrics), host reads out; None: it keeps none
+        "backend_fallbacks": rep.backend_fallbacks,
         "bytes_to_host": sum(s.bytes_to_host for s in rep.ops.values()),
         "bytes_to_device": sum(s.bytes_to_device for s in rep.ops.values()),
     }
