@@ -45,8 +45,8 @@ def test_ops_fallback_off_unsupported_and_ref_fail(cli, tmp_path: Path, testdev_
 
 
 def test_probe_on_cpu(cli, tmp_path: Path) -> None:
-    p = cli("--device", "cpu", "probe", "--only", r"^(dtype|fp8|scaled_mm|autocast\.bfloat16|sdpa|distributed|execution)",
-            "--json", "p.json", timeout=900)  # fmt: skip
+    p = cli("--device", "cpu", "probe", "--only", r"^(dtype|fp8|scaled_mm|autocast\.bfloat16|sdpa|distributed|"
+            r"execution)", "--json", "p.json", timeout=900)  # fmt: skip
     data = load_json(tmp_path / "p.json")
     st = _statuses(data)
     for feat in ("dtype.bfloat16", "dtype.float16", "fp8.float8_e4m3fn", "fp8.float8_e5m2", "autocast.bfloat16",
