@@ -109,7 +109,7 @@ def execute_cases(
         peaks = read_run_peaks(run_dir)
         if peaks:  # the one peak per (device, dtype) every MFU of this run used (bringup/device/peaks.py)
             store.update_run_info(run_id, peak_flops=peaks)
-            extras["peak_flops"] = peaks
+            extras["run_peak_flops"] = peaks
         if localized:
             from bringup.localize.cli import summarize as localize_summary
 

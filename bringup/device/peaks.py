@@ -4,7 +4,7 @@
 (device, dtype) computes it (table row, BRINGUP_PEAK_FLOPS, else a calibrated GEMM) and writes it to
 `<run dir>/peak_flops.json` under a file lock; every later case of the run (any worker, any process,
 and a resumed run) reads the same figure. The driver copies the file into the run's info and
-summary.json (`peak_flops`), so a report names the one peak its MFUs were computed against.
+summary.json (`run_peak_flops`), so a report names the one peak its MFUs were computed against.
 """
 
 from __future__ import annotations

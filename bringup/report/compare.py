@@ -255,7 +255,12 @@ def scorecard(run_a: RunInfo, res_a: Sequence[CaseResult], run_b: RunInfo, res_b
               ) -> list[dict[str, str | None]]:  # fmt: skip
     """[{"row", "a", "b"}]: each suite's scorecard rows for both runs, in the registry's order."""
     a, b = dict(_side_rows(run_a, res_a)), dict(_side_rows(run_b, res_b))
-    order = list(a) + [k for k in b if k not in a]
+    order = list(a)
+    for k in b:  # a row only B has goes after the last row of its suite
+        if k in order:
+            continue
+        same = [i for i, o in enumerate(order) if o.split(":")[0] == k.split(":")[0]]
+        order.insert(same[-1] + 1 if same else len(order), k)
     return [{"row": k, "a": a.get(k), "b": b.get(k)} for k in order]
 
 

@@ -39,7 +39,7 @@ SCORECARD_ROWS = (("distributed.default", "torch.distributed"), ("distributed.dt
                   ("distributed.fsdp2", "FSDP2"))  # fmt: skip
 
 
-def _said(r: CaseResult, limit: int = 70) -> str:
+def _said(r: CaseResult, limit: int = 100) -> str:
     backend = r.fields.get("backend")
     text = ("yes" if r.status is Status.PASS else r.status.value) + (f" ({backend})" if backend else "")
     if r.status is not Status.PASS and r.reason:

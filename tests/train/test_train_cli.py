@@ -27,6 +27,9 @@ def test_eager_and_compile_three_steps(cli, tmp_path: Path) -> None:
     assert set(cases) == {"eager", "compile-cold"} and all(c["status"] == "pass" for c in cases.values())
     assert data["model"] == "qwen3-tiny" and data["params"] > 1e6 and data["flops_per_token"] > 6 * 1e6
     assert data["peak_flops_source"].startswith("calibrated")  # cpu has no table entry
+    # one peak per run, device and dtype: every case's MFU against the same figure, kept in the run
+    assert cases["eager"]["peak_flops"] == cases["compile-cold"]["peak_flops"] == data["peak_flops"]
+    assert data["run_peak_flops"]["cpu/fp32"]["flops"] == data["peak_flops"]  # the run's record of it
     modes = data["modes"]
     assert set(modes) == {"eager", "compile"}
     for name, m in modes.items():
