@@ -223,7 +223,7 @@ def _launch(kind: str, device: Device, imports: tuple[str, ...]) -> list[dict[st
         init, out = f"file://{os.path.join(tmp, 'store')}", os.path.join(tmp, "result")
         mp.start_processes(_rank, args=(WORLD, kind, device.name, tuple(imports), init, out), nprocs=WORLD,
                            join=True, start_method="spawn")  # fmt: skip
-        return [torch.load(f"{out}.{r}", weights_only=False) for r in range(WORLD)]
+        return [torch.load(f"{out}.{r}", weights_only=True) for r in range(WORLD)]
 
 
 def _control(kind: str) -> str:
