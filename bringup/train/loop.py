@@ -171,6 +171,7 @@ def train(
         raise StageError("first_step", e) from e
     first = compile_metrics.snapshot()
     compiled = [compile_metrics.compile_seconds(first["times"])] if spec.compiled else []
+    compiled_so_far = compiled[0] if compiled else 0.0
     if after_first is not None:
         after_first()
     timer = device.timer()
@@ -180,7 +181,11 @@ def train(
             losses.append(lm.train_step(model, opt, tokens, prec, scaler))
             times.append(timer.stop(losses[-1], model, opt))
             if spec.compiled:  # outside the timed step: what this step spent compiling (a recompile)
-                compiled.append(compile_metrics.compile_seconds() - sum(compiled))
+                # the difference of two running totals, rounded as they are: a difference against a
+                # sum of rounded parts leaves a float's last bit (5e-17 s), which read as a recompile
+                now = compile_metrics.compile_seconds()
+                compiled.append(round(now - compiled_so_far, 4))
+                compiled_so_far = now
     except Exception as e:
         raise StageError("steps", e) from e
     peak = device.peak_memory()
