@@ -12,24 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+from bringup.report.palette import STATUS_COLOURS, status_colour, text_on
+
 # Distinguishable on light and dark backgrounds (Okabe-Ito + two).
 PALETTE: tuple[str, ...] = (
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#999999", "#7F3C8D", "#11A579",
 )  # fmt: skip
 
-STATUS_COLOURS: dict[str, str] = {
-    "pass": "#2e9d4b",
-    "fail_numeric": "#d64541",
-    "fail_compile": "#b5179e",
-    "budget": "#8e6bd8",
-    "unsupported": "#e0a526",
-    "fallback": "#f0c75e",
-    "silent_eager": "#e07b26",
-    "crash": "#8b1e1e",
-    "oom": "#5a3d8a",
-    "ref_fail": "#9aa0a6",
-    "error": "#444444",
-}
 NO_CASE_COLOUR = "#e9ecef"
 
 
@@ -290,18 +279,19 @@ def heatmap(
                 out.append(f'<rect class="cell none" x="{x + 1}" y="{y + 1}" width="{cell_w - 2}" height="{cell_h - 2}"'
                            f' fill="{NO_CASE_COLOUR}"><title>{esc(r)} | {esc(c)}: no case</title></rect>')  # fmt: skip
                 continue
-            fill = STATUS_COLOURS.get(cell.status, "#444444")
+            fill = status_colour(cell.status)
             out.append(f'<g class="cell" data-status="{esc(cell.status)}"><rect x="{x + 1}" y="{y + 1}"'
                        f' width="{cell_w - 2}" height="{cell_h - 2}" fill="{fill}">'
                        f"<title>{esc(cell.tooltip)}</title></rect>")  # fmt: skip
             if cell.label:
                 out.append(f'<text class="cell-label" x="{x + cell_w / 2:.1f}" y="{y + cell_h / 2 + 4:.1f}"'
-                           f' text-anchor="middle">{esc(_clip(cell.label, 6))}</text>')  # fmt: skip
+                           f' text-anchor="middle" style="fill: {text_on(fill)}">'
+                           f"{esc(_clip(cell.label, 6))}</text>")  # fmt: skip
             out.append("</g>")
     ly = top + len(rows) * cell_h + 18
     lx = 8
     for s in statuses:
-        out.append(f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" fill="{STATUS_COLOURS.get(s, "#444444")}"/>')
+        out.append(f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" fill="{status_colour(s)}"/>')
         out.append(f'<text class="legend" x="{lx + 16}" y="{ly}">{esc(s)}</text>')
         lx += 24 + 7 * len(s)
     out.append("</svg>")

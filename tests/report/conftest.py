@@ -330,3 +330,59 @@ def browser(tmp_path: Path) -> Iterator[Callable[[], CDP]]:
     yield start
     for c in made:
         c.close()
+
+
+# ---- page checks in the browser (the scorecard's and the history page's browser tests) -----------------
+def cdp_eval(cdp: CDP, session: str, expr: str) -> Any:
+    res = cdp.send("Runtime.evaluate", {"expression": expr, "returnByValue": True, "awaitPromise": True},
+                   session=session)  # fmt: skip
+    if "exceptionDetails" in res:
+        raise AssertionError(f"JS error evaluating {expr!r}: {res['exceptionDetails']}")
+    return res["result"].get("value")
+
+
+def cdp_errors(cdp: CDP) -> list[str]:
+    out = []
+    for e in cdp.events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.exceptionThrown":  # its text and message first: the url before them grows with the tmp path
+            d = p.get("exceptionDetails", {})
+            out.append(f"{d.get('text', '')} {d.get('exception', {}).get('description', '')} {json.dumps(d)}"[:500])
+        elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            out.append(json.dumps(p.get("args", []))[:500])
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+            out.append(json.dumps(p["entry"])[:500])
+    return out
+
+
+def open_page(cdp: CDP, path: Path, width: int = 1400, height: int = 1000) -> str:
+    """A new tab showing `path`, loaded; returns its CDP session id."""
+    target = cdp.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    for domain in ("Page", "Runtime", "Log"):
+        cdp.send(f"{domain}.enable", session=session)
+    cdp.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                    "mobile": False}, session=session)  # fmt: skip
+    cdp.send("Page.navigate", {"url": path.resolve().as_uri()}, session=session)
+    cdp.wait_event("Page.loadEventFired", timeout=60)
+    return session
+
+
+# WCAG 2 contrast of every piece of text the browser rendered, from computed styles: the text colour
+# (its alpha and every ancestor's opacity composited onto the background) against the background it
+# sits on (the nearest opaque ancestor background, translucent layers composited); SVG text against the
+# status cell it labels (the rect in its group) or the SVG's background. 4.5:1, or 3:1 for large text
+# (24 px, or 18.66 px bold). Returns the failures: [{text, fg, bg, ratio, need, where}].
+CONTRAST_JS = (Path(__file__).parent / "contrast.js").read_text()
+
+
+def contrast_failures(cdp: CDP, session: str) -> tuple[int, list[dict[str, Any]]]:
+    """(text elements checked, those under WCAG AA) in the current theme."""
+    res = cdp_eval(cdp, session, CONTRAST_JS)
+    return int(res["checked"]), list(res["bad"])
+
+
+def set_theme(cdp: CDP, session: str, scheme: str) -> None:
+    """Emulate prefers-color-scheme (light | dark): the page's dark theme follows it."""
+    cdp.send("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+             session=session)  # fmt: skip
