@@ -9,13 +9,12 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bringup.report import html
 from bringup.store import Store
-from tests.report.conftest import CDP, cdp_errors, cdp_eval, contrast_failures, open_page, set_theme
+from tests.report.conftest import cdp_errors, cdp_eval, contrast_failures, open_page, set_theme
 
 SECTIONS = ("verdict", "smoke", "probe", "train", "flex", "zoo", "ops", "profile", "port", "failures")
 
