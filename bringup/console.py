@@ -88,8 +88,14 @@ def unjudged_line(suites: list[str]) -> str:
 
 
 def totals_line(results: list[CaseResult]) -> str:
+    """'48/53 pass; 5 gaps, 0 failures (48 pass, 5 unsupported)': the outcome words of the page's
+    headline (bringup/outcomes.py), then the counts by status."""
+    from bringup.outcomes import outcome_line
+
     t = totals(results)
-    line = ", ".join(f"{n} {s}" for s, n in t.items()) or "no cases"
+    if not t:
+        return "no cases"
+    line = f"{outcome_line(results)} ({', '.join(f'{n} {s}' for s, n in t.items())})"
     if none := unjudged_suites(results):
         line += f"; {unjudged_line(none)}"
     return line

@@ -20,6 +20,7 @@ from bringup.case import Case, CaseResult, is_failure
 from bringup.console import make_console
 from bringup.device import Device, read_run_peaks
 from bringup.files import check_outputs
+from bringup.provenance import run_info
 from bringup.store import DEFAULT_DB, RunInfo, Store, new_run_id
 
 
@@ -82,7 +83,7 @@ def execute_cases(
         if sess.resume_run is not None:
             store.reopen_run(run_id)
         else:
-            info = {"imports": sess.imports, "options": _options(args)}
+            info = {"imports": sess.imports, "options": _options(args), **run_info()}
             store.new_run(command, sess.argv, sess.device.name, sess.device.device_name, info, run_id=run_id)
         sess.console.print(f"run {run_id} on {sess.device.name} ({sess.device.device_name}): "
                            f"{len(cases)} case(s); results in {sess.db}", highlight=False)  # fmt: skip

@@ -1,8 +1,11 @@
 """`bringup report [RUN] [--out report.html]`: the self-contained HTML scorecard of a run.
+`bringup report --history [SOURCE ...] [--db FILE ...] [filters]`: the trend page across stored runs.
 
-RUN is a run id in --db (default: the latest run) or an exported bundle file (`bringup export`). Reads
-only the store or the bundle; never re-runs anything. Bad input (no such run, a corrupt database, a bad
-bundle, an unwritable --out) is one line on stderr and exit code 2.
+RUN is a run id in --db (default: the latest run) or an exported bundle file (`bringup export`). With
+--history, the SOURCEs are stores and bundles (several machines on one page; default: --db). Reads only
+the stores and bundles; never re-runs anything. Bad input (no such run or store, a corrupt database, a
+bad bundle, a bad date, no run matching the filters, an unwritable --out) is one line on stderr and
+exit code 2.
 """
 
 from __future__ import annotations
@@ -17,13 +20,31 @@ from bringup.errors import BadInput
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "run", nargs="?", default=None, metavar="RUN",
-        help="run id in --db (default: the latest run), or a bundle file from `bringup export`",
+        "run", nargs="*", default=[], metavar="RUN",
+        help="run id in --db (default: the latest run), or a bundle file from `bringup export`; with --history:"
+             " stores (.db) and bundles to draw together (default: --db)",
     )  # fmt: skip
     p.add_argument(
         "--out", metavar="FILE", default=None,
-        help="HTML path (default: <db dir>/<run id>/report.html; for a bundle: next to it, .html)",
+        help="HTML path (default: <db dir>/<run id>/report.html; for a bundle: next to it, .html;"
+             " --history: <db dir>/history.html, or ./history.html for several sources)",
     )  # fmt: skip
+    p.add_argument("--db", dest="stores", action="append", default=[], metavar="FILE",
+                   help="the store to read (as the global --db); repeatable with --history")  # fmt: skip
+    h = p.add_argument_group("trend across stored runs (--history)")
+    h.add_argument("--history", action="store_true",
+                   help="pass rate per suite, tokens/s, MFU and first step across runs, with the moves beyond "
+                        "their noise (docs/report.md)")  # fmt: skip
+    h.add_argument("--device", dest="filter_device", action="append", default=[], metavar="DEV",
+                   help="only runs on DEV (cuda matches cuda:0 and cuda:1); repeatable")  # fmt: skip
+    h.add_argument("--suite", dest="filter_suite", default=None, metavar="A,B", help="only these suites")
+    h.add_argument("--torch", dest="filter_torch", action="append", default=[], metavar="VERSION",
+                   help="only runs on this torch (2.13 matches 2.13.0+cpu); repeatable")  # fmt: skip
+    h.add_argument("--since", default=None, metavar="DATE", help="only runs started on or after DATE (YYYY-MM-DD)")
+    h.add_argument("--until", default=None, metavar="DATE", help="only runs started on or before DATE (YYYY-MM-DD)")
+
+
+HISTORY_ONLY = ("filter_device", "filter_suite", "filter_torch", "since", "until")
 
 
 def looks_like_file(arg: str) -> bool:
@@ -32,23 +53,39 @@ def looks_like_file(arg: str) -> bool:
 
 
 def main(sess: Any) -> int:
+    args = sess.args
+    if args.history:
+        from bringup.report.history_cli import main as history_main
+
+        return history_main(args, sess.db, sess.console)
+    given = [f"--{k.removeprefix('filter_')}" for k in HISTORY_ONLY if getattr(args, k)]
+    if given:
+        raise BadInput(f"{', '.join(given)}: only with --history")
+    if len(args.run) > 1:
+        raise BadInput(f"one RUN at a time ({len(args.run)} given); several stores or bundles: --history")
+    if len(args.stores) > 1:
+        raise BadInput("one --db for a run's report; several: --history")
+    return scorecard(sess, args.run[0] if args.run else None, Path(args.stores[0]) if args.stores else sess.db)
+
+
+def scorecard(sess: Any, run_arg: str | None, db: Path) -> int:
     from bringup.files import atomic_write_text, check_output_path
     from bringup.report import html
     from bringup.store import Store
 
     args = sess.args
     check_output_path(args.out, "--out")
-    if args.run and looks_like_file(args.run):
+    if run_arg and looks_like_file(run_arg):
         from bringup.bundle import load_bundle
 
-        run, results = load_bundle(args.run)
-        out = Path(args.out) if args.out else Path(args.run).with_suffix(".html")
+        run, results = load_bundle(run_arg)
+        out = Path(args.out) if args.out else Path(run_arg).with_suffix(".html")
         check_output_path(str(out), "report")
         path = atomic_write_text(out, html.render(run, results, {}, out.resolve().parent))
     else:
         try:
-            with Store(sess.db, create=False) as st:
-                run_id = args.run or st.latest_run_id()
+            with Store(db, create=False) as st:
+                run_id = run_arg or st.latest_run_id()
                 out = Path(args.out) if args.out else html.default_path(st, run_id)
                 st.get_run(run_id)  # no such run -> BadInput before anything is written
                 try:
@@ -56,7 +93,7 @@ def main(sess: Any) -> int:
                 except PermissionError as e:
                     raise BadInput(f"cannot write the report to {out}: {e.strerror}") from e
         except sqlite3.DatabaseError as e:
-            raise BadInput(f"{sess.db} is not a usable bringup database ({e})") from e
+            raise BadInput(f"{db} is not a usable bringup database ({e})") from e
         except OSError as e:
             raise BadInput(f"cannot write the report: {e}") from e
     sess.console.print(f"report: {path}", highlight=False)

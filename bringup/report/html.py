@@ -27,11 +27,14 @@ from typing import Any
 from bringup.api import Page, Suite
 from bringup.case import CaseResult, Status, is_failure
 from bringup.metrics import SECONDS, metric_spec
+from bringup.outcomes import BY_KEY, outcome, outcome_line
 from bringup.report import plots
+from bringup.report.palette import status_css
 from bringup.report.plots import esc
+from bringup.report.portable import Portable, portable, recorded_run_dir
 from bringup.store import RunInfo, Store
 
-GAP_STATUSES = frozenset({Status.UNSUPPORTED, Status.FALLBACK})
+GAP_STATUSES = frozenset(BY_KEY["gap"].statuses)  # amber tiles: the only non-passing cases are gaps
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
 
 
@@ -169,6 +172,16 @@ def _template(name: str) -> str:
     return resources.files("bringup.report").joinpath("templates", name).read_text(encoding="utf-8")
 
 
+def stylesheet() -> str:
+    """The page's CSS: the packaged template and the status badges' colours (bringup/report/palette.py)."""
+    return _template("report.css") + status_css()
+
+
+def script() -> str:
+    """The page's JS: sortable tables and table filters."""
+    return _template("report.js")
+
+
 @dataclass
 class Col:
     """A table column: header, a cell function returning (html, sort key), numeric alignment."""
@@ -302,9 +315,6 @@ def tiles(verdicts: Sequence[Verdict]) -> str:
 # ---- sections --------------------------------------------------------------------------------------
 def header(run: RunInfo, results: Sequence[CaseResult], allow_unsupported: bool) -> str:
     dur = (run.ended_at - run.started_at) if run.ended_at else None
-    counted = [r for r in results if r.status is not Status.REF_FAIL]
-    passed = sum(r.status is Status.PASS for r in results)
-    failing = sum(is_failure(r.status, allow_unsupported) for r in results)
     rows = [
         ("device", f"{run.device} ({run.device_name})" if run.device_name else run.device),
         ("torch", run.torch_version), ("bringup", run.bringup_version), ("host", run.host),
@@ -322,8 +332,7 @@ def header(run: RunInfo, results: Sequence[CaseResult], allow_unsupported: bool)
     from bringup.console import unjudged_suites
 
     none = unjudged_suites(results)
-    head = (f"{passed}/{len(counted)} cases pass; {failing} failing"
-            + (" (unsupported allowed)" if allow_unsupported else "")
+    head = (outcome_line(results) + (" (unsupported allowed by --allow-unsupported)" if allow_unsupported else "")
             + (f"; nothing judged in {', '.join(none)} (all ref_fail)" if none else ""))  # fmt: skip
     if run.status != "finished":
         head += f" — run {run.status}: results are partial"
@@ -378,14 +387,17 @@ class Where:
         return p
 
     def link(self, path: str) -> str:
+        """A relative link (from the page's folder; without one, from the run's folder), its text the same
+        relative path: the stored absolute path stays in the store."""
         p = self.locate(path)
-        href = p.as_uri() if p.is_absolute() else path
-        if self.out_dir is not None:
+        base = self.out_dir if self.out_dir is not None else self.run_dir
+        href = path if not p.is_absolute() else p.name
+        if base is not None:
             try:
-                href = os.path.relpath(p.absolute(), self.out_dir)
-            except ValueError:
+                href = os.path.relpath(p.absolute(), base)
+            except ValueError:  # another drive (Windows)
                 pass
-        return f'<a href="{esc(href)}">{esc(path)}</a>'
+        return f'<a href="{esc(href)}">{esc(href)}</a>'
 
 
 def dict_table(table_id: str, rows: Sequence[Any], cols: Sequence[tuple[str, str, Callable[[Any], str]]]) -> str:
@@ -407,15 +419,38 @@ def dict_table(table_id: str, rows: Sequence[Any], cols: Sequence[tuple[str, str
             f"<tbody>{''.join(body)}</tbody></table>")  # fmt: skip
 
 
+NOT_PASSING = ("failure", "gap", "error")  # the outcomes listed in the "Not passing" section, in this order
+TOC_LABELS = {"failures": "not passing"}
+
+
 def failures_section(results: Sequence[CaseResult], allow_unsupported: bool) -> str:
-    bad = [r for r in results if is_failure(r.status, allow_unsupported)]
-    if not bad:
-        return section("failures", "Failures", '<p class="empty">No failing cases.</p>')
-    items = []
-    for r in bad:
-        tb = f"<details><summary>traceback</summary><pre>{esc(r.error)}</pre></details>" if r.error else ""
-        items.append(f"<li>{esc(r.suite)}/{esc(r.name)} {badge(r.status)} {esc(r.reason)}{tb}</li>")
-    return section("failures", f"Failures ({len(bad)})", f'<ul class="failures">{"".join(items)}</ul>')
+    """Every judged case that did not pass, grouped by outcome (bringup/outcomes.py): failures, then gaps,
+    then harness errors, each with its reason and traceback. Under --allow-unsupported the gaps are still
+    listed (they are still gaps), marked as not counted by the exit code."""
+    groups = [(BY_KEY[k], [r for r in results if outcome(r.status).key == k]) for k in NOT_PASSING]
+    total = sum(len(rs) for _, rs in groups)
+    if not total:
+        empty = '<p class="empty">Every judged case passes: no failures, no gaps.</p>'
+        return section("failures", "Not passing", empty)
+    body = []
+    for o, rs in groups:
+        if not rs:
+            continue
+        items = []
+        for r in rs:
+            tb = f"<details><summary>traceback</summary><pre>{esc(r.error)}</pre></details>" if r.error else ""
+            note = (' <span class="muted">(allowed: not counted by the exit code)</span>'
+                    if allow_unsupported and r.status is Status.UNSUPPORTED else "")  # fmt: skip
+            items.append(f"<li>{esc(r.suite)}/{esc(r.name)} {badge(r.status)} {esc(r.reason)}{note}{tb}</li>")
+        title = f"{o.many[0].upper()}{o.many[1:]} ({len(rs)})"
+        body.append(f'<h3 id="not-passing-{esc(o.key)}">{esc(title)}</h3><p class="muted">{esc(o.meaning)}.</p>'
+                    f'<ul class="failures" data-outcome="{esc(o.key)}">{"".join(items)}</ul>')  # fmt: skip
+    counts = ", ".join(f"{len(rs)} {o.one if len(rs) == 1 else o.many}" for o, rs in groups if rs)
+    return section("failures", f"Not passing ({total}): {counts}", "".join(body))
+
+
+NOT_PASSING = ("failure", "gap", "error")
+TOC_LABELS = {"failures": "not passing"}  # the outcomes listed in the "Not passing" section, in this order
 
 
 # ---- the page --------------------------------------------------------------------------------------
@@ -470,20 +505,37 @@ def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] 
         failures_section(results, allow),
     ]
     toc_ids = ["verdict", *[s.name for s in shown_suites], *others, "failures"]
-    toc = "".join(f'<a href="#sec-{esc(a)}">{esc(a)}</a>' for a in toc_ids)
+    toc = "".join(f'<a href="#sec-{esc(a)}">{esc(TOC_LABELS.get(a, a))}</a>' for a in toc_ids)
     data = contract(run, list(results), extras or None)
     title = f"bringup scorecard: {run.device} {run.device_name} {fmt_time(run.started_at)}"
+    body = "".join([
+        header(run, results, allow), f'<nav class="toc">{toc}</nav><main>', *sections, "</main>",
+        f'<footer>Generated by bringup {esc(run.bringup_version)} from run {esc(run.run_id)} on '
+        f"{esc(fmt_time(time.time()))}. Self-contained: no network access needed.</footer>",
+        f'<script type="application/json" id="bringup-data">{json_for_script(data)}</script>',
+    ])  # fmt: skip
+    return page_html(title, body, travel(run, out_dir, run_dir))
+
+
+def travel(run: RunInfo, out_dir: Path | None, run_dir: Path | None) -> Portable:
+    """The path rewriting of a page about `run` (bringup/report/portable.py): its folders relative to
+    the page, the roots it recorded and this machine's named."""
+    paths = run.info.get("paths")
+    dirs = [d for d in (recorded_run_dir(run.info), run_dir) if d is not None]
+    return portable(paths if isinstance(paths, dict) else None, out_dir, dirs)
+
+
+def page_html(title: str, body: str, paths: Portable) -> str:
+    """A whole self-contained page: the head (strict CSP: no network), `body`, the script. Every
+    absolute path in the title and the body (the embedded JSON included) goes through `paths`."""
     return "".join([
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\';'
         " script-src 'unsafe-inline'; img-src data:\">",
-        f"<title>{esc(title)}</title><style>{_template('report.css')}</style></head><body>",
-        header(run, results, allow), f'<nav class="toc">{toc}</nav><main>', *sections, "</main>",
-        f'<footer>Generated by bringup {esc(run.bringup_version)} from run {esc(run.run_id)} on '
-        f"{esc(fmt_time(time.time()))}. Self-contained: no network access needed.</footer>",
-        f'<script type="application/json" id="bringup-data">{json_for_script(data)}</script>',
-        f"<script>{_template('report.js')}</script></body></html>\n",
+        f"<title>{paths.page(esc(title))}</title><style>{stylesheet()}</style></head><body>",
+        paths.page(body),
+        f"<script>{script()}</script></body></html>\n",
     ])  # fmt: skip
 
 

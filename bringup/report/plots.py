@@ -12,24 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+from bringup.report.palette import STATUS_COLOURS, status_colour, text_on
+
 # Distinguishable on light and dark backgrounds (Okabe-Ito + two).
 PALETTE: tuple[str, ...] = (
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#999999", "#7F3C8D", "#11A579",
 )  # fmt: skip
 
-STATUS_COLOURS: dict[str, str] = {
-    "pass": "#2e9d4b",
-    "fail_numeric": "#d64541",
-    "fail_compile": "#b5179e",
-    "budget": "#8e6bd8",
-    "unsupported": "#e0a526",
-    "fallback": "#f0c75e",
-    "silent_eager": "#e07b26",
-    "crash": "#8b1e1e",
-    "oom": "#5a3d8a",
-    "ref_fail": "#9aa0a6",
-    "error": "#444444",
-}
 NO_CASE_COLOUR = "#e9ecef"
 
 
@@ -179,6 +168,99 @@ def line_chart(
     return "".join(out)
 
 
+@dataclass(frozen=True)
+class TrendPoint:
+    """One run on a trend line: x (the run's position on the page), y, its tooltip, and a mark: "" (none),
+    "moved" (a move beyond the noise, bringup/report/trend.py) or "outlier" (one run beyond it)."""
+
+    x: float
+    y: float
+    title: str
+    mark: str = ""
+    run: str = ""
+
+
+def trend_chart(
+    lines: dict[str, Sequence[TrendPoint]],
+    title: str,
+    ylabel: str,
+    x_ticks: Sequence[tuple[float, str]],
+    xlabel: str = "run",
+    width: int = 720,
+    height: int = 300,
+    y_floor: float | None = None,
+    y_ceiling: float | None = None,
+) -> str:
+    """One line per series over the runs (x: the run's number on the page, labelled by `x_ticks`); each
+    point has its own tooltip; marked points get a ring (moved: solid, outlier: dashed) and their run id
+    as data-run. A log y axis when positive values span more than 30x (two machines on one chart)."""
+    clean = {k: [p for p in pts if _finite(p.x) and _finite(p.y)] for k, pts in lines.items()}
+    clean = {k: sorted(v, key=lambda p: p.x) for k, v in clean.items() if v}
+    if not clean:
+        return f'<p class="empty">{esc(title)}: no finite data points to plot.</p>'
+    ys = [p.y for pts in clean.values() for p in pts]
+    log_y = min(ys) > 0 and max(ys) / min(ys) > 30
+    ty = (lambda v: math.log10(v)) if log_y else (lambda v: v)
+    lo, hi = ty(min(ys)), ty(max(ys))
+    if not log_y:
+        lo = min(lo, y_floor) if y_floor is not None else lo
+        hi = max(hi, y_ceiling) if y_ceiling is not None and max(ys) > 0.5 * y_ceiling else hi
+    yt = nice_ticks(lo, hi)
+    y0, y1 = min(yt[0], lo), max(yt[-1], hi)
+    y1 = y1 if y1 > y0 else y0 + 1
+    xs = [x for x, _ in x_ticks] or [p.x for pts in clean.values() for p in pts]
+    x0, x1 = min(xs) - 0.5, max(xs) + 0.5
+    f = _Frame(width, height, left=64, right=190)
+
+    def px(x: float) -> float:
+        return f.left + (x - x0) / (x1 - x0) * f.pw
+
+    def py(y: float) -> float:
+        return f.top + f.ph - (ty(y) - y0) / (y1 - y0) * f.ph
+
+    out = [_svg_open(width, height, title, "trend-chart")]
+    out.append(f'<text class="plot-title" x="{f.left}" y="16">{esc(title)}</text>')
+    for t in yt:
+        y = f.top + f.ph - (t - y0) / (y1 - y0) * f.ph
+        label = fmt_num(10**t) if log_y else fmt_num(t)
+        out.append(f'<line class="grid" x1="{f.left}" x2="{f.left + f.pw}" y1="{y:.1f}" y2="{y:.1f}"/>')
+        out.append(f'<text class="tick" x="{f.left - 6}" y="{y + 4:.1f}" text-anchor="end">{esc(label)}</text>')
+    step = max(1, math.ceil(len(x_ticks) / 16))
+    for x, label in list(x_ticks)[::step]:
+        out.append(f'<text class="tick" x="{px(x):.1f}" y="{f.top + f.ph + 16}" text-anchor="middle">'
+                   f"{esc(label)}</text>")  # fmt: skip
+    out.append(f'<rect class="frame" x="{f.left}" y="{f.top}" width="{f.pw}" height="{f.ph}" fill="none"/>')
+    out.append(f'<text class="axis-label" x="{f.left + f.pw / 2:.1f}" y="{height - 6}" text-anchor="middle">'
+               f"{esc(xlabel)}</text>")  # fmt: skip
+    cy = f.top + f.ph / 2
+    out.append(f'<text class="axis-label" transform="translate(14 {cy:.1f}) rotate(-90)" text-anchor="middle">'
+               f"{esc(ylabel + (' (log)' if log_y else ''))}</text>")  # fmt: skip
+    for i, (name, pts) in enumerate(clean.items()):
+        colour = PALETTE[i % len(PALETTE)]
+        dash = ' stroke-dasharray="6 3"' if i >= len(PALETTE) else ""
+        out.append(f'<g class="series" data-series="{esc(name)}"><title>{esc(name)}</title>')
+        if len(pts) > 1:
+            d = " ".join(f"{px(p.x):.1f},{py(p.y):.1f}" for p in pts)
+            out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="{d}"/>')
+        for p in pts:
+            cx, cyp = px(p.x), py(p.y)
+            out.append(f'<circle cx="{cx:.1f}" cy="{cyp:.1f}" r="3" fill="{colour}">'
+                       f"<title>{esc(p.title)}</title></circle>")  # fmt: skip
+            if p.mark:
+                ring = ' stroke-dasharray="3 2"' if p.mark != "moved" else ""
+                out.append(f'<circle class="mark {esc(p.mark)}" data-run="{esc(p.run)}" cx="{cx:.1f}" cy="{cyp:.1f}"'
+                           f' r="8" fill="none" stroke="{colour}" stroke-width="2.5"{ring}>'
+                           f"<title>{esc(p.mark)}: {esc(p.title)}</title></circle>")  # fmt: skip
+        out.append("</g>")
+        ly = f.top + 6 + i * 18
+        lx = f.left + f.pw + 12
+        out.append(f'<line x1="{lx}" x2="{lx + 18}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="3"{dash}/>')
+        out.append(f'<text class="legend" x="{lx + 24}" y="{ly + 4}">{esc(_clip(name, 26))}'
+                   f"<title>{esc(name)}</title></text>")  # fmt: skip
+    out.append("</svg>")
+    return "".join(out)
+
+
 def stacked_bars(
     bars: Sequence[tuple[str, Sequence[tuple[str, float]]]],
     title: str,
@@ -290,18 +372,19 @@ def heatmap(
                 out.append(f'<rect class="cell none" x="{x + 1}" y="{y + 1}" width="{cell_w - 2}" height="{cell_h - 2}"'
                            f' fill="{NO_CASE_COLOUR}"><title>{esc(r)} | {esc(c)}: no case</title></rect>')  # fmt: skip
                 continue
-            fill = STATUS_COLOURS.get(cell.status, "#444444")
+            fill = status_colour(cell.status)
             out.append(f'<g class="cell" data-status="{esc(cell.status)}"><rect x="{x + 1}" y="{y + 1}"'
                        f' width="{cell_w - 2}" height="{cell_h - 2}" fill="{fill}">'
                        f"<title>{esc(cell.tooltip)}</title></rect>")  # fmt: skip
             if cell.label:
                 out.append(f'<text class="cell-label" x="{x + cell_w / 2:.1f}" y="{y + cell_h / 2 + 4:.1f}"'
-                           f' text-anchor="middle">{esc(_clip(cell.label, 6))}</text>')  # fmt: skip
+                           f' text-anchor="middle" style="fill: {text_on(fill)}">'
+                           f"{esc(_clip(cell.label, 6))}</text>")  # fmt: skip
             out.append("</g>")
     ly = top + len(rows) * cell_h + 18
     lx = 8
     for s in statuses:
-        out.append(f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" fill="{STATUS_COLOURS.get(s, "#444444")}"/>')
+        out.append(f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" fill="{status_colour(s)}"/>')
         out.append(f'<text class="legend" x="{lx + 16}" y="{ly}">{esc(s)}</text>')
         lx += 24 + 7 * len(s)
     out.append("</svg>")

@@ -330,3 +330,138 @@ def browser(tmp_path: Path) -> Iterator[Callable[[], CDP]]:
     yield start
     for c in made:
         c.close()
+
+
+# ---- page checks in the browser (the scorecard's and the history page's browser tests) -----------------
+def cdp_eval(cdp: CDP, session: str, expr: str) -> Any:
+    res = cdp.send("Runtime.evaluate", {"expression": expr, "returnByValue": True, "awaitPromise": True},
+                   session=session)  # fmt: skip
+    if "exceptionDetails" in res:
+        raise AssertionError(f"JS error evaluating {expr!r}: {res['exceptionDetails']}")
+    return res["result"].get("value")
+
+
+def cdp_errors(cdp: CDP) -> list[str]:
+    out = []
+    for e in cdp.events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.exceptionThrown":  # its text and message first: the url before them grows with the tmp path
+            d = p.get("exceptionDetails", {})
+            out.append(f"{d.get('text', '')} {d.get('exception', {}).get('description', '')} {json.dumps(d)}"[:500])
+        elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            out.append(json.dumps(p.get("args", []))[:500])
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+            out.append(json.dumps(p["entry"])[:500])
+    return out
+
+
+def open_page(cdp: CDP, path: Path, width: int = 1400, height: int = 1000) -> str:
+    """A new tab showing `path`, loaded; returns its CDP session id."""
+    target = cdp.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    for domain in ("Page", "Runtime", "Log"):
+        cdp.send(f"{domain}.enable", session=session)
+    cdp.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                    "mobile": False}, session=session)  # fmt: skip
+    cdp.send("Page.navigate", {"url": path.resolve().as_uri()}, session=session)
+    cdp.wait_event("Page.loadEventFired", timeout=60)
+    return session
+
+
+# WCAG 2 contrast of every piece of text the browser rendered, from computed styles: the text colour
+# (its alpha and every ancestor's opacity composited onto the background) against the background it
+# sits on (the nearest opaque ancestor background, translucent layers composited); SVG text against the
+# status cell it labels (the rect in its group) or the SVG's background. 4.5:1, or 3:1 for large text
+# (24 px, or 18.66 px bold). Returns the failures: [{text, fg, bg, ratio, need, where}].
+CONTRAST_JS = (Path(__file__).parent / "contrast.js").read_text()
+
+
+def contrast_failures(cdp: CDP, session: str) -> tuple[int, list[dict[str, Any]]]:
+    """(text elements checked, those under WCAG AA) in the current theme."""
+    res = cdp_eval(cdp, session, CONTRAST_JS)
+    return int(res["checked"]), list(res["bad"])
+
+
+def set_theme(cdp: CDP, session: str, scheme: str) -> None:
+    """Emulate prefers-color-scheme (light | dark): the page's dark theme follows it."""
+    cdp.send("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+             session=session)  # fmt: skip
+
+
+# ---- a history of stored runs: two machines, two torch versions ------------------------------------------
+DAY = 86400.0
+HISTORY_T0 = 1795435200.0  # 2026-11-23 12:00 UTC
+
+
+def _noisy(results: list[CaseResult], rng: Any, scale: float, drop: float, broken: set[str]) -> list[CaseResult]:
+    """fixture_results() as one more nightly run: every train figure with 1.5% normal noise, tokens/s and
+    MFU of the compiled arms x `drop`, throughputs x `scale` (another machine), zoo models in `broken`
+    turned fail_numeric."""
+    out = []
+    for r in results:
+        r = CaseResult.from_json(r.to_json())
+        if r.suite == "train":
+            compiled = r.params.get("mode") != "eager"
+            for k, m in list(r.metrics.items()):
+                if k in ("tokens_per_s", "tokens_per_s_per_device", "mfu"):
+                    v = m.value * scale * (drop if compiled else 1.0)
+                elif k in ("ttfs_s", "step_s", "job_ttfs_s") or k.startswith("compile_"):
+                    v = m.value / scale
+                else:
+                    continue
+                r.metrics[k] = Metric(v * (1 + 0.015 * rng.gauss(0, 1)), m.unit)
+            r.metrics.setdefault("job_ttfs_s", Metric(r.metrics["ttfs_s"].value + 1.7, "s"))
+        if r.suite == "zoo" and r.name in broken:
+            r.status, r.reason = Status.FAIL_NUMERIC, "logits: rel_rmse 0.3 > bound 1e-3"
+        out.append(r)
+    return out
+
+
+def build_history(tmp: Path) -> dict[str, Any]:
+    """Two machines' nightly runs, in two stores:
+    - a.db, "cpu" on host ci-cpu: 8 runs a day apart; runs 1-4 torch 2.12.0, runs 5-8 torch 2.13.0, where
+      the compiled arms' tokens/s and MFU drop 30% and zoo/llama starts failing (pass rate 4/6 -> 3/6);
+    - b.db, "cuda:0" (NVIDIA H100) on host gpu-box: 5 runs on torch 2.13.0, 50x the throughput, noise only.
+    Each run records its build (torch commit, bringup commit) as bringup/provenance.py does. Returns the
+    paths and the run ids in start order per machine."""
+    import random
+
+    rng = random.Random(29)
+    base = fixture_results()
+    plan = [
+        (
+            "a",
+            "cpu",
+            "x86_64 test cpu",
+            "ci-cpu",
+            HISTORY_T0 + i * DAY,
+            "2.12.0" if i < 4 else "2.13.0",
+            1.0,
+            0.7 if i >= 4 else 1.0,
+            {"llama"} if i >= 4 else set(),
+        )
+        for i in range(8)
+    ]
+    plan += [("b", "cuda:0", "NVIDIA H100 80GB HBM3", "gpu-box", HISTORY_T0 + (i + 2.5) * DAY, "2.13.0", 50.0,
+              1.0, set()) for i in range(5)]  # fmt: skip
+    ids: dict[str, list[str]] = {"a": [], "b": []}
+    for store, device, name, host, t, torch_v, scale, drop, broken in plan:
+        db = tmp / f"{store}.db"
+        with Store(db) as st:
+            git = {"2.12.0": "a1b2c3d4e5f60718", "2.13.0": "cf30153c4c131c81"}[torch_v]
+            info = {
+                "imports": [],
+                "options": {"allow_unsupported": False},
+                "build": {"torch_git": git, "bringup_git": "16174e88eac3", "python": "3.11.7"},
+                "versions": {"transformers": "5.24.0", "timm": "1.0.31"},
+                "paths": {"cwd": f"/home/ci/{store}", "home": "/home/ci", "tmp": "/tmp", "python": None},
+            }
+            run_id = st.new_run("run", ["run", "--quick"], device, name, info,
+                                run_id=f"2026112{len(ids[store])}-{store}{len(ids[store])}")  # fmt: skip
+            for r in _noisy(base, rng, scale, drop, broken):
+                st.record(run_id, r)
+            st.end_run(run_id, "finished")
+            st.conn.execute("UPDATE runs SET started_at = ?, ended_at = ?, torch_version = ?, host = ? "
+                            "WHERE run_id = ?", (t, t + 600, torch_v, host, run_id))  # fmt: skip
+        ids[store].append(run_id)
+    return {"a": tmp / "a.db", "b": tmp / "b.db", "ids": ids}

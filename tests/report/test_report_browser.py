@@ -1,44 +1,26 @@
 """The scorecard in a real browser: headless Chromium over the DevTools protocol (a pipe, no network).
 
 No console errors or uncaught exceptions; every key section renders with a size; the zoo table sorts
-and filters; a screenshot is saved as an artifact (its path is printed)."""
+and filters; every text the browser rendered reads at WCAG AA in both themes (computed styles); every
+link is relative; a screenshot is saved as an artifact (its path is printed)."""
 
 from __future__ import annotations
 
 import base64
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bringup.report import html
 from bringup.store import Store
-from tests.report.conftest import CDP
+from tests.report.conftest import cdp_errors, cdp_eval, contrast_failures, open_page, set_theme
 
 SECTIONS = ("verdict", "smoke", "probe", "train", "flex", "zoo", "ops", "profile", "port", "failures")
 
 
-def _eval(cdp: CDP, session: str, expr: str) -> Any:
-    res = cdp.send("Runtime.evaluate", {"expression": expr, "returnByValue": True, "awaitPromise": True},
-                   session=session)  # fmt: skip
-    if "exceptionDetails" in res:
-        raise AssertionError(f"JS error evaluating {expr!r}: {res['exceptionDetails']}")
-    return res["result"].get("value")
-
-
-def _errors(cdp: CDP) -> list[str]:
-    out = []
-    for e in cdp.events:
-        m, p = e.get("method"), e.get("params", {})
-        if m == "Runtime.exceptionThrown":  # its text and message first: the url before them grows with the tmp path
-            d = p.get("exceptionDetails", {})
-            out.append(f"{d.get('text', '')} {d.get('exception', {}).get('description', '')} {json.dumps(d)}"[:500])
-        elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-            out.append(json.dumps(p.get("args", []))[:500])
-        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
-            out.append(json.dumps(p["entry"])[:500])
-    return out
+_eval = cdp_eval
+_errors = cdp_errors
 
 
 @pytest.mark.browser
@@ -47,14 +29,7 @@ def test_report_in_headless_chromium(fixture_store, browser, tmp_path: Path) -> 
     with Store(db) as st:
         page = html.write_report(st, run_id, tmp_path / "report.html")
     cdp = browser()
-    target = cdp.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-    for domain in ("Page", "Runtime", "Log"):
-        cdp.send(f"{domain}.enable", session=session)
-    cdp.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1000, "deviceScaleFactor": 1,
-                                                    "mobile": False}, session=session)  # fmt: skip
-    cdp.send("Page.navigate", {"url": page.resolve().as_uri()}, session=session)
-    cdp.wait_event("Page.loadEventFired", timeout=60)
+    session = open_page(cdp, page)
 
     assert _eval(cdp, session, "document.documentElement.getAttribute('data-ready')") == "1", "report JS did not run"
     sizes = _eval(
@@ -116,6 +91,17 @@ def test_report_in_headless_chromium(fixture_store, browser, tmp_path: Path) -> 
     )
     assert _eval(cdp, session, order)[0] == "resnet18"
 
+    # WCAG AA for every text the browser rendered, light and dark; badges and heatmap labels included
+    for scheme in ("light", "dark"):
+        set_theme(cdp, session, scheme)
+        body_bg = _eval(cdp, session, "getComputedStyle(document.body).backgroundColor")
+        assert body_bg == {"light": "rgb(255, 255, 255)", "dark": "rgb(21, 24, 28)"}[scheme]
+        checked, bad = contrast_failures(cdp, session)
+        assert checked > 200 and bad == [], (scheme, bad[:10])
+    set_theme(cdp, session, "light")
+    hrefs = _eval(cdp, session, "Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))")
+    assert hrefs and all(h.startswith("#") or not (h.startswith("/") or ":" in h) for h in hrefs), hrefs
+
     height = min(int(_eval(cdp, session, "document.documentElement.scrollHeight")), 8000)
     cdp.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": height, "deviceScaleFactor": 1,
                                                     "mobile": False}, session=session)  # fmt: skip
@@ -134,11 +120,30 @@ def test_browser_check_sees_console_errors(browser, tmp_path: Path) -> None:
     bad.write_text("<!DOCTYPE html><html><body><script>console.error('boom');"
                    "throw new Error('uncaught');</script></body></html>")  # fmt: skip
     cdp = browser()
-    target = cdp.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-    for domain in ("Page", "Runtime", "Log"):
-        cdp.send(f"{domain}.enable", session=session)
-    cdp.send("Page.navigate", {"url": bad.as_uri()}, session=session)
-    cdp.wait_event("Page.loadEventFired", timeout=60)
+    open_page(cdp, bad)
     errs = _errors(cdp)
     assert any("boom" in e for e in errs) and any("uncaught" in e for e in errs), errs
+
+
+@pytest.mark.browser
+def test_browser_contrast_check_fails_on_low_contrast(browser, tmp_path: Path) -> None:
+    """The contrast check can fail: the old badges (white on amber 2.2:1, on green 3.5:1), grey text
+    faded by an ancestor's opacity, and a label on a light SVG cell are all caught; large text gets 3:1."""
+    bad = tmp_path / "contrast.html"
+    bad.write_text(
+        "<!DOCTYPE html><html><body style='background:#fff'>"
+        "<span style='color:#fff;background:#e0a526'>unsupported</span>"
+        "<span style='color:#fff;background:#2e9d4b'>pass</span>"
+        "<div style='opacity:.5'><span style='color:#5f6b76'>faded</span></div>"
+        "<p style='color:#767676'>fine at 4.54</p>"
+        "<h1 style='color:#949494;font-size:24px'>large at 3.03</h1>"
+        "<svg width='60' height='30'><g><rect width='60' height='30' style='fill:#f0c75e'/>"
+        "<text x='5' y='20' style='fill:#fff'>cell</text></g></svg></body></html>"
+    )  # fmt: skip
+    cdp = browser()
+    session = open_page(cdp, bad)
+    checked, failures = contrast_failures(cdp, session)
+    assert checked == 6
+    assert sorted(f["text"] for f in failures) == ["cell", "faded", "pass", "unsupported"], failures
+    amber = next(f for f in failures if f["text"] == "unsupported")
+    assert 2.0 < amber["ratio"] < 2.3

@@ -18,7 +18,7 @@ def test_the_shell_names_no_suite() -> None:
     assert not (names & literals), names & literals
     # bringup.expect: the run's Expectations section (--expect), a run feature, not a suite
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    allowed = ("api", "case", "metrics", "report", "store", "files", "console", "expect")
+    allowed = ("api", "case", "metrics", "report", "store", "files", "console", "expect", "outcomes")
     assert all(m.split(".")[1] in allowed for m in imported if m.startswith("bringup")), imported
 
 
