@@ -58,6 +58,8 @@ def tolerance(a: Precision, b: Precision) -> float:
 def config_data(params: dict[str, Any]) -> dict[str, Any]:
     from bringup.models import hub
 
+    if isinstance(params.get("hub_config"), dict):  # a Hub sweep's --full-top case carries its config.json
+        return dict(params["hub_config"])
     if params["source"] == "hub-top":
         return hub.catalogue_config(params["model"])
     ref = hub.parse_ref(params["model"], "hub")
