@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -179,7 +180,7 @@ def make_config(data: dict[str, Any], name: str) -> Any:
     needs the same function in every run) and no kv cache (training)."""
     from transformers import CONFIG_MAPPING
 
-    d = _no_dropout(dict(data))
+    d = _no_dropout(copy.deepcopy(data))  # transformers writes into the nested rope dicts it is given
     d["use_cache"] = False
     mt = d.get("model_type")
     if mt not in CONFIG_MAPPING:

@@ -14,10 +14,12 @@ flight, and the next run fetches only what is missing (`pending`, `fetch_error`,
 
 Rate limit (`Limits`): the Hub counts requests per 5-minute window in three buckets; a free user's token
 gets 1,000 API calls (listings, model info) and 5,000 resolver calls (every URL with /resolve/: a config
-fetch is a HEAD and a GET, 2 calls) per window (https://huggingface.co/docs/hub/rate-limits, "Hub Rate
+fetch is a HEAD and a GET) per window (https://huggingface.co/docs/hub/rate-limits, "Hub Rate
 limits", the Free user row; anonymous: 500 / 3,000). The default is 90% of the free user's numbers, 900 API and
-4,500 resolver calls per 5 minutes (7.5 configs/s), enforced as a token bucket whose burst plus refill over any
-5 minutes stays under them; `--hub-rate API,RESOLVE` sets others (a PRO token: 2,500 / 12,000).
+4,500 resolver calls per 5 minutes, enforced as a token bucket whose burst plus refill over any 5 minutes stays
+under them; `--hub-rate API,RESOLVE` sets others (a PRO token: 2,500 / 12,000). A config pinned to the commit
+the listing returned costs 2 resolver calls (HEAD, GET: 7.5 configs/s at the default), one on a branch 3 (the
+HEAD is redirected to the commit's URL: 5 configs/s).
 
 Outcomes (`status` in the index; all but ok are config failures, counted by reason, never a crash):
 ok | gated (the licence is not accepted for this token) | not_found_or_private (the Hub answers both alike
@@ -56,7 +58,8 @@ WINDOW_S = 300.0  # the Hub's rate-limit window
 FREE_API, FREE_RESOLVE = 1000, 5000  # a free user's requests per window (docs/hub/rate-limits)
 DEFAULT_API, DEFAULT_RESOLVE = 900, 4500  # 90% of those
 PAGE = 1000  # the Hub's listing page size (one API call per page)
-CALLS_PER_CONFIG = 2  # HEAD + GET on /resolve/
+CALLS_PINNED = 2  # HEAD + GET on /resolve/<commit>/config.json
+CALLS_BRANCH = 3  # HEAD on /resolve/<branch>/ answers with a redirect to the commit's URL: one more call
 RETRY = frozenset({PENDING, "fetch_error", "not_cached_offline"})
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
@@ -162,7 +165,7 @@ class RateLimiter:
 
     def __init__(self, per_window: int, window_s: float = WINDOW_S, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:  # fmt: skip
-        self.burst = max(1.0, min(20.0, per_window / 100))
+        self.burst = max(float(CALLS_BRANCH), min(20.0, per_window / 100))  # >= the most one acquire asks
         self.rate = max(1e-9, (per_window - self.burst) / window_s)
         self.clock, self.sleep = clock, sleep
         self.tokens = self.burst
@@ -171,13 +174,14 @@ class RateLimiter:
         self.taken = 0
 
     def acquire(self, n: int = 1) -> None:
+        n = min(n, int(self.burst))
         while True:
             with self.lock:
                 now = self.clock()
                 self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
                 self.at = now
-                if self.tokens >= n:
-                    self.tokens -= n
+                if self.tokens >= n - 1e-9:  # (float rounding of the refill must not leave it a hair short)
+                    self.tokens = max(0.0, self.tokens - n)
                     self.taken += n
                     return
                 wait_s = (n - self.tokens) / self.rate
@@ -373,7 +377,8 @@ def fetch_one(e: Entry, off: bool, ep: str | None, cache: str | None, limiter: R
                 path = cached
             else:
                 if not off:
-                    limiter.acquire(CALLS_PER_CONFIG)
+                    pinned = rev is not None and re.fullmatch(r"[0-9a-f]{40}", rev)
+                    limiter.acquire(CALLS_PINNED if pinned else CALLS_BRANCH)
                 path = hf_hub_download(e.model_id, "config.json", revision=rev, cache_dir=cache, endpoint=ep,
                                        local_files_only=off)  # fmt: skip
             sha = Path(path).parent.name if re.fullmatch(r"[0-9a-f]{40}", Path(path).parent.name) else None

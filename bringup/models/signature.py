@@ -35,6 +35,7 @@ only in names, versions or storage dtype are signed once.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -165,7 +166,8 @@ def config_object(raw: dict[str, Any]) -> Any:
     `from_dict` does without its log line), dropout off and no kv cache. Raises on a config the class rejects."""
     from transformers import CONFIG_MAPPING
 
-    d = hub._no_dropout({k: v for k, v in raw.items() if k not in RAW_IGNORED})
+    # a deep copy: transformers' rope standardisation writes into the nested rope dicts it is given
+    d = hub._no_dropout(copy.deepcopy({k: v for k, v in raw.items() if k not in RAW_IGNORED}))
     d["use_cache"] = False
     return CONFIG_MAPPING[d["model_type"]](**d)
 

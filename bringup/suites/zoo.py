@@ -289,6 +289,10 @@ def build_full_cases(args: argparse.Namespace, prec: Precision) -> list[Case]:
                                   "steps": args.steps, "backend": backend, "seed": args.seed, "size": "full",
                                   "batch": args.batch, "seq": args.seq, "weights": weights[e.name],
                                   "reference": reference}  # fmt: skip
+        if getattr(args, "nproc", 1) > 1:  # FSDP2 over N ranks when one device is too small (suites/zoo_fsdp.py)
+            params["nproc"] = int(args.nproc)
+        if getattr(args, "device_memory", None):
+            params["device_memory_gib"] = float(args.device_memory)
         if baseline is not None:
             params["baseline"] = baseline.full_entry_for(e.name, params, args.baseline)
         cases.append(Case("zoo", e.name, params, "bringup.suites.zoo_full:run_full", budget_s=timeout, isolated=True))

@@ -188,12 +188,31 @@ def case_name(plan: IdPlan, sig: str) -> str:
     return name if n == 1 else f"{name} (+{n - 1})"
 
 
+def signature_cases(plan: IdPlan, dtype: str, steps: int, backend: str, timeout: float, seed: int, noise_seeds: int,
+                    baseline: SigBaseline | None = None) -> tuple[list[Case], dict[str, str]]:  # fmt: skip
+    """A tiny case per signature, most downloaded first (the zoo's own case, its params carrying the signature's
+    config); returns them and signature -> case id."""
+    from bringup.suites import zoo
+
+    cases: list[Case] = []
+    case_of: dict[str, str] = {}
+    for sig in plan.order():
+        s = plan.sigs[sig]
+        base = zoo.make_case(zoo.Entry("hub-sig", sig, s.task), dtype, steps, backend, timeout, seed, None,
+                             noise_seeds)  # fmt: skip
+        params = {**base.params, "signature": sig, "architecture": s.architecture, "config": s.config}
+        if baseline is not None and sig in baseline.by_name:
+            params["baseline"] = baseline.entry_for(sig, dtype, steps)
+        case = dataclasses.replace(base, name=case_name(plan, sig), params=params)
+        cases.append(case)
+        case_of[sig] = case.case_id
+    return cases, case_of
+
+
 def build_cases(args: argparse.Namespace, prec: Precision, backend: str, noise_seeds: int,
                 pattern: re.Pattern[str] | None) -> list[Case]:  # fmt: skip
     """The sweep's cases: a tiny case per signature, most downloaded first, then the --full-top cases.
     The id rows are kept on `args.hub_plan` for `record_plan`."""
-    from bringup.suites import zoo
-
     check_options(args)
     baseline = _baseline(args, prec) if args.baseline else None
     entries = resolve(args, pattern)
@@ -204,18 +223,8 @@ def build_cases(args: argparse.Namespace, prec: Precision, backend: str, noise_s
                        f"({_failure_line(plan)})")  # fmt: skip
     if baseline is not None:
         baseline.check_shared(sigs, prec.name, args.steps, args.baseline)
-    cases: list[Case] = []
-    case_of: dict[str, str] = {}
-    for sig in sigs:
-        s = plan.sigs[sig]
-        base = zoo.make_case(zoo.Entry("hub-sig", sig, s.task), prec.name, args.steps, backend, args.timeout,
-                             args.seed, None, noise_seeds)  # fmt: skip
-        params = {**base.params, "signature": sig, "architecture": s.architecture, "config": s.config}
-        if baseline is not None and sig in baseline.by_name:
-            params["baseline"] = baseline.entry_for(sig, prec.name, args.steps)
-        case = dataclasses.replace(base, name=case_name(plan, sig), params=params)
-        cases.append(case)
-        case_of[sig] = case.case_id
+    cases, case_of = signature_cases(plan, prec.name, args.steps, backend, args.timeout, args.seed, noise_seeds,
+                                     baseline)  # fmt: skip
     full_of = _full_cases(args, prec, backend, plan, sigs, cases)
     for row in plan.rows:
         row["case_id"] = case_of.get(row["signature"] or "")

@@ -42,7 +42,7 @@ SHOW_WORST = 15
 def outcome(row: dict[str, Any], r: CaseResult | None) -> tuple[str, str]:
     """(outcome, reason) of one id."""
     if row.get("config_status") != "ok":
-        return "config", f"{row.get('config_status')}: {row.get('reason') or ''}".rstrip(": ")
+        return "config", str(row.get("reason") or row.get("config_status"))
     if r is None:
         return "pending", "its case has no result yet"
     if r.status is Status.PASS:

@@ -46,6 +46,7 @@ class StandIn:
     page_size: int = 100
     limits: dict[str, int] | None = None  # bucket -> requests per window (None: no limit)
     window_s: float = 300.0
+    delay_s: float = 0.0  # every /resolve/ answer waits this long (a slow Hub: time to interrupt a fetch)
     log: list[Logged] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -105,6 +106,8 @@ class StandIn:
         parts = urlsplit(h.path)
         path = parts.path
         bucket = "api" if path.startswith("/api/") else "resolvers" if "/resolve/" in path else "pages"
+        if self.delay_s and bucket == "resolvers":
+            time.sleep(self.delay_s)
         status, headers, body = self._limited(bucket) or self._route(method, path, parse_qs(parts.query), h)
         with self.lock:
             self.log.append(Logged(method, h.path, bucket, status))

@@ -121,9 +121,12 @@ _ACTS = {"silu": "gelu", "gelu": "relu", "gelu_new": "relu", "gelu_pytorch_tanh"
 def near_variants(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """One graph field changed (each must give another signature and another graph)."""
     out: list[tuple[str, dict[str, Any]]] = []
-    for k in ("hidden_act", "hidden_activation", "activation_function", "hidden_activation"):
+    for k in ("hidden_act", "activation_function", "hidden_activation"):
         if isinstance(cfg.get(k), str) and cfg[k] in _ACTS:
-            out.append((f"act:{k}", {**cfg, k: _ACTS[cfg[k]]}))
+            # gemma's config.json names `hidden_activation`, which transformers 5 reads for gemma2/3 but not for
+            # gemma (its modeling code reads hidden_act): one activation change sets both
+            new = {k: _ACTS[cfg[k]]} if k != "hidden_activation" else dict.fromkeys(("hidden_act", k), _ACTS[cfg[k]])
+            out.append((f"act:{k}", {**cfg, **new}))
             break
     for k in ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps"):
         if isinstance(cfg.get(k), float):
@@ -134,11 +137,12 @@ def near_variants(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             out.append((f"flip:{k}", {**cfg, k: not cfg[k]}))
     if isinstance(cfg.get("rope_theta"), (int, float)):
         out.append(("rope_theta", {**cfg, "rope_theta": float(cfg["rope_theta"]) * 4}))
-        if not cfg.get("rope_scaling"):
+        if not cfg.get("rope_scaling") and cfg.get("model_type") != "phi3":  # phi3 validates: longrope only
             out.append(("rope_scaling", {**cfg, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}))
-    if "sliding_window" in cfg and cfg.get("model_type") in ("mistral", "mixtral", "qwen2"):
-        out.append(("sliding_window", {**cfg, "sliding_window": 8 if not cfg["sliding_window"] else None,
-                                       "use_sliding_window": True}))  # fmt: skip
+    if "sliding_window" in cfg and cfg.get("model_type") in ("mistral", "mixtral"):  # every layer windowed
+        # (qwen2 windows only layers past max_window_layers: none of the tiny model's, so there the window is no
+        # graph field at tiny size; the signature still tells them apart: a harmless over-split)
+        out.append(("sliding_window", {**cfg, "sliding_window": 8 if not cfg["sliding_window"] else None}))
     a, kv = cfg.get("num_attention_heads"), cfg.get("num_key_value_heads")
     if isinstance(a, int) and isinstance(kv, int) and kv < a:
         out.append(("kv_heads", {**cfg, "num_key_value_heads": a}))
