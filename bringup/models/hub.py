@@ -232,6 +232,13 @@ def tiny_config_of(cfg: Any) -> Any:
     it (32:8 -> 4:1), rope type and scaling, experts (fewer of them), layer kinds."""
     from transformers import AutoConfig
 
+    mt, small = tiny_kwargs(cfg)
+    return AutoConfig.for_model(mt, **small)
+
+
+def tiny_kwargs(cfg: Any) -> tuple[str, dict[str, Any]]:
+    """(model_type, the keyword arguments `tiny_config_of` gives the config class): what the tiny model is
+    built from (models/signature.py hashes them)."""
     d = cfg.to_dict()
     mt = d["model_type"]
     small = mz.shrink_dict(d)
@@ -247,7 +254,7 @@ def tiny_config_of(cfg: Any) -> Any:
     ov = mz.OVERRIDES.get(mt)
     if ov is not None:
         mz._deep_update(small, ov.values)
-    return AutoConfig.for_model(mt, **small)
+    return mt, small
 
 
 def build_tiny(data: dict[str, Any], name: str, seed: int = 0) -> mz.Built:

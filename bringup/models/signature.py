@@ -8,10 +8,12 @@ sizes. At the size the zoo runs (`--size tiny`), what a device must compute for 
 - task and architecture from the config's `architectures` through transformers' task mappings (models/hub.py
   task_of): the head, the inputs and the loss;
 - the tiny config: config.json read by transformers' own config class for its model_type (legacy keys
-  converted, class defaults filled in: `cls(**config)`, what `from_pretrained` does), shrunk by the zoo's role
-  table (models/zoo.py shrink_dict via hub.tiny_config_of: every size set by its role; the query:kv ratio,
-  rope type and scaling, experts and top-k, layer kinds, activations, norms, biases, tying, sliding windows,
-  soft-caps, every other field kept as the checkpoint has it), then serialised with `to_dict()`.
+  converted, class defaults filled in: `cls(**config)`, what `from_pretrained` does), serialised with
+  `to_dict()` and shrunk by the zoo's role table (models/zoo.py shrink_dict via hub.tiny_kwargs: every size set
+  by its role; the query:kv ratio, rope type and scaling, experts and top-k, layer kinds, activations, norms,
+  biases, tying, sliding windows, soft-caps, every other field kept as the checkpoint has it): the keyword
+  arguments the tiny config is built from (`hub.tiny_config_of`), which the case carries and the worker
+  builds from.
 
 So the field list is the config class's own (its dataclass fields, the keys it derives, and any extra key a
 config.json carries: those survive `to_dict` and may be read by the modeling code, so they stay in), never a
@@ -114,9 +116,15 @@ def full_key(raw: dict[str, Any]) -> str:
     return digest({k: v for k, v in raw.items() if k not in FULL_IGNORED}, 16)
 
 
-def graph_config(cfg: Any) -> dict[str, Any]:
-    """The part of a (tiny) transformers config that is the computation: `to_dict()` minus NON_GRAPH."""
-    return {k: v for k, v in cfg.to_dict().items() if k not in NON_GRAPH}
+def graph_config(model_type: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The part of the tiny config's arguments that is the computation: all of them minus NON_GRAPH (in
+    sub-configs too: a multimodal model's text_config carries its own transformers_version)."""
+    return {"model_type": model_type, **_strip(kwargs)}
+
+
+def _strip(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: _strip(v) if isinstance(v, dict) and "model_type" in v else v for k, v in d.items()
+            if k not in NON_GRAPH}  # fmt: skip
 
 
 def architecture_of(raw: dict[str, Any]) -> str:
@@ -166,8 +174,9 @@ def config_object(raw: dict[str, Any]) -> Any:
     `from_dict` does without its log line), dropout off and no kv cache. Raises on a config the class rejects."""
     from transformers import CONFIG_MAPPING
 
-    # a deep copy: transformers' rope standardisation writes into the nested rope dicts it is given
-    d = hub._no_dropout(copy.deepcopy({k: v for k, v in raw.items() if k not in RAW_IGNORED}))
+    # nested values copied: transformers' rope standardisation writes into the rope dicts it is given
+    d = hub._no_dropout({k: copy.deepcopy(v) if isinstance(v, (dict, list)) else v for k, v in raw.items()
+                         if k not in RAW_IGNORED})  # fmt: skip
     d["use_cache"] = False
     return CONFIG_MAPPING[d["model_type"]](**d)
 
@@ -180,8 +189,7 @@ def sign(raw: dict[str, Any]) -> Signature | ConfigFailure:
     mt = str(raw["model_type"])
     try:
         task, arch = hub.task_of(raw)
-        tiny = hub.tiny_config_of(config_object(raw))
-        cfg = graph_config(tiny)
+        cfg = graph_config(*hub.tiny_kwargs(config_object(raw)))
     except Exception as e:
         return ConfigFailure(TINY_CONFIG, f"{type(e).__name__}: {e}".splitlines()[0][:300], mt)
     arch_name = arch or architecture_of(raw)
