@@ -5,6 +5,7 @@ limit (no 429 where an unlimited fetch gets them), resume after an interrupt, ex
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -279,3 +280,8 @@ def test_interrupted_cli_fetch_continues(synth: hs.SynthHub, tmp_path: Path) -> 
         assert s.count("resolvers", status=200) - first < 2 * len(ok) - 4  # the first run's configs not again
         bad = subprocess.run([*cmd[:-2], "--hub-rate", "lots"], env=env, capture_output=True, text=True)
         assert_one_line_error(bad, "--hub-rate")
+        plan = [*cmd[:6], "plan", *cmd[7:], "--json", str(tmp_path / "plan.json")]
+        q = subprocess.run(plan, env=env, capture_output=True, text=True, timeout=300)
+        assert q.returncode == 0 and "40 id(s) -> " in q.stdout, (q.stdout, q.stderr[-2000:])
+        got = json.loads((tmp_path / "plan.json").read_text())
+        assert len(got["ids"]) == 40 and sum(v["ids"] for v in got["signatures"].values()) == 40

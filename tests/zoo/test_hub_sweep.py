@@ -102,7 +102,10 @@ def test_sweep_fans_out_verdicts_by_signature(hub: StandIn, synth: hs.SynthHub, 
     assert set(per_id) == {r.id for r in llama + gpt2 + near + broken}
     assert all(per_id[r.id]["outcome"] == "fail_numeric" for r in llama)
     assert per_id["broken0/gated-0"]["outcome"] == "config" and per_id["broken0/gated-0"]["status"] == "gated"
-    # the report
+    # the CSV again, from the store alone; the report
+    run_cli(["--db", str(tmp_path / "b.db"), "hub", "csv", data["run_id"], "--out", str(tmp_path / "again.csv")],
+            cwd=tmp_path, env=_env(hub, tmp_path), check_rc=0)  # fmt: skip
+    assert (tmp_path / "again.csv").read_text() == Path(h["csv"]).read_text()
     run_cli(["--db", str(tmp_path / "b.db"), "report", data["run_id"], "--out", str(tmp_path / "r.html")],
             cwd=tmp_path, env=_env(hub, tmp_path), check_rc=0)  # fmt: skip
     html = (tmp_path / "r.html").read_text()
