@@ -90,7 +90,7 @@ def rank_main(p: dict[str, Any], device_type: str, imports: list[str], workdir: 
 
     import torch.distributed as dist
 
-    from bringup.train.distributed import _set_device, backend_for
+    from bringup.train.distributed import backend_for
 
     for m in imports:
         importlib.import_module(m)
@@ -122,6 +122,16 @@ def rank_main(p: dict[str, Any], device_type: str, imports: list[str], workdir: 
         if dist.is_initialized():
             dist.destroy_process_group()
     return out if rank == 0 else None
+
+
+def _set_device(device: Device) -> None:
+    """This rank's device as the current one (train/distributed.py does the same for `bringup train`)."""
+    if device.is_cpu or device.index is None:
+        return
+    if device.is_accelerator:
+        torch.accelerator.set_device_index(device.index)
+    elif (fn := getattr(device.module, "set_device", None)) is not None:
+        fn(device.index)
 
 
 def _peak_rss() -> int:

@@ -87,6 +87,10 @@ def check_options(args: argparse.Namespace) -> None:
     mem = getattr(args, "device_memory", None)
     if mem is not None and not (mem > 0 and math.isfinite(mem)):
         raise BadInput(f"--device-memory must be a positive number of GiB, got {mem}")
+    full = getattr(args, "size", "tiny") == "full" or bool(getattr(args, "full_top", 0))
+    if not full and (getattr(args, "nproc", 1) > 1 or mem is not None):
+        raise BadInput("--nproc and --device-memory apply to full-size runs (--size full, or --full-top K in a Hub "
+                       "sweep); tiny models run on one device")  # fmt: skip
     hf.parse_limits(getattr(args, "hub_rate", None))
 
 

@@ -245,6 +245,7 @@ def test_hub_sweep_bad_inputs(hub: StandIn, tmp_path: Path, monkeypatch: pytest.
         (["zoo", "--source", "hub-search:", "--hub-rate", "9"], "--hub-rate"),
         (["zoo", "--source", "hub-search:", "--nproc", "0"], "--nproc"),
         (["zoo", "--source", "hub-search:", "--device-memory", "-1"], "--device-memory"),
+        (["zoo", "--source", "hub-search:", "--nproc", "2"], "apply to full-size runs"),
         (["zoo", "--source", "hub-search:", "--hub-workers", "0"], "--hub-workers"),
         (["zoo", "--source", "hub-search:", "--reference", "cpu"], "--reference"),
     ):  # fmt: skip
