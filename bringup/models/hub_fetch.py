@@ -335,8 +335,11 @@ def fetch(entries: list[Entry], index: HubIndex, limiters: Limiters, workers: in
                 top_up()
                 if time.monotonic() - last > 5.0:
                     last = time.monotonic()
-                    say(f"hub: {len(done)}/{len(todo)} fetched ("
-                        + ", ".join(f"{k} {v}" for k, v in sorted(stats.fetched.items())) + ")")
+                    say(
+                        f"hub: {len(done)}/{len(todo)} fetched ("
+                        + ", ".join(f"{k} {v}" for k, v in sorted(stats.fetched.items()))
+                        + ")"
+                    )
         except KeyboardInterrupt:
             stats.interrupted = True
             pool.shutdown(wait=False, cancel_futures=True)

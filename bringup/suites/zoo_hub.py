@@ -56,8 +56,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    f"{hf.DEFAULT_RESOLVE}: 90%% of a free token's {hf.FREE_API},{hf.FREE_RESOLVE})")  # fmt: skip
     g.add_argument("--hub-refresh", action="store_true",
                    help="list the query again and fetch every id whose config failed before")  # fmt: skip
-    g.add_argument("--full-top", type=int, default=0, metavar="K",
-                   help="also run the K most downloaded signatures at real size (meta init, memory preflight)")
+    g.add_argument(
+        "--full-top",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also run the K most downloaded signatures at real size (meta init, memory preflight)",
+    )
     g.add_argument("--nproc", type=int, default=1, metavar="N",
                    help="--size full / --full-top: a model that does not fit one device is sharded with FSDP2 over "
                    "N ranks (default 1: reported unsupported with the ranks it would need)")  # fmt: skip

@@ -53,8 +53,11 @@ def render(hub: dict[str, Any], page: Page) -> str:
                                     colours=OUTCOME_COLOURS))  # fmt: skip
     cols = [("name", "architecture", str), ("ids", "ids", _n), ("downloads", "downloads", _n),
             ("signatures", "signatures", _n)] + [(o, o, _n) for o in outcomes]  # fmt: skip
-    parts.append(f"<details><summary>every architecture ({len(archs)})</summary>"
-                 + dict_table("tbl-hub-arch", [{"name": a["architecture"], **a} for a in archs], cols) + "</details>")
+    parts.append(
+        f"<details><summary>every architecture ({len(archs)})</summary>"
+        + dict_table("tbl-hub-arch", [{"name": a["architecture"], **a} for a in archs], cols)
+        + "</details>"
+    )
     fails = hub.get("config_failures") or {}
     if fails:
         lis = "".join(f"<li>{esc(k)}: {_n(v['ids'])} ids, {_n(v['downloads'])} downloads (e.g. "
@@ -75,8 +78,10 @@ def render(hub: dict[str, Any], page: Page) -> str:
             + "</details>")  # fmt: skip
     base = hub.get("baseline")
     if base:
-        parts.append(f"<p>baseline {esc(base.get('bundle'))}: {_n(base.get('compared'))} signatures compared, "
-                     f"{_n(base.get('differs'))} differ, {_n(base.get('not_in_bundle'))} not in the bundle.</p>")
+        parts.append(
+            f"<p>baseline {esc(base.get('bundle'))}: {_n(base.get('compared'))} signatures compared, "
+            f"{_n(base.get('differs'))} differ, {_n(base.get('not_in_bundle'))} not in the bundle.</p>"
+        )
     csv = hub.get("csv")
     if csv:
         href = _href(csv, page)

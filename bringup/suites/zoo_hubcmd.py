@@ -38,8 +38,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         sp = sub.add_parser(name, help=help_, description=help_)
         sp.add_argument("--hub-index", metavar="FILE", default=None, help="the Hub index (default beside --db)")
         if name in ("fetch", "plan", "export"):
-            sp.add_argument("--source", required=name != "export", default=None,
-                            help="hub-search:[TEXT][,library=L][,task=T][,author=A][,sort=...] | hub-list:FILE")
+            sp.add_argument(
+                "--source",
+                required=name != "export",
+                default=None,
+                help="hub-search:[TEXT][,library=L][,task=T][,author=A][,sort=...] | hub-list:FILE",
+            )
             sp.add_argument("--limit", type=int, default=None, metavar="N", help="at most N ids")
             sp.add_argument("--filter", default=None, metavar="REGEX", help="keep ids that match (re.search)")
         if name in ("fetch", "plan"):

@@ -88,8 +88,13 @@ def test_the_case_builds_what_the_id_would() -> None:
     from bringup.models import signature as sg
 
     cat = _cat()
-    for bid in ("meta-llama/Llama-3.1-8B", "Qwen/Qwen1.5-MoE-A2.7B", "openai/whisper-tiny", "HuggingFaceTB/SmolLM3-3B",
-                "google/vit-base-patch16-224"):
+    for bid in (
+        "meta-llama/Llama-3.1-8B",
+        "Qwen/Qwen1.5-MoE-A2.7B",
+        "openai/whisper-tiny",
+        "HuggingFaceTB/SmolLM3-3B",
+        "google/vit-base-patch16-224",
+    ):
         s = sg.sign(cat[bid])
         assert isinstance(s, sg.Signature)
         a = _fp(cat[bid])

@@ -66,8 +66,10 @@ def test_sweep_fans_out_verdicts_by_signature(hub: StandIn, synth: hs.SynthHub, 
     (gelu_new, computed with tanh: nothing perturbed) passes with graph breaks; broken repos are config failures
     by reason. The store links every id to its case; the CSV has every id; the report shows it; a resumed
     run answers the same."""
-    keep = (r"^(meta-llama/base-0(-\w+)?|user\d+/ft0-\d|lab0/near-0-1|openai-community/base-12(-\w+)?|user\d+/ft12-\d"
-            r"|broken0/.*)$")
+    keep = (
+        r"^(meta-llama/base-0(-\w+)?|user\d+/ft0-\d|lab0/near-0-1|openai-community/base-12(-\w+)?|user\d+/ft12-\d"
+        r"|broken0/.*)$"
+    )
     data = zoo(hub, tmp_path, "--source", "hub-search:", "--filter", keep, *FAST,
                "--compile-backend", "perturb_act_aot_eager", rc=1, pre=("--import", "perturb_backend"))  # fmt: skip
     h = data["hub"]
@@ -83,7 +85,12 @@ def test_sweep_fans_out_verdicts_by_signature(hub: StandIn, synth: hs.SynthHub, 
     assert ov["graph_breaks"]["ids"] + ov["pass"]["ids"] == len(gpt2)
     assert ov["config"]["ids"] == len(broken)
     assert {k: v["ids"] for k, v in h["config_failures"].items()} == {
-        "gated": 1, "missing_config": 1, "bad_config": 2, "unknown_model_type": 1, "custom_code": 1}
+        "gated": 1,
+        "missing_config": 1,
+        "bad_config": 2,
+        "unknown_model_type": 1,
+        "custom_code": 1,
+    }
     worst = h["worst"][0]
     assert worst["status"] == "fail_numeric" and worst["ids"] == len(llama) and worst["case"].startswith("meta-llama/")
     archs = {a["architecture"]: a for a in h["by_architecture"]}
@@ -133,8 +140,9 @@ def test_baseline_compares_per_signature(hub: StandIn, synth: hs.SynthHub, tmp_p
     ids of the same two signatures, and a signature the bundle lacks) against it: compared per signature. The
     bundle's Llama curve is made 1% off: that signature's case (and its ids) fail_numeric "baseline:", GPT-2's
     is compared and agrees, BERT's is not in the bundle."""
-    first = _list_file(tmp_path, "a.txt", [r for r in synth.repos if r.id in ("meta-llama/base-0",
-                                                                              "openai-community/base-12")])
+    first = _list_file(
+        tmp_path, "a.txt", [r for r in synth.repos if r.id in ("meta-llama/base-0", "openai-community/base-12")]
+    )
     a = zoo(hub, tmp_path, "--source", f"hub-list:{first}", *FAST, "--compile-backend", "none", rc=0)
     bundle = tmp_path / "trusted.json"
     run_cli(["--db", str(tmp_path / "b.db"), "export", a["run_id"], "--out", str(bundle)], cwd=tmp_path,
