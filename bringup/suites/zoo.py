@@ -213,6 +213,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         args.steps = FULL_STEPS if size == "full" else DEFAULT_STEPS
     sweep = zoo_hub.is_sweep(args.source)
     zoo_hub.check_options(args)
+    zoo_hub.check_ranks(getattr(args, "nproc", 1), device)
     if size == "full":
         if sweep:
             raise BadInput("--size full with a Hub sweep: use --full-top K (the K most downloaded signatures at "

@@ -96,7 +96,19 @@ def check_options(args: argparse.Namespace) -> None:
     if not full and (getattr(args, "nproc", 1) > 1 or mem is not None):
         raise BadInput("--nproc and --device-memory apply to full-size runs (--size full, or --full-top K in a Hub "
                        "sweep); tiny models run on one device")  # fmt: skip
+    batch, seq, nproc = getattr(args, "batch", None), getattr(args, "seq", None), getattr(args, "nproc", 1)
+    if full and batch is not None and seq is not None and (batch < 1 or seq < 2):
+        raise BadInput(f"--batch must be >= 1 and --seq >= 2, got {batch} and {seq}")
+    if full and batch is not None and nproc > 1 and batch % nproc:
+        raise BadInput(f"--batch {batch} does not split over --nproc {nproc} ranks (each rank takes batch / nproc "
+                       f"rows of the global batch): use a multiple of {nproc}")  # fmt: skip
     hf.parse_limits(getattr(args, "hub_rate", None))
+
+
+def check_ranks(nproc: int, device: Any) -> None:
+    """--nproc N on a device with fewer than N units (cpu ranks are processes: any N): BadInput before any work."""
+    if nproc > 1 and not device.is_cpu and nproc > device.count():
+        raise BadInput(f"--nproc {nproc}: only {device.count()} {device.type} device(s) here")
 
 
 # ---- ids -> configs -------------------------------------------------------------------------------

@@ -256,10 +256,22 @@ def test_hub_sweep_bad_inputs(hub: StandIn, tmp_path: Path, monkeypatch: pytest.
         (["zoo", "--source", "hub-search:", "--nproc", "2"], "apply to full-size runs"),
         (["zoo", "--source", "hub-search:", "--hub-workers", "0"], "--hub-workers"),
         (["zoo", "--source", "hub-search:", "--reference", "cpu"], "--reference"),
+        (["zoo", "--source", "hub-search:", "--full-top", "1", "--nproc", "3"], "does not split over --nproc 3"),
+        (["zoo", "--source", "hub-top", "--size", "full", "--nproc", "4", "--batch", "6"], "use a multiple of 4"),
+        (["zoo", "--source", "hub-search:", "--full-top", "1", "--seq", "1"], "--seq >= 2"),
     ):  # fmt: skip
         args_ns = build_parser().parse_args(["--db", db, *args])
         with pytest.raises(BadInput, match=needle.replace("+", r"\+")):
             suite.build_cases(args_ns, Device("cpu"))
+    from types import SimpleNamespace
+
+    from bringup.suites import zoo_hub
+
+    two = SimpleNamespace(is_cpu=False, type="xpu", count=lambda: 2)  # --nproc beyond the device's units
+    with pytest.raises(BadInput, match="only 2 xpu device"):
+        zoo_hub.check_ranks(4, two)
+    zoo_hub.check_ranks(2, two)
+    zoo_hub.check_ranks(8, Device("cpu"))  # cpu ranks are processes
     env = _env(hub, tmp_path)
     p = run_cli(["--device", "cpu", "--db", db, "zoo", "--source", f"hub-list:{ids}"], cwd=tmp_path, env=env)
     assert_one_line_error(p, "ids.txt:2")
