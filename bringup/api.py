@@ -76,6 +76,11 @@ class Tile:
 
 
 Summarize = Callable[[list[CaseResult], Any], dict[str, Any]]
+# A suite whose planning finds more than its cases keeps it in the store (zoo's Hub sweeps: the ids behind each
+# signature case): record_plan(store, run_id, args) once the run row exists; summarize_stored(store, run_id,
+# results, console) is then called instead of summarize, and may read it back.
+RecordPlan = Callable[[Any, str, argparse.Namespace], None]
+SummarizeStored = Callable[[Any, str, list[CaseResult], Any], dict[str, Any]]
 Section = Callable[[Sequence[CaseResult], Page], "str | None"]
 # (row label, what this run shows: a short text) for `bringup compare`'s backend scorecard
 Scorecard = Callable[[Sequence[CaseResult]], "list[tuple[str, str]]"]
@@ -110,6 +115,7 @@ class Suite:
     replaces "pass"). metrics: the catalogue entries it records (registered with the suite).
     scorecard(results) -> [(row, text)]: what this capability says about the backend, for `bringup
     compare`'s side-by-side scorecard of two runs (None: one row, "n/m pass").
+    record_plan / summarize_stored: planning data kept in the store beside the cases (see RecordPlan).
     """
 
     name: str
@@ -127,7 +133,16 @@ class Suite:
     metrics: tuple[MetricSpec, ...] = ()
     scorecard: Scorecard | None = None
     command: bool = True
+    record_plan: RecordPlan | None = None
+    summarize_stored: SummarizeStored | None = None
     module: str = field(default="", compare=False)
+
+    def summarizer(self, store: Any = None, run_id: str | None = None) -> Summarize:
+        """summarize(results, console) for this suite: summarize_stored bound to the run when it has one."""
+        if self.summarize_stored is None or store is None or run_id is None:
+            return self.summarize
+        fn = self.summarize_stored
+        return lambda results, console: fn(store, run_id, results, console)
 
     @property
     def heading(self) -> str:

@@ -27,9 +27,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "port": ("bringup.port.cli", "find CUDA-only code and rewrite it device-agnostic"),
     "expect": ("bringup.expect.cli", "expectations files: write one from a run, check a stored run against one"),
     "localize": ("bringup.localize.cli", "first divergence: the first module, then the aten op, off vs float64"),
+    "hub": ("bringup.suites.zoo_hubcmd", "Hub sweeps without a device: fetch configs, plan signatures, export/import"),
 }
 # Commands that never touch a device: no plugin import needed for device resolution.
-_NO_DEVICE = {"report", "export", "compare", "port", "expect"}
+_NO_DEVICE = {"report", "export", "compare", "port", "expect", "hub"}
 
 
 class Parser(argparse.ArgumentParser):
@@ -185,7 +186,12 @@ def run_suite(sess: Any, name: str) -> int:
     cases = suite.build_cases(sess.args, sess.device)
     if not cases:
         raise BadInput(f"{name}: nothing to run with these options")
-    return execute_cases(sess, name, cases, suite.summarize)
+    record = None
+    if suite.record_plan is not None:
+        plan = suite.record_plan
+        record = lambda store, run_id: plan(store, run_id, sess.args)
+    summarize = lambda rs, console: suite.summarizer(sess.store, sess.run_id)(rs, console)
+    return execute_cases(sess, name, cases, summarize, record=record)
 
 
 def _resume_planned(sess: Any) -> int:
@@ -202,7 +208,10 @@ def _resume_planned(sess: Any) -> int:
 
         return execute_cases(sess, command, pending, summarize_by_suite, orchestrate.finish)
     suite = get_suite(command)
-    summarize = suite.summarize if suite is not None and suite.command else summarize_by_suite
+    if suite is not None and suite.command:
+        summarize = lambda rs, console: suite.summarizer(sess.store, sess.run_id)(rs, console)
+    else:
+        summarize = lambda rs, console: summarize_by_suite(rs, console, sess.store, sess.run_id)
     return execute_cases(sess, command, pending, summarize)
 
 

@@ -35,6 +35,9 @@ class Session:
     argv: list[str]
     console: Console = field(default_factory=make_console)
     resume_run: RunInfo | None = None
+    # set by execute_cases once the run row exists: what a suite's summarize_stored reads (api.Suite)
+    store: Store | None = None
+    run_id: str | None = None
 
     def open_store(self) -> Store:
         return Store(self.db)
@@ -54,8 +57,10 @@ def execute_cases(
     cases: Sequence[Case],
     summarize: Callable[[list[CaseResult], Console], dict[str, Any]],
     after: Callable[[Store, RunInfo, list[CaseResult]], None] | None = None,
+    record: Callable[[Store, str], None] | None = None,
 ) -> int:
-    """Run `cases` as one run (or the resumed run), then print, write outputs and return the exit code."""
+    """Run `cases` as one run (or the resumed run), then print, write outputs and return the exit code.
+    `record(store, run_id)` stores what planning found beside the cases, once the run row exists."""
     from bringup.expect import gate as expect_gate
     from bringup.localize import hook as localize_hook
     from bringup.runner import execute, make_executor
@@ -85,6 +90,9 @@ def execute_cases(
         else:
             info = {"imports": sess.imports, "options": _options(args), **run_info()}
             store.new_run(command, sess.argv, sess.device.name, sess.device.device_name, info, run_id=run_id)
+        sess.store, sess.run_id = store, run_id
+        if record is not None:
+            record(store, run_id)
         sess.console.print(f"run {run_id} on {sess.device.name} ({sess.device.device_name}): "
                            f"{len(cases)} case(s); results in {sess.db}", highlight=False)  # fmt: skip
         old = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
@@ -170,7 +178,8 @@ def write_outputs(
     sess.console.print(f"summary: {summary}", highlight=False)
 
 
-def summarize_by_suite(results: list[CaseResult], console: Console) -> dict[str, Any]:
+def summarize_by_suite(results: list[CaseResult], console: Console, store: Store | None = None,
+                       run_id: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Each suite prints its own table and contributes its own top-level JSON under its name."""
     from bringup.api import get_suite
 
@@ -181,7 +190,7 @@ def summarize_by_suite(results: list[CaseResult], console: Console) -> dict[str,
     for name, rs in by_suite.items():
         suite = get_suite(name)
         if suite is not None and suite.command:
-            extras[name] = suite.summarize(rs, console)
+            extras[name] = suite.summarizer(store, run_id)(rs, console)
         else:
             from bringup.console import case_table
 

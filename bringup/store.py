@@ -61,7 +61,21 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX cases_by_suite ON cases(run_id, suite);
     """,
+    # v3: Hub sweeps (zoo --source hub-search / hub-list): every id of the run, the signature of what it
+    # computes and the case that runs that signature (NULL when the id's config failed: config_status says
+    # why), so a case's verdict fans out to its ids by a join; full_case_id: its --full-top case, if any.
+    """
+    CREATE TABLE hub_ids (
+        run_id TEXT NOT NULL REFERENCES runs(run_id), model_id TEXT NOT NULL, revision TEXT NOT NULL DEFAULT '',
+        sha TEXT, signature TEXT, case_id TEXT, full_case_id TEXT, architecture TEXT, model_type TEXT, task TEXT,
+        downloads INTEGER, likes INTEGER, config_status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (run_id, model_id, revision)
+    );
+    CREATE INDEX hub_ids_by_case ON hub_ids(run_id, case_id);
+    """,
 )
+HUB_ID_COLUMNS = ("model_id", "revision", "sha", "signature", "case_id", "full_case_id", "architecture", "model_type",
+                  "task", "downloads", "likes", "config_status", "reason")  # fmt: skip
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -267,6 +281,23 @@ class Store:
                 "INSERT INTO artifacts (run_id, case_id, name, path) VALUES (?,?,?,?)",
                 [(run_id, r.case_id, k, p) for k, p in r.artifacts.items()],
             )
+
+    # ---- Hub sweeps: ids -> signature -> case ---------------------------------------------------
+    def record_hub_ids(self, run_id: str, rows: Iterable[dict[str, Any]]) -> None:
+        """The ids of a Hub sweep (`HUB_ID_COLUMNS`), in one transaction; a re-planned run replaces its rows."""
+        cols = ", ".join(HUB_ID_COLUMNS)
+        with self.tx() as c:
+            c.execute("DELETE FROM hub_ids WHERE run_id = ?", (run_id,))
+            c.executemany(f"INSERT INTO hub_ids (run_id, {cols}) VALUES (?, {', '.join('?' * len(HUB_ID_COLUMNS))})",
+                          [(run_id, *(r.get(k) for k in HUB_ID_COLUMNS)) for r in rows])  # fmt: skip
+
+    def hub_ids(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's Hub ids with their case's status and reason (NULL while the case has not finished)."""
+        q = (f"SELECT {', '.join('h.' + k for k in HUB_ID_COLUMNS)}, c.status, c.reason FROM hub_ids h"
+             " LEFT JOIN cases c ON c.run_id = h.run_id AND c.case_id = h.case_id WHERE h.run_id = ?"
+             " ORDER BY coalesce(h.downloads, -1) DESC, h.model_id")  # fmt: skip
+        return [dict(zip((*HUB_ID_COLUMNS, "case_status", "case_reason"), row, strict=True))
+                for row in self.conn.execute(q, (run_id,))]  # fmt: skip
 
     def results(self, run_id: str, suite: str | None = None) -> list[CaseResult]:
         """Finished cases of a run, in plan order (then finish order for unplanned ones)."""

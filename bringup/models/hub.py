@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -179,7 +180,7 @@ def make_config(data: dict[str, Any], name: str) -> Any:
     needs the same function in every run) and no kv cache (training)."""
     from transformers import CONFIG_MAPPING
 
-    d = _no_dropout(dict(data))
+    d = _no_dropout(copy.deepcopy(data))  # transformers writes into the nested rope dicts it is given
     d["use_cache"] = False
     mt = d.get("model_type")
     if mt not in CONFIG_MAPPING:
@@ -231,6 +232,13 @@ def tiny_config_of(cfg: Any) -> Any:
     it (32:8 -> 4:1), rope type and scaling, experts (fewer of them), layer kinds."""
     from transformers import AutoConfig
 
+    mt, small = tiny_kwargs(cfg)
+    return AutoConfig.for_model(mt, **small)
+
+
+def tiny_kwargs(cfg: Any) -> tuple[str, dict[str, Any]]:
+    """(model_type, the keyword arguments `tiny_config_of` gives the config class): what the tiny model is
+    built from (models/signature.py hashes them)."""
     d = cfg.to_dict()
     mt = d["model_type"]
     small = mz.shrink_dict(d)
@@ -246,7 +254,7 @@ def tiny_config_of(cfg: Any) -> Any:
     ov = mz.OVERRIDES.get(mt)
     if ov is not None:
         mz._deep_update(small, ov.values)
-    return AutoConfig.for_model(mt, **small)
+    return mt, small
 
 
 def build_tiny(data: dict[str, Any], name: str, seed: int = 0) -> mz.Built:

@@ -185,6 +185,10 @@ def _layer_selection(n_old: int, lists: list[list[Any]], s: Sizes) -> list[int]:
     return sorted(keep)
 
 
+def _increasing(v: list[Any]) -> bool:
+    return all(isinstance(x, int) for x in v) and all(a < b for a, b in zip(v, v[1:], strict=False))
+
+
 def _hashable(v: Any) -> Any:
     return repr(v) if isinstance(v, (list, dict)) else v
 
@@ -207,7 +211,9 @@ def shrink_dict(d: dict[str, Any], s: Sizes = SIZES) -> dict[str, Any]:
         out[k] = [d[k][i] for i in keep]
     remap = {old: new for new, old in enumerate(keep)}
     for k in _INDEX_LIST_KEYS:
-        if isinstance(d.get(k), list) and keep:
+        if isinstance(d.get(k), list) and keep and not (k in per_layer and not _increasing(d[k])):
+            # an index list (filtered and renumbered); one with a value per layer that is not a list of
+            # indices (smollm3's no_rope_layers: a 0/1 flag per layer) was resized with the layers above
             out[k] = [remap[i] for i in d[k] if isinstance(i, int) and i in remap]
     for k in _PER_LAYER_DICT_KEYS:  # {"05": {...overrides for layer 5...}}: keep the kept layers' entries
         if isinstance(d.get(k), dict) and keep:

@@ -36,7 +36,7 @@ from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.options import add_compile_backend, check_compile_backend
 from bringup.precision import PRECISIONS, Precision, parse_precision
-from bringup.suites import zoo_section
+from bringup.suites import zoo_hub, zoo_section
 
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
 
@@ -67,8 +67,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", default="hf-causal",
                    help="hf-causal (default: the 196 causal-LM types) | hf-all (every task mapping) | timm | "
                    "hub-top (the shipped catalogue of widely used Hub models) | hub:ORG/NAME[@REV][,...] (Hub ids, "
-                   "through the Hugging Face cache; HF_HUB_OFFLINE respected) | FILE (one module:function, HF "
-                   "config JSON path or Hub id per line)")  # fmt: skip
+                   "through the Hugging Face cache; HF_HUB_OFFLINE respected) | hub-search:[TEXT][,library=L]"
+                   "[,task=T][,author=A][,sort=downloads|likes] / hub-list:FILE (a Hub sweep: one case per distinct "
+                   "signature, the verdict for every id; docs/hub.md) | FILE (one module:function, HF config JSON "
+                   "path or Hub id per line)")  # fmt: skip
     p.add_argument("--size", default="tiny", choices=SIZES,
                    help="hub sources: tiny (default: the config shrunk, judged against float64) | full (the real "
                    "config, meta-device init, memory preflight, judged against --reference)")  # fmt: skip
@@ -97,6 +99,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", default=None, metavar="BUNDLE",
                    help="compare curves and outputs with this exported run (bringup export)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="init and data seed (default 0)")
+    zoo_hub.add_arguments(p)
 
 
 # ---- planning -------------------------------------------------------------------------------------
@@ -208,10 +211,17 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     size = getattr(args, "size", "tiny") or "tiny"
     if args.steps is None:
         args.steps = FULL_STEPS if size == "full" else DEFAULT_STEPS
+    sweep = zoo_hub.is_sweep(args.source)
+    zoo_hub.check_options(args)
+    zoo_hub.check_ranks(getattr(args, "nproc", 1), device)
     if size == "full":
+        if sweep:
+            raise BadInput("--size full with a Hub sweep: use --full-top K (the K most downloaded signatures at "
+                           "real size, beside the tiny sweep)")  # fmt: skip
         return build_full_cases(args, prec, device)
-    if getattr(args, "reference", None) is not None:
-        raise BadInput("--reference applies to --size full; tiny models are judged against float64 on cpu")
+    if getattr(args, "reference", None) is not None and not (sweep and getattr(args, "full_top", 0)):
+        raise BadInput("--reference applies to --size full (and --full-top); tiny models are judged against float64 "
+                       "on cpu")  # fmt: skip
     noise_seeds = getattr(args, "noise_seeds", NOISE_SEEDS)
     if noise_seeds is None or not 0 <= noise_seeds <= 16:
         raise BadInput(f"--noise-seeds must be 0..16, got {noise_seeds}")
@@ -223,6 +233,8 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         raise BadInput(f"--timeout must be a positive number of seconds, got {args.timeout}")
     pattern = None if args.filter is None else user_regex(args.filter, "--filter")
     backend = check_backend(args.compile_backend or device.default_compile_backend)
+    if sweep:
+        return zoo_hub.build_cases(args, prec, backend, noise_seeds, pattern)
     baseline = _load_baseline(args.baseline) if args.baseline else None
     entries = entries_for(args.source)
     entries = _select(entries, pattern, args)
@@ -278,6 +290,10 @@ def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) 
                                   "steps": args.steps, "backend": backend, "seed": args.seed, "size": "full",
                                   "batch": args.batch, "seq": args.seq, "weights": weights[e.name],
                                   "reference": reference}  # fmt: skip
+        if getattr(args, "nproc", 1) > 1:  # FSDP2 over N ranks when one device is too small (suites/zoo_fsdp.py)
+            params["nproc"] = int(args.nproc)
+        if getattr(args, "device_memory", None):
+            params["device_memory_gib"] = float(args.device_memory)
         if baseline is not None:
             params["baseline"] = baseline.full_entry_for(e.name, params, args.baseline)
         cases.append(Case("zoo", e.name, params, "bringup.suites.zoo_full:run_full", budget_s=timeout, isolated=True))
@@ -426,6 +442,10 @@ def _build_model(params: dict[str, Any]) -> Any:
         from bringup.suites.zoo_full import config_data
 
         return hub.build_tiny(config_data(params), model, seed=seed)
+    if src == "hub-sig":  # a Hub sweep's signature: exactly its tiny config (suites/zoo_hub.py)
+        from bringup.models import signature
+
+        return signature.build(params.get("task") or "causal-lm", params["config"], seed=seed)
     raise mz.ConfigError(f"unknown source {src!r}")
 
 
@@ -1028,5 +1048,7 @@ register_suite(
         title="Model zoo",
         section=zoo_section.render,
         metrics=specs("params", "graph_breaks", "max_rel_err", "loss_divergence", "compile_s", "peak_mem_bytes"),
+        record_plan=zoo_hub.record_plan,
+        summarize_stored=zoo_hub.summarize_stored,
     )
 )

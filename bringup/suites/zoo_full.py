@@ -2,7 +2,9 @@
 
 Per model, one case (isolated worker: a full-size model's memory must not outlive it):
   1. memory preflight (models/memory.py) on the meta-device model: params + grads + AdamW + activations vs
-     the device's free memory -> `unsupported` with the numbers and a suggested --nproc, before building.
+     the device's free memory (or --device-memory) -> when it does not fit: FSDP2 over --nproc ranks if that
+     is enough (suites/zoo_fsdp.py: steps 2 and 3 run sharded), else `unsupported` with the numbers and the
+     --nproc it would need, before building.
   2. device eager: the real config materialised on the device in the run dtype (seeded init generated on
      cpu, the same numbers on every machine, or the cached safetensors), K AdamW steps on seeded batches:
      per step the loss, the total grad norm (before clipping) and the logits' std.
@@ -22,6 +24,7 @@ import math
 import time
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,6 +32,7 @@ import torch
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.precision import PRECISIONS, Precision, parse_precision
+from bringup.suites import zoo_fsdp
 
 ENTRY = "bringup.suites.zoo_full:run_full"
 LR = 1e-4  # AdamW, as people train: small enough that K steps stay out of chaotic regimes
@@ -58,6 +62,8 @@ def tolerance(a: Precision, b: Precision) -> float:
 def config_data(params: dict[str, Any]) -> dict[str, Any]:
     from bringup.models import hub
 
+    if isinstance(params.get("hub_config"), dict):  # a Hub sweep's --full-top case carries its config.json
+        return dict(params["hub_config"])
     if params["source"] == "hub-top":
         return hub.catalogue_config(params["model"])
     ref = hub.parse_ref(params["model"], "hub")
@@ -217,36 +223,46 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
     except Exception as e:
         return _fail(r, Status.REF_FAIL, f"config: {first_line(e)}")
     batch, seq = int(p["batch"]), int(p["seq"])
-    est = memory.estimate(meta, prec.param_dtype, prec.compute_dtype, batch, seq,
-                          memory.free_memory(dev.torch_device))  # fmt: skip
+    free = (int(float(p["device_memory_gib"]) * memory.GIB) if p.get("device_memory_gib")
+            else memory.free_memory(dev.torch_device))  # fmt: skip
+    est = memory.estimate(meta, prec.param_dtype, prec.compute_dtype, batch, seq, free)
     del meta
     r.fields["params"] = est.params
     r.fields["preflight"] = est.to_json()
-    if est.fits() is False:
+    nproc = int(p.get("nproc", 1))
+    if est.fits() is False and not zoo_fsdp.wants_shards(est, nproc):
         n = est.suggested_nproc()
-        hint = (f"it needs {n} such devices with FSDP2 sharding of params, grads and AdamW state (zoo runs "
-                "--size full on one device: sharded full-size runs are not built yet)" if n else
+        hint = (f"it needs {n} such devices with FSDP2 sharding of params, grads and AdamW state (run it with "
+                f"--nproc {n}{'' if nproc == 1 else f'; --nproc {nproc} is too few'})" if n else
                 "activations alone exceed the device: lower --batch / --seq")  # fmt: skip
         return _fail(r, Status.UNSUPPORTED, f"memory preflight: {est.summary()}; {hint}")
+    if est.fits() is False:  # -- 2+3. FSDP2 over --nproc ranks (suites/zoo_fsdp.py) --
+        eager_s, comp_s = _sharded(r, p, dev, prec, steps, backend, nproc, ctx, est)
+        if eager_s is None:
+            return r
+        eager, comp = _full_out(eager_s), (_full_out(comp_s) if comp_s else None)
+        r.fields["note"] = f"{p['model']} at full size, {task}, FSDP2 over {nproc} ranks"
+    else:
+        eager, comp = None, None
     # -- 2. device eager --
-    dev.reset_peak_memory()
-    mem0 = dev.memory_allocated() if dev.is_cpu else 0
-    eager: FullOut | None = None
-    try:
-        eager = _eager_run(p, data, dev, prec, steps, r)
-    except Exception as e:
-        r.error = traceback.format_exc()
-        return _fail(r, classify(e), f"eager: {first_line(e)}")
-    peak = dev.peak_memory()
-    if peak is not None:
-        measured = peak - (mem0 or 0)
-        r.fields["peak_mem_bytes"] = peak
-        r.fields["memory"] = {"predicted_bytes": est.total, "measured_bytes": measured,
-                              "measured_over_predicted": round(measured / max(1, est.total), 3),
-                              "measured_as": "peak RSS minus RSS before building" if dev.is_cpu
-                              else "max_memory_allocated"}  # fmt: skip
-    r.fields["weights_from"] = eager.weights
-    r.fields["note"] = f"{p['model']} at full size, {task}, {eager.weights}"
+    if eager is None:
+        dev.reset_peak_memory()
+        mem0 = dev.memory_allocated() if dev.is_cpu else 0
+        try:
+            eager = _eager_run(p, data, dev, prec, steps, r)
+        except Exception as e:
+            r.error = traceback.format_exc()
+            return _fail(r, classify(e), f"eager: {first_line(e)}")
+        peak = dev.peak_memory()
+        if peak is not None:
+            measured = peak - (mem0 or 0)
+            r.fields["peak_mem_bytes"] = peak
+            r.fields["memory"] = {"predicted_bytes": est.total, "measured_bytes": measured,
+                                  "measured_over_predicted": round(measured / max(1, est.total), 3),
+                                  "measured_as": "peak RSS minus RSS before building" if dev.is_cpu
+                                  else "max_memory_allocated"}  # fmt: skip
+        r.fields["weights_from"] = eager.weights
+        r.fields["note"] = f"{p['model']} at full size, {task}, {eager.weights}"
     for k in SERIES:
         r.series[f"{k}.eager"] = list(enumerate(getattr(eager, k)))
     r.fields["grad_norms0"] = {"eager": eager.grad_norms0}
@@ -255,8 +271,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
     compared: list[str] = []
     divergence = 0.0
     # -- 3. compiled --
-    comp: FullOut | None = None
-    if backend != "none":
+    if backend != "none" and not r.fields.get("sharded"):
         left = max(1.0, case.budget_s - (time.monotonic() - t_case))
         try:
             with watch() as graphs:
@@ -269,22 +284,23 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
                          "break_reasons": graphs.break_reasons, "recompiles": graphs.recompiles})  # fmt: skip
         if comp is not None:
             r.fields["compile_s"] = round(graphs.compile_s or comp.first_step_s, 3)
-            for k in SERIES:
-                r.series[f"{k}.compiled"] = list(enumerate(getattr(comp, k)))
-            r.fields["grad_norms0"]["compiled"] = comp.grad_norms0
             if graphs.graph_count == 0:
                 _fail(r, Status.SILENT_EAGER, "compiled: dynamo captured no graph (the run was eager)")
-            tol = tolerance(prec, prec)
-            d, problems = compare(_series_of(comp), _series_of(eager), tol)
-            r.fields["compiled_vs_eager"] = {"max_rel_dev": d, "tolerance": tol}
-            divergence = max(divergence, d)
-            compared.append("compiled vs eager")
-            if problems:
-                _fail(r, Status.FAIL_NUMERIC, f"compiled: vs eager on the device: {problems[0]}")
+    if comp is not None:
+        for k in SERIES:
+            r.series[f"{k}.compiled"] = list(enumerate(getattr(comp, k)))
+        r.fields["grad_norms0"]["compiled"] = comp.grad_norms0
+        tol = tolerance(prec, prec)
+        d, problems = compare(_series_of(comp), _series_of(eager), tol)
+        r.fields["compiled_vs_eager"] = {"max_rel_dev": d, "tolerance": tol}
+        divergence = max(divergence, d)
+        compared.append("compiled vs eager")
+        if problems:
+            _fail(r, Status.FAIL_NUMERIC, f"compiled: vs eager on the device: {problems[0]}")
     # -- 4a. cpu fp32 reference --
     if reference == "cpu":
         fp32 = PRECISIONS["fp32"]
-        if dev.is_cpu and prec.name == "fp32":
+        if dev.is_cpu and prec.name == "fp32" and not r.fields.get("sharded"):
             r.fields["cpu_reference"] = {"status": "the device is cpu in fp32: the eager run is the reference"}
         else:
             cpu = torch.device("cpu")
@@ -325,6 +341,36 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
         v = r.fields.get(k)
         r.metric(k, v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
     return r
+
+
+def _full_out(s: dict[str, Any]) -> FullOut:
+    return FullOut(loss=list(s["loss"]), grad_norm=list(s["grad_norm"]), logits_std=list(s["logits_std"]),
+                   grad_norms0=dict(s["grad_norms0"]), weights="seeded init on cpu, FSDP2-sharded",
+                   seconds=float(s.get("seconds", 0.0)))  # fmt: skip
+
+
+def _sharded(r: CaseResult, p: dict[str, Any], dev: Device, prec: Precision, steps: int, backend: str, nproc: int,
+             ctx: Any, est: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:  # fmt: skip
+    """The device runs on --nproc ranks (suites/zoo_fsdp.py); (eager series, compiled series) or (None, None)
+    with the case failed. A compile failure fails the case and leaves the eager series to be judged."""
+    from bringup.checks.errors import classify, first_line
+    from bringup.suites import zoo_fsdp
+
+    try:
+        out = zoo_fsdp.run_sharded(p, dev, prec, steps, backend, nproc, tuple(getattr(ctx, "imports", ())),
+                                   Path(ctx.artifact_dir) / "ranks")  # fmt: skip
+    except Exception as e:
+        r.error = getattr(e, "tb", "") or traceback.format_exc()
+        _fail(r, classify(e), f"eager: FSDP2 over {nproc} ranks: {first_line(e)}")
+        return None, None
+    ranks = out.get("ranks") or []
+    r.fields["sharded"] = {"nproc": nproc, "ranks": ranks, "params": est.params,
+                           "per_rank_predicted_bytes": est.sharded // nproc + est.activation_bytes}  # fmt: skip
+    r.fields["weights_from"] = "seeded init on cpu, materialised one FSDP2 unit at a time, then sharded"
+    if out.get("compiled_error"):
+        r.error = out["compiled_error"].get("traceback", "")
+        _fail(r, Status.FAIL_COMPILE, f"compiled: FSDP2 over {nproc} ranks: {out['compiled_error']['message']}")
+    return out["eager"], out.get("compiled")
 
 
 def _eager_run(p: dict[str, Any], data: dict[str, Any], dev: Device, prec: Precision, steps: int,

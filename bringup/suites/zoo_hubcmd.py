@@ -1,0 +1,138 @@
+"""`bringup hub`: the Hub sweep's steps that need no device.
+
+    bringup hub fetch  --source hub-search:... | hub-list:FILE [--limit N] [--filter RE]   list + fetch configs
+    bringup hub plan   --source ... [--json FILE]        ids -> signatures, without running anything
+    bringup hub export --out FILE [--source ...]          the index (or a source's ids) as one .jsonl.gz file
+    bringup hub import FILE                               merge an export into this machine's index
+    bringup hub fields MODEL_TYPE                         where a type's signature fields come from
+    bringup hub csv RUN --out FILE                        every id of a stored sweep with its outcome
+
+Every step takes --hub-index (default hub-index.db beside --db); fetch and plan also --hub-workers,
+--hub-rate and --hub-refresh (suites/zoo_hub.py). On a cluster without the Hub: `hub export` where the Hub is
+reachable, copy the file, `hub import` there, then `zoo --source ...` with HF_HUB_OFFLINE=1 plans from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bringup.errors import BadInput, user_regex
+from bringup.models.hub_index import HubIndex
+from bringup.suites import zoo_hub
+
+ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="hub_action", metavar="ACTION", parser_class=type(p))
+    for name, help_ in (("fetch", "list a source and fetch its configs into the index"),
+                        ("plan", "ids -> signatures (nothing runs)"),
+                        ("export", "write the index as one .jsonl.gz file"),
+                        ("import", "merge an exported file into the index"),
+                        ("fields", "a model type's signature fields"),
+                        ("csv", "every id of a stored Hub sweep, with its outcome")):  # fmt: skip
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.add_argument("--hub-index", metavar="FILE", default=None, help="the Hub index (default beside --db)")
+        if name in ("fetch", "plan", "export"):
+            sp.add_argument(
+                "--source",
+                required=name != "export",
+                default=None,
+                help="hub-search:[TEXT][,library=L][,task=T][,author=A][,sort=...] | hub-list:FILE",
+            )
+            sp.add_argument("--limit", type=int, default=None, metavar="N", help="at most N ids")
+            sp.add_argument("--filter", default=None, metavar="REGEX", help="keep ids that match (re.search)")
+        if name in ("fetch", "plan"):
+            sp.add_argument("--hub-workers", type=int, default=zoo_hub.DEFAULT_WORKERS, metavar="N")
+            sp.add_argument("--hub-rate", default=None, metavar="API,RESOLVE")
+            sp.add_argument("--hub-refresh", action="store_true")
+        if name == "plan":
+            sp.add_argument("--json", default=None, metavar="FILE", help="write the plan (ids, signatures)")
+        if name in ("export", "csv"):
+            sp.add_argument("--out", required=True, metavar="FILE")
+        if name == "import":
+            sp.add_argument("file", metavar="FILE")
+        if name == "fields":
+            sp.add_argument("model_type", metavar="MODEL_TYPE")
+        if name == "csv":
+            sp.add_argument("run", metavar="RUN_ID")
+
+
+def _entries(args: argparse.Namespace) -> list[Any]:
+    if not zoo_hub.is_sweep(args.source):
+        raise BadInput(f"hub {args.hub_action}: --source {args.source!r}: use hub-search:QUERY or hub-list:FILE")
+    if args.limit is not None and args.limit < 1:
+        raise BadInput(f"--limit must be >= 1, got {args.limit}")
+    zoo_hub.check_options(args)
+    pattern = None if args.filter is None else user_regex(args.filter, "--filter")
+    return zoo_hub.resolve(args, pattern)
+
+
+def main(sess: Any) -> int:
+    args = sess.args
+    con = sess.console
+    action = getattr(args, "hub_action", None)
+    if action is None:
+        raise BadInput(f"hub: name an action: {', '.join(ACTIONS)}")
+    if action == "fields":
+        from bringup.models import signature as sg
+
+        try:
+            info = sg.explain(args.model_type)
+        except KeyError:
+            raise BadInput(f"hub fields: no model type {args.model_type!r} in this transformers") from None
+        con.print_json(json.dumps(info))
+        return 0
+    if action == "csv":
+        from bringup.store import Store
+        from bringup.suites import zoo_hub_summary as zs
+
+        with Store(sess.db, create=False) as st:
+            st.get_run(args.run)
+            rows = st.hub_ids(args.run)
+            if not rows:
+                raise BadInput(f"hub csv: run {args.run} is not a Hub sweep (no ids stored)")
+            cov = zs.coverage(rows, st.results(args.run))
+        con.print(f"{len(rows)} id(s) -> {zs.write_csv(Path(args.out), cov['per_id'])}", highlight=False)
+        return 0
+    args.db = str(sess.db)
+    if action == "import":
+        with HubIndex(zoo_hub.index_path(args)) as index:
+            n = index.import_(args.file)
+            con.print(f"imported {n} row(s) into {index.path}; now: {index.counts()}", highlight=False)
+        return 0
+    if action == "export":
+        from bringup.files import check_output_path
+
+        check_output_path(args.out, "--out")
+        keys = None
+        if args.source:
+            keys = [e.key for e in _entries(args)]
+        with HubIndex(zoo_hub.index_path(args)) as index:
+            n = index.export(args.out, keys)
+        con.print(f"exported {n} row(s) to {args.out}", highlight=False)
+        return 0
+    entries = _entries(args)
+    if action == "fetch":
+        con.print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(e.status for e in entries).items())),
+                  highlight=False)  # fmt: skip
+        return 0
+    plan = zoo_hub.plan_ids(entries)
+    by_arch = Counter(plan.sigs[s].architecture for s in plan.sigs)
+    con.print(f"{len(plan.rows)} id(s) -> {len(plan.sigs)} signature(s) ({plan.signed} config(s) signed); config "
+              f"failures: {zoo_hub._failure_line(plan) or 'none'}", highlight=False)  # fmt: skip
+    con.print("signatures by architecture: " + ", ".join(f"{a} {n}" for a, n in by_arch.most_common()),
+              highlight=False)  # fmt: skip
+    if args.json:
+        from bringup.files import write_json
+
+        data = {"ids": plan.rows, "signatures": {s: {"architecture": plan.sigs[s].architecture,
+                                                     "task": plan.sigs[s].task, "ids": len(plan.members[s]),
+                                                     "downloads": plan.downloads(s), "config": plan.sigs[s].config}
+                                                 for s in plan.order()}}  # fmt: skip
+        write_json(args.json, data)
+    return 0
