@@ -318,10 +318,15 @@ class ModuleCheck:
 
 def judge_replays(got: Replayed, ref: Replayed, base: Replayed, precision: Any) -> list[TensorVerdict]:
     """Every tensor of one module's replays: outputs and gradients (module_rule.judge_tensor). A tensor
-    the float64 replay has and the device's lacks fails."""
-    floor = scale_floor(ref.tensors.values(), precision)
+    the float64 replay has and the device's lacks fails. Numerically zero (parity.scale_floor) is judged
+    among tensors of one kind: outputs among outputs, gradients among gradients (a module's output and
+    its gradients differ in scale by orders of magnitude: one median over both would call every
+    gradient zero)."""
+    kinds = {k: [t for n, t in ref.tensors.items() if n.startswith("grad.") == (k == "grad")] for k in ("grad", "out")}
+    floors = {k: scale_floor(v, precision) for k, v in kinds.items()}
     out: list[TensorVerdict] = []
     for name, r in ref.tensors.items():
+        floor = floors["grad" if name.startswith("grad.") else "out"]
         g, b = got.tensors.get(name), base.tensors.get(name)
         if g is None:
             out.append(TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size",

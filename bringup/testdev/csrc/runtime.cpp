@@ -377,7 +377,7 @@ Faults faults() {
 void set_faults(const Faults& f) {
   std::lock_guard<std::mutex> g(faults_mu());
   faults_state() = f;
-  faults_flag().store(!f.scales.empty() || f.bf16_matmul || f.drop_scale);
+  faults_flag().store(!f.scales.empty() || f.bf16_matmul || f.drop_scale || !f.args.empty());
 }
 
 bool faults_active() { return faults_flag().load(std::memory_order_relaxed); }
@@ -388,6 +388,16 @@ double fault_factor(const std::string& op) {
   double factor = 1.0;
   for (const auto& [pattern, f] : faults_state().scales) {
     if (op_matches(pattern, op)) factor *= f;
+  }
+  return factor;
+}
+
+double arg_factor(const std::string& op) {
+  if (!faults_active()) return 1.0;
+  std::lock_guard<std::mutex> g(faults_mu());
+  double factor = 1.0;
+  for (const auto& [pattern, f] : faults_state().args) {
+    if (pattern == op || (pattern.find('.') == std::string::npos && op_base(pattern) == op_base(op))) factor *= f;
   }
   return factor;
 }
@@ -409,18 +419,25 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return out;
   });
   m.def("reset_fallback_counts", &bt::reset_fallback_counts);
-  m.def("set_faults", [](const std::map<std::string, double>& scales, bool bf16_matmul, bool drop_scale) {
-    bt::Faults f;
-    f.scales = scales;
-    f.bf16_matmul = bf16_matmul;
-    f.drop_scale = drop_scale;
-    bt::set_faults(f);
-  });
+  m.def(
+      "set_faults",
+      [](const std::map<std::string, double>& scales, bool bf16_matmul, bool drop_scale,
+         const std::map<std::string, double>& args) {
+        bt::Faults f;
+        f.scales = scales;
+        f.bf16_matmul = bf16_matmul;
+        f.drop_scale = drop_scale;
+        f.args = args;
+        bt::set_faults(f);
+      },
+      py::arg("scales"), py::arg("bf16_matmul"), py::arg("drop_scale"),
+      py::arg("args") = std::map<std::string, double>{});
   m.def("faults", [] {
     const bt::Faults f = bt::faults();
-    return std::make_tuple(f.scales, f.bf16_matmul, f.drop_scale);
+    return std::make_tuple(f.scales, f.bf16_matmul, f.drop_scale, f.args);
   });
   m.def("fault_factor", &bt::fault_factor);
+  m.def("arg_factor", &bt::arg_factor);
   m.def("default_generator", [](int i) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(bt::default_generator(static_cast<c10::DeviceIndex>(i))));

@@ -49,10 +49,15 @@ struct Faults {
   std::map<std::string, double> scales;
   bool bf16_matmul = false;  // mm / bmm / addmm: inputs and every partial sum rounded to bf16
   bool drop_scale = false;   // scale arguments ignored: _scaled_mm scale_a/scale_b, sdpa `scale`, addmm alpha/beta
+  // op pattern -> factor on the op's `self` / `input` argument before its (fallback-routed) kernel runs: a
+  // wrong constant inside the function (arg:_softmax=1.01 is a softmax temperature, arg:silu=1.02 silu(1.02x),
+  // arg:silu_backward=1.02 the gradient of silu taken at 1.02x: an error in the backward only)
+  std::map<std::string, double> args;
 };
 Faults faults();
 void set_faults(const Faults& f);
 bool faults_active();  // any fault on (a lock-free fast path for every op)
 double fault_factor(const std::string& op);  // product of the matching scales (1.0: none)
+double arg_factor(const std::string& op);    // product of the matching `args` factors (1.0: none)
 
 }  // namespace bringup_testdev
