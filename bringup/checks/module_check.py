@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from bringup.checks.module_replay import Call, ModuleRecorder, Replayed, judged_modules, replay
-from bringup.checks.module_rule import TensorVerdict, judge_tensor
+from bringup.checks.module_rule import DITHERS, TensorVerdict, judge_tensor, module_tolerance
 from bringup.checks.parity import scale_floor
 from bringup.precision import Precision
 
@@ -50,6 +50,7 @@ class ModuleVerdict:
     cls: str
     tensors: list[TensorVerdict] = field(default_factory=list)
     note: str = ""  # why it was not judged (a replay that raised), or ""
+    calls: int = 1  # times it ran in the step (up to module_replay.MAX_CALLS of them judged together)
 
     @property
     def judged(self) -> bool:
@@ -183,7 +184,7 @@ class ModuleCheck:
         self.modules = judged_modules(model, blocks) if modules is None else modules
         self.calls: dict[str, Call] = {}
         self.eager: dict[str, Replayed | str] = {}
-        self._refs: dict[str, tuple[Replayed, Replayed] | str] | None = None
+        self._refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str] | None = None
         self._state: dict[int, torch.Tensor] = {}
         self.record_s = 0.0
         self.reference_s = 0.0
@@ -238,12 +239,13 @@ class ModuleCheck:
             self.prepare_reference(m, dtype)
         return m
 
-    def references(self) -> dict[str, tuple[Replayed, Replayed] | str]:
-        """Per call: (float64 replay, trusted replay) on cpu, computed once."""
+    def references(self) -> dict[str, tuple[Replayed, Replayed, list[Replayed]] | str]:
+        """Per call: (float64 replay, trusted replay, float64 replays with everything rounded once at
+        random: module_rule.DITHERS of them) on cpu, computed once."""
         if self._refs is not None:
             return self._refs
         t0 = time.perf_counter()
-        refs: dict[str, tuple[Replayed, Replayed] | str] = {}
+        refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str] = {}
         cpu = torch.device("cpu")
         with _one_thread():
             self._references(refs, cpu)
@@ -251,15 +253,23 @@ class ModuleCheck:
         self.reference_s = time.perf_counter() - t0
         return refs
 
-    def _references(self, refs: dict[str, tuple[Replayed, Replayed] | str], cpu: torch.device) -> None:
+    def _references(self, refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str],
+                    cpu: torch.device) -> None:  # fmt: skip
+        dither = module_tolerance(self.prec).dither
+        off = lambda: contextlib.nullcontext()
         for name, call in self.calls.items():
             try:
-                with _default_dtype(torch.float64), _seeded():
-                    r64 = replay(call, self._cpu_copy(call.module, torch.float64), cpu,
-                                 lambda: contextlib.nullcontext(), dtype=torch.float64)  # fmt: skip
+                with _default_dtype(torch.float64):
+                    m64 = self._cpu_copy(call.module, torch.float64)
+                    with _seeded():
+                        r64 = replay(call, m64, cpu, off, dtype=torch.float64)
+                    r64d = []
+                    for k in range(DITHERS):
+                        with _seeded():
+                            r64d.append(replay(call, m64, cpu, off, dtype=torch.float64, dither=dither, seed=k + 1))
                 with _seeded():
                     base = replay(call, self._cpu_copy(call.module, self.prec.param_dtype), cpu, self._autocast("cpu"))
-                refs[name] = (r64, base)
+                refs[name] = (r64, base, r64d)
             except Exception as e:
                 refs[name] = f"the cpu reference could not replay it: {_first_line(e)}"
 
@@ -267,14 +277,24 @@ class ModuleCheck:
         t0 = time.perf_counter()
         refs = self.references()
         rep = ModuleReport(label)
+        groups: dict[str, list[str]] = {}  # a module's recorded calls, judged together
+        for name, call in self.calls.items():
+            groups.setdefault(call.module_name, []).append(name)
         with _one_thread():
-            for name, call in self.calls.items():
-                cls = type(call.module).__name__
-                got, rb = device.get(name, "not replayed"), refs.get(name, "no reference")
-                if isinstance(got, str) or isinstance(rb, str):
-                    rep.modules.append(ModuleVerdict(name, cls, note=rb if isinstance(rb, str) else str(got)))
-                    continue
-                rep.modules.append(ModuleVerdict(name, cls, judge_replays(got, rb[0], rb[1], self.prec)))
+            for mod, names in groups.items():
+                cls = type(self.calls[names[0]].module).__name__
+                runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]] = []
+                note = ""
+                for name in names:
+                    got, rb = device.get(name, "not replayed"), refs.get(name, "no reference")
+                    if isinstance(got, str) or isinstance(rb, str):
+                        note = rb if isinstance(rb, str) else str(got)
+                        break
+                    runs.append((got, rb[0], rb[1], rb[2]))
+                tensors = [] if note else judge_calls(runs, self.prec)
+                verdict = ModuleVerdict(mod, cls, tensors, note)
+                verdict.calls = self.calls[names[0]].calls
+                rep.modules.append(verdict)
         rep.seconds = time.perf_counter() - t0
         return rep
 
@@ -316,25 +336,52 @@ class ModuleCheck:
         return rep
 
 
-def judge_replays(got: Replayed, ref: Replayed, base: Replayed, precision: Any) -> list[TensorVerdict]:
-    """Every tensor of one module's replays: outputs and gradients (module_rule.judge_tensor). A tensor
-    the float64 replay has and the device's lacks fails. Numerically zero (parity.scale_floor) is judged
-    among tensors of one kind: outputs among outputs, gradients among gradients (a module's output and
-    its gradients differ in scale by orders of magnitude: one median over both would call every
-    gradient zero)."""
-    kinds = {k: [t for n, t in ref.tensors.items() if n.startswith("grad.") == (k == "grad")] for k in ("grad", "out")}
-    floors = {k: scale_floor(v, precision) for k, v in kinds.items()}
+def judge_calls(runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]],
+                precision: Any) -> list[TensorVerdict]:  # fmt: skip
+    """Every tensor of one module's replays, (device, float64, trusted, dithered float64 replays) per
+    recorded call: outputs and gradients (module_rule.judge_tensor), a module's calls concatenated. A
+    tensor the float64 replay has and the device's lacks fails. Numerically zero (parity.scale_floor) is
+    judged among tensors of one kind: outputs among outputs, gradients among gradients (a module's
+    output and its gradients differ in scale by orders of magnitude: one median over both would call
+    every gradient zero)."""
+    first_ref = runs[0][1].tensors
+    parts: dict[str, list[list[Any]]] = {}
+    for got, ref, base, dith in runs:
+        for name, r in ref.tensors.items():
+            g, b = got.tensors.get(name), base.tensors.get(name)
+            ds = [d.tensors.get(name) for d in dith]
+            x = _covariate(name, r, got.inputs)
+            parts.setdefault(name, []).append([g, r, b, ds, x])
     out: list[TensorVerdict] = []
-    for name, r in ref.tensors.items():
-        floor = floors["grad" if name.startswith("grad.") else "out"]
-        g, b = got.tensors.get(name), base.tensors.get(name)
-        if g is None:
+    joined: dict[str, list[torch.Tensor | None]] = {}
+    for name, rows in parts.items():
+        if any(row[0] is None for row in rows):
             out.append(TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size",
                                      why="missing on the device"))  # fmt: skip
             continue
-        if b is None:  # the trusted run has no such output: nothing to size it against
+        if any(row[2] is None for row in rows):  # the trusted run has no such output: nothing to size it by
             continue
-        out.append(judge_tensor(name, g, r, b, precision, _covariate(name, r, got.inputs), floor))
+        if any(row[0].shape != row[1].shape for row in rows):  # type: ignore[union-attr]
+            bad = next(row for row in rows if row[0].shape != row[1].shape)  # type: ignore[union-attr]
+            out.append(judge_tensor(name, bad[0], bad[1], bad[2], precision))  # type: ignore[arg-type]
+            continue
+        cols: list[Any] = []
+        for j in range(5):
+            ts = [row[j] for row in rows]
+            if j == 3:  # the dithered draws: one joined tensor per draw that every call has
+                draws = [[row[3][k] for row in rows] for k in range(len(rows[0][3]))]
+                cols.append([torch.cat([t.flatten() for t in d]) for d in draws if all(t is not None for t in d)])
+            else:
+                cols.append(None if any(t is None for t in ts) else torch.cat([t.flatten() for t in ts]))
+        joined[name] = cols
+    kinds = {k: [c[1] for n, c in joined.items() if n.startswith("grad.") == (k == "grad")] for k in ("grad", "out")}
+    floors = {k: scale_floor(v, precision) for k, v in kinds.items()}  # type: ignore[arg-type]
+    for name in first_ref:
+        if name not in joined:
+            continue
+        g, r, b, d, x = joined[name]
+        floor = floors["grad" if name.startswith("grad.") else "out"]
+        out.append(judge_tensor(name, g, r, b, precision, x, floor, d))  # type: ignore[arg-type]
     return out
 
 

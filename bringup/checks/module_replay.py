@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 from bringup.precision import Precision
@@ -73,14 +74,18 @@ def judged_modules(model: torch.nn.Module, blocks: int | None = None) -> dict[st
 class Call:
     """One recorded module call: its inputs as the device saw them and its outputs' gradients."""
 
-    name: str
+    name: str  # the module's name; its k-th recorded call (k >= 2) is "name#k"
     module: torch.nn.Module = field(repr=False)
     args: tuple[Any, ...] = field(repr=False)
     kwargs: dict[str, Any] = field(repr=False)
     grad_in: list[bool] = field(default_factory=list)  # per flattened input leaf: judge its gradient
     in_names: list[str] = field(default_factory=list)  # per flattened input leaf: a readable path
     out_grads: list[torch.Tensor | None] = field(default_factory=list, repr=False)  # per float output
-    calls: int = 1  # how many times the module ran in the step (the first call is recorded)
+    calls: int = 1  # how many times the module ran in the step (the first MAX_CALLS are recorded)
+
+    @property
+    def module_name(self) -> str:
+        return self.name.split("#")[0]
 
     @property
     def has_backward(self) -> bool:
@@ -94,10 +99,16 @@ def _float_outputs(out: Any) -> list[torch.Tensor]:
     return [t for t in leaves if _float(t)]
 
 
+# A module called more than once in a step (an MoE's experts' activation, once per expert; a block
+# shared by layers) has its first MAX_CALLS calls recorded: judged together, each call alone may be a
+# handful of tokens.
+MAX_CALLS = 8
+
+
 class ModuleRecorder:
-    """While active (around one step's forward and backward on the device): the first call of every
-    judged module, recorded (module doc). `calls` in the order the modules' forwards finished (inner
-    before outer)."""
+    """While active (around one step's forward and backward on the device): the first MAX_CALLS calls of
+    every judged module, recorded (module doc). `calls` in the order the forwards finished (inner before
+    outer); a module's later calls are named "name#2", "name#3", ..."""
 
     def __init__(self, model: torch.nn.Module, modules: dict[str, torch.nn.Module] | None = None) -> None:
         self.model = model
@@ -108,16 +119,19 @@ class ModuleRecorder:
 
     def _pre(self, name: str) -> Callable[..., None]:
         def hook(mod: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            done = self.calls.get(name) or self._pending.get(name)
-            if done is not None:
-                done.calls += 1
+            first = self.calls.get(name) or self._pending.get(name)
+            n = 1 if first is None else first.calls + 1
+            if first is not None:
+                first.calls = n
+            if n > MAX_CALLS or (n > 1 and name in self._pending):  # past the cap, or re-entered
                 return
             paths, spec = tree_flatten_with_path((args, kwargs))
             leaves = [v for _, v in paths]
             keep = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in leaves]
             a, k = tree_unflatten(keep, spec)
             grad_in = [_float(v) and bool(v.requires_grad) for v in leaves]
-            self._pending[name] = Call(name, mod, a, k, grad_in, [_leaf_name(p) for p, _ in paths])
+            key = name if n == 1 else f"{name}#{n}"
+            self._pending[name] = Call(key, mod, a, k, grad_in, [_leaf_name(p) for p, _ in paths])
 
         return hook
 
@@ -131,7 +145,7 @@ class ModuleRecorder:
             for i, t in enumerate(outs):
                 if t.requires_grad:
                     t.register_hook(self._keep_grad(call, i))
-            self.calls[name] = call
+            self.calls[call.name] = call
 
         return hook
 
@@ -171,13 +185,44 @@ class Replayed:
     seconds: float = 0.0
 
 
-def _cast(t: Any, device: torch.device, dtype: torch.dtype | None) -> Any:
+def _cast(t: Any, device: torch.device, dtype: torch.dtype | None, dither: float = 0.0,
+          gen: torch.Generator | None = None) -> Any:  # fmt: skip
+    """A copy of a recorded tensor for one replay (a module may write into its inputs), its floating
+    values cast to `dtype` and, with `dither`, each multiplied by (1 + dither x N(0, 1))."""
     if not isinstance(t, torch.Tensor):
         return t
     t = t.detach()
-    if dtype is not None and t.is_floating_point():
-        return t.to(device=device, dtype=dtype)
-    return t.to(device)
+    if not t.is_floating_point():
+        return t.to(device, copy=True)
+    t = t.to(device=device, dtype=dtype or t.dtype, copy=True)
+    if dither:
+        noise = torch.randn(t.shape, generator=gen, dtype=torch.float64)
+        t = (t.double() * (1 + dither * noise.to(t.device))).to(t.dtype)
+    return t
+
+
+class _Dither(TorchDispatchMode):
+    """Every floating result of every aten op (forward and backward), except views and in-place results,
+    multiplied by (1 + d x N(0, 1)): a computation that rounds each intermediate once, at random, with
+    one rounding's relative RMS d (a stochastic model of rounding, in float64)."""
+
+    def __init__(self, d: float, gen: torch.Generator) -> None:
+        super().__init__()
+        self.d, self.gen = d, gen
+
+    def _one(self, t: Any, ins: set[int]) -> Any:
+        if not (isinstance(t, torch.Tensor) and t.is_floating_point()) or t.untyped_storage().data_ptr() in ins:
+            return t
+        noise = torch.randn(t.shape, generator=self.gen, dtype=torch.float64).to(t.device, t.dtype)
+        return t * (1 + self.d * noise)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if func.is_view or torch.Tag.inplace_view in func.tags:
+            return out
+        ins = {a.untyped_storage().data_ptr() for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)}
+        flat, spec = tree_flatten(out)
+        return tree_unflatten([self._one(t, ins) for t in flat], spec)
 
 
 @contextlib.contextmanager
@@ -200,26 +245,33 @@ def replay(
     autocast: Callable[[], Any],
     dtype: torch.dtype | None = None,
     fn: Callable[..., Any] | None = None,
+    dither: float = 0.0,
+    seed: int = 1,
 ) -> Replayed:
     """Run `call` again through `module` (or `fn`, e.g. the module compiled) on `device`, its floating
     inputs cast to `dtype` (None: as recorded), under `autocast()`; then the gradients of its floating
     inputs that required grad and of its parameters, given the recorded output gradients (cast to each
-    output's dtype). Raises what the module raises."""
+    output's dtype). `dither`: inputs, output gradients and every intermediate result (forward and
+    backward) each multiplied by (1 + dither x N(0, 1)) (seeded): what rounding everything once costs
+    this module (its conditioning). Raises what the module raises."""
     import time
 
     t0 = time.perf_counter()
+    gen = torch.Generator().manual_seed(seed) if dither else None
     leaves, spec = tree_flatten((call.args, call.kwargs))
-    new = [_cast(v, device, dtype) for v in leaves]
+    new = [_cast(v, device, dtype, dither, gen) for v in leaves]
     wanted: list[tuple[str, torch.Tensor]] = []
+    passed = list(new)
     for i, v in enumerate(new):
         if call.grad_in[i] and isinstance(v, torch.Tensor):
             v.requires_grad_(True)
             wanted.append((f"grad.in.{call.in_names[i]}", v))
-    args, kwargs = tree_unflatten(new, spec)
+            passed[i] = v.clone()  # not the leaf itself: a module may write into its input (ReLU(inplace))
+    args, kwargs = tree_unflatten(passed, spec)
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     out_res = Replayed()
     out_res.inputs = {call.in_names[i]: v.detach().to("cpu") for i, v in enumerate(new) if _float(v)}
-    with _kept_buffers(module):
+    with _kept_buffers(module), _Dither(dither, gen) if dither and gen is not None else contextlib.nullcontext():
         with autocast():
             out = (module if fn is None else fn)(*args, **kwargs)
         outs = _float_outputs(out)
@@ -229,7 +281,7 @@ def replay(
         targets = [t for _, t in wanted] + [p for _, p in params]
         if pairs and targets:
             grads = torch.autograd.grad([o for o, _ in pairs], targets,
-                                        [g.to(device=o.device, dtype=o.dtype) for o, g in pairs],
+                                        [_cast(g, o.device, o.dtype, dither, gen) for o, g in pairs],
                                         allow_unused=True)  # fmt: skip
             names = [n for n, _ in wanted] + [f"grad.{n}" for n, _ in params]
             for n, g in zip(names, grads, strict=True):

@@ -8,10 +8,17 @@ A correct implementation rounds: its error is noise, zero-mean given anything ab
 rounds. A wrong one computes another function: its error is a function of the inputs, so it has a
 mean where that noise has none. Four checks, each with its standard error measured on the tensor:
 
-1. Size: rel_rmse(got) = RMSE(got - ref) / RMS(ref) <= `multiplier` x max(rel_rmse(base), `rounding`),
-   `rounding` = eps / sqrt(12) (bf16/fp16): the relative RMS of one round-to-nearest (the error is
-   uniform over +-half an ulp; relative to the value it is at most eps / sqrt(12)). A module the
-   trusted run computes exactly (an embedding lookup) may still be rounded once by a correct device.
+1. Size: rel_rmse(got) = RMSE(got - ref) / RMS(ref) <= `multiplier` x max(rel_rmse(base), `rounding`,
+   amplified rounding). `rounding` = eps / sqrt(12) (bf16/fp16): the relative RMS of one
+   round-to-nearest (the error is uniform over +-half an ulp; relative to the value it is at most
+   eps / sqrt(12)): a module the trusted run computes exactly (an embedding lookup) may still be rounded
+   once by a correct device. Amplified rounding: the float64 module with its inputs, output gradients
+   and every intermediate result of every op (forward and backward) perturbed by one rounding (relative
+   N(0, eps / sqrt(12)): a stochastic model of a computation that rounds everything once), against
+   float64: the largest of DITHERS draws. A well-conditioned module keeps it near a few roundings; an
+   ill-conditioned one (BatchNorm's backward over 8 values per channel) multiplies it, and a correct
+   backend that rounds at other points than cpu eager (inductor's decomposed BatchNorm backward: 4x cpu's
+   error on a timm block's conv grad) pays that multiple.
    fp32: floor 1e-4 (the order of reductions, not rounding, sets fp32's error: parity.py's reason).
 2. Direction (the scale along the reference, parity.py's bias): <got - ref, ref> / <ref, ref>.
 3. Conditional mean given the reference value: the elements sorted by ref into Q equal-count bins,
@@ -45,6 +52,7 @@ Non-finite values where the reference is finite, and a shape mismatch, fail.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +61,10 @@ import torch
 from bringup.checks.parity import judged_dtype, tolerance_for
 
 CHUNKS = 16  # contiguous chunks for the design effect (parity.BIAS_CHUNKS' reason)
+# float64 replays with every input and intermediate rounded once at random (module_replay's dither): one
+# such replay's error is one draw; on an ill-conditioned tensor (few effective values: BatchNorm over 8)
+# draws vary by 2x, so the size bound takes the largest of this many
+DITHERS = 2
 BIN_SIZE = 128  # elements per bin at least: Q = n // BIN_SIZE bins, 2..MAX_BINS
 MAX_BINS = 16
 
@@ -63,11 +75,12 @@ def _rounding(dtype: torch.dtype) -> float:
 
 @dataclass(frozen=True)
 class ModuleTolerance:
-    multiplier: float  # size: allowed multiple of max(trusted rel_rmse, size_floor)
+    multiplier: float  # size: allowed multiple of max(trusted rel_rmse, size_floor, amplified rounding)
     size_floor: float  # a correct computation's rel_rmse even where the trusted run is exact
     floor: float  # a scale-like systematic difference a correct implementation may carry (relative)
     z: float  # noise allowance of the statistics, in standard errors
     reason: str
+    dither: float = 0.0  # one rounding (relative RMS): the module's inputs perturbed by this measure its conditioning
 
 
 MODULE_TOLERANCES: dict[torch.dtype, ModuleTolerance] = {
@@ -75,15 +88,17 @@ MODULE_TOLERANCES: dict[torch.dtype, ModuleTolerance] = {
         3.0, 1e-4, 1e-5, 6.0,
         "fp32: the order of reductions sets the error (parity.py's float32 reason): size floor 1e-4, "
         "scale floor 1e-5 (a backend that reorders shifts a tensor's bias by ~1e-7..1e-6)",
+        dither=_rounding(torch.float32),
     ),
     torch.bfloat16: ModuleTolerance(
         3.0, _rounding(torch.bfloat16), _rounding(torch.bfloat16), 6.0,
         "bf16: one round-to-nearest has relative RMS <= eps/sqrt(12) = 2.3e-3; a correct device may round "
         "once where cpu eager is exact, and may carry a scale rounded once",
+        dither=_rounding(torch.bfloat16),
     ),
     torch.float16: ModuleTolerance(
         3.0, _rounding(torch.float16), _rounding(torch.float16), 6.0,
-        "fp16: as bf16, eps/sqrt(12) = 2.8e-4",
+        "fp16: as bf16, eps/sqrt(12) = 2.8e-4", dither=_rounding(torch.float16),
     ),
 }  # fmt: skip
 
@@ -172,10 +187,13 @@ def _stat(kind: str, e: torch.Tensor, eb: torch.Tensor, r: torch.Tensor, bins: t
 
 
 def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Tensor, precision: Any,
-                 covariate: torch.Tensor | None = None, scale_floor: float = 0.0) -> TensorVerdict:  # fmt: skip
+                 covariate: torch.Tensor | None = None, scale_floor: float = 0.0,
+                 dithered: Sequence[torch.Tensor] = ()) -> TensorVerdict:  # fmt: skip
     """The module rule on one tensor (module doc). `covariate`: the module input this tensor is
     elementwise aligned with (same shape), if any; `scale_floor`: the RMS under which the reference is
-    numerically zero."""
+    numerically zero; `dithered`: float64 results with every input and intermediate perturbed by one
+    rounding (the tolerance's `dither`, DITHERS seeds), whose largest distance from `ref` is what
+    rounding everything once costs here."""
     tol = module_tolerance(precision)
     gross = tolerance_for(precision).gross
     if tuple(got.shape) != tuple(ref.shape) or tuple(base.shape) != tuple(ref.shape):
@@ -203,7 +221,13 @@ def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Te
         return TensorVerdict(name, same, bad, 0.0, 0.0, bad, "size", numel=n)
     e, eb = g - r, b - r
     err, berr = float(e.pow(2).mean().sqrt()) / scale, float(eb.pow(2).mean().sqrt()) / scale
-    bound = tol.multiplier * max(berr, tol.size_floor)
+    amplified = 0.0
+    for dt in dithered:
+        if tuple(dt.shape) == tuple(ref.shape):
+            d = dt.detach().to("cpu", torch.float64).flatten()[keep]
+            if bool(torch.isfinite(d).all()):
+                amplified = max(amplified, float((d - r).pow(2).mean().sqrt()) / scale)
+    bound = tol.multiplier * max(berr, tol.size_floor, amplified)
     size = TensorVerdict(name, err <= bound, err, bound, berr, err / bound, "size", numel=n)
     if berr > gross:
         return TensorVerdict(name, True, err, bound, berr, 0.0, "size", numel=n, judged=False,
