@@ -47,17 +47,26 @@ FAMILIES: dict[str, str] = {
 }
 # strengths the bench sweeps per family (resolution: the smallest caught >= 95% of the time)
 STRENGTHS: dict[str, tuple[float, ...]] = {
-    "gate": (0.005, 0.01, 0.02, 0.04, -0.02),
-    "softmax_temp": (0.005, 0.01, 0.02, 0.04),
-    "sdpa_scale": (0.005, 0.01, 0.02, 0.04),
-    "norm_eps": (0.005, 0.01, 0.02, 0.04),
+    "gate": (0.005, 0.01, 0.02, -0.02),
+    "softmax_temp": (0.005, 0.01, 0.02),
+    "sdpa_scale": (0.005, 0.01, 0.02),
+    "norm_eps": (0.005, 0.01, 0.02),
     "ln_var": (0.25, 0.5, 1.0),
     "gelu_sigmoid": (0.25, 0.5, 1.0),
-    "bwd_gate": (0.01, 0.02, 0.04, 0.08),
-    "bwd_softmax": (0.005, 0.01, 0.02, 0.04),
-    "bwd_norm": (0.01, 0.02, 0.04, 0.08),
+    "bwd_gate": (0.01, 0.02, 0.04),
+    "bwd_softmax": (0.005, 0.01, 0.02),
+    "bwd_norm": (0.02, 0.04, 0.08),
 }
-HELD_OUT: dict[str, str] = {}
+# Written after the module rule was frozen (commit 1b32e51), measured only: not used to develop it.
+HELD_OUT: dict[str, str] = {
+    "ho_exp_wobble": "an approximate exp in softmax and attention: exp(y) (1 + d sin(2 pi y log2 e)) (the periodic "
+    "relative error of a bit-trick exp)",
+    "ho_rope_freq": "a wrong constant inside cos/sin: cos(x) -> cos((1+d)x), sin(x) -> sin((1+d)x) (rotary tables)",
+    "ho_pow": "a wrong exponent: x^p -> sign(x)^p |x|^(p+d) for a scalar p (a norm's variance, gelu_new's cube)",
+    "ho_bwd_sdpa": "backward only: attention's query and key gradients x (1+d); forward exact",
+    "ho_quiet_softmax": "a wrong decomposition of softmax: exp(x_i) / (d + sum_j exp(x_j)) (the quiet softmax) in "
+    "softmax and attention",
+}
 BEND_CALLS: Counter[str] = Counter()
 
 GATED = ("silu", "gelu", "mish", "hardswish")  # x * gate(x)
@@ -170,6 +179,8 @@ def _affine(y: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
 def bend(family: str, d: float, func: Callable[..., Any], args: tuple[Any, ...],
          kwargs: dict[str, Any]) -> Any:  # fmt: skip
     """The bent result of `func(*args, **kwargs)`, or NotImplemented when this family leaves it alone."""
+    if family in HELD_OUT:
+        return held_out(family, d, func, args, kwargs)
     name = _name(func)
     a = 1.0 + d
     if family in ("gate", "bwd_gate") and name in GATED + SQUASH:
@@ -234,8 +245,117 @@ def bend(family: str, d: float, func: Callable[..., Any], args: tuple[Any, ...],
     return NotImplemented
 
 
+
+# ---- held-out families (written after the rule was frozen) -------------------------------------------
+def _softmax_with(x: torch.Tensor, dim: int, exp: Callable[[torch.Tensor], torch.Tensor], quiet: float = 0.0,
+                  out_dtype: Any = None) -> torch.Tensor:  # fmt: skip
+    xf = x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+    m = xf.amax(dim, keepdim=True).detach()
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    e = exp(xf - m)
+    den = e.sum(dim, keepdim=True) + (quiet * torch.exp(-m) if quiet else 0.0)
+    return (e / den).to(out_dtype or x.dtype)
+
+
+def _wobble(d: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    def exp(y: torch.Tensor) -> torch.Tensor:
+        wobble = torch.sin(2 * math.pi * torch.where(torch.isfinite(y), y, torch.zeros_like(y)) * math.log2(math.e))
+        return torch.exp(y) * (1 + d * wobble)
+
+    return exp
+
+
+def _sdpa_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None, dropout_p: float = 0.0,
+               is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
+               exp: Callable[[torch.Tensor], torch.Tensor] = torch.exp,
+               quiet: float = 0.0) -> torch.Tensor:  # fmt: skip
+    """Attention written out (PyTorch's math path), with the softmax's exp and denominator replaceable."""
+    s = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    if enable_gqa and k.shape[-3] != q.shape[-3]:
+        rep = q.shape[-3] // k.shape[-3]
+        k, v = k.repeat_interleave(rep, dim=-3), v.repeat_interleave(rep, dim=-3)
+    scores = (q @ k.transpose(-2, -1)) * s
+    lq, lk = q.shape[-2], k.shape[-2]
+    if is_causal:
+        keep = torch.ones(lq, lk, dtype=torch.bool, device=q.device).tril(lk - lq)
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    p = _softmax_with(scores, -1, exp, quiet, out_dtype=q.dtype)
+    return p @ v
+
+
+def _sdpa_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+    out = dict(zip(names, args, strict=False))
+    out.update(kwargs)
+    return out
+
+
+class _BwdSdpa(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kw: dict[str, Any], a: float) -> Any:
+        ctx.save_for_backward(q, k, v)
+        ctx.kw, ctx.a = kw, a
+        return F.scaled_dot_product_attention(q, k, v, **kw)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> Any:
+        q, k, v = ctx.saved_tensors
+        with torch.enable_grad():
+            qr, kr, vr = (t.detach().requires_grad_(True) for t in (q, k, v))
+            out = F.scaled_dot_product_attention(qr, kr, vr, **ctx.kw)
+            gq, gk, gv = torch.autograd.grad(out, (qr, kr, vr), g)
+        return gq * ctx.a, gk * ctx.a, gv, None, None
+
+
+def held_out(family: str, d: float, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    name = _name(func)
+    if family in ("ho_exp_wobble", "ho_quiet_softmax") and name == "softmax":
+        x, rest, kw = _split(args, kwargs)
+        dim = kw.get("dim", rest[0] if rest else -1)
+        exp, quiet = (_wobble(d), 0.0) if family == "ho_exp_wobble" else (torch.exp, d)
+        return _softmax_with(x, dim, exp, quiet, kw.get("dtype"))
+    if family in ("ho_exp_wobble", "ho_quiet_softmax") and name == "scaled_dot_product_attention":
+        a = _sdpa_args(args, kwargs)
+        if a.get("dropout_p"):
+            return NotImplemented
+        exp, quiet = (_wobble(d), 0.0) if family == "ho_exp_wobble" else (torch.exp, d)
+        return _sdpa_math(a["query"], a["key"], a["value"], a.get("attn_mask"), 0.0, bool(a.get("is_causal")),
+                          a.get("scale"), bool(a.get("enable_gqa")), exp, quiet)  # fmt: skip
+    if family == "ho_rope_freq" and name in ("cos", "sin"):
+        x, rest, kw = _split(args, kwargs)
+        return getattr(torch, name)(x * (1 + d))
+    if family == "ho_pow" and name in ("pow", "__pow__"):
+        x, rest, kw = _split(args, kwargs)
+        p = rest[0] if rest else kw.get("exponent")
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and isinstance(p, (int, float))) or p in (0, 1):
+            return NotImplemented
+        mag = x.abs().pow(p + d)
+        return mag if float(p) % 2 == 0 else torch.sign(x) * mag
+    if family == "ho_bwd_sdpa" and name == "scaled_dot_product_attention":
+        a = _sdpa_args(args, kwargs)
+        q, k, v = a.pop("query"), a.pop("key"), a.pop("value")
+        return _BwdSdpa.apply(q, k, v, a, 1.0 + d)
+    return NotImplemented
+
+
+def _held_out_applies(family: str, name: str) -> bool:
+    return {
+        "ho_exp_wobble": name in ("softmax", "scaled_dot_product_attention"),
+        "ho_quiet_softmax": name in ("softmax", "scaled_dot_product_attention"),
+        "ho_rope_freq": name in ("cos", "sin"), "ho_pow": name in ("pow", "__pow__"),
+        "ho_bwd_sdpa": name == "scaled_dot_product_attention",
+    }.get(family, False)  # fmt: skip
+
+
 def applies(family: str, func: Any) -> bool:
     name = _name(func)
+    if family in HELD_OUT:
+        return _held_out_applies(family, name)
     return {
         "gate": name in GATED + SQUASH, "bwd_gate": name in GATED + SQUASH,
         "softmax_temp": name == "softmax", "bwd_softmax": name == "softmax",
@@ -321,5 +441,12 @@ def register_all() -> list[str]:
 
 
 # sanity: every family has strengths
-assert set(STRENGTHS) == set(FAMILIES)
+STRENGTHS.update({
+    "ho_exp_wobble": (0.005, 0.01, 0.02, 0.04),
+    "ho_rope_freq": (0.005, 0.01, 0.02),
+    "ho_pow": (0.005, 0.01, 0.02, 0.04),
+    "ho_bwd_sdpa": (0.005, 0.01, 0.02, 0.04),
+    "ho_quiet_softmax": (0.01, 0.03, 0.1),
+})
+assert set(STRENGTHS) == set(FAMILIES) | set(HELD_OUT)
 _ = F  # F.* are what models call; kept imported for readers of the matching names
