@@ -361,7 +361,11 @@ def _families(arg: str, strengths: str | None, held_out: bool) -> list[str]:
         if f in pb.FAMILIES:
             out.append(f)
         elif f in bb.FAMILIES or f in bb.HELD_OUT:
-            ds = [float(x) for x in strengths.split(",")] if strengths else list(bb.STRENGTHS.get(f, (0.01,)))
+            ds = list(bb.STRENGTHS.get(f, (0.01,)))
+            if strengths == "min":  # the smallest strength of each family (a resolution bound: caught there, or not)
+                ds = [min(ds, key=abs)]
+            elif strengths:
+                ds = [float(x) for x in strengths.split(",")]
             out += [f"{f}@{d:g}" for d in ds]
         elif _bend(f) is not None and _bend(f)[0] in {**bb.FAMILIES, **bb.HELD_OUT}:  # type: ignore[index]
             out.append(f)
@@ -376,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--families", default=",".join([*pb.FAMILIES, *bb.FAMILIES]),
                     help="scaling (perturb_backend.FAMILIES) and bending (bend_backend.FAMILIES) families; a "
                     "bending family runs at each of its STRENGTHS, or FAMILY@STRENGTH")  # fmt: skip
-    ap.add_argument("--strengths", default=None, help="comma list: the strengths of every bending family given")
+    ap.add_argument("--strengths", default=None,
+                    help="comma list: every bending family's strengths; 'min': each one's smallest")  # fmt: skip
     ap.add_argument("--held-out", action="store_true", help="add the held-out bending families (bend_backend.HELD_OUT)")
     ap.add_argument("--clean", default=",".join(CLEAN), help="correct backends to check for false failures")
     ap.add_argument("--models", default=None, help="comma list (timm names start with test_); default quick zoo + LMS")
