@@ -62,7 +62,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     from bringup.localize.core import fmt_err, record_call_ops, replay
     from bringup.localize.repro import write_repro
     from bringup.suites import zoo_modules
-    from bringup.suites.zoo import _cast_batch, _load_init, _no_dropout, as_precision, build_model
+    from bringup.suites.zoo import as_precision, build_model, train_run
 
     p = case.params
     prec = as_precision(getattr(torch, p["dtype"]))
@@ -75,15 +75,9 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     except Exception as e:
         return CaseResult.for_case(case, Status.REF_FAIL, f"config: {first_line(e)}", error=traceback.format_exc())
     init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
-    model = _load_init(built.model, init, dev, prec.param_dtype, None)
-    model.train()
-    _no_dropout(model)
-    b = _cast_batch(built.make_batch(0), dev, prec.param_dtype)
-    mc = zoo_modules.new_check(model, prec, dev)
-    with mc.recording():  # one training step on the device, every module recorded and replayed
-        with prec.autocast(dev.type):
-            loss = built.loss(built.forward(model, b), b)
-        loss.backward()
+    mc = zoo_modules.new_check(built.model, prec, dev)
+    # one training step on the device (the zoo's step 0), every module recorded and replayed
+    train_run(built, init, [built.make_batch(0)], dev, prec, module_check=mc)
     rep = mc.judge_eager()
     if not rep.judged and mc.calls:
         return CaseResult.for_case(case, Status.REF_FAIL, f"reference: no module could be replayed on cpu "

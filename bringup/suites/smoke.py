@@ -116,7 +116,10 @@ def run_mlp(case: Case, ctx: Any) -> CaseResult:
         return CaseResult.for_case(case, classify(e), first_line(e))
     rep = parity(got, ref, dtype, baseline=base)
     ok = rep.ok and (mrep is None or mrep.ok)
-    why = "; ".join([rep.summary()] * (not rep.ok) + [mrep.summary()] * (mrep is not None and not mrep.ok))
+    whys = [] if rep.ok else [rep.summary()]
+    if mrep is not None and not mrep.ok:
+        whys.append(mrep.summary())
+    why = "; ".join(whys)
     r = CaseResult.for_case(case, Status.PASS if ok else Status.FAIL_NUMERIC, why)
     r.metric("max_abs_err", rep.max_abs_err)
     r.metric("max_rel_err", rep.max_rel_err)
