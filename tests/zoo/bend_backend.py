@@ -339,6 +339,10 @@ def held_out(family: str, d: float, func: Callable[..., Any], args: tuple[Any, .
     if family == "ho_bwd_sdpa" and name == "scaled_dot_product_attention":
         a = _sdpa_args(args, kwargs)
         q, k, v = a.pop("query"), a.pop("key"), a.pop("value")
+        dev = q.device.type
+        if torch.is_autocast_enabled(dev):  # what autocast does to sdpa's inputs, before the Function sees them
+            dt = torch.get_autocast_dtype(dev)
+            q, k, v = q.to(dt), k.to(dt), v.to(dt)
         return _BwdSdpa.apply(q, k, v, a, 1.0 + d)
     return NotImplemented
 
