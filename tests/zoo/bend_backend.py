@@ -50,7 +50,9 @@ STRENGTHS: dict[str, tuple[float, ...]] = {
     "gate": (0.005, 0.01, 0.02, -0.02),
     "softmax_temp": (0.005, 0.01, 0.02),
     "sdpa_scale": (0.005, 0.01, 0.02),
-    "norm_eps": (0.005, 0.01, 0.02),
+    # absolute, on the variance: the zoo's hidden states reach some norms with a variance near 1e-4 (q/k and
+    # final norms), so 0.005 moved a gradient by 130-500% (bench, 2026-12-02); 1e-6 is rms_norm's own eps
+    "norm_eps": (1e-6, 1e-5, 1e-4),
     "ln_var": (0.25, 0.5, 1.0),
     "gelu_sigmoid": (0.25, 0.5, 1.0),
     "bwd_gate": (0.01, 0.02, 0.04),
@@ -446,7 +448,7 @@ def register_all() -> list[str]:
 
 # sanity: every family has strengths
 STRENGTHS.update({
-    "ho_exp_wobble": (0.005, 0.01, 0.02, 0.04),
+    "ho_exp_wobble": (0.001, 0.005, 0.01, 0.02, 0.04),  # 0.005 moved a gradient by 3-5%: 0.001 added
     "ho_rope_freq": (0.005, 0.01, 0.02),
     "ho_pow": (0.005, 0.01, 0.02, 0.04),
     "ho_bwd_sdpa": (0.005, 0.01, 0.02, 0.04),
