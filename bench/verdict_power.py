@@ -79,7 +79,7 @@ RESOLUTION = 0.95  # a strength is resolved at a precision when flagged on >= 95
 
 
 def _bend(run: str) -> tuple[str, float] | None:
-    """"gate@0.01" -> ("gate", 0.01); a scaling family or a clean backend -> None."""
+    """ "gate@0.01" -> ("gate", 0.01); a scaling family or a clean backend -> None."""
     fam, at, d = run.partition("@")
     return (fam, float(d)) if at else None
 
@@ -256,11 +256,19 @@ def _label(run: str) -> str:
     return f"{run} ({pb.FAMILIES.get(run, '')})"
 
 
+def _group(run: str) -> str:
+    """scaling (perturb_backend.FAMILIES), bending (bend_backend.FAMILIES) or held-out (bend_backend.HELD_OUT)."""
+    b = _bend(run)
+    if b is None:
+        return "scaling"
+    return "held-out" if b[0] in bb.HELD_OUT else "bending"
+
+
 def table(rows: list[dict[str, Any]], families: list[str], clean: list[str], precisions: list[str]) -> str:
     """flagged / applicable per family (either verdict; the whole-model rule alone in brackets), false
-    failures per correct backend, then the misses and false failures by model."""
+    failures per correct backend (none when `clean` is empty), then the misses and false failures by model."""
     w = 16
-    errors = [r for r in rows if r.get("status") == "error"]
+    errors = [r for r in rows if r.get("status") == "error" and (r["run"] in families or r["run"] in clean)]
 
     def frac(k: str, p: str) -> str:
         n, d = _cell(rows, k, p)
@@ -272,7 +280,8 @@ def table(rows: list[dict[str, Any]], families: list[str], clean: list[str], pre
     for f in families:
         if any(_cell(rows, f, p)[1] for p in precisions):
             out.append(f"| {_label(f)} | " + " | ".join(f"{frac(f, p):>{w}}" for p in precisions) + " |")
-    out.append(f"| **false failures / runs** [whole-model rule alone] | {' | '.join(precisions)} |")
+    if clean:
+        out.append(f"| **false failures / runs** [whole-model rule alone] | {' | '.join(precisions)} |")
     for c in clean:
         out.append(f"| {c} | " + " | ".join(f"{frac(c, p):>{w}}" for p in precisions) + " |")
     setups = [r for r in rows if r.get("run") == "setup"]
@@ -294,11 +303,38 @@ def table(rows: list[dict[str, Any]], families: list[str], clean: list[str], pre
     return "\n".join(out)
 
 
-def effect_table(rows: list[dict[str, Any]], precisions: list[str], key: str = "grad_rel_rmse") -> str:
+def _effect(r: dict[str, Any], key: str = "grad_rel_rmse") -> float:
+    e = r.get("effect") or {}
+    return float(e.get(key, e.get("rel_rmse", 0.0)))
+
+
+def family_table(rows: list[dict[str, Any]], precisions: list[str], groups: tuple[str, ...]) -> str:
+    """Per family (its strengths pooled) and precision: flagged / applicable among the runs whose effect on
+    the result (float64, max relative RMS change of a gradient) is >= 1%, and among those under 1%."""
+    fams = sorted({(_bend(r["run"]) or (r["run"], 0))[0] for r in rows
+                   if _applicable(r) and _group(r["run"]) in groups})  # fmt: skip
+    head = " | ".join(f"{p} >= 1% | {p} < 1%" for p in precisions)
+    out = [f"| family (strengths pooled): flagged / applicable by effect [whole-model alone] | {head} |",
+           "|---" * (2 * len(precisions) + 1) + "|"]  # fmt: skip
+    for fam in fams:
+        cells = []
+        for p in precisions:
+            rs = [r for r in rows if _applicable(r) and r["precision"] == p and "effect" in r
+                  and (_bend(r["run"]) or (r["run"], 0))[0] == fam]  # fmt: skip
+            for big in (True, False):
+                sel = [r for r in rs if (_effect(r) >= 0.01) == big]
+                n, nw = sum(bool(r["flagged"]) for r in sel), sum(bool(r.get("whole")) for r in sel)
+                cells.append(f"{n}/{len(sel)} [{nw}]" if sel else "-")
+        out.append(f"| {fam} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def effect_table(rows: list[dict[str, Any]], precisions: list[str], key: str = "grad_rel_rmse",
+                 groups: tuple[str, ...] = ("scaling", "bending", "held-out")) -> str:  # fmt: skip
     """Power by the size of the perturbation's effect on the result (float64: max relative RMS change of
-    a gradient), all families together; the last row is the issue's goal (effect >= 1%)."""
+    a gradient), the families of `groups` together; the last row is the issue's goal (effect >= 1%)."""
     edges = (0.0, *EFFECT_BINS, float("inf"))
-    head = f"| effect on the result (float64, max grad rel RMS) | {' | '.join(precisions)} |"
+    head = f"| effect on the result (float64, max grad rel RMS): {' + '.join(groups)} | {' | '.join(precisions)} |"
     out = [head, "|---" * (len(precisions) + 1) + "|"]
     for lo, hi in [*zip(edges, edges[1:], strict=False), (0.01, float("inf"))]:
         label = f"{lo:.2%} - {hi:.2%}" if hi != float("inf") else f">= {lo:.2%}"
@@ -307,7 +343,7 @@ def effect_table(rows: list[dict[str, Any]], precisions: list[str], key: str = "
         cells = []
         for p in precisions:
             rs = [r for r in rows if _applicable(r) and r["precision"] == p and "effect" in r
-                  and lo <= r["effect"].get(key, r["effect"].get("rel_rmse", 0.0)) < hi]  # fmt: skip
+                  and _group(r["run"]) in groups and lo <= _effect(r, key) < hi]  # fmt: skip
             cells.append(f"{sum(r['flagged'] for r in rs)}/{len(rs)} [{sum(bool(r.get('whole')) for r in rs)}]")
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(out)
@@ -341,8 +377,11 @@ def resolution_table(rows: list[dict[str, Any]], precisions: list[str]) -> str:
 def cost_table(rows: list[dict[str, Any]], precisions: list[str]) -> str:
     """Median seconds the module check added to a run (replays, references, judging; compiles)."""
     out = [f"| module check s per run (median) | {' | '.join(precisions)} |", "|---" * (len(precisions) + 1) + "|"]
-    kinds = (("eager runs", lambda r: r["run"] not in ("aot_eager", "inductor")),
-             ("aot_eager", lambda r: r["run"] == "aot_eager"), ("inductor", lambda r: r["run"] == "inductor"))
+    kinds = (
+        ("eager runs", lambda r: r["run"] not in ("aot_eager", "inductor")),
+        ("aot_eager", lambda r: r["run"] == "aot_eager"),
+        ("inductor", lambda r: r["run"] == "inductor"),
+    )
     for kind, pick in kinds:
         cells = []
         for p in precisions:
@@ -350,6 +389,22 @@ def cost_table(rows: list[dict[str, Any]], precisions: list[str]) -> str:
             cells.append(f"{v[len(v) // 2]:.1f} ({len(v)})" if v else "-")
         out.append(f"| {kind} | " + " | ".join(cells) + " |")  # fmt: skip
     return "\n".join(out)
+
+
+def report(rows: list[dict[str, Any]], families: list[str], clean: list[str], precisions: list[str]) -> str:
+    """Every table: the families the rule was developed on (scaling, bending) and the correct backends, then
+    the held-out families on their own (written after the rule was frozen), by strength, by family and
+    effect, the resolution, power by effect, and the module check's cost."""
+    dev = [f for f in families if _group(f) != "held-out"]
+    held = [f for f in families if _group(f) == "held-out"]
+    parts = [table(rows, dev, clean, precisions)]
+    if held:
+        parts.append("held-out families (written after the module rule was frozen; measured only):\n"
+                     + table(rows, held, [], precisions))  # fmt: skip
+    parts += [family_table(rows, precisions, ("scaling", "bending")), family_table(rows, precisions, ("held-out",)),
+              resolution_table(rows, precisions), effect_table(rows, precisions, groups=("scaling", "bending")),
+              effect_table(rows, precisions, groups=("held-out",)), cost_table(rows, precisions)]  # fmt: skip
+    return "\n\n".join(parts)
 
 
 def _families(arg: str, strengths: str | None, held_out: bool) -> list[str]:
@@ -411,14 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = [json.loads(x) for x in Path(a.json).read_text().splitlines() if x.strip()]
         if not a.families or a.families == ",".join([*pb.FAMILIES, *bb.FAMILIES]):
             seen = {r["run"] for r in rows if r.get("kind") == "family"}
-            families = sorted(seen, key=lambda x: (_bend(x) is not None, x))
-        print(table(rows, families, clean, precisions))
-        print()
-        print(resolution_table(rows, precisions))
-        print()
-        print(effect_table(rows, precisions))
-        print()
-        print(cost_table(rows, precisions))
+            families = sorted(seen, key=lambda x: (_bend(x) is not None, _bend(x) or (x, 0)))
+        print(report(rows, families, clean, precisions))
         return 0
     if a.models:
         models = [("timm" if m.startswith("test_") else "hf", m) for m in a.models.split(",") if m]
@@ -440,10 +489,7 @@ def main(argv: list[str] | None = None) -> int:
             flagged = [r["run"] for r in new if r.get("flagged")]
             print(f"[{time.monotonic() - t0:7.0f}s] {m} {p}: {new[0]['status']}; flagged: {', '.join(flagged) or '-'}",
                   flush=True)  # fmt: skip
-    print(table(rows, families, clean, precisions))
-    print(resolution_table(rows, precisions))
-    print(effect_table(rows, precisions))
-    print(cost_table(rows, precisions))
+    print(report(rows, families, clean, precisions))
     print(f"command: {' '.join(sys.argv)}; {time.monotonic() - t0:.0f} s; rows in {out}")
     return 0
 

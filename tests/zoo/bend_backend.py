@@ -191,7 +191,7 @@ def bend(family: str, d: float, func: Callable[..., Any], args: tuple[Any, ...],
             return NotImplemented
         inplace = bool(kw.pop("inplace", False)) or getattr(func, "__name__", "").endswith("_")
         plain = getattr(torch, name) if inplace and name in SQUASH else func
-        fn = (lambda t: plain(t, *rest, **kw))
+        fn = lambda t: plain(t, *rest, **kw)
         if family == "gate":
             out = fn(x * a) if name in SQUASH else fn(x * a) / a
         else:
@@ -245,7 +245,6 @@ def bend(family: str, d: float, func: Callable[..., Any], args: tuple[Any, ...],
     if family == "bwd_norm" and name == "rsqrt":
         return _BwdRsqrt.apply(_split(args, kwargs)[0], d)
     return NotImplemented
-
 
 
 # ---- held-out families (written after the rule was frozen) -------------------------------------------
@@ -447,12 +446,14 @@ def register_all() -> list[str]:
 
 
 # sanity: every family has strengths
-STRENGTHS.update({
-    "ho_exp_wobble": (0.001, 0.005, 0.01, 0.02, 0.04),  # 0.005 moved a gradient by 3-5%: 0.001 added
-    "ho_rope_freq": (0.005, 0.01, 0.02),
-    "ho_pow": (0.005, 0.01, 0.02, 0.04),
-    "ho_bwd_sdpa": (0.005, 0.01, 0.02, 0.04),
-    "ho_quiet_softmax": (0.01, 0.03, 0.1),
-})
+STRENGTHS.update(
+    {
+        "ho_exp_wobble": (0.001, 0.005, 0.01, 0.02, 0.04),  # 0.005 moved a gradient by 3-5%: 0.001 added
+        "ho_rope_freq": (0.005, 0.01, 0.02),
+        "ho_pow": (0.005, 0.01, 0.02, 0.04),
+        "ho_bwd_sdpa": (0.005, 0.01, 0.02, 0.04),
+        "ho_quiet_softmax": (0.01, 0.03, 0.1),
+    }
+)
 assert set(STRENGTHS) == set(FAMILIES) | set(HELD_OUT)
 _ = F  # F.* are what models call; kept imported for readers of the matching names
