@@ -65,7 +65,12 @@ CHUNKS = 16  # contiguous chunks for the design effect (parity.BIAS_CHUNKS' reas
 # such replay's error is one draw; on an ill-conditioned tensor (few effective values: BatchNorm over 8)
 # draws vary by 2x, so the size bound takes the largest of this many
 DITHERS = 2
-BIN_SIZE = 128  # elements per bin at least: Q = n // BIN_SIZE bins, 2..MAX_BINS
+# elements per bin at least (Q = n // BIN_SIZE bins, 2..MAX_BINS): a bin's standard error is measured from
+# the spread within it, and with >= 128 elements that estimate is within ~12% (sqrt(2/128)), so a 6-sigma
+# margin is off by under one sigma
+BIN_SIZE = 128
+# at most 16 bins: enough to follow a function's shape over its input range (a gate's knee, a softmax's tail)
+# and few enough statistics per tensor that z (below) covers them all (~30 per tensor with 3 checks)
 MAX_BINS = 16
 
 
@@ -75,7 +80,9 @@ def _rounding(dtype: torch.dtype) -> float:
 
 @dataclass(frozen=True)
 class ModuleTolerance:
-    multiplier: float  # size: allowed multiple of max(trusted rel_rmse, size_floor, amplified rounding)
+    # size: allowed multiple of max(trusted rel_rmse, size_floor, amplified rounding): 3, parity.py's (dynamo's
+    # low-precision fudge factor): cpu eager is one correct implementation, another may round 3x as far
+    multiplier: float
     size_floor: float  # a correct computation's rel_rmse even where the trusted run is exact
     floor: float  # a scale-like systematic difference a correct implementation may carry (relative)
     z: float  # noise allowance of the statistics, in standard errors
