@@ -1,9 +1,11 @@
 """`bringup localize MODEL [--source hf|timm|fn] [--dtype float32]`: one case, run in a worker like every
-suite's: the model's eager forward on the device vs float64 on cpu, module by module, then op by op.
+suite's: one training step on the device, judged module by module (the module check: each module's
+outputs and gradients on the inputs the device gave it, vs float64 and cpu eager in the same dtype),
+then the first module off op by op.
 
-Status: `fail_numeric` when a module's output is off (the reason is the one line for the report:
-"first divergence: model.layers.0.mlp.act_fn -> aten::silu, rel err 1.1e-2"), `pass` when none is,
-`ref_fail` when the model can't be built or the cpu reference fails.
+Status: `fail_numeric` when a module is off (the reason is the one line for the report:
+"first divergence: model.layers.0.mlp.act_fn -> aten::silu, rel err 1.1e-2 (...)"), `pass` when none is,
+`ref_fail` when the model can't be built or no module can be replayed on cpu.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                    help="the device run's dtype (default float32)")  # fmt: skip
     p.add_argument("--compile-backend", default=None, metavar="NAME",
-                   help="also localize a compiled run: compile one submodule at a time with NAME (regional "
-                   "bisection) to find the deepest submodule whose compiled output is off")  # fmt: skip
+                   help="also localize a compiled run: when eager matches, each module compiled alone with NAME "
+                   "and judged the same way (the first compiled region off)")  # fmt: skip
     p.add_argument("--budget", type=float, default=600.0, help="wall budget of the case, seconds (default 600)")
 
 
@@ -53,30 +55,17 @@ def main(sess: Any) -> int:
     return execute_cases(sess, "localize", build_cases(sess.args), summarize)
 
 
-def _cast_batch(batch: Any, device: Any, dtype: Any) -> Any:
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device=device, dtype=dtype) if batch.is_floating_point() else batch.to(device)
-    if isinstance(batch, dict):
-        return {k: _cast_batch(v, device, dtype) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_cast_batch(v, device, dtype) for v in batch)
-    return batch
-
-
 def run_case(case: Case, ctx: Any) -> CaseResult:
-    import copy
-
     import torch
 
     from bringup.checks.errors import first_line
-    from bringup.localize.core import first_divergent_module, fmt_err, module_outputs, record_module_ops, replay
+    from bringup.localize.core import fmt_err, record_call_ops, replay
     from bringup.localize.repro import write_repro
-    from bringup.suites.zoo import build_model
+    from bringup.suites import zoo_modules
+    from bringup.suites.zoo import as_precision, build_model, train_run
 
     p = case.params
-    dtype = getattr(torch, p["dtype"])
+    prec = as_precision(getattr(torch, p["dtype"]))
     dev = ctx.device.torch_device
     r = CaseResult.for_case(case, Status.PASS)
     t0 = time.monotonic()
@@ -85,72 +74,67 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         built = build_model(p)
     except Exception as e:
         return CaseResult.for_case(case, Status.REF_FAIL, f"config: {first_line(e)}", error=traceback.format_exc())
-    batch = built.make_batch(0)
-    base = built.model.eval()
-
-    def outputs(where: Any, dt: Any) -> tuple[torch.nn.Module, Any, dict[str, torch.Tensor]]:
-        m = copy.deepcopy(base).to(device=where, dtype=dt)
-        b = _cast_batch(batch, where, dt)
-        with torch.no_grad(), module_outputs(m) as outs:
-            built.forward(m, b)
-        return m, b, outs
-
-    try:
-        _, _, ref = outputs(torch.device("cpu"), torch.float64)
-        _, _, trusted = outputs(torch.device("cpu"), dtype)
-    except Exception as e:
-        return CaseResult.for_case(case, Status.REF_FAIL, f"reference: {first_line(e)}", error=traceback.format_exc())
-    model, b, got = outputs(dev, dtype)
-    mod, n_mod = first_divergent_module(got, ref, trusted, dtype)
-    r.fields.update({"modules_compared": n_mod, "first_module": None, "first_op": None, "op_rel_err": None,
+    init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
+    mc = zoo_modules.new_check(built.model, prec, dev)
+    # one training step on the device (the zoo's step 0), every module recorded and replayed
+    train_run(built, init, [built.make_batch(0)], dev, prec, module_check=mc)
+    rep = mc.judge_eager()
+    if not rep.judged and mc.calls:
+        return CaseResult.for_case(case, Status.REF_FAIL, f"reference: no module could be replayed on cpu "
+                                   f"({rep.modules[0].note})")  # fmt: skip
+    r.fields.update({"modules_compared": len(rep.judged), "first_module": None, "first_op": None, "op_rel_err": None,
                      "op_bound": None, "op_shapes": None, "op_dtypes": None, "ops_compared": None,
-                     "ops_skipped": None, "repro": None, "compiled_region": None, "regions_tried": None})  # fmt: skip
+                     "ops_skipped": None, "repro": None, "compiled_region": None, "regions_tried": None,
+                     "module_check": rep.fields()})  # fmt: skip
+    mod = rep.first_failed
     if mod is None and p.get("backend"):
-        from bringup.localize.core import bisect_compiled
-
-        region, steps = bisect_compiled(model, lambda m: built.forward(m, b), ref, trusted, dtype, p["backend"])
-        r.fields["regions_tried"] = [{"module": s.name, "ok": s.ok, "rel_err": s.rel_err, "bound": s.bound,
-                                      "error": s.error} for s in steps]  # fmt: skip
-        r.fields["compiled_region"] = region
+        crep = mc.judge_compiled(p["backend"])
+        r.fields["regions_tried"] = [{"module": m.name, "ok": m.ok, "score": m.score, "note": m.note}
+                                     for m in crep.modules]  # fmt: skip
+        r.fields["module_check_compiled"] = crep.fields()
+        region = crep.first_failed
         r.wall_s = time.monotonic() - t0
         r.metric("localize_s", r.wall_s, "s")
         if region is None:
-            r.reason = (f"eager: no module diverges ({n_mod}); compiled with {p['backend']}, one submodule at a "
-                        f"time: none diverges ({len(steps)} regions tried)")  # fmt: skip
+            r.reason = (f"eager: no module diverges ({len(rep.judged)} judged); compiled with {p['backend']}, each "
+                        f"module alone: none diverges ({len(crep.judged)} judged)")  # fmt: skip
             return r
-        last = steps[-1]
+        w = region.worst
+        r.fields["compiled_region"] = region.name
         r.status = Status.FAIL_NUMERIC
-        r.metric("max_rel_err", last.rel_err)
-        r.reason = (f"first divergence (compiled, {p['backend']}): {region}, rel err {fmt_err(last.rel_err)} "
-                    f"(eager on the device matches float64; {len(steps)} regions compiled)")  # fmt: skip
+        r.metric("max_rel_err", w.rel_rmse if w else None)
+        r.reason = (f"first divergence (compiled, {p['backend']}): {region.name}, "
+                    f"{w.summary() if w else region.note} (eager on the device matches float64; "
+                    f"{len(crep.judged)} modules compiled alone)")  # fmt: skip
         return r
     if mod is None:
-        r.reason = f"no module diverges ({n_mod} module outputs within bounds vs float64)"
+        r.reason = f"no module diverges ({len(rep.judged)} modules within bounds vs float64, forward and backward)"
         r.wall_s = time.monotonic() - t0
         r.metric("localize_s", r.wall_s, "s")
         return r
     r.status = Status.FAIL_NUMERIC
-    r.fields.update({"first_module": mod.name, "module_rel_err": mod.rel_err, "module_bound": mod.bound})
-    with torch.no_grad(), record_module_ops(model, mod.name) as rec:
-        built.forward(model, b)
-    op, n_ops, skipped = replay(rec.ops, dtype)
+    w = mod.worst
+    r.fields.update({"first_module": mod.name, "module_rel_err": w.rel_rmse if w else None,
+                     "module_bound": w.bound if w else None, "module_why": w.summary() if w else mod.note})  # fmt: skip
+    op, n_ops, skipped = replay(record_call_ops(mc, mod.name), prec.compute_dtype)
     r.fields.update({"ops_compared": n_ops, "ops_skipped": skipped})
     if op is None:
-        r.reason = (f"first divergence: {mod.name} (rel err {fmt_err(mod.rel_err)}, bound {fmt_err(mod.bound)}); none "
-                    f"of its {n_ops} aten op(s) is off alone on replay (the error builds up across ops)")  # fmt: skip
+        r.reason = (f"first divergence: {mod.name} ({w.summary() if w else mod.note}); none of its {n_ops} aten "
+                    "op(s) is off alone on replay (the error builds up across ops)")  # fmt: skip
     else:
-        r.fields.update({"first_op": op.name, "op_rel_err": op.rel_err, "op_bound": op.bound,
-                         "op_shapes": op.shapes, "op_dtypes": op.dtypes, "op_index": op.index})  # fmt: skip
-        r.reason = f"first divergence: {mod.name} -> {op.name}, rel err {fmt_err(op.rel_err)}"
+        r.fields.update({"first_op": op.name, "op_rel_err": op.rel_err, "op_bound": op.bound, "op_shapes": op.shapes,
+                         "op_dtypes": op.dtypes, "op_index": op.index, "op_why": op.why})  # fmt: skip
+        r.reason = f"first divergence: {mod.name} -> {op.name}, rel err {fmt_err(op.rel_err)} ({op.why})"
         try:
-            script = write_repro(op, ctx.artifact("repro"), ctx.device.name, dtype, list(ctx.imports), mod.name)
+            script = write_repro(op, ctx.artifact("repro"), ctx.device.name, prec.compute_dtype, list(ctx.imports),
+                                 mod.name)  # fmt: skip
             r.fields["repro"] = str(script)
             r.artifacts["repro"] = str(script)
         except (ValueError, OSError) as e:
             r.fields["repro"] = f"not written: {e}"
     r.wall_s = time.monotonic() - t0
     r.metric("localize_s", r.wall_s, "s")
-    r.metric("max_rel_err", r.fields.get("op_rel_err") or mod.rel_err)
+    r.metric("max_rel_err", r.fields.get("op_rel_err") or (w.rel_rmse if w else None))
     return r
 
 

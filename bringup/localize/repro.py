@@ -2,8 +2,11 @@
 
 `python repro.py` (in a fresh process, no bringup needed: torch + safetensors) imports the device's
 plugin modules, runs the op on the device from the saved inputs and on cpu in float64 and in the run
-dtype, prints the errors and exits 1 when the device is off by more than the bound (3x the trusted
-cpu run's error, floor 2 eps: the rule of bringup/checks/parity.py), else 0. No pickle anywhere.
+dtype, prints the errors and exits 1 when the device is off, else 0, by a standalone form of the module
+rule (bringup/checks/module_rule.py): its size (3x the trusted cpu run's error, at least one rounding)
+or its conditional mean given the reference value, in 16 bins, outside the trusted run's [min(0, t),
+max(0, t)] widened by one rounding's scale and 6 standard errors (the bend a sharper gate or a wrong
+constant makes; the floors come from the rule's table, in op.json). No pickle anywhere.
 """
 
 from __future__ import annotations
@@ -70,14 +73,35 @@ def rel_rmse(a, b):
     return num / den if den else (0.0 if num == 0 else math.inf)
 
 
+def bend(got, ref, trusted):
+    """max over 16 bins of the reference value: (|mean error past the trusted envelope| - floor) / 6 se."""
+    g, r, t = got.flatten(), ref.flatten(), trusted.flatten()
+    n = r.numel()
+    if n < 256:
+        return 0.0
+    scale = r.pow(2).mean().sqrt().item() or 1.0
+    worst = 0.0
+    for idx in torch.argsort(r).chunk(16):
+        eg, et = (g[idx] - r[idx]) / scale, (t[idx] - r[idx]) / scale
+        se = math.sqrt((eg.var().item() + et.var().item()) / len(idx))
+        lo, hi = min(0.0, et.mean().item()), max(0.0, et.mean().item())
+        floor = meta["floor"] * r[idx].pow(2).mean().sqrt().item() / scale
+        past = max(lo - floor - eg.mean().item(), eg.mean().item() - hi - floor, 0.0)
+        worst = max(worst, past / max(meta["z"] * se, 1e-300))
+    return worst
+
+
 ref = run("cpu", torch.float64)
 got = run(opts.device, None)
 trusted = run("cpu", dtype)
 err, base = rel_rmse(got, ref), rel_rmse(trusted, ref)
-bound = max(2 * torch.finfo(dtype).eps, 3 * base)
+bound = 3 * max(base, meta["size_floor"])
+shape = bend(got, ref, trusted)
+bad = err > bound or shape > 1
 print(f"{{meta['op']}} on {{opts.device}}: rel_rmse {{err:.3g}} vs float64 (trusted cpu {{meta['dtype']}}: "
-      f"{{base:.3g}}, bound {{bound:.3g}}) -> {{'MISMATCH' if err > bound else 'ok'}}")
-sys.exit(1 if err > bound else 0)
+      f"{{base:.3g}}, bound {{bound:.3g}}); conditional mean {{shape:.3g}} of its margin -> "
+      f"{{'MISMATCH' if bad else 'ok'}}")
+sys.exit(1 if bad else 0)
 '''
 
 
@@ -110,9 +134,13 @@ def write_repro(d: OpDivergence, out_dir: Path, device: str, dtype: torch.dtype,
     kwargs = _encode(dict(d.record.kwargs), tensors)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out_dir / "inputs.safetensors"))
+    from bringup.checks.module_rule import module_tolerance
+
+    tol = module_tolerance(dtype)
     meta = {"op": d.name, "args": args, "kwargs": kwargs, "device": device, "imports": imports,
-            "dtype": str(dtype).replace("torch.", ""), "output": 0, "where": where,
-            "rel_err": d.rel_err, "bound": d.bound}  # fmt: skip
+            "dtype": str(dtype).replace("torch.", ""), "output": d.output, "where": where,
+            "rel_err": d.rel_err, "bound": d.bound, "size_floor": tol.size_floor, "floor": tol.floor,
+            "z": tol.z}  # fmt: skip
     (out_dir / "op.json").write_text(json.dumps(meta, indent=2) + "\n")
     script = out_dir / "repro.py"
     script.write_text(SCRIPT.format(summary=f"{where} -> {d.name}, rel err {d.rel_err:.2g} on {device}"))

@@ -5,11 +5,16 @@ Each result is judged by `checks.parity` against float64 *and* against a trusted
 precision (the same computation on cpu in the run dtype): in bf16/fp16 the device may be as far from
 float64 as cpu is (times the parity table's multiplier), not as far as a fixed floor allows, so a
 matmul that accumulates in bf16 (2% off at K=256, where cpu's bf16 GEMM accumulates in fp32) or a 1%
-activation error fails. Proven on the test device's numeric faults (tests/testdev/test_testdev_faults.py)."""
+activation error fails. Off cpu the MLP step is also judged module by module (checks/module_check.py):
+each Linear, GELU and Tanh replayed on the device, forward and backward, on the inputs the device gave
+it, against float64 and cpu at the same precision on the same inputs: a bent activation (a sharper
+gate) that the whole-step comparison lets through in bf16 fails there. Proven on the test device's
+numeric faults (tests/testdev/test_testdev_faults.py)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import Any
 
 import torch
@@ -60,8 +65,9 @@ def run_gemm(case: Case, ctx: Any) -> CaseResult:
     return r
 
 
-def _mlp_step(device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """One SGD step of a 3-layer MLP on fixed data; returns loss, output, grads and updated weights."""
+def _mlp_step(device: torch.device, dtype: torch.dtype, module_check: Any = None) -> dict[str, torch.Tensor]:
+    """One SGD step of a 3-layer MLP on fixed data; returns loss, output, grads and updated weights.
+    `module_check(model) -> ModuleCheck`: the step's forward and backward are recorded module by module."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 8)
@@ -71,9 +77,11 @@ def _mlp_step(device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tenso
     y = torch.randn(16, 8, generator=g, dtype=torch.float64)
     model = model.to(device=device, dtype=dtype)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    out = model(x.to(device, dtype))
-    loss = torch.nn.functional.mse_loss(out, y.to(device, dtype))
-    loss.backward()
+    mc = module_check(model) if module_check is not None else None
+    with mc.recording() if mc is not None else contextlib.nullcontext():
+        out = model(x.to(device, dtype))
+        loss = torch.nn.functional.mse_loss(out, y.to(device, dtype))
+        loss.backward()
     res = {"loss": loss.detach(), "out": out.detach()}
     res |= {f"grad.{k}": p.grad.detach().clone() for k, p in model.named_parameters()}
     opt.step()
@@ -91,15 +99,33 @@ def run_mlp(case: Case, ctx: Any) -> CaseResult:
     trusted = parity(base, ref, dtype, trusted=True)
     if not trusted.ok:
         return CaseResult.for_case(case, Status.REF_FAIL, f"cpu {dtype_name(dtype)} run itself: {trusted.summary()}")
-    try:
-        got = _mlp_step(ctx.device.torch_device, dtype)
+    checks: list[Any] = []
+
+    def module_check(model: torch.nn.Module) -> Any:
+        from bringup.checks.module_check import ModuleCheck
+        from bringup.precision import PRECISIONS
+
+        prec = next(p for p in PRECISIONS.values() if not p.mixed and p.param_dtype == dtype)
+        checks.append(ModuleCheck(model, prec, ctx.device.torch_device))
+        return checks[-1]
+
+    try:  # on cpu the device run is the trusted run: no module replay to judge against it
+        got = _mlp_step(ctx.device.torch_device, dtype, None if ctx.device.is_cpu else module_check)
+        mrep = checks[0].judge_eager() if checks and checks[0].recorded else None
     except Exception as e:
         return CaseResult.for_case(case, classify(e), first_line(e))
     rep = parity(got, ref, dtype, baseline=base)
-    r = CaseResult.for_case(case, Status.PASS if rep.ok else Status.FAIL_NUMERIC, "" if rep.ok else rep.summary())
+    ok = rep.ok and (mrep is None or mrep.ok)
+    whys = [] if rep.ok else [rep.summary()]
+    if mrep is not None and not mrep.ok:
+        whys.append(mrep.summary())
+    why = "; ".join(whys)
+    r = CaseResult.for_case(case, Status.PASS if ok else Status.FAIL_NUMERIC, why)
     r.metric("max_abs_err", rep.max_abs_err)
     r.metric("max_rel_err", rep.max_rel_err)
     r.fields["tensors_compared"] = len(rep.tensors)
+    if mrep is not None:
+        r.fields["modules"] = mrep.fields()
     return r
 
 

@@ -36,7 +36,7 @@ from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.options import add_compile_backend, check_compile_backend
 from bringup.precision import PRECISIONS, Precision, parse_precision
-from bringup.suites import zoo_hub, zoo_section
+from bringup.suites import zoo_hub, zoo_modules, zoo_section
 
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
 
@@ -94,6 +94,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise-seeds", type=int, default=NOISE_SEEDS, metavar="N",
                    help=f"trusted runs under N more seeds measure the precision's noise per tensor "
                    f"(default {NOISE_SEEDS}; 0: the trusted run of the case's seed only)")  # fmt: skip
+    p.add_argument("--module-check", default="on", choices=["on", "off"],
+                   help="judge every module on its own too, forward and backward, on the inputs the device gave it "
+                   "(eager replay and each module compiled alone; default on)")  # fmt: skip
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SEC",
                    help=f"wall budget per model incl. compiles (default {DEFAULT_TIMEOUT:g})")  # fmt: skip
     p.add_argument("--baseline", default=None, metavar="BUNDLE",
@@ -240,7 +243,8 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     entries = _select(entries, pattern, args)
     if baseline is not None:
         baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
-    return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds)
+    module_check = getattr(args, "module_check", "on") != "off"
+    return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds, module_check)
             for e in entries]  # fmt: skip
 
 
@@ -301,11 +305,14 @@ def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) 
 
 
 def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, seed: int = 0,
-              baseline: BaselineIndex | None = None, noise_seeds: int = NOISE_SEEDS) -> Case:  # fmt: skip
+              baseline: BaselineIndex | None = None, noise_seeds: int = NOISE_SEEDS,
+              module_check: bool = zoo_modules.DEFAULT) -> Case:  # fmt: skip
     params: dict[str, Any] = {"source": e.source, "model": e.model, "task": e.task, "dtype": dtype,
                               "steps": steps, "backend": backend, "seed": seed}  # fmt: skip
     if noise_seeds != NOISE_SEEDS:  # the default stays out of the params: existing case ids stay stable
         params["noise_seeds"] = noise_seeds
+    if module_check != zoo_modules.DEFAULT:
+        params["module_check"] = module_check
     if baseline is not None:
         params["baseline"] = baseline.entry_for(e.name, dtype, steps)
     # Pooled, not isolated: a fresh process per model would re-import torch + transformers (~5-10 s)
@@ -526,19 +533,23 @@ def as_precision(p: Precision | torch.dtype | str) -> Precision:
 
 def train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
               dtype: Precision | torch.dtype | str, round_to: torch.dtype | None = None, backend: str | None = None,
-              on_first_step: Any = None, step_context: Any = None) -> RunOut:  # fmt: skip
+              on_first_step: Any = None, step_context: Any = None, module_check: Any = None) -> RunOut:  # fmt: skip
     """K SGD steps at a precision (a pure dtype, or mixed: fp32 weights, forward under autocast, fp16 with
     a GradScaler). Step 0's loss, logits and grads (unscaled) are kept (moved to cpu) for parity.
     `step_context` (a context-manager factory, e.g. a TorchDispatchMode) wraps each step's forward and
-    backward, not the optimizer."""
+    backward, not the optimizer. `module_check` (checks/module_check.ModuleCheck, eager runs only)
+    records step 0's module calls and replays them on the device, inside `step_context`."""
     prec = as_precision(dtype)
+    if module_check is not None and backend is not None:
+        raise ValueError("a module check records an eager run (hooks do not fire inside a compiled graph)")
     with _default_dtype(prec.param_dtype):
-        return _train_run(built, init, batches, device, prec, round_to, backend, on_first_step, step_context)
+        return _train_run(built, init, batches, device, prec, round_to, backend, on_first_step, step_context,
+                          module_check)  # fmt: skip
 
 
 def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
                prec: Precision, round_to: torch.dtype | None, backend: str | None,
-               on_first_step: Any, step_context: Any = None) -> RunOut:  # fmt: skip
+               on_first_step: Any, step_context: Any = None, module_check: Any = None) -> RunOut:  # fmt: skip
     dtype = prec.param_dtype
     model = _load_init(built.model, init, device, dtype, round_to)
     model.zero_grad(set_to_none=True)  # a run that raised mid-backward must not leave its grads to the next
@@ -568,8 +579,9 @@ def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str
         b = _cast_batch(raw, device, dtype, round_to)
         ts = time.perf_counter()
         with step_context() if step_context is not None else nullcontext():
-            if i == 0 and on_first_step is not None:
-                with on_first_step():
+            if i == 0 and (on_first_step is not None or module_check is not None):
+                first_ctx = on_first_step() if on_first_step is not None else nullcontext()
+                with first_ctx, module_check.recording() if module_check is not None else nullcontext():
                     loss, logits = step_fn(b)
                     backward(loss)
             else:
@@ -670,10 +682,12 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         return _fail(r, Status.REF_FAIL, "reference: non-finite loss in float64")
     r.series["loss.ref"] = _series(ref.curve)
     r.fields["logits"] = {"ref": logits_digest(ref.tensors.get("logits"))}
-    # -- b. trusted baseline: cpu eager in the run dtype --
+    # -- b. trusted baseline: cpu eager in the run dtype (on cpu also the device's eager run: recorded) --
+    use_mc = bool(p.get("module_check", zoo_modules.DEFAULT))
+    mc = zoo_modules.new_check(built.model, dtype, cpu) if use_mc and dev.is_cpu else None
     base: RunOut | None = None
     try:
-        base = train_run(built, init, batches, cpu, dtype)
+        base = train_run(built, init, batches, cpu, dtype, module_check=mc)
         r.series["loss.cpu_eager"] = _series(base.curve)
     except Exception as e:
         r.fields["baseline_error"] = first_line(e)
@@ -706,7 +720,8 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         if dev.is_cpu and base is not None:
             eager = base
         else:
-            eager = _device_run(built, init, batches, dev, dtype, r)
+            mc = zoo_modules.new_check(built.model, dtype, dev.torch_device) if use_mc else None
+            eager = _device_run(built, init, batches, dev, dtype, r, module_check=mc)
     except Exception as e:
         r.error = traceback.format_exc()
         _fail(r, classify(e), f"eager: {first_line(e)}")
@@ -716,6 +731,8 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         # on cpu, eager in the run dtype IS the trusted baseline: judged for gross errors only
         self_trusted = dev.is_cpu and eager is base
         _judge(r, "eager", eager, ref, None if self_trusted else base, dtype, noise, trusted=self_trusted)
+        if mc is not None and mc.recorded and not self_trusted:
+            zoo_modules.judge(r, "eager", mc.judge_eager())
     # -- d. device compiled --
     comp: RunOut | None = None
     if backend != "none":
@@ -738,6 +755,9 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
                 _fail(r, Status.SILENT_EAGER, "compiled: dynamo captured no graph (the run was eager)")
             _judge(r, "compiled", comp, ref, base if base is not None else eager, dtype,
                    noise if base is not None else TrustedNoise())  # fmt: skip
+            if use_mc:
+                left = max(1.0, case.budget_s - (time.monotonic() - t_case))
+                zoo_modules.judge_compiled(r, mc, backend, ctx, left)
     # -- e. fallbacks, memory --
     r.fields["peak_mem_bytes"] = dev.peak_memory()
     fb = r.fields.get("fallback_ops")
@@ -757,7 +777,7 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
 
 
 def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], dev: Device,
-                dtype: Precision, r: CaseResult) -> RunOut:  # fmt: skip
+                dtype: Precision, r: CaseResult, module_check: Any = None) -> RunOut:  # fmt: skip
     """Device eager run; off cpu, under the fallback detector (which ops ran through the CPU fallback).
     A detector that can't start (another profiler active, ...) leaves fallback_ops unknown (null)."""
     from bringup.checks.errors import first_line
@@ -775,9 +795,9 @@ def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[st
         det.__enter__()
     except Exception as e:
         r.fields["fallback_note"] = f"fallback detector unavailable: {first_line(e)}"
-        return train_run(built, init, batches, dev.torch_device, dtype)
+        return train_run(built, init, batches, dev.torch_device, dtype, module_check=module_check)
     try:
-        out = train_run(built, init, batches, dev.torch_device, dtype)
+        out = train_run(built, init, batches, dev.torch_device, dtype, module_check=module_check)
     finally:
         det.__exit__(None, None, None)
     r.fields["fallback_ops"] = dict(det.report().fallback_ops)

@@ -37,9 +37,13 @@ LAZY_ENV = "BRINGUP_TESTDEV_LAZY"
 FAULTS_HELP = (
     "comma list of: scale:OP=FACTOR (OP's floating-point results x FACTOR; OP a dispatcher op, 'gelu' or "
     "'aten::gelu' for every overload incl. in-place and the out= kernel the CPU fallback runs, "
-    "'aten::add.Tensor' for one overload; native kernels and fallback-routed ops alike), bf16_matmul "
-    "(mm/bmm/addmm: inputs and every partial sum rounded to bf16), drop_scale (scale arguments ignored: "
-    "_scaled_mm scale_a/scale_b, the sdpa kernels' scale, addmm alpha/beta)"
+    "'aten::add.Tensor' for one overload; native kernels and fallback-routed ops alike), arg:OP=FACTOR "
+    "(a fallback-routed OP's self/input argument x FACTOR before its kernel: a wrong constant inside the "
+    "function, e.g. arg:_softmax=1.01 a softmax temperature, arg:silu_backward=1.02 silu's gradient taken "
+    "at 1.02x), shift:OP=B (that argument + B: shift:rsqrt=1e-5 a norm's epsilon off), approx:OP (OP's "
+    "approximate='none' computed as 'tanh': approx:gelu the tanh form where the exact one was asked), "
+    "bf16_matmul (mm/bmm/addmm: inputs and every partial sum rounded to bf16), drop_scale (scale "
+    "arguments ignored: _scaled_mm scale_a/scale_b, the sdpa kernels' scale, addmm alpha/beta)"
 )
 
 # The ops with a native testdev kernel besides memory/copy/view plumbing (documentation and tests;
@@ -73,19 +77,27 @@ class Faults:
     scales: dict[str, float] = field(default_factory=dict)  # "aten::gelu" -> 1.01
     bf16_matmul: bool = False
     drop_scale: bool = False
+    args: dict[str, float] = field(default_factory=dict)  # "aten::_softmax" -> 1.01: its input x 1.01
+    shifts: dict[str, float] = field(default_factory=dict)  # "aten::rsqrt" -> 1e-5: its input + 1e-5
+    approx: tuple[str, ...] = ()  # "aten::gelu": approximate="none" computed as "tanh"
 
     def __bool__(self) -> bool:
-        return bool(self.scales) or self.bf16_matmul or self.drop_scale
+        return bool(self.scales) or self.bf16_matmul or self.drop_scale or bool(self.args or self.shifts or self.approx)
 
     def spec(self) -> str:
         parts = [f"scale:{op}={f:g}" for op, f in sorted(self.scales.items())]
+        parts += [f"arg:{op}={f:g}" for op, f in sorted(self.args.items())]
+        parts += [f"shift:{op}={b:g}" for op, b in sorted(self.shifts.items())]
+        parts += [f"approx:{op}" for op in sorted(self.approx)]
         parts += [n for n, on in (("bf16_matmul", self.bf16_matmul), ("drop_scale", self.drop_scale)) if on]
         return ",".join(parts)
 
 
 def parse_faults(spec: str) -> Faults:
-    """'scale:gelu=1.01,bf16_matmul,drop_scale' -> Faults; ValueError (one line) on anything else."""
-    scales: dict[str, float] = {}
+    """'scale:gelu=1.01,arg:silu=1.02,shift:rsqrt=1e-5,approx:gelu,bf16_matmul,drop_scale' -> Faults;
+    ValueError (one line) on anything else."""
+    maps: dict[str, dict[str, float]] = {"scale": {}, "arg": {}, "shift": {}}
+    approx: list[str] = []
     flags = {"bf16_matmul": False, "drop_scale": False}
     for raw in spec.split(","):
         item = raw.strip()
@@ -94,27 +106,33 @@ def parse_faults(spec: str) -> Faults:
         if item in flags:
             flags[item] = True
             continue
-        op, eq, factor = item.removeprefix("scale:").partition("=")
+        kind, _, rest = item.partition(":")
+        op, eq, factor = rest.partition("=")
+        op = op.strip()
+        name = op if "::" in op else f"aten::{op}"
+        if kind == "approx" and op and not eq:
+            approx.append(name)
+            continue
         try:
             value = float(factor)
         except ValueError:
             value = float("nan")
-        if not item.startswith("scale:") or not eq or not op.strip() or not value == value:
+        if kind not in maps or not eq or not op or not value == value:
             raise ValueError(f"testdev fault {item!r} not understood; {FAULTS_ENV} is a {FAULTS_HELP}")
-        op = op.strip()
-        scales[op if "::" in op else f"aten::{op}"] = value
-    return Faults(scales, **flags)
+        maps[kind][name] = value
+    return Faults(maps["scale"], **flags, args=maps["arg"], shifts=maps["shift"], approx=tuple(sorted(set(approx))))
 
 
 def set_faults(faults: Faults | str | None) -> None:
     """Switch numeric faults on in this process (None / "" / Faults(): all off)."""
     f = parse_faults(faults) if isinstance(faults, str) else (faults or Faults())
-    load_extension().set_faults(dict(f.scales), f.bf16_matmul, f.drop_scale)
+    load_extension().set_faults(dict(f.scales), f.bf16_matmul, f.drop_scale, dict(f.args), dict(f.shifts),
+                                list(f.approx))  # fmt: skip
 
 
 def faults() -> Faults:
-    scales, bf16_matmul, drop_scale = load_extension().faults()
-    return Faults(dict(scales), bool(bf16_matmul), bool(drop_scale))
+    scales, bf16_matmul, drop_scale, args, shifts, approx = load_extension().faults()
+    return Faults(dict(scales), bool(bf16_matmul), bool(drop_scale), dict(args), dict(shifts), tuple(sorted(approx)))
 
 
 def fallback_enabled() -> bool:

@@ -12,6 +12,13 @@ precision, is parity's trusted baseline (how far a correct run at that precision
 reference); on cpu that run IS the device run, so a low-precision cpu run is judged as parity's trusted
 run (gross errors only: rel_rmse over `gross`, non-finite, missing tensors), and fp32 in full.
 
+Off cpu, the first step is also judged module by module (checks/module_check.py): each module of the
+first block and the modules outside the stack of blocks (embeddings, final norm, head) replayed on the
+device, forward and backward, on the inputs the device gave it, against float64 and cpu eager at the
+case's precision on the same inputs. A bend of one function (a sharper activation, a wrong softmax
+temperature) that the whole-model comparison lets through in bf16 is caught there. On cpu the device
+run is the trusted run: nothing to replay it against.
+
 Reference precision: float64 (rounding ~1e-16: the error measured is all the device's) when the cpu
 run fits in REF_BYTES; else fp32 (a correct fp32 run is ~1e-6 off float64, far below any bound the
 low precisions have, but an fp32 case then compares fp32 with fp32: the size check loses its margin and
@@ -27,6 +34,7 @@ gradients are compared on the model the user meant.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +49,7 @@ from bringup.train.spec import TrainSpec
 REF_STEPS = 3  # steps compared (loss per step); gradients at the first
 REF_TOKENS = 1024  # batch x seq of the check at most (seq kept up to 256, then the batch cut)
 REF_BYTES = 8 << 30  # a cpu reference run may use this much (or a quarter of the host's memory, if less)
+MODULE_BLOCKS = 1  # the module check judges the first block of the stack (every block runs the same code)
 # Qwen3 presets past REF_BYTES are checked at this size: same architecture and code path.
 SHRINK = ("num_hidden_layers=2", "hidden_size=256", "intermediate_size=768", "num_attention_heads=4",
           "num_key_value_heads=2", "head_dim=64", "vocab_size=4096")  # fmt: skip
@@ -55,10 +64,11 @@ class RefCheck:
     tensors: int = 0
     model: str = ""  # what was checked, when not the case's model as is
     broken_ties: list[list[str]] = field(default_factory=list)
+    modules: dict[str, Any] | None = None  # the module check's ModuleReport.fields() (None: not run)
 
     def fields(self) -> dict[str, Any]:
         return {"reference": self.reference, "ok": self.ok, "summary": self.summary, "tensors": self.tensors,
-                "model": self.model, "max_rel_err": self.max_rel_err}  # fmt: skip
+                "model": self.model, "max_rel_err": self.max_rel_err, "modules": self.modules}  # fmt: skip
 
 
 def host_budget() -> int:
@@ -119,10 +129,12 @@ def _no_dropout(model: torch.nn.Module) -> None:
 
 
 def first_steps(spec: TrainSpec, overrides: list[str], device: torch.device, prec: Precision,
-                round_to: torch.dtype | None = None) -> tuple[dict[str, torch.Tensor], list[list[str]]]:  # fmt: skip
+                round_to: torch.dtype | None = None, module_check: Any = None,
+                ) -> tuple[dict[str, torch.Tensor], list[list[str]]]:  # fmt: skip
     """REF_STEPS eager steps of the spec's model, built on cpu with its seed and moved to `device` in
     `prec` (weights first rounded through `round_to`: the reference starts from exactly the weights a
-    bf16 run holds); {loss.step<i>, grad.<name> (first step)} on cpu, and the ties the move split."""
+    bf16 run holds); {loss.step<i>, grad.<name> (first step)} on cpu, and the ties the move split.
+    `module_check(model) -> ModuleCheck`: the first step is recorded (and replayed on the device)."""
     from bringup.train.loop import DATA_SEED
 
     cpu = torch.device("cpu")
@@ -140,12 +152,14 @@ def first_steps(spec: TrainSpec, overrides: list[str], device: torch.device, pre
     old = torch.get_default_dtype()
     if prec.param_dtype == torch.float64:  # masks and tables some models build in the default dtype
         torch.set_default_dtype(torch.float64)
+    mc = module_check(model) if module_check is not None else None
     try:
         for i, tokens in enumerate(data):
             tokens = tokens.to(device)
-            with prec.autocast(device.type):
-                loss = model(input_ids=tokens, labels=tokens).loss
-            (scaler.scale(loss) if scaler is not None else loss).backward()
+            with mc.recording() if mc is not None and i == 0 else contextlib.nullcontext():
+                with prec.autocast(device.type):
+                    loss = model(input_ids=tokens, labels=tokens).loss
+                (scaler.scale(loss) if scaler is not None else loss).backward()
             if scaler is not None:
                 scaler.unscale_(opt)
             # one graph for the step on a lazy device, before ~50 reads would each cut (and compile) their own
@@ -177,7 +191,16 @@ def check_eager(spec: TrainSpec, device: Device) -> RefCheck:
     shrunk = "" if overrides == list(spec.overrides) else f"{spec.model} with {', '.join(SHRINK)}"
     if ref_prec is None:
         return RefCheck(None, what, f"no cpu reference: {what.removeprefix('none: ')}")
-    got, broken = first_steps(spec, overrides, device.torch_device, prec)
+    checks: list[Any] = []
+
+    def module_check(model: torch.nn.Module) -> Any:
+        from bringup.checks.module_check import ModuleCheck
+
+        checks.append(ModuleCheck(model, prec, device.torch_device, blocks=MODULE_BLOCKS))
+        return checks[-1]
+
+    got, broken = first_steps(spec, overrides, device.torch_device, prec,
+                              module_check=None if device.is_cpu else module_check)  # fmt: skip
     try:
         ref, _ = first_steps(spec, overrides, torch.device("cpu"), ref_prec, round_to=prec.param_dtype)
         base = None
@@ -190,4 +213,10 @@ def check_eager(spec: TrainSpec, device: Device) -> RefCheck:
     # zoo judges cpu eager (parity's fixed bf16 bias bound flags correct cpu bf16 runs at 1024 tokens).
     trusted = device.is_cpu and prec.low
     rep = parity(got, ref, prec.compute_dtype, baseline=base, trusted=trusted)
-    return RefCheck(rep.ok, what, rep.summary(), rep.max_rel_err, len(rep.tensors), shrunk, broken)
+    ok, summary, modules = rep.ok, rep.summary(), None
+    if checks and checks[0].recorded:
+        mrep = checks[0].judge_eager()
+        modules = mrep.fields()
+        if not mrep.ok:
+            ok, summary = False, (mrep.summary() if rep.ok else f"{summary}; {mrep.summary()}")
+    return RefCheck(ok, what, summary, rep.max_rel_err, len(rep.tensors), shrunk, broken, modules)

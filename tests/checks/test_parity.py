@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo"))
 import perturb_backend as pb
 
 from bringup.suites import zoo as sz
+from bringup.suites import zoo_modules
 
 DTYPES = {"fp32": "fp32", "bf16": "bf16", "amp-bf16": "amp-bf16"}
 KINDS = ("mm", "softmax", "norm", "act", "add", "sdpa")
@@ -241,9 +242,10 @@ def test_inductor_is_not_flagged_cheap(dtype: str) -> None:
 def test_correct_variants_are_not_flagged(variant: str, dtype: str) -> None:
     """Correct backends that do not compute like cpu eager (tests/zoo/perturb_backend.py: VARIANTS:
     matmuls summed in another order; activations, norms, softmax and SDPA computed wider and rounded
-    once, as fused accelerator kernels do) are not flagged on llama, in every precision. The variant
-    must really change the numbers (cpu eager on another thread count is often bit-identical to the
-    trusted run in low precision, so it proves nothing)."""
+    once, as fused accelerator kernels do) are not flagged on llama, in every precision, by the
+    whole-model rule nor by the module check (checks/module_check.py) on the same run. The variant must
+    really change the numbers (cpu eager on another thread count is often bit-identical to the trusted
+    run in low precision, so it proves nothing)."""
     built, init, batches, ref, base, noise = _setup("llama", dtype)
     modes: list[pb.CorrectMode] = []
 
@@ -252,12 +254,15 @@ def test_correct_variants_are_not_flagged(variant: str, dtype: str) -> None:
         return modes[-1]
 
     prec = sz.as_precision(DTYPES[dtype])
-    got = sz.train_run(built, init, batches, torch.device("cpu"), prec, step_context=ctx)
+    mc = zoo_modules.new_check(built.model, prec, torch.device("cpu"))  # the module check on the same run
+    got = sz.train_run(built, init, batches, torch.device("cpu"), prec, step_context=ctx, module_check=mc)
     assert sum(m.calls for m in modes) > 0, f"{variant} recomputed no call of llama"
     moved = [k for k in base.tensors if not torch.equal(got.tensors[k], base.tensors[k])]
     assert moved, f"{variant} {dtype}: bit-identical to the trusted run, proves nothing"
     rep, curve = sz.judge_run(got, ref, base, prec, noise)
     assert rep.ok and curve.ok, f"correct variant {variant} flagged in {dtype}: {rep.summary()}; {curve.summary()}"
+    mods = mc.judge_eager()
+    assert mods.ok and len(mods.judged) >= 25, f"correct variant {variant} flagged in {dtype}: {mods.summary()}"
 
 
 @pytest.mark.slow

@@ -16,6 +16,17 @@ Real CLI, real workers, small models and few steps.
     scale:silu=1.01                         silu in llama (fp32 eager)       zoo    fail_numeric
     (cpu) perturb_flex_aot_eager backend    flex output x 1.01 (compiled)    flex   fail_numeric
 
+Bends (arg:OP=A: a fallback-routed op's input x A, a wrong constant inside the function), bf16, where
+the whole-model comparison passes and the module check (checks/module_check.py) fails:
+    arg:gelu_backward=1.02                  gelu's gradient taken at 1.02x   smoke  mlp_step fail_numeric (module check)
+    arg:sigmoid=1.02                        silu's gradient (decomposed      zoo    fail_numeric (module check,
+                                            through sigmoid on testdev)              eager and compiled regions)
+    arg:sigmoid=1.02                        the same in qwen3-tiny           train  eager fail_numeric (module check)
+    approx:gelu (fp32)                      gelu's tanh form for the exact   smoke  mlp_step fail_numeric at the
+                                                                                    GELU, gemm pass
+    shift:rsqrt=1e-5                        a norm's epsilon off (qwen3-     train  eager fail_numeric
+                                            tiny's RMSNorms)
+
 FlexAttention rejects PrivateUse1 devices, so flex's fault is a perturbing compile backend on cpu
 (tests/testdev/flex_perturb.py) applied to flex's compiled path. A clean testdev passes all of these
 (tests/testdev/test_testdev_suites.py runs every quick suite on it).
@@ -46,8 +57,16 @@ def test_fault_switches_parse_and_are_off_by_default(testdev_built: None) -> Non
         res = {"default": td.faults().spec()}
         x = torch.linspace(-2, 2, 64)
         d = x.to("testdev")
-        td.set_faults("scale:gelu=1.01,scale:aten::add.Tensor=2,bf16_matmul,drop_scale")
+        td.set_faults("scale:gelu=1.01,scale:aten::add.Tensor=2,bf16_matmul,drop_scale,arg:_softmax=1.5,"
+                      "shift:rsqrt=0.5,approx:gelu_backward")
         res["spec"] = td.faults().spec()
+        res["softmax"] = (torch.softmax(d, -1).cpu() - torch.softmax(x * 1.5, -1)).abs().max().item()
+        p = torch.linspace(0.1, 2, 64)
+        res["rsqrt"] = (torch.rsqrt(p.to("testdev")).cpu() - torch.rsqrt(p + 0.5)).abs().max().item()
+        xd, xc = d.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        torch.nn.functional.gelu(xd).sum().backward()
+        torch.nn.functional.gelu(xc, approximate="tanh").sum().backward()
+        res["gelu_bwd_tanh"] = (xd.grad.cpu() - xc.grad).abs().max().item()
         res["gelu"] = (torch.nn.functional.gelu(d).cpu() / torch.nn.functional.gelu(x)).mean().item()
         res["add"] = ((d + d).cpu() / (x + x)).mean().item()
         res["mul"] = ((d * d).cpu() / (x * x)).mean().item()
@@ -65,7 +84,13 @@ def test_fault_switches_parse_and_are_off_by_default(testdev_built: None) -> Non
         print(json.dumps(res))
     """)
     assert out["default"] == "" and out["off"] == ""
-    assert out["spec"] == "scale:aten::add.Tensor=2,scale:aten::gelu=1.01,bf16_matmul,drop_scale"
+    assert out["spec"] == (
+        "scale:aten::add.Tensor=2,scale:aten::gelu=1.01,arg:aten::_softmax=1.5,"
+        "shift:aten::rsqrt=0.5,approx:aten::gelu_backward,bf16_matmul,drop_scale"
+    )
+    assert out["softmax"] < 1e-6  # the input scaled before the (fallback-routed) kernel: a temperature
+    assert out["rsqrt"] < 1e-6  # rsqrt(x + 0.5): a norm's epsilon off
+    assert out["gelu_bwd_tanh"] < 1e-6  # gelu's gradient in its tanh form (the forward stays exact: scale:gelu)
     assert out["gelu"] == pytest.approx(1.01, abs=1e-6)  # a fallback-routed op
     assert out["add"] == pytest.approx(2.0)  # a native kernel
     assert out["mul"] == pytest.approx(1.0)  # untouched
@@ -127,6 +152,55 @@ def test_zoo_catches_an_activation_off_by_one_percent(cli, tmp_path: Path, testd
               "--compile-backend", "eager")  # fmt: skip
     assert st["llama"]["status"] == "fail_numeric", st["llama"]
     assert "eager" in st["llama"]["reason"]  # the device's eager run, judged against float64
+
+
+def test_smoke_module_check_catches_a_backward_only_bend_in_bf16(cli, tmp_path: Path, testdev_built: None) -> None:
+    """gelu's gradient taken at 1.02x: the whole step's parity passes in bf16; the module check fails the
+    GELU's input gradient."""
+    st = _run(cli, tmp_path, "arg:gelu_backward=1.02", *TD, "smoke", "--dtype", "bf16")
+    assert st["mlp_step"]["status"] == "fail_numeric", st["mlp_step"]
+    assert st["mlp_step"]["reason"].startswith("module check (eager): 1/5 modules off; first 1 (GELU)"), st["mlp_step"]
+    assert st["gemm"]["status"] == "pass"
+
+
+def test_zoo_module_check_catches_a_bend_the_whole_model_rule_misses(cli, tmp_path: Path, testdev_built: None) -> None:
+    """bf16 llama on testdev, whose silu backward decomposes through sigmoid: sigmoid taken at 1.02x bends
+    silu's gradient only. The whole-model comparison passes it (eager and compiled); the module check
+    fails the MLP's activation, eagerly and with each module compiled alone."""
+    st = _run(cli, tmp_path, "arg:sigmoid=1.02", *TD, "zoo", "--filter", "^llama$", "--steps", "2", "--dtype",
+              "bf16", "--compile-backend", "eager")  # fmt: skip
+    c = st["llama"]
+    assert c["status"] == "fail_numeric", c
+    assert c["reason"].startswith("eager: module check (eager)"), c["reason"]
+    assert "eager_parity" not in c or not c["eager_parity"], c  # the whole-model rule passed it
+    assert c["eager_modules"]["failed"][0]["module"] == "model.layers.0.mlp.act_fn", c["eager_modules"]
+    assert c["compiled_modules"]["ok"] is False and c["modules_judged"] >= 25, c["compiled_modules"]
+
+
+def test_train_module_check_catches_a_bend_in_bf16(cli, tmp_path: Path, testdev_built: None) -> None:
+    st = _run(cli, tmp_path, "arg:sigmoid=1.02", *TD, "train", "--model", "qwen3-tiny", "--modes", "eager",
+              "--steps", "3", "--warmup", "1", "--batch", "2", "--seq", "64", "--dtype", "bf16")  # fmt: skip
+    e = st["eager"]
+    assert e["status"] == "fail_numeric" and "module check (eager)" in e["reason"], e
+    assert e["eager_check"]["modules"]["failed"][0]["module"] == "model.layers.0.mlp.act_fn", e["eager_check"]
+
+
+def test_smoke_catches_an_approximation_where_the_exact_form_was_asked(cli, tmp_path: Path,
+                                                                      testdev_built: None) -> None:  # fmt: skip
+    """gelu computed in its tanh form (at most 4.7e-4 from the exact one, ~1e-4 relative RMS): in fp32 the
+    MLP step fails (the module check sees its mean given the input at the GELU); the GEMM passes."""
+    st = _run(cli, tmp_path, "approx:gelu", *TD, "smoke")
+    assert st["mlp_step"]["status"] == "fail_numeric", st["mlp_step"]
+    assert "(GELU)" in st["mlp_step"]["reason"], st["mlp_step"]["reason"]
+    assert st["gemm"]["status"] == "pass"
+
+
+def test_train_catches_a_norm_epsilon_off_in_bf16(cli, tmp_path: Path, testdev_built: None) -> None:
+    """rsqrt(x + 1e-5) in qwen3-tiny's RMSNorms (and its q/k norms): a wrong constant inside the function."""
+    st = _run(cli, tmp_path, "shift:rsqrt=1e-5", *TD, "train", "--model", "qwen3-tiny", "--modes", "eager",
+              "--steps", "3", "--warmup", "1", "--batch", "2", "--seq", "64", "--dtype", "bf16")  # fmt: skip
+    e = st["eager"]
+    assert e["status"] == "fail_numeric", e
 
 
 def test_flex_on_cpu_catches_a_perturbed_compiled_path(cli, tmp_path: Path) -> None:

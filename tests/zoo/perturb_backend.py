@@ -430,3 +430,9 @@ class CorrectMode(TorchDispatchMode):
             self.calls += 1
             return _like(wide, ref)
         return func(*args, **kwargs)
+
+
+# ---- bending families (tests/zoo/bend_backend.py): registered with the plugin too -------------------
+import bend_backend  # noqa: E402  (tests/zoo is on the path wherever this plugin is)
+
+BEND_NAMES = bend_backend.register_all()

@@ -36,6 +36,9 @@ def test_hf_type_with_inductor_and_timm_end_to_end(tmp_path: Path) -> None:
     assert c["graph_count"] >= 1 and c["graph_breaks"] == 0 and c["break_reasons"] == {} and c["recompiles"] == 0
     assert c["max_rel_err"] < 1e-4 and c["compile_s"] > 0 and c["peak_mem_bytes"] > 0
     assert c["backend"] == "inductor" and c["eager_tensors_compared"] > 10 and c["compiled_tensors_compared"] > 10
+    # the module check runs by default: each of llama's modules compiled alone by inductor, judged, passing
+    assert c["compiled_modules"]["ok"] is True and c["compiled_modules"]["judged"] >= 25, c["compiled_modules"]
+    assert c["modules_judged"] >= 25 and c["module_check_s"] > 0
     assert data["totals"]["pass"] == 1 and data["by_status"] == {"pass": 1}
     t = zoo(tmp_path, "zoo", "--source", "timm", "--filter", "^test_resnet$", "--steps", "2",
             "--compile-backend", "aot_eager", rc=0)  # fmt: skip
@@ -104,6 +107,7 @@ def test_broken_config_is_ref_fail(tmp_path: Path) -> None:
 
 def test_export_then_baseline_round_trip(tmp_path: Path) -> None:
     first = zoo(tmp_path, "zoo", "--filter", "^(llama|gpt2)$", "--steps", "2", "--compile-backend", "aot_eager", rc=0)
+    assert all(c["compiled_modules"]["ok"] for c in first["cases"])  # aot_eager regions: no false failure
     # gpt2's config has no loss_type: transformers logs a warning inside forward, a logging call dynamo
     # can't trace (a real graph break anyone compiling it with labels gets), reported with its reason
     gpt2 = by_name(first)["gpt2"]
@@ -111,9 +115,11 @@ def test_export_then_baseline_round_trip(tmp_path: Path) -> None:
     assert any("logging" in r for r in gpt2["break_reasons"]), gpt2["break_reasons"]
     bundle = tmp_path / "bundle.json"
     run_cli(["export", first["run_id"], "--out", str(bundle)], cwd=tmp_path, check_rc=0)
+    # the baseline checks are what this test is about: the module check (judged above) is off for them
     data = zoo(tmp_path, "zoo", "--filter", "^llama$", "--steps", "2", "--compile-backend", "aot_eager",
-               "--baseline", str(bundle), rc=0)  # fmt: skip
+               "--module-check", "off", "--baseline", str(bundle), rc=0)  # fmt: skip
     cases = by_name(data)
+    assert "compiled_modules" not in cases["llama"]
     assert cases["llama"]["baseline_check"]["status"] == "ok", cases["llama"]["baseline_check"]
     assert cases["llama"]["baseline_check"]["ref_curve_dev"] <= 1e-9
     assert data["baseline"]["missing_in_bundle"] == []
@@ -135,7 +141,7 @@ def test_export_then_baseline_round_trip(tmp_path: Path) -> None:
     llama["series"]["loss.compiled"] = [[i, v * 1.01] for i, v in llama["series"]["loss.compiled"]]
     bundle.write_text(json.dumps(b))
     data = zoo(tmp_path, "zoo", "--filter", "^llama$", "--steps", "2", "--compile-backend", "aot_eager",
-               "--baseline", str(bundle), rc=1)  # fmt: skip
+               "--module-check", "off", "--baseline", str(bundle), rc=1)  # fmt: skip
     (c,) = data["cases"]
     assert c["status"] == "fail_numeric" and c["reason"].startswith("baseline:"), c
     assert c["baseline_check"]["status"] == "differs"

@@ -388,6 +388,43 @@ void drop_scale_arguments(const c10::OperatorHandle& op, torch::jit::Stack* stac
   }
 }
 
+// Faults arg:OP=A and shift:OP=B on a fallback-routed op: its `self` / `input` tensor argument becomes
+// x * A + B before the kernel runs (in place for an in-place op, whose result lands there anyway; else a new
+// device tensor).
+void scale_input_argument(const c10::OperatorHandle& op, const std::string& name, torch::jit::Stack* stack) {
+  const double a = arg_factor(name);
+  const double b = arg_shift(name);
+  if (a == 1.0 && b == 0.0) return;
+  const auto& args = op.schema().arguments();
+  const size_t base = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& v = (*stack)[base + i];
+    if ((args[i].name() != "self" && args[i].name() != "input") || !v.isTensor()) continue;
+    const Tensor& t = v.toTensor();
+    if (!t.defined() || !t.device().is_privateuseone() || !at::isFloatingType(t.scalar_type())) return;
+    if (args[i].alias_info() != nullptr && args[i].alias_info()->isWrite()) {
+      as_cpu(t).mul_(a).add_(b);
+    } else {
+      v = c10::IValue(to_device(as_cpu(t).mul(a).add(b), t.device()));
+    }
+    return;
+  }
+}
+
+// Fault approx:OP on a fallback-routed op: its `approximate` argument "none" becomes "tanh" (gelu's tanh
+// form where the exact one was asked).
+void approximate_argument(const c10::OperatorHandle& op, const std::string& name, torch::jit::Stack* stack) {
+  if (!approx_fault(name)) return;
+  const auto& args = op.schema().arguments();
+  const size_t base = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& v = (*stack)[base + i];
+    if (args[i].name() == "approximate" && v.isString() && v.toStringRef() == "none") {
+      v = c10::IValue(std::string("tanh"));
+    }
+  }
+}
+
 // The `scale` faults on what a fallback-routed op returns.
 void scale_returns(const std::string& name, size_t n_returns, torch::jit::Stack* stack) {
   const double f = fault_factor(name);
@@ -410,6 +447,8 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                               "' and the CPU fallback is off (BRINGUP_TESTDEV_FALLBACK=0)");
   const bool faulty = faults_active();
   if (faulty && faults().drop_scale) drop_scale_arguments(op, stack);
+  if (faulty) scale_input_argument(op, name, stack);
+  if (faulty) approximate_argument(op, name, stack);
   int64_t to_host = 0;
   for (const auto& v : torch::jit::last(*stack, op.schema().arguments().size())) to_host += device_bytes(v);
   at::native::cpu_fallback(op, stack);

@@ -379,7 +379,8 @@ Faults faults() {
 void set_faults(const Faults& f) {
   std::lock_guard<std::mutex> g(faults_mu());
   faults_state() = f;
-  faults_flag().store(!f.scales.empty() || f.bf16_matmul || f.drop_scale);
+  faults_flag().store(!f.scales.empty() || f.bf16_matmul || f.drop_scale || !f.args.empty() || !f.shifts.empty() ||
+                      !f.approx.empty());
 }
 
 bool faults_active() { return faults_flag().load(std::memory_order_relaxed); }
@@ -392,6 +393,41 @@ double fault_factor(const std::string& op) {
     if (op_matches(pattern, op)) factor *= f;
   }
   return factor;
+}
+
+namespace {
+bool arg_matches(const std::string& pattern, const std::string& op) {
+  return pattern == op || (pattern.find('.') == std::string::npos && op_base(pattern) == op_base(op));
+}
+}  // namespace
+
+double arg_factor(const std::string& op) {
+  if (!faults_active()) return 1.0;
+  std::lock_guard<std::mutex> g(faults_mu());
+  double factor = 1.0;
+  for (const auto& [pattern, f] : faults_state().args) {
+    if (arg_matches(pattern, op)) factor *= f;
+  }
+  return factor;
+}
+
+double arg_shift(const std::string& op) {
+  if (!faults_active()) return 0.0;
+  std::lock_guard<std::mutex> g(faults_mu());
+  double shift = 0.0;
+  for (const auto& [pattern, b] : faults_state().shifts) {
+    if (arg_matches(pattern, op)) shift += b;
+  }
+  return shift;
+}
+
+bool approx_fault(const std::string& op) {
+  if (!faults_active()) return false;
+  std::lock_guard<std::mutex> g(faults_mu());
+  for (const auto& pattern : faults_state().approx) {
+    if (arg_matches(pattern, op)) return true;
+  }
+  return false;
 }
 
 }  // namespace bringup_testdev
@@ -411,19 +447,31 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return out;
   });
   m.def("reset_fallback_counts", &bt::reset_fallback_counts);
-  m.def("set_faults", [](const std::map<std::string, double>& scales, bool bf16_matmul, bool drop_scale) {
-    bt::Faults f;
-    f.scales = scales;
-    f.bf16_matmul = bf16_matmul;
-    f.drop_scale = drop_scale;
-    bt::set_faults(f);
-  });
+  m.def(
+      "set_faults",
+      [](const std::map<std::string, double>& scales, bool bf16_matmul, bool drop_scale,
+         const std::map<std::string, double>& args, const std::map<std::string, double>& shifts,
+         const std::vector<std::string>& approx) {
+        bt::Faults f;
+        f.scales = scales;
+        f.bf16_matmul = bf16_matmul;
+        f.drop_scale = drop_scale;
+        f.args = args;
+        f.shifts = shifts;
+        f.approx = approx;
+        bt::set_faults(f);
+      },
+      py::arg("scales"), py::arg("bf16_matmul"), py::arg("drop_scale"),
+      py::arg("args") = std::map<std::string, double>{}, py::arg("shifts") = std::map<std::string, double>{},
+      py::arg("approx") = std::vector<std::string>{});
   m.def("faults", [] {
     const bt::Faults f = bt::faults();
-    return std::make_tuple(f.scales, f.bf16_matmul, f.drop_scale);
+    return std::make_tuple(f.scales, f.bf16_matmul, f.drop_scale, f.args, f.shifts, f.approx);
   });
   m.def("fault_factor", &bt::fault_factor);
   bt::lazy::bind(m);
+  m.def("arg_factor", &bt::arg_factor);
+  m.def("arg_shift", &bt::arg_shift);
   m.def("default_generator", [](int i) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(bt::default_generator(static_cast<c10::DeviceIndex>(i))));

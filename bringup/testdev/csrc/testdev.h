@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace bringup_testdev {
 
@@ -49,10 +50,23 @@ struct Faults {
   std::map<std::string, double> scales;
   bool bf16_matmul = false;  // mm / bmm / addmm: inputs and every partial sum rounded to bf16
   bool drop_scale = false;   // scale arguments ignored: _scaled_mm scale_a/scale_b, sdpa `scale`, addmm alpha/beta
+  // op pattern -> factor on the op's `self` / `input` argument before its (fallback-routed) kernel runs: a
+  // wrong constant inside the function (arg:_softmax=1.01 is a softmax temperature, arg:silu=1.02 silu(1.02x),
+  // arg:silu_backward=1.02 the gradient of silu taken at 1.02x: an error in the backward only)
+  std::map<std::string, double> args;
+  // op pattern -> amount added to that argument after `args` (shift:rsqrt=1e-5 is rsqrt(x + 1e-5): a norm's
+  // epsilon off)
+  std::map<std::string, double> shifts;
+  // op patterns whose `approximate` argument "none" becomes "tanh" (approx:gelu: the tanh form where the exact
+  // one was asked; approx:gelu_backward: in the backward only)
+  std::vector<std::string> approx;
 };
 Faults faults();
 void set_faults(const Faults& f);
 bool faults_active();  // any fault on (a lock-free fast path for every op)
 double fault_factor(const std::string& op);  // product of the matching scales (1.0: none)
+double arg_factor(const std::string& op);    // product of the matching `args` factors (1.0: none)
+double arg_shift(const std::string& op);     // sum of the matching `shifts` (0.0: none)
+bool approx_fault(const std::string& op);    // a matching `approx` pattern
 
 }  // namespace bringup_testdev

@@ -1,0 +1,396 @@
+"""The module-level verdict: beside the whole-model comparison (checks/parity.py), every module of the
+model judged on its own, forward and backward, on the inputs the device gave it (checks/module_rule.py
+has the rule, checks/module_replay.py the recording and replay).
+
+    mc = ModuleCheck(model, precision, device)
+    with mc.recording():          # around step 0's forward and backward, eager, on the device
+        loss = ...; loss.backward()
+    eager = mc.judge_eager()      # the device's own replays of each module
+    comp = mc.judge_compiled("inductor")   # each module compiled alone with the run's backend
+
+For each module the same recorded call is computed three times: on the device (eager, or the module
+compiled on its own: a real region boundary; dynamo reuses the code of one class at one shape, so a
+stack of identical blocks compiles once), in float64 on cpu and by the trusted run (cpu eager at the
+run's precision), each from the module's parameters at the recorded step. Judged per tensor: the
+module's outputs, the gradients of its floating inputs and of its own parameters (given the output
+gradient the device's backward gave it). The branches are judged, not only the residual stream: an
+attention, an MLP, a norm, an activation, a projection each on its own.
+
+An error that only appears when fusing across module boundaries (a compiled whole model) is not seen
+here: the whole-model rule stays for it and for what only shows over steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from bringup.checks.module_replay import Call, ModuleRecorder, Replayed, judged_modules, replay
+from bringup.checks.module_rule import DITHERS, TensorVerdict, judge_tensor, module_tolerance
+from bringup.checks.parity import scale_floor
+from bringup.precision import Precision
+
+# dynamo's per-code cache: every module compiled alone goes through one wrapper's code object, and
+# its recompile limit (8) would silently run the 9th module eagerly: raised, and hitting it raises.
+_DYNAMO_LIMITS = {"recompile_limit": 100_000, "accumulated_recompile_limit": 100_000,
+                  "fail_on_recompile_limit_hit": True}  # fmt: skip
+
+
+@dataclass
+class ModuleVerdict:
+    name: str
+    cls: str
+    tensors: list[TensorVerdict] = field(default_factory=list)
+    note: str = ""  # why it was not judged (a replay that raised), or ""
+    calls: int = 1  # times it ran in the step (up to module_replay.MAX_CALLS of them judged together)
+
+    @property
+    def judged(self) -> bool:
+        return not self.note and any(t.judged for t in self.tensors)
+
+    @property
+    def ok(self) -> bool:
+        return all(t.ok for t in self.tensors)
+
+    @property
+    def worst(self) -> TensorVerdict | None:
+        pool = [t for t in self.tensors if t.judged]
+        return max(pool, key=lambda t: t.score) if pool else None
+
+    @property
+    def score(self) -> float:
+        w = self.worst
+        return w.score if w is not None else 0.0
+
+
+@dataclass
+class ModuleReport:
+    label: str  # "eager" | "compiled (inductor)"
+    modules: list[ModuleVerdict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def judged(self) -> list[ModuleVerdict]:
+        return [m for m in self.modules if m.judged]
+
+    @property
+    def failed(self) -> list[ModuleVerdict]:
+        return [m for m in self.modules if not m.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def score(self) -> float:
+        return max((m.score for m in self.modules), default=0.0)
+
+    @property
+    def worst(self) -> tuple[ModuleVerdict, TensorVerdict] | None:
+        pool = self.failed or self.judged
+        if not pool:
+            return None
+        m = max(pool, key=lambda v: v.score)
+        w = m.worst
+        return (m, w) if w is not None else None
+
+    @property
+    def first_failed(self) -> ModuleVerdict | None:
+        """The first module off in the order the forwards finished (inner before outer)."""
+        return next(iter(self.failed), None)
+
+    def summary(self) -> str:
+        n, bad = len(self.judged), self.failed
+        if not n and not bad:
+            return f"module check ({self.label}): no module judged"
+        w = self.worst
+        if bad:
+            first = bad[0]
+            ft = first.worst
+            head = f"module check ({self.label}): {len(bad)}/{n} modules off; first {first.name} ({first.cls})"
+            return f"{head}: {ft.summary() if ft else '?'}"
+        tail = f"; closest {w[0].name} {w[1].summary()}" if w else ""
+        return f"module check ({self.label}): {n} modules ok{tail}"
+
+    def fields(self) -> dict[str, Any]:
+        """What a case keeps: counts, the failing modules and the worst scores (JSON-able)."""
+        w = self.worst
+        return {
+            "label": self.label, "ok": self.ok, "modules": len(self.modules), "judged": len(self.judged),
+            "failed": [{"module": m.name, "class": m.cls, "why": (m.worst.summary() if m.worst else m.note)}
+                       for m in self.failed][:20],
+            "not_judged": [{"module": m.name, "why": m.note} for m in self.modules if m.note][:20],
+            "score": round(self.score, 4) if math.isfinite(self.score) else None,
+            "worst": None if w is None else f"{w[0].name} {w[1].summary()}", "seconds": round(self.seconds, 3),
+        }  # fmt: skip
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype if dtype == torch.float64 else old)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+@contextlib.contextmanager
+def _seeded() -> Iterator[None]:
+    """Every replay draws the same numbers (a module with a random op replays alike on cpu)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        yield
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Small tensors: cpu ops on one thread (on a loaded machine, intra-op threads spin-wait: the
+    statistics of one 4096-element tensor took 160 ms on 2 busy cores, 7 ms on one thread)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:200] if text else ''}"
+
+
+class ModuleCheck:
+    """Record one step's module calls on the device, then judge every module (module doc).
+    `prepare_reference(module, dtype)`: called on each cpu copy before its replay (the zoo points MoE
+    layers at their float64-capable expert loop); `modules`: which to judge (default judged_modules, with
+    `blocks`: only the first blocks of each stack)."""
+
+    def __init__(self, model: torch.nn.Module, precision: Precision, device: torch.device,
+                 prepare_reference: Callable[[torch.nn.Module, torch.dtype], None] | None = None,
+                 modules: dict[str, torch.nn.Module] | None = None, blocks: int | None = None) -> None:  # fmt: skip
+        self.model = model
+        self.prec = precision
+        self.device = device
+        self.prepare_reference = prepare_reference
+        self.modules = judged_modules(model, blocks) if modules is None else modules
+        self.calls: dict[str, Call] = {}
+        self.eager: dict[str, Replayed | str] = {}
+        self._refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str] | None = None
+        self._state: dict[int, torch.Tensor] = {}
+        self.record_s = 0.0
+        self.reference_s = 0.0
+
+    @property
+    def recorded(self) -> bool:
+        return bool(self.calls)
+
+    @contextlib.contextmanager
+    def recording(self, replay_eager: bool = True) -> Iterator[ModuleCheck]:
+        """Around one step's forward and backward: the calls are recorded; on a clean exit (still inside
+        whatever wraps the step) the parameters are kept and, with `replay_eager`, every call is replayed
+        on the device."""
+        rec = ModuleRecorder(self.model, self.modules)
+        with rec:
+            yield self
+        t0 = time.perf_counter()
+        self.calls = rec.calls
+        self._state = {id(t): t.detach().to("cpu", copy=True)
+                       for t in itertools.chain(self.model.parameters(), self.model.buffers())}  # fmt: skip
+        self._refs = None
+        if replay_eager:
+            self.eager = self._replay_device(None)
+        self.record_s = time.perf_counter() - t0
+
+    def _autocast(self, device_type: str) -> Callable[[], Any]:
+        return lambda: self.prec.autocast(device_type)
+
+    def _replay_device(self, fn_for: Callable[[torch.nn.Module], Any] | None) -> dict[str, Replayed | str]:
+        out: dict[str, Replayed | str] = {}
+        for name, call in self.calls.items():
+            try:
+                fn = None if fn_for is None else fn_for(call.module)
+                with _seeded():
+                    out[name] = replay(call, call.module, self.device, self._autocast(self.device.type), fn=fn)
+            except Exception as e:  # a region that can't replay or compile alone: named, not judged
+                out[name] = f"the device's replay raised {_first_line(e)}"
+        return out
+
+    def _cpu_copy(self, module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+        """The module on cpu in `dtype`, with its parameters and buffers as they were at the recorded step."""
+        memo: dict[int, Any] = {}
+        for t in itertools.chain(module.parameters(), module.buffers()):
+            snap = self._state.get(id(t))
+            if snap is not None:
+                v = snap.clone()
+                param = isinstance(t, torch.nn.Parameter)
+                memo[id(t)] = torch.nn.Parameter(v, requires_grad=t.requires_grad) if param else v
+        m = copy.deepcopy(module, memo)
+        m = m.to(device="cpu", dtype=dtype)
+        if self.prepare_reference is not None:
+            self.prepare_reference(m, dtype)
+        return m
+
+    def references(self) -> dict[str, tuple[Replayed, Replayed, list[Replayed]] | str]:
+        """Per call: (float64 replay, trusted replay, float64 replays with everything rounded once at
+        random: module_rule.DITHERS of them) on cpu, computed once."""
+        if self._refs is not None:
+            return self._refs
+        t0 = time.perf_counter()
+        refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str] = {}
+        cpu = torch.device("cpu")
+        with _one_thread():
+            self._references(refs, cpu)
+        self._refs = refs
+        self.reference_s = time.perf_counter() - t0
+        return refs
+
+    def _references(self, refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str],
+                    cpu: torch.device) -> None:  # fmt: skip
+        dither = module_tolerance(self.prec).dither
+        off = lambda: contextlib.nullcontext()
+        for name, call in self.calls.items():
+            try:
+                with _default_dtype(torch.float64):
+                    m64 = self._cpu_copy(call.module, torch.float64)
+                    with _seeded():
+                        r64 = replay(call, m64, cpu, off, dtype=torch.float64)
+                    r64d = []
+                    for k in range(DITHERS):
+                        with _seeded():
+                            r64d.append(replay(call, m64, cpu, off, dtype=torch.float64, dither=dither, seed=k + 1))
+                with _seeded():
+                    base = replay(call, self._cpu_copy(call.module, self.prec.param_dtype), cpu, self._autocast("cpu"))
+                refs[name] = (r64, base, r64d)
+            except Exception as e:
+                refs[name] = f"the cpu reference could not replay it: {_first_line(e)}"
+
+    def judge(self, label: str, device: dict[str, Replayed | str]) -> ModuleReport:
+        t0 = time.perf_counter()
+        refs = self.references()
+        rep = ModuleReport(label)
+        groups: dict[str, list[str]] = {}  # a module's recorded calls, judged together
+        for name, call in self.calls.items():
+            groups.setdefault(call.module_name, []).append(name)
+        with _one_thread():
+            for mod, names in groups.items():
+                cls = type(self.calls[names[0]].module).__name__
+                runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]] = []
+                note = ""
+                for name in names:
+                    got, rb = device.get(name, "not replayed"), refs.get(name, "no reference")
+                    if isinstance(got, str) or isinstance(rb, str):
+                        note = rb if isinstance(rb, str) else str(got)
+                        break
+                    runs.append((got, rb[0], rb[1], rb[2]))
+                tensors = [] if note else judge_calls(runs, self.prec)
+                verdict = ModuleVerdict(mod, cls, tensors, note)
+                verdict.calls = self.calls[names[0]].calls
+                rep.modules.append(verdict)
+        rep.seconds = time.perf_counter() - t0
+        return rep
+
+    def judge_eager(self) -> ModuleReport:
+        rep = self.judge("eager", self.eager)
+        rep.seconds += self.record_s
+        return rep
+
+    @contextlib.contextmanager
+    def _recorded_state(self) -> Iterator[None]:
+        """The model's parameters and buffers at the recorded step while the block runs (a run may have
+        trained it on since), its own values back after."""
+        live = [t for t in itertools.chain(self.model.parameters(), self.model.buffers()) if id(t) in self._state]
+        now = [t.detach().clone() for t in live]
+        with torch.no_grad():
+            for t in live:
+                t.copy_(self._state[id(t)])
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for t, v in zip(live, now, strict=True):
+                    t.copy_(v)
+
+    def judge_compiled(self, backend: Any, label: str | None = None) -> ModuleReport:
+        """Each recorded module compiled on its own with `backend` (torch.compile, static shapes) and
+        replayed on the device, forward and backward; judged like the eager replays."""
+        import torch._dynamo
+
+        t0 = time.perf_counter()
+        name = backend if isinstance(backend, str) else getattr(backend, "__name__", "backend")
+        torch._dynamo.reset()
+        with torch._dynamo.config.patch(**_DYNAMO_LIMITS), self._recorded_state():
+            device = self._replay_device(lambda m: torch.compile(m, backend=backend, dynamic=False))
+        torch._dynamo.reset()
+        compile_s = time.perf_counter() - t0
+        rep = self.judge(label or f"compiled ({name})", device)
+        rep.seconds += compile_s
+        return rep
+
+
+def judge_calls(runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]],
+                precision: Any) -> list[TensorVerdict]:  # fmt: skip
+    """Every tensor of one module's replays, (device, float64, trusted, dithered float64 replays) per
+    recorded call: outputs and gradients (module_rule.judge_tensor), a module's calls concatenated. A
+    tensor the float64 replay has and the device's lacks fails. Numerically zero (parity.scale_floor) is
+    judged among tensors of one kind: outputs among outputs, gradients among gradients (a module's
+    output and its gradients differ in scale by orders of magnitude: one median over both would call
+    every gradient zero)."""
+    first_ref = runs[0][1].tensors
+    parts: dict[str, list[list[Any]]] = {}
+    for got, ref, base, dith in runs:
+        for name, r in ref.tensors.items():
+            g, b = got.tensors.get(name), base.tensors.get(name)
+            ds = [d.tensors.get(name) for d in dith]
+            x = _covariate(name, r, got.inputs)
+            parts.setdefault(name, []).append([g, r, b, ds, x])
+    out: list[TensorVerdict] = []
+    joined: dict[str, list[torch.Tensor | None]] = {}
+    for name, rows in parts.items():
+        if any(row[0] is None for row in rows):
+            out.append(TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size",
+                                     why="missing on the device"))  # fmt: skip
+            continue
+        if any(row[2] is None for row in rows):  # the trusted run has no such output: nothing to size it by
+            continue
+        if any(row[0].shape != row[1].shape for row in rows):  # type: ignore[union-attr]
+            bad = next(row for row in rows if row[0].shape != row[1].shape)  # type: ignore[union-attr]
+            out.append(judge_tensor(name, bad[0], bad[1], bad[2], precision))  # type: ignore[arg-type]
+            continue
+        cols: list[Any] = []
+        for j in range(5):
+            ts = [row[j] for row in rows]
+            if j == 3:  # the dithered draws: one joined tensor per draw that every call has
+                draws = [[row[3][k] for row in rows] for k in range(len(rows[0][3]))]
+                cols.append([torch.cat([t.flatten() for t in d]) for d in draws if all(t is not None for t in d)])
+            else:
+                cols.append(None if any(t is None for t in ts) else torch.cat([t.flatten() for t in ts]))
+        joined[name] = cols
+    kinds = {k: [c[1] for n, c in joined.items() if n.startswith("grad.") == (k == "grad")] for k in ("grad", "out")}
+    floors = {k: scale_floor(v, precision) for k, v in kinds.items()}  # type: ignore[arg-type]
+    for name in first_ref:
+        if name not in joined:
+            continue
+        g, r, b, d, x = joined[name]
+        floor = floors["grad" if name.startswith("grad.") else "out"]
+        out.append(judge_tensor(name, g, r, b, precision, x, floor, d))  # type: ignore[arg-type]
+    return out
+
+
+def _covariate(name: str, ref: torch.Tensor, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """The input a tensor is elementwise aligned with: the input itself for its gradient, for an output
+    the first input of its shape."""
+    if name.startswith("grad.in."):
+        x = inputs.get(name[len("grad.in.") :])
+        return x if x is not None and x.shape == ref.shape else None
+    if name.startswith("out."):
+        return next((x for x in inputs.values() if x.shape == ref.shape), None)
+    return None

@@ -1,0 +1,270 @@
+"""The module-level rule: one tensor a module computed (its output, the gradient of one of its inputs or
+of one of its own parameters), on the same inputs, three times: by the device (`got`), in float64 on
+cpu (`ref`) and by the trusted run, cpu eager at the run's precision (`base`). Where the whole-model
+rule (checks/parity.py) sees rounding piled up through every layer and the backward, here the error
+is the module's own: one to a few roundings, so a bend of one function stands out.
+
+A correct implementation rounds: its error is noise, zero-mean given anything about the value it
+rounds. A wrong one computes another function: its error is a function of the inputs, so it has a
+mean where that noise has none. Four checks, each with its standard error measured on the tensor:
+
+1. Size: rel_rmse(got) = RMSE(got - ref) / RMS(ref) <= `multiplier` x max(rel_rmse(base), `rounding`,
+   amplified rounding). `rounding` = eps / sqrt(12) (bf16/fp16): the relative RMS of one
+   round-to-nearest (the error is uniform over +-half an ulp; relative to the value it is at most
+   eps / sqrt(12)): a module the trusted run computes exactly (an embedding lookup) may still be rounded
+   once by a correct device. Amplified rounding: the float64 module with its inputs, output gradients
+   and every intermediate result of every op (forward and backward) perturbed by one rounding (relative
+   N(0, eps / sqrt(12)): a stochastic model of a computation that rounds everything once), against
+   float64: the largest of DITHERS draws. A well-conditioned module keeps it near a few roundings; an
+   ill-conditioned one (BatchNorm's backward over 8 values per channel) multiplies it, and a correct
+   backend that rounds at other points than cpu eager (inductor's decomposed BatchNorm backward: 4x cpu's
+   error on a timm block's conv grad) pays that multiple.
+   fp32: floor 1e-4 (the order of reductions, not rounding, sets fp32's error: parity.py's reason).
+2. Direction (the scale along the reference, parity.py's bias): <got - ref, ref> / <ref, ref>.
+3. Conditional mean given the reference value: the elements sorted by ref into Q equal-count bins,
+   in each bin mean(got - ref) / RMS(ref). A sharper gate, a temperature or an epsilon moves whole
+   ranges of values one way (silu's 2%-sharper gate lifts every negative output); rounding does not.
+4. Conditional scale given the module's input (tensors shaped like one of its inputs: an activation's
+   output, the gradient of that input): in Q bins of that input's value, <got - ref, ref> / <ref, ref>
+   within the bin. An error only in backward multiplies the gradient by a function of the input
+   (grad_out x f'(x)); since grad_out has either sign, only a per-bin scale sees it.
+
+2-4 are judged like parity's bias: the device's statistic must lie in [min(0, trusted's),
+max(0, trusted's)] (a device more accurate than cpu eager lands between the trusted run and 0)
+widened by `floor` x the bin's RMS(ref) / RMS(ref) + `z` standard errors. The floor is a scale a
+correct implementation may carry, a constant or a per-row statistic (a norm's rsqrt, an attention
+scale) rounded once: `rounding`, eps / sqrt(12) relative; so a scale-like difference up to one rounding
+passes, and what is judged tightly is the error's shape, which no rounding has. fp32: 1e-5 (the
+reduction-order share, parity.py's fp32 reason). The standard error of each statistic is measured:
+from the spread of the error around the statistic within its bin (independent elements), times a
+design effect (>= 1) from 16 contiguous chunks of the tensor pooled over the bins (errors shared by a
+row, a token, a head: a per-token scale rounded once moves a whole row), for the device's and the
+trusted run's statistics together. `z` = 6: a module check makes ~30 statistics per tensor, ~5 tensors
+per module, ~30 modules per run and the verdict is re-made on thousands of runs; a normal tail beyond
+6 sigma is 2e-9.
+
+A reference that is numerically zero (parity.scale_floor over the module's tensors) is judged against
+that floor by size only. A trusted run that is itself grossly off float64 on a tensor (rel_rmse over
+`gross`, parity's table) makes that tensor ill-conditioned at this precision: reported, not judged.
+Non-finite values where the reference is finite, and a shape mismatch, fail.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from bringup.checks.parity import judged_dtype, tolerance_for
+
+CHUNKS = 16  # contiguous chunks for the design effect (parity.BIAS_CHUNKS' reason)
+# float64 replays with every input and intermediate rounded once at random (module_replay's dither): one
+# such replay's error is one draw; on an ill-conditioned tensor (few effective values: BatchNorm over 8)
+# draws vary by 2x, so the size bound takes the largest of this many
+DITHERS = 2
+# elements per bin at least (Q = n // BIN_SIZE bins, 2..MAX_BINS): a bin's standard error is measured from
+# the spread within it, and with >= 128 elements that estimate is within ~12% (sqrt(2/128)), so a 6-sigma
+# margin is off by under one sigma
+BIN_SIZE = 128
+# at most 16 bins: enough to follow a function's shape over its input range (a gate's knee, a softmax's tail)
+# and few enough statistics per tensor that z (below) covers them all (~30 per tensor with 3 checks)
+MAX_BINS = 16
+
+
+def _rounding(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).eps / math.sqrt(12)
+
+
+@dataclass(frozen=True)
+class ModuleTolerance:
+    # size: allowed multiple of max(trusted rel_rmse, size_floor, amplified rounding): 3, parity.py's (dynamo's
+    # low-precision fudge factor): cpu eager is one correct implementation, another may round 3x as far
+    multiplier: float
+    size_floor: float  # a correct computation's rel_rmse even where the trusted run is exact
+    floor: float  # a scale-like systematic difference a correct implementation may carry (relative)
+    z: float  # noise allowance of the statistics, in standard errors
+    reason: str
+    dither: float = 0.0  # one rounding (relative RMS): the module's inputs perturbed by this measure its conditioning
+
+
+MODULE_TOLERANCES: dict[torch.dtype, ModuleTolerance] = {
+    torch.float32: ModuleTolerance(
+        3.0, 1e-4, 1e-5, 6.0,
+        "fp32: the order of reductions sets the error (parity.py's float32 reason): size floor 1e-4, "
+        "scale floor 1e-5 (a backend that reorders shifts a tensor's bias by ~1e-7..1e-6)",
+        dither=_rounding(torch.float32),
+    ),
+    torch.bfloat16: ModuleTolerance(
+        3.0, _rounding(torch.bfloat16), _rounding(torch.bfloat16), 6.0,
+        "bf16: one round-to-nearest has relative RMS <= eps/sqrt(12) = 2.3e-3; a correct device may round "
+        "once where cpu eager is exact, and may carry a scale rounded once",
+        dither=_rounding(torch.bfloat16),
+    ),
+    torch.float16: ModuleTolerance(
+        3.0, _rounding(torch.float16), _rounding(torch.float16), 6.0,
+        "fp16: as bf16, eps/sqrt(12) = 2.8e-4", dither=_rounding(torch.float16),
+    ),
+}  # fmt: skip
+
+
+def module_tolerance(precision: Any) -> ModuleTolerance:
+    return MODULE_TOLERANCES.get(judged_dtype(precision), MODULE_TOLERANCES[torch.float32])
+
+
+@dataclass(frozen=True)
+class TensorVerdict:
+    name: str
+    ok: bool
+    rel_rmse: float
+    bound: float
+    trusted_rel_rmse: float
+    score: float  # > 1 fails: max(size / bound, worst statistic's distance past its margin / the margin's noise part)
+    check: str  # the worst check: size | bias | value | input
+    stat: float = 0.0  # the worst statistic's value (fraction of RMS(ref); a relative scale for bias / input)
+    trusted_stat: float = 0.0
+    margin: float = 0.0  # its floor + z standard errors
+    numel: int = 0
+    judged: bool = True  # False: ill-conditioned (trusted run grossly off float64), not judged
+    why: str = ""
+
+    def summary(self) -> str:
+        if not self.judged:
+            return f"{self.name}: not judged ({self.why})"
+        if self.check == "size":
+            return (f"{self.name}: rel_rmse {self.rel_rmse:.3g} (bound {self.bound:.3g}; trusted "
+                    f"{self.trusted_rel_rmse:.3g})")  # fmt: skip
+        what = {"bias": "bias", "value": "conditional mean given the reference value",
+                "input": "conditional scale given the input"}[self.check]  # fmt: skip
+        return (f"{self.name}: {what} {self.stat:+.3g} vs trusted {self.trusted_stat:+.3g} (margin {self.margin:.3g}; "
+                f"rel_rmse {self.rel_rmse:.3g}){' ' + self.why if self.why else ''}")  # fmt: skip
+
+
+def _bins(key: torch.Tensor, q: int) -> torch.Tensor:
+    n = key.numel()
+    order = torch.argsort(key, stable=True)
+    out = torch.empty(n, dtype=torch.long)
+    out[order] = torch.arange(n) * q // n
+    return out
+
+
+def _sum(bins: torch.Tensor, q: int, v: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(q, dtype=torch.float64).index_add_(0, bins, v)
+
+
+@dataclass(frozen=True)
+class _Stat:
+    got: torch.Tensor  # per bin
+    base: torch.Tensor
+    var: torch.Tensor  # variance of got - base's noise, per bin (design effect included)
+    floor: torch.Tensor
+
+
+def _variances(bins: torch.Tensor, q: int, contrib: torch.Tensor, chunk: torch.Tensor,
+               k: int) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Per bin: the independent-elements variance of sum(contrib) and the chunk-clustered one."""
+    cnt = _sum(bins, q, torch.ones_like(contrib))
+    iid = _sum(bins, q, contrib**2) * cnt / (cnt - 1).clamp_min(1)
+    cl = torch.zeros(q * k, dtype=torch.float64).index_add_(0, bins * k + chunk, contrib).view(q, k)
+    return iid, (cl**2).sum(1) * k / max(k - 1, 1)
+
+
+def _stat(kind: str, e: torch.Tensor, eb: torch.Tensor, r: torch.Tensor, bins: torch.Tensor, q: int, scale: float,
+          floor: float, chunk: torch.Tensor, k: int) -> _Stat:  # fmt: skip
+    """kind "mean": per bin mean(error) / scale; "proj": per bin <error, r> / <r, r> (a relative scale)."""
+    if kind == "mean":
+        cnt = _sum(bins, q, torch.ones_like(r)).clamp_min(1)
+        coef = 1.0 / (cnt[bins] * scale)
+        tg, tb = _sum(bins, q, e) / cnt / scale, _sum(bins, q, eb) / cnt / scale
+        rg, rb = e - (tg * scale)[bins], eb - (tb * scale)[bins]
+        fl = floor * (_sum(bins, q, r * r) / cnt).sqrt() / scale
+    else:
+        rr = _sum(bins, q, r * r).clamp_min(1e-300)
+        coef = r / rr[bins]
+        tg, tb = _sum(bins, q, e * r) / rr, _sum(bins, q, eb * r) / rr
+        rg, rb = e - tg[bins] * r, eb - tb[bins] * r
+        fl = torch.full((q,), floor, dtype=torch.float64)
+    ig, cg = _variances(bins, q, coef * rg, chunk, k)
+    ib, cb = _variances(bins, q, coef * rb, chunk, k)
+    iid = ig + ib
+    deff = max(1.0, float((cg.sum() + cb.sum()) / iid.sum().clamp_min(1e-300)))
+    return _Stat(tg, tb, iid * deff, fl)
+
+
+def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Tensor, precision: Any,
+                 covariate: torch.Tensor | None = None, scale_floor: float = 0.0,
+                 dithered: Sequence[torch.Tensor] = ()) -> TensorVerdict:  # fmt: skip
+    """The module rule on one tensor (module doc). `covariate`: the module input this tensor is
+    elementwise aligned with (same shape), if any; `scale_floor`: the RMS under which the reference is
+    numerically zero; `dithered`: float64 results with every input and intermediate perturbed by one
+    rounding (the tolerance's `dither`, DITHERS seeds), whose largest distance from `ref` is what
+    rounding everything once costs here."""
+    tol = module_tolerance(precision)
+    gross = tolerance_for(precision).gross
+    if tuple(got.shape) != tuple(ref.shape) or tuple(base.shape) != tuple(ref.shape):
+        return TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size",
+                             why=f"shape {tuple(got.shape)} != {tuple(ref.shape)}")  # fmt: skip
+    g = got.detach().to("cpu", torch.float64).flatten()
+    r = ref.detach().to("cpu", torch.float64).flatten()
+    b = base.detach().to("cpu", torch.float64).flatten()
+    inf_r = torch.isinf(r)
+    if (not torch.equal(torch.isnan(g), torch.isnan(r)) or not torch.equal(torch.isinf(g), inf_r)
+            or not torch.equal(g[inf_r], r[inf_r])):  # fmt: skip
+        return TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size", numel=g.numel(),
+                             why="NaN / inf where the reference has none (or another one)")  # fmt: skip
+    keep = torch.isfinite(r) & torch.isfinite(b)
+    g, r, b = g[keep], r[keep], b[keep]
+    x = None
+    if covariate is not None and tuple(covariate.shape) == tuple(ref.shape):
+        x = covariate.detach().to("cpu", torch.float64).flatten()[keep]
+    n = int(r.numel())
+    rms_r = float(r.pow(2).mean().sqrt()) if n else 0.0
+    scale = max(rms_r, scale_floor)
+    if n == 0 or scale == 0.0:
+        same = bool(torch.equal(g, r))
+        bad = 0.0 if same else math.inf
+        return TensorVerdict(name, same, bad, 0.0, 0.0, bad, "size", numel=n)
+    e, eb = g - r, b - r
+    err, berr = float(e.pow(2).mean().sqrt()) / scale, float(eb.pow(2).mean().sqrt()) / scale
+    amplified = 0.0
+    for dt in dithered:
+        if tuple(dt.shape) == tuple(ref.shape):
+            d = dt.detach().to("cpu", torch.float64).flatten()[keep]
+            if bool(torch.isfinite(d).all()):
+                amplified = max(amplified, float((d - r).pow(2).mean().sqrt()) / scale)
+    bound = tol.multiplier * max(berr, tol.size_floor, amplified)
+    size = TensorVerdict(name, err <= bound, err, bound, berr, err / bound, "size", numel=n)
+    if berr > gross:
+        return TensorVerdict(name, True, err, bound, berr, 0.0, "size", numel=n, judged=False,
+                             why=f"the trusted run is itself {berr:.3g} off float64 here: ill-conditioned")  # fmt: skip
+    if rms_r < scale_floor:  # numerically zero: its direction means nothing
+        return size
+    k = min(CHUNKS, n // 2) if n >= 4 else 1
+    chunk = torch.arange(n) * k // n
+    tests: list[tuple[str, _Stat]] = []
+    one = torch.zeros(n, dtype=torch.long)
+    tests.append(("bias", _stat("proj", e, eb, r, one, 1, scale, tol.floor, chunk, k)))
+    q = max(1, min(MAX_BINS, n // BIN_SIZE))
+    if q >= 2:
+        tests.append(("value", _stat("mean", e, eb, r, _bins(r, q), q, scale, tol.floor, chunk, k)))
+        if x is not None:
+            tests.append(("input", _stat("proj", e, eb, r, _bins(x, q), q, scale, tol.floor, chunk, k)))
+    worst = size
+    for check, st in tests:
+        se = st.var.sqrt()
+        lo = torch.minimum(st.base, torch.zeros_like(st.base)) - st.floor
+        hi = torch.maximum(st.base, torch.zeros_like(st.base)) + st.floor
+        past = torch.maximum(lo - st.got, st.got - hi).clamp_min(0.0)
+        noise = (tol.z * se).clamp_min(1e-300)
+        score = past / noise
+        i = int(torch.argmax(score))
+        s = float(score[i])
+        if s > worst.score:
+            worst = TensorVerdict(name, s <= 1.0, err, bound, berr, s, check, float(st.got[i]), float(st.base[i]),
+                                  float(st.floor[i] + noise[i]), n)  # fmt: skip
+    if worst is size:
+        return size
+    return TensorVerdict(name, worst.ok and size.ok, err, bound, berr, worst.score, worst.check, worst.stat,
+                         worst.trusted_stat, worst.margin, n)  # fmt: skip

@@ -1,0 +1,59 @@
+"""The zoo's module-level verdict (checks/module_check.py) beside its whole-model one: step 0 of the
+eager run on the device is recorded module by module; each module is replayed on the device (eager),
+and compiled on its own with the run's backend (the compiled run's verdict), then judged against
+float64 and the trusted run on the same inputs. On cpu the eager run IS the trusted run: it is
+recorded (its inputs feed the compiled replays) but not judged against itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from bringup.case import CaseResult, Status
+from bringup.precision import Precision
+
+# `--module-check`: on by default for the tiny models (the check replays every module three times and
+# compiles each class of module once more for the compiled run: docs/zoo.md "Module check" has the cost)
+DEFAULT = True
+
+
+def experts_for(module: torch.nn.Module, dtype: torch.dtype) -> None:
+    """A cpu copy about to replay: float64 MoE layers take the eager expert loop (suites/zoo.py)."""
+    from bringup.suites.zoo import _experts_impl
+
+    _experts_impl(module, "eager" if dtype == torch.float64 else None)
+
+
+def new_check(model: torch.nn.Module, prec: Precision, device: torch.device) -> Any:
+    from bringup.checks.module_check import ModuleCheck
+
+    return ModuleCheck(model, prec, device, prepare_reference=experts_for)
+
+
+def judge(r: CaseResult, label: str, rep: Any) -> None:
+    """Record a ModuleReport on the case; a module off fails it (fail_numeric, reason "<label>: module check ...")."""
+    from bringup.suites.zoo import _fail
+
+    r.fields[f"{label}_modules"] = rep.fields()
+    r.fields["module_check_s"] = round(float(r.fields.get("module_check_s") or 0.0) + rep.seconds, 3)
+    r.fields["modules_judged"] = max(int(r.fields.get("modules_judged") or 0), len(rep.judged))
+    if not rep.ok:
+        _fail(r, Status.FAIL_NUMERIC, f"{label}: {rep.summary()}")
+
+
+def judge_compiled(r: CaseResult, mc: Any, backend: str, ctx: Any, budget_s: float) -> None:
+    """The compiled run's module check: every recorded module compiled alone with `backend` on the device."""
+    from bringup.checks.errors import first_line
+
+    if mc is None or not mc.recorded:
+        r.fields["compiled_modules"] = {"ok": None, "why": "no eager recording to replay (the eager run failed)"}
+        return
+    try:
+        with ctx.phase("compile", budget_s=budget_s):
+            rep = mc.judge_compiled(backend)
+    except Exception as e:  # the check itself could not run: said, the whole-model verdict stands
+        r.fields["compiled_modules"] = {"ok": None, "why": f"module check raised {first_line(e)}"}
+        return
+    judge(r, "compiled", rep)

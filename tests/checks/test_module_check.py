@@ -1,0 +1,119 @@
+"""The module check (bringup/checks/module_check.py) on tiny models, run the way the zoo runs it
+(bringup.suites.zoo: train_run with a ModuleCheck, judge_run, zoo_modules):
+
+* a bend the whole-model rule lets through in bf16 and amp-bf16 (silu's gate 1% sharper: a torch-level
+  rewrite, tests/zoo/bend_backend.py) is caught module by module, at the MLP's activation; and the
+  same bend in a compiled run (each module compiled alone with the bending backend);
+* aot_eager and inductor compiling each module alone are not flagged (the correct eager variants of
+  perturb_backend.VARIANTS pass the module check in tests/checks/test_parity.py, in every precision).
+
+This is the cheap "a bend is caught, a correct backend is not" of `make test`: it fails if the module
+check is switched off or its bounds loosened (the bend then passes), or tightened past what correct
+backends do. bench/verdict_power.py measures it over 30 models and many bends.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import bringup.models  # noqa: F401  (torchvision shim first)
+from bringup.checks.module_replay import ModuleRecorder, judged_modules
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo"))
+import bend_backend as bb
+
+from bringup.suites import zoo as sz
+from bringup.suites import zoo_modules
+
+STEPS = 2
+CPU = torch.device("cpu")
+
+
+@cache
+def _setup(model: str, dtype: str) -> tuple:
+    src = "fn" if ":" in model else "hf"
+    params = {"source": src, "model": model, "task": "causal-lm", "seed": 0}
+    built = sz.build_model(params)
+    init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
+    batches = [built.make_batch(i) for i in range(STEPS)]
+    prec = sz.as_precision(dtype)
+    ref = sz.train_run(built, init, batches, CPU, torch.float64, round_to=prec.param_dtype)
+    base_mc = zoo_modules.new_check(built.model, prec, CPU)
+    base = sz.train_run(built, init, batches, CPU, prec, module_check=base_mc)
+    noise = sz.measure_noise(params, prec, STEPS, sz.NOISE_SEEDS)
+    return built, init, batches, prec, ref, base, noise, base_mc
+
+
+def _eager(model: str, dtype: str, ctx: Any) -> tuple[bool, Any, Any]:
+    """(whole-model verdict flagged, module report, the run) of one eager run under `ctx`."""
+    built, init, batches, prec, ref, base, noise, _ = _setup(model, dtype)
+    mc = zoo_modules.new_check(built.model, prec, CPU)
+    got = sz.train_run(built, init, batches, CPU, prec, step_context=ctx, module_check=mc)
+    rep, curve = sz.judge_run(got, ref, base, prec, noise)
+    return not (rep.ok and curve.ok), mc.judge_eager(), got
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "amp-bf16"])
+def test_a_bend_the_whole_model_rule_misses_is_caught_module_by_module(dtype: str) -> None:
+    before = bb.BEND_CALLS["gate"]
+    whole, mods, _ = _eager("llama", dtype, lambda: bb.BendMode("gate", 0.01))
+    assert bb.BEND_CALLS["gate"] > before, "the bend touched nothing"
+    assert not whole, "the whole-model rule caught it: this test no longer shows the gap it is about"
+    assert not mods.ok, mods.summary()
+    assert mods.first_failed.name == "model.layers.0.mlp.act_fn", mods.summary()
+    assert len(mods.judged) >= 25  # every branch: projections, norms, attention, MLP, activation, blocks
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "amp-bf16"])
+def test_compiled_regions_bend_caught_aot_eager_not(dtype: str) -> None:
+    """Each module compiled alone with the run's backend, replayed on the eager run's recorded inputs."""
+    base_mc = _setup("llama", dtype)[7]
+    honest = base_mc.judge_compiled("aot_eager")
+    assert honest.ok and len(honest.judged) >= 25, honest.summary()
+    before = bb.BEND_CALLS["gate"]
+    bent = base_mc.judge_compiled(bb.bend_backend("gate", 0.01), label="compiled (bend)")
+    assert bb.BEND_CALLS["gate"] > before
+    assert not bent.ok and bent.first_failed.name == "model.layers.0.mlp.act_fn", bent.summary()
+
+
+@pytest.mark.parametrize("dtype", ["bf16", pytest.param("fp32", marks=pytest.mark.slow),
+                                   pytest.param("amp-bf16", marks=pytest.mark.slow)])  # fmt: skip
+def test_inductor_regions_are_not_flagged_cheap(dtype: str) -> None:
+    """Inductor (fused kernels, fp32 intermediates) compiling each module of a small user model alone
+    (~40 s of cold compiles a precision here: bf16 in the default run)."""
+    rep = _setup("zoo_models:clean_mlp", dtype)[7].judge_compiled("inductor")
+    assert rep.ok and len(rep.judged) >= 4, rep.summary()
+
+
+def test_judged_modules_are_branches_not_trunks() -> None:
+    built = _setup("llama", "bf16")[0]
+    names = set(judged_modules(built.model))
+    assert "" not in names and "model" not in names and "model.layers" not in names  # root, trunk, container
+    assert {"model.layers.0", "model.layers.0.self_attn", "model.layers.0.mlp.act_fn", "lm_head"} <= names
+    first = set(judged_modules(built.model, blocks=1))
+    assert "model.layers.0.mlp" in first and not any(n.startswith("model.layers.1") for n in first)
+
+
+def test_replays_leave_the_step_alone() -> None:
+    """Recording and replaying (autograd.grad, buffers put back) change neither the grads nor the
+    BatchNorm statistics of the step they watch."""
+
+    def step(record: bool) -> tuple[list[torch.Tensor], list[torch.Tensor], int]:
+        torch.manual_seed(0)
+        nn = torch.nn
+        m = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.GELU(), nn.Linear(16, 2))
+        x = torch.randn(32, 8)
+        mc = zoo_modules.new_check(m, sz.as_precision("fp32"), CPU)
+        with mc.recording() if record else ModuleRecorder(torch.nn.Identity()):
+            m(x).pow(2).mean().backward()
+        return [p.grad.clone() for p in m.parameters()], [b.clone() for b in m.buffers()], len(mc.calls)
+
+    g0, b0, _ = step(False)
+    g1, b1, n = step(True)
+    assert n == 4 and all(torch.equal(a, b) for a, b in zip(g0 + b0, g1 + b1, strict=True))

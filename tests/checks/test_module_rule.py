@@ -1,0 +1,109 @@
+"""The module rule (bringup/checks/module_rule.py) on synthetic tensors: what one module computes, three
+times (device, float64, trusted cpu run at the same precision), with the rounding a bf16 kernel makes.
+
+A bend of a function (a sharper gate, a gradient taken at the wrong point) is caught where the size rule
+(and parity.py's rule) lets it through; rounding, per-row scale rounding and a device more accurate
+than cpu eager are not flagged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from bringup.checks.module_rule import MODULE_TOLERANCES, judge_tensor
+from bringup.checks.parity import compare_tensor
+
+BF16 = torch.bfloat16
+
+
+def _x(n: int = 8192, seed: int = 0, scale: float = 1.5) -> torch.Tensor:
+    return torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def _bf16(t: torch.Tensor) -> torch.Tensor:
+    return t.to(BF16).double()
+
+
+def test_table_reasons_and_rounding_floor() -> None:
+    for dt, tol in MODULE_TOLERANCES.items():
+        assert tol.reason and tol.z >= 6 and tol.multiplier > 1
+        if dt != torch.float32:  # one round-to-nearest: relative RMS <= eps / sqrt(12)
+            assert tol.size_floor == tol.floor == torch.finfo(dt).eps / math.sqrt(12)
+
+
+def test_rounding_is_not_flagged() -> None:
+    x = _bf16(_x())
+    ref = F.silu(x)
+    got, base = _bf16(F.silu(x.float()).double()), _bf16(ref)  # two correct kernels: one rounding each
+    v = judge_tensor("silu", got, ref, base, BF16, covariate=x)
+    assert v.ok and v.judged, v.summary()
+
+
+def test_a_sharper_gate_is_caught_where_size_is_not() -> None:
+    """silu's gate 1% sharper, rounded to bf16: its relative RMS stays within 3x the trusted run's (and
+    parity's whole-model rule passes it), but it lifts every negative output: a conditional mean."""
+    x = _bf16(_x())
+    ref = F.silu(x)
+    base = _bf16(ref)
+    bent = _bf16(x * torch.sigmoid(1.01 * x))
+    v = judge_tensor("silu", bent, ref, base, BF16, covariate=x)
+    assert v.rel_rmse < v.bound, "the bend must be invisible by size for this test to mean anything"
+    assert compare_tensor("silu", bent, ref, BF16, baseline=base).ok  # the old rule passes it
+    assert not v.ok and v.check in ("value", "input"), v.summary()
+
+
+def test_a_scale_is_caught_by_direction() -> None:
+    x = _bf16(_x(seed=1))
+    ref = torch.tanh(x)
+    v = judge_tensor("tanh", _bf16(ref * 1.01), ref, _bf16(ref), BF16, covariate=x)
+    assert not v.ok and v.check in ("bias", "value", "input"), v.summary()
+
+
+def test_a_backward_only_bend_is_caught() -> None:
+    """grad_in = grad_out x f'(x): a gradient taken at 1.02x multiplies it by f'(1.02x)/f'(x), a function of
+    x: a scale that varies with the input (seen within bins of x) and, where it keeps one sign, a mean
+    given the value."""
+    x = _bf16(_x(seed=2))
+    g = _bf16(_x(seed=3, scale=1.0))
+    xr = x.clone().requires_grad_(True)
+    (ref,) = torch.autograd.grad(F.silu(xr), xr, g)
+    xb = (x * 1.02).requires_grad_(True)
+    (bent,) = torch.autograd.grad(F.silu(xb), xb, g)
+    v = judge_tensor("grad.in.0", _bf16(bent), ref, _bf16(ref), BF16, covariate=x)
+    assert v.rel_rmse < v.bound and not v.ok and v.check in ("input", "value"), v.summary()
+
+
+def test_per_row_scale_rounding_is_not_flagged() -> None:
+    """A correct norm may round its per-row rsqrt to bf16: every element of a row shares one scale error
+    (correlated noise). The design effect from contiguous chunks and the one-rounding floor absorb it."""
+    gen = torch.Generator().manual_seed(4)
+    ref = torch.randn(64, 128, dtype=torch.float64, generator=gen)
+    rows = 1 + torch.randn(64, 1, dtype=torch.float64, generator=gen) * torch.finfo(BF16).eps / math.sqrt(12)
+    got = _bf16(ref * rows)
+    v = judge_tensor("norm", got, ref, _bf16(ref), BF16, covariate=ref)
+    assert v.ok, v.summary()
+
+
+def test_more_accurate_than_the_trusted_run_is_not_flagged() -> None:
+    """cpu eager rounds an intermediate that a fused kernel keeps in fp32: the trusted run carries a
+    systematic error the device does not; the device lands between the trusted run and 0."""
+    x = _bf16(_x(seed=5))
+    ref = F.gelu(x)
+    base = _bf16(F.gelu(x) * (1 + 0.004 * torch.tanh(x)))  # the trusted kernel's own systematic error
+    got = _bf16(ref)
+    assert judge_tensor("gelu", got, ref, base, BF16, covariate=x).ok
+
+
+def test_non_finite_shape_zero_and_ill_conditioned() -> None:
+    ref = _x(1024, seed=6)
+    nan = ref.clone()
+    nan[3] = math.nan
+    assert not judge_tensor("t", nan, ref, ref, BF16).ok
+    assert not judge_tensor("t", ref[:512], ref, ref, BF16).ok
+    tiny = ref * 1e-9  # numerically zero next to a floor of 1e-3: judged against the floor, by size only
+    assert judge_tensor("t", tiny * 1.5, tiny, tiny, BF16, scale_floor=1e-3).ok
+    garbage = judge_tensor("t", ref, ref, -ref, BF16)  # the trusted run itself is off: not judged
+    assert garbage.ok and not garbage.judged and "ill-conditioned" in garbage.summary()
