@@ -66,6 +66,14 @@ class DeviceAdapter:
     def hardware_name(self) -> str:
         return self.device.type
 
+    def start(self) -> None:
+        """Start the device's runtime in the process that runs cases, before any case work. torch's
+        autograd engine sizes its per-device queues once, at the first backward of the process, from the
+        device counts it sees then: a runtime that reports its devices only once started (PJRT) and a
+        float64 cpu reference run first would leave the device with no queue (an INTERNAL ASSERT in
+        engine.cpp at the device's first backward). Called by the worker, never by the driver (on a TPU
+        host one process owns the chips, and that must be the worker)."""
+
     # ---- synchronize, materialize, time ------------------------------------------------------------
     def synchronize(self) -> None:
         """Wait until everything issued so far has run (a lazy device: run what it recorded)."""

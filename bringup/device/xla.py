@@ -70,6 +70,9 @@ class XlaAdapter(DeviceAdapter):
         return f"PyTorch/XLA on PJRT {kind}"
 
     # ---- sync and timing -----------------------------------------------------------------------
+    def start(self) -> None:
+        torch_xla.device()  # starts the PJRT client: xla's device count is 0 before (adapter.start)
+
     def synchronize(self) -> None:
         torch_xla.sync()
         xm.wait_device_ops()

@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         from bringup.device import resolve_device
 
         device = resolve_device(args.device)
+        device.adapter.start()
     except BaseException as e:
         send({"type": "fatal", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
         return 3
