@@ -1,4 +1,6 @@
-"""`bringup` command line. Global options go before the sub-command: `bringup --device cpu zoo ...`.
+"""`bringup` command line. Global options go before the sub-command: `bringup --device cpu zoo ...`;
+--device, --workers, --allow-unsupported and the output / expectations / localize options are taken
+after it too (`bringup smoke --device cpu`).
 
 Every error a user can cause ends in one line on stderr and exit code 2, never a traceback.
 """
@@ -66,6 +68,12 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     localize_options(p, suppress)
 
 
+def _device_option(p: argparse.ArgumentParser) -> None:
+    """--device after the sub-command too (`bringup smoke --device cpu`, the common first try); it wins
+    over one given before."""
+    p.add_argument("--device", default=argparse.SUPPRESS, help="the device, as the global --device")
+
+
 def build_parser() -> Parser:
     """The parser: global options, the non-suite commands, and one sub-command per suite
     (`bringup.api.commands()`: the built-in ones and those of plugins imported before this is called).
@@ -96,12 +104,14 @@ def build_parser() -> Parser:
         sp = sub.add_parser(name, help=help_, description=help_)
         importlib.import_module(mod).add_arguments(sp)
         if name not in _NO_DEVICE:
+            _device_option(sp)
             _run_options(sp, suppress=True)
     for c in commands():
         if c.name in COMMANDS:
             continue
         sp = sub.add_parser(c.name, help=c.help, description=c.help)
         c.add_arguments(sp)
+        _device_option(sp)
         _run_options(sp, suppress=True)
     return p
 

@@ -80,3 +80,16 @@ def test_the_faces_are_what_the_suites_register() -> None:
         assert suite is not None and suite.command, name
         face = faces[name]
         assert (face.help, face.add_arguments, face.order) == (suite.help, suite.add_arguments, suite.order), name
+
+
+def test_device_after_the_subcommand() -> None:
+    """`bringup smoke --device cpu` (the common first try) means `bringup --device cpu smoke`; given on
+    both sides, the later one wins; commands that never touch a device don't take it."""
+    from bringup.cli import build_parser
+
+    p = build_parser()
+    assert p.parse_args(["smoke", "--device", "cpu"]).device == "cpu"
+    assert p.parse_args(["--device", "cpu", "smoke"]).device == "cpu"
+    assert p.parse_args(["--device", "a", "run", "--quick", "--device", "b"]).device == "b"
+    assert p.parse_args(["smoke"]).device is None
+    assert "--device" not in p.format_help().split("COMMAND ...")[1].split("options:")[0]
