@@ -198,7 +198,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     entries = _select(entries, pattern, args)
     if baseline is not None:
         baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
-    module_check = getattr(args, "module_check", "on") != "off"
+    module_check = zoo_modules.from_arg(args)
     return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds, module_check)
             for e in entries]  # fmt: skip
 
@@ -261,12 +261,12 @@ def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) 
 
 def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, seed: int = 0,
               baseline: BaselineIndex | None = None, noise_seeds: int = NOISE_SEEDS,
-              module_check: bool = zoo_modules.DEFAULT) -> Case:  # fmt: skip
+              module_check: bool | None = zoo_modules.DEFAULT) -> Case:  # fmt: skip
     params: dict[str, Any] = {"source": e.source, "model": e.model, "task": e.task, "dtype": dtype,
                               "steps": steps, "backend": backend, "seed": seed}  # fmt: skip
     if noise_seeds != NOISE_SEEDS:  # the default stays out of the params: existing case ids stay stable
         params["noise_seeds"] = noise_seeds
-    if module_check != zoo_modules.DEFAULT:
+    if module_check is not None:  # auto stays out of the params
         params["module_check"] = module_check
     if baseline is not None:
         params["baseline"] = baseline.entry_for(e.name, dtype, steps)
@@ -638,7 +638,9 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     r.series["loss.ref"] = _series(ref.curve)
     r.fields["logits"] = {"ref": logits_digest(ref.tensors.get("logits"))}
     # -- b. trusted baseline: cpu eager in the run dtype (on cpu also the device's eager run: recorded) --
-    use_mc = bool(p.get("module_check", zoo_modules.DEFAULT))
+    use_mc = zoo_modules.enabled(p.get("module_check", zoo_modules.DEFAULT), dev)
+    if not use_mc and p.get("module_check") is None:
+        r.fields["module_check_note"] = zoo_modules.LAZY_NOTE
     mc = zoo_modules.new_check(built.model, dtype, cpu) if use_mc and dev.is_cpu else None
     base: RunOut | None = None
     try:

@@ -58,9 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise-seeds", type=int, default=NOISE_SEEDS, metavar="N",
                    help=f"trusted runs under N more seeds measure the precision's noise per tensor "
                    f"(default {NOISE_SEEDS}; 0: the trusted run of the case's seed only)")  # fmt: skip
-    p.add_argument("--module-check", default="on", choices=["on", "off"],
+    p.add_argument("--module-check", default="auto", choices=["auto", "on", "off"],
                    help="judge every module on its own too, forward and backward, on the inputs the device gave it "
-                   "(eager replay and each module compiled alone; default on)")  # fmt: skip
+                   "(eager replay and each module compiled alone; default auto: on, off on lazy devices such as "
+                   "PyTorch/XLA, where each module's replay is its own graph compile)")  # fmt: skip
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SEC",
                    help=f"wall budget per model incl. compiles (default {DEFAULT_TIMEOUT:g})")  # fmt: skip
     p.add_argument("--baseline", default=None, metavar="BUNDLE",

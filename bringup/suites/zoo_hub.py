@@ -182,7 +182,8 @@ def case_name(plan: IdPlan, sig: str) -> str:
 
 
 def signature_cases(plan: IdPlan, dtype: str, steps: int, backend: str, timeout: float, seed: int, noise_seeds: int,
-                    baseline: SigBaseline | None = None) -> tuple[list[Case], dict[str, str]]:  # fmt: skip
+                    baseline: SigBaseline | None = None, module_check: bool | None = None,
+                    ) -> tuple[list[Case], dict[str, str]]:  # fmt: skip
     """A tiny case per signature, most downloaded first (the zoo's own case, its params carrying the signature's
     config); returns them and signature -> case id."""
     from bringup.suites import zoo
@@ -192,7 +193,7 @@ def signature_cases(plan: IdPlan, dtype: str, steps: int, backend: str, timeout:
     for sig in plan.order():
         s = plan.sigs[sig]
         base = zoo.make_case(zoo.Entry("hub-sig", sig, s.task), dtype, steps, backend, timeout, seed, None,
-                             noise_seeds)  # fmt: skip
+                             noise_seeds, module_check)  # fmt: skip
         params = {**base.params, "signature": sig, "architecture": s.architecture, "config": s.config}
         if baseline is not None and sig in baseline.by_name:
             params["baseline"] = baseline.entry_for(sig, dtype, steps)
@@ -216,8 +217,10 @@ def build_cases(args: argparse.Namespace, prec: Precision, backend: str, noise_s
                        f"({_failure_line(plan)})")  # fmt: skip
     if baseline is not None:
         baseline.check_shared(sigs, prec.name, args.steps, args.baseline)
+    from bringup.suites.zoo_modules import from_arg
+
     cases, case_of = signature_cases(plan, prec.name, args.steps, backend, args.timeout, args.seed, noise_seeds,
-                                     baseline)  # fmt: skip
+                                     baseline, from_arg(args))  # fmt: skip
     full_of = _full_cases(args, prec, backend, plan, sigs, cases)
     for row in plan.rows:
         row["case_id"] = case_of.get(row["signature"] or "")
