@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from bringup.device import Device
 
 __all__ = [
-    "BUILTIN", "MetricSpec", "Page", "Suite", "Tile", "get_suite", "metric_spec", "metric_specs",
-    "register_metric", "register_suite", "specs", "suites", "unregister_suite",
+    "BUILTIN", "BUILTIN_ARGS", "Command", "MetricSpec", "Page", "Suite", "Tile", "commands", "get_suite",
+    "metric_spec", "metric_specs", "register_metric", "register_suite", "specs", "suites", "unregister_suite",
 ]  # fmt: skip
 
 # The built-in suites, in no particular order (`Suite.order` orders them). One line per suite.
@@ -51,6 +51,19 @@ BUILTIN: tuple[str, ...] = (
     "bringup.suites.profile",
     "bringup.suites.selftest",
     "bringup.port.section",
+)
+# Their command-line faces (NAME, HELP, ORDER, add_arguments), torch-free: `commands()` reads these, so
+# `bringup --help`, `bringup smoke --help` and an argument error never import a suite (or torch). Each
+# suite registers the same HELP / ORDER / add_arguments (tests/spine/test_cli_imports.py checks it).
+BUILTIN_ARGS: tuple[str, ...] = (
+    "bringup.suites.smoke_args",
+    "bringup.suites.probe_args",
+    "bringup.suites.train_args",
+    "bringup.suites.flex_args",
+    "bringup.suites.zoo_args",
+    "bringup.suites.ops_args",
+    "bringup.suites.profile_args",
+    "bringup.suites.selftest_args",
 )
 
 
@@ -196,6 +209,32 @@ def suites() -> list[Suite]:
     """Every registered suite (the built-in ones and those of imported plugins), in `order`."""
     load_builtin()
     return sorted(_SUITES.values(), key=lambda s: (s.order, s.name))
+
+
+@dataclass(frozen=True)
+class Command:
+    """A suite's sub-command as the parser needs it: no planning, no running (see `commands()`)."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    order: float
+
+
+def commands() -> list[Command]:
+    """The suites' sub-commands, in `order`, without importing a built-in suite: the built-in ones from
+    their torch-free faces (BUILTIN_ARGS), plus every suite registered so far (a plugin's, imported with
+    --import) that offers a command."""
+    out: dict[str, Command] = {}
+    for mod in BUILTIN_ARGS:
+        if importlib.util.find_spec(mod.removesuffix("_args")) is None:
+            continue  # the face without its suite (a partial checkout) offers nothing
+        m = importlib.import_module(mod)
+        out[m.NAME] = Command(m.NAME, m.HELP, m.add_arguments, m.ORDER)
+    for s in _SUITES.values():
+        if s.command:
+            out.setdefault(s.name, Command(s.name, s.help, s.add_arguments, s.order))
+    return sorted(out.values(), key=lambda c: (c.order, c.name))
 
 
 def get_suite(name: str) -> Suite | None:

@@ -1,4 +1,6 @@
-"""`bringup` command line. Global options go before the sub-command: `bringup --device cpu zoo ...`.
+"""`bringup` command line. Global options go before the sub-command: `bringup --device cpu zoo ...`;
+--device, --workers, --allow-unsupported and the output / expectations / localize options are taken
+after it too (`bringup smoke --device cpu`).
 
 Every error a user can cause ends in one line on stderr and exit code 2, never a traceback.
 """
@@ -8,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -15,6 +18,7 @@ from typing import Any, NoReturn
 from bringup import __version__
 from bringup.errors import BadInput
 from bringup.options import positive_float, positive_int
+from bringup.store import DEFAULT_DB
 
 # Commands that are not suites: name -> (module, help). Each module has add_arguments(p) and
 # main(sess) -> int. Modules not present in this checkout are simply not offered.
@@ -64,10 +68,20 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     localize_options(p, suppress)
 
 
+def _device_option(p: argparse.ArgumentParser) -> None:
+    """--device after the sub-command too (`bringup smoke --device cpu`, the common first try); it wins
+    over one given before."""
+    p.add_argument("--device", default=argparse.SUPPRESS, help="the device, as the global --device")
+
+
 def build_parser() -> Parser:
-    """The parser: global options, the non-suite commands, and one sub-command per registered suite
-    (`bringup.api.suites()`: the built-in ones and those of plugins imported before this is called)."""
-    from bringup.api import suites
+    """The parser: global options, the non-suite commands, and one sub-command per suite
+    (`bringup.api.commands()`: the built-in ones and those of plugins imported before this is called).
+
+    Builds without importing torch (the suites' torch-free faces, the commands' modules import it
+    where work starts): `--help`, every `COMMAND --help` and an argument error answer at once
+    (tests/spine/test_cli_imports.py)."""
+    from bringup.api import commands
 
     p = Parser(prog="bringup", description="Does a real training stack run on this PyTorch device, and how fast?")
     p.add_argument("--version", action="version", version=f"bringup {__version__}")
@@ -90,12 +104,14 @@ def build_parser() -> Parser:
         sp = sub.add_parser(name, help=help_, description=help_)
         importlib.import_module(mod).add_arguments(sp)
         if name not in _NO_DEVICE:
+            _device_option(sp)
             _run_options(sp, suppress=True)
-    for s in suites():
-        if not s.command or s.name in COMMANDS:
+    for c in commands():
+        if c.name in COMMANDS:
             continue
-        sp = sub.add_parser(s.name, help=s.help, description=s.help)
-        s.add_arguments(sp)
+        sp = sub.add_parser(c.name, help=c.help, description=c.help)
+        c.add_arguments(sp)
+        _device_option(sp)
         _run_options(sp, suppress=True)
     return p
 
@@ -132,14 +148,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from bringup.flow import Session, default_db
-
     _import_plugins(_early_imports(argv))
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.ray_address and args.executor != "ray":
         raise BadInput("--ray-address needs --executor ray")
-    db = Path(args.db or default_db())
+    db = Path(args.db or os.environ.get("BRINGUP_DB", DEFAULT_DB))  # flow.default_db(), without torch
     resume_run = None
     imports = list(args.imports)
     if args.resume:
@@ -159,6 +173,8 @@ def _main(argv: list[str]) -> int:
         parser.print_help()
         return 2
     _import_plugins(imports)
+    from bringup.flow import Session  # imports torch: only once the arguments parse and a command runs
+
     if args.command in _NO_DEVICE:
         from bringup.device import Device
 

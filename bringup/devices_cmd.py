@@ -6,9 +6,6 @@ import argparse
 import platform
 from typing import Any
 
-from rich.markup import escape
-from rich.table import Table
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-calibrate", action="store_true", help="skip the GEMM calibration (table peaks only)")
@@ -79,6 +76,9 @@ def torch_build() -> str:
 
 
 def main(sess: Any) -> int:
+    from rich.markup import escape  # here, not at the top: `bringup --help` builds the parser without rich
+    from rich.table import Table
+
     from bringup.files import check_outputs, write_json
 
     check_outputs(sess.args)

@@ -48,6 +48,7 @@ from typing import Any
 from bringup.errors import BadInput
 from bringup.models.hub import _ID, _REV, offline
 from bringup.models.hub_index import OK, PENDING, Entry, HubIndex
+from bringup.options import DEFAULT_API, DEFAULT_RESOLVE, FREE_API, FREE_RESOLVE  # --hub-rate's defaults
 
 SEARCH_PREFIX = "hub-search:"
 LIST_PREFIX = "hub-list:"
@@ -55,8 +56,7 @@ SORTS = ("downloads", "likes")
 SEARCH_KEYS = ("library", "task", "author", "sort")
 EXPAND = ["downloads", "likes", "gated", "private", "sha", "pipeline_tag", "library_name"]
 WINDOW_S = 300.0  # the Hub's rate-limit window
-FREE_API, FREE_RESOLVE = 1000, 5000  # a free user's requests per window (docs/hub/rate-limits)
-DEFAULT_API, DEFAULT_RESOLVE = 900, 4500  # 90% of those
+
 PAGE = 1000  # the Hub's listing page size (one API call per page)
 CALLS_PINNED = 2  # HEAD + GET on /resolve/<commit>/config.json
 CALLS_BRANCH = 3  # HEAD on /resolve/<branch>/ answers with a redirect to the commit's URL: one more call

@@ -23,16 +23,15 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from bringup.case import CaseResult, Status, is_failure
 from bringup.errors import BadInput
 from bringup.metrics import MetricSpec, specs
 from bringup.store import RunInfo
+
+if TYPE_CHECKING:  # rich is imported where it prints: `bringup --help` builds the parser without it
+    from rich.console import Console
 
 DEFAULT_FAIL_ON = "status,throughput:0.9,ttfs:1.2,parity:10,loss:0.05"
 # name -> default threshold of a bare name (None: takes no number)
@@ -265,6 +264,9 @@ def scorecard(run_a: RunInfo, res_a: Sequence[CaseResult], run_b: RunInfo, res_b
 
 
 def print_scorecard(console: Console, rows: list[dict[str, str | None]]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     if len(rows) <= 1:
         return
     t = Table(title="backend scorecard (measured in each run)", title_justify="left")
@@ -310,6 +312,9 @@ def _g(v: float | None) -> str:
 
 
 def print_diffs(console: Console, run_a: RunInfo, run_b: RunInfo, diffs: list[CaseDiff], show_all: bool) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     def who(r: RunInfo) -> str:
         return f"{r.run_id} ({r.device} {r.device_name}, torch {r.torch_version}, {r.host})"
 

@@ -25,39 +25,15 @@ from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.flex import section
-from bringup.options import add_compile_backend, check_compile_backend
+from bringup.options import check_compile_backend
 from bringup.precision import parse_precision
+from bringup.suites.flex_args import DEFAULT_BUDGET_S, HELP, ORDER, add_arguments  # the torch-free face (cli)
 
-HELP = "FlexAttention matrix (8 mods x shapes): compile budget, numerics vs float64, TFLOP/s, one sentence"
-
-DEFAULT_BUDGET_S = 600.0
 RUN_ALLOWANCE_S = 900.0  # the rest of a case (timing, the cpu reference) on top of the compile budget
 # Device types whose FlexAttention has no backward in torch (torch/nn/attention/flex_attention.py,
 # _validate_device, torch 2.13). If torch adds one, the auto backward probe starts passing: use --backward on.
 NO_FLEX_BACKWARD = frozenset({"cpu", "mps"})
 ENTRY = "bringup.suites.flex:run_case"
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--matrix", default="auto", metavar="quick|default|FILE",
-                   help="quick (small, fp32: cpu/CI), default (the 96 cases) or a YAML/JSON matrix file; "
-                   "auto (default): default on an accelerator, quick on cpu")  # fmt: skip
-    p.add_argument("--budget", default=str(DEFAULT_BUDGET_S), metavar="SEC",
-                   help="compile budget per case: compile + first call, seconds (default 600)")  # fmt: skip
-    p.add_argument("--backward", default=None, metavar="auto|on|off",
-                   help="run the backward too (default auto: on where the device has a FlexAttention backward; "
-                   "elsewhere forward cases plus one backward probe)")  # fmt: skip
-    p.add_argument("--dtype", default=None, help="bf16 | fp16 | fp32 | amp-bf16 | amp-fp16 (amp: bf16/fp16 inputs "
-                   "under autocast, as attention sees them in mixed-precision training; default: the matrix's; "
-                   "default matrix: "
-                   "bf16 on accelerators, fp32 on cpu)")  # fmt: skip
-    p.add_argument("--mods", default="", metavar="a,b,...",
-                   help="mods to run, at every shape of the matrix (built-in names, or module:function / "
-                   "file.py:function user mods)")  # fmt: skip
-    add_compile_backend(p, dest="backend")
-    # Hidden, for tests and demonstrations: let dynamo hit its recompile limit on purpose.
-    p.add_argument("--recompile-limit", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--no-dynamo-reset", action="store_true", default=False, help=argparse.SUPPRESS)
 
 
 def _budget(raw: Any) -> float:
@@ -281,7 +257,7 @@ register_suite(
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=40,
+        order=ORDER,
         title="FlexAttention matrix",
         section=section.render,
         metrics=specs("compile_s", "fwd_ms", "bwd_ms", "tflops", "sparsity", "max_abs_err", "max_rel_err"),

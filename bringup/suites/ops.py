@@ -36,13 +36,16 @@ from bringup.checks.errors import classify, first_line
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.suites import ops_section
-
-HELP = "OpInfo op coverage: every op x dtype on the device vs cpu (pass/fallback/fail_numeric/unsupported)"
+from bringup.suites.ops_args import (  # the torch-free face (cli)
+    DEFAULT_BUDGET_S,
+    DEFAULT_DTYPES,
+    DEFAULT_SAMPLES,
+    HELP,
+    ORDER,
+    add_arguments,
+)
 
 ENTRY = "bringup.suites.ops:run_op"
-DEFAULT_DTYPES = "float32,bfloat16"
-DEFAULT_SAMPLES = 4
-DEFAULT_BUDGET_S = 120.0
 # `bringup run --quick`: a handful of everyday ops, float32, 2 samples each (~1 min on 2 cpu cores).
 QUICK_OPS = (
     "add", "mul", "div.no_rounding_mode", "matmul", "sin", "exp", "sum", "mean", "softmax",
@@ -101,17 +104,6 @@ _UPCAST = {torch.float32: torch.float64, torch.float16: torch.float64, torch.bfl
            torch.complex64: torch.complex128, torch.complex32: torch.complex128}  # fmt: skip
 # Worst first: the case's status is the worst of its samples'.
 _SEVERITY = (Status.CRASH, Status.OOM, Status.FAIL_NUMERIC, Status.UNSUPPORTED, Status.FALLBACK, Status.PASS)
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--filter", default=None, metavar="REGEX",
-                   help="only OpInfos whose name (with variant, e.g. div.floor_rounding) matches REGEX "
-                   "(re.search; anchor with ^...$)")  # fmt: skip
-    p.add_argument("--dtypes", default=DEFAULT_DTYPES, help=f"comma list of dtypes (default {DEFAULT_DTYPES})")
-    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
-                   help=f"inputs per (op, dtype) from OpInfo reference_inputs (default {DEFAULT_SAMPLES})")  # fmt: skip
-    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
-                   help=f"wall budget per (op, dtype) case, seconds (default {DEFAULT_BUDGET_S:g})")  # fmt: skip
 
 
 # ---- planning (no device work) -------------------------------------------------------------------
@@ -607,7 +599,7 @@ register_suite(
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=60,
+        order=ORDER,
         title="Op coverage",
         section=ops_section.render,
         scorecard=scorecard,

@@ -43,13 +43,11 @@ from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.options import check_compile_backend
 from bringup.suites import probe_section
-
-HELP = "feature probe: bf16/fp16/fp8, scaled_mm, autocast, SDPA backends, compile, distributed, TorchAO"
+from bringup.suites.probe_args import DEFAULT_COMPILE_BACKENDS, HELP, ORDER, add_arguments  # the torch-free face (cli)
 
 ENTRY = "bringup.suites.probe:run_feature"
 BUDGET_S = 180.0
 COMPILE_BUDGET_S = 300.0
-DEFAULT_COMPILE_BACKENDS = "aot_eager,inductor"
 FP8 = ("float8_e4m3fn", "float8_e5m2")
 # The aten op each forced SDPA backend runs; MATH runs none of them (it decomposes).
 SDPA_OPS: dict[str, tuple[str, ...]] = {
@@ -61,13 +59,6 @@ SDPA_OPS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 # torchao low-precision training: only fp8-capable matmuls make sense; the error line says why not.
 TORCHAO_FEATURES = ("float8_training", "mxfp8_training")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--only", default="", metavar="REGEX", help="only features whose name matches REGEX")
-    p.add_argument("--compile-backends", default=None,
-                   help=f"torch.compile backends to probe (default {DEFAULT_COMPILE_BACKENDS} and the device's own, "
-                   "e.g. openxla on xla); e.g. a device's own backend registered by an --import plugin")  # fmt: skip
 
 
 def _sdpa_backends() -> list[str]:
@@ -535,7 +526,7 @@ register_suite(
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=20,
+        order=ORDER,
         title="Feature probe",
         section=probe_section.render,
         scorecard=probe_section.scorecard,

@@ -23,51 +23,15 @@ from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.files import check_output_dir
-from bringup.options import add_compile_backend, check_compile_backend
+from bringup.options import check_compile_backend
 from bringup.precision import parse_precision
 from bringup.suites import profile_section
+from bringup.suites.profile_args import DEFAULTS, HELP, ORDER, add_arguments  # the torch-free face (cli)
 
-HELP = "a few training steps under torch.profiler: trace, busy/idle/host split, top ops, transfers"
-
-DEFAULTS: dict[str, Any] = {"model": "qwen3-tiny", "mode": "eager", "steps": 3, "warmup": 2, "batch": 4,
-                            "seq": 128, "dtype": "fp32", "top": 15, "backend": "inductor"}  # fmt: skip
 SUMMARY_KEYS = ("top_ops", "transfers", "busy_s", "idle_s", "host_s", "trace")
 # A profiled step this many times an unprofiled one: the trace mostly shows the profiler (torch.profiler
 # recording every op PyTorch/XLA traces lazily: ~20x on 2 cpu cores); said in the case's note.
 PROFILER_SLOWDOWN = 2.0
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import nonneg_int, positive_int
-
-    d = DEFAULTS
-    p.add_argument(
-        "--model",
-        default=d["model"],
-        help="qwen3 preset (qwen3-tiny, qwen3-0.6b, ...), an HF config JSON, or module:function",
-    )
-    p.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="change a model config field (repeatable), e.g. num_hidden_layers=2",
-    )
-    p.add_argument("--mode", default=d["mode"], help="eager (default) | compile | regional")
-    add_compile_backend(p, default=d["backend"], dest="backend")
-    p.add_argument("--steps", type=positive_int, default=d["steps"], help="profiled steps (default 3)")
-    p.add_argument(
-        "--warmup",
-        type=nonneg_int,
-        default=d["warmup"],
-        help="untraced steps first (compile, caches, allocator; default 2)",
-    )
-    p.add_argument("--batch", type=positive_int, default=d["batch"], help="batch size (default 4)")
-    p.add_argument("--seq", type=positive_int, default=d["seq"], help="sequence length (default 128)")
-    p.add_argument("--dtype", default=d["dtype"], help="fp32 (default) | bf16 | fp16 (pure) | amp-bf16 | amp-fp16 "
-                   "(autocast over fp32 weights, GradScaler for fp16)")  # fmt: skip
-    p.add_argument("--top", type=positive_int, default=d["top"], help="rows in the top ops/kernels tables (15)")
-    p.add_argument("--out", metavar="DIR", default=None, help="also copy trace.json.gz and summary.json here")
 
 
 # ---- planning (pure; raises BadInput before any work) --------------------------------------------
@@ -349,7 +313,7 @@ register_suite(
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=70,
+        order=ORDER,
         title="Profile",
         section=profile_section.render,
         metrics=specs("step_s", "busy_s", "idle_s", "host_s", "ops_s", "compiled_s"),

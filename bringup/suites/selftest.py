@@ -20,21 +20,11 @@ from bringup.api import Suite, register_suite
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
-
-HELP = "harness self-test: cases that sleep, crash, exit, hang, raise or blow up memory on purpose"
+from bringup.suites.selftest_args import HELP, ORDER, add_arguments  # the torch-free face (cli)
 
 _ITEM = re.compile(
     r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print|spin|loseonce|lose|flip)(?::([0-9.]+))?(?:\*(\d+))?"
 )
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--plan", default="ok*3", help="comma list of ok|sleep:S|segv|exit:N|raise|hang|alloc:GB|"
-                   "phase:S|unsupported|print|spin:N|lose|loseonce|flip, each optionally *N "
-                   "(default ok*3)")  # fmt: skip
-    p.add_argument("--budget", type=float, default=60.0, help="wall budget per case, seconds (default 60)")
-    p.add_argument("--phase-budget", type=float, default=1.0, help="budget of the 'phase' item's phase")
-    p.add_argument("--tag", default="", help="distinguishes otherwise identical plans (part of case ids)")
 
 
 def parse_plan(plan: str) -> list[tuple[str, float | None]]:
@@ -134,7 +124,7 @@ register_suite(
         build_cases=build_cases,
         run_cases=None,
         summarize=summarize,
-        order=90,
+        order=ORDER,
         title="Harness self-test",
     )
 )

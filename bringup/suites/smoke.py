@@ -24,12 +24,7 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.checks.parity import parity
 from bringup.device import Device, dtype_name, parse_dtype
-
-HELP = "a GEMM and a tiny MLP training step on the device vs a float64 CPU reference"
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dtype", default="fp32", help="fp32 | bf16 | fp16 (default fp32)")
+from bringup.suites.smoke_args import HELP, ORDER, add_arguments  # the torch-free face (cli)
 
 
 def _cases(dtype: str) -> list[Case]:
@@ -144,7 +139,7 @@ register_suite(
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=10,
+        order=ORDER,
         title="Smoke",
         metrics=specs("max_abs_err", "max_rel_err"),
     )

@@ -34,20 +34,21 @@ from bringup.api import Suite, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
-from bringup.options import add_compile_backend, check_compile_backend
+from bringup.options import check_compile_backend
 from bringup.precision import PRECISIONS, Precision, parse_precision
 from bringup.suites import zoo_hub, zoo_modules, zoo_section
-
-HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
+from bringup.suites.zoo_args import (  # the torch-free face (cli)
+    DEFAULT_STEPS,
+    DEFAULT_TIMEOUT,
+    FULL_STEPS,
+    HELP,
+    NOISE_SEEDS,
+    ORDER,
+    add_arguments,
+)
 
 SOURCES = ("hf-causal", "hf-all", "timm", "hub-top")
-SIZES = ("tiny", "full")
-REFERENCES = ("cpu", "baseline", "none")
-FULL_STEPS = 3
-FULL_BATCH, FULL_SEQ = 2, 64
 FULL_TIMEOUT = 3600.0
-DEFAULT_STEPS = 4
-DEFAULT_TIMEOUT = 600.0
 LR = 0.5  # SGD: big enough that a tiny random-init model's loss moves visibly in a few steps
 MAX_GRAD_NORM = 1.0  # clipped like HF Trainer's default: keeps the few steps out of chaotic regimes
 LOGIT_SAMPLES = 16
@@ -57,52 +58,6 @@ ENTRY = "bringup.suites.zoo:run_model"
 QUICK = (("hf", "llama", "causal-lm"), ("hf", "gpt2", "causal-lm"), ("hf", "qwen3", "causal-lm"),
          ("timm", "test_resnet", ""))  # fmt: skip
 FULL_EXTRA_TIMM = 8  # `bringup run --full`: all hf-causal types and the first timm models
-# The trusted run (cpu eager at the run precision) and its float64 reference are repeated under this
-# many more seeds: per tensor, the spread of their errors is the noise a correct run has at this
-# precision (checks/parity.py). 2 more seeds (3 samples) cost 2 x (float64 + eager) runs of a tiny model.
-NOISE_SEEDS = 2
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--source", default="hf-causal",
-                   help="hf-causal (default: the 196 causal-LM types) | hf-all (every task mapping) | timm | "
-                   "hub-top (the shipped catalogue of widely used Hub models) | hub:ORG/NAME[@REV][,...] (Hub ids, "
-                   "through the Hugging Face cache; HF_HUB_OFFLINE respected) | hub-search:[TEXT][,library=L]"
-                   "[,task=T][,author=A][,sort=downloads|likes] / hub-list:FILE (a Hub sweep: one case per distinct "
-                   "signature, the verdict for every id; docs/hub.md) | FILE (one module:function, HF config JSON "
-                   "path or Hub id per line)")  # fmt: skip
-    p.add_argument("--size", default="tiny", choices=SIZES,
-                   help="hub sources: tiny (default: the config shrunk, judged against float64) | full (the real "
-                   "config, meta-device init, memory preflight, judged against --reference)")  # fmt: skip
-    p.add_argument(
-        "--reference",
-        default=None,
-        choices=REFERENCES,
-        help="--size full: cpu (a cpu fp32 run of the first steps; default without --baseline) | "
-        "baseline (the --baseline bundle only; default with it) | none (compiled vs eager only)",
-    )
-    p.add_argument("--batch", type=int, default=FULL_BATCH, help=f"--size full: batch (default {FULL_BATCH})")
-    p.add_argument("--seq", type=int, default=FULL_SEQ, help=f"--size full: sequence length (default {FULL_SEQ})")
-    p.add_argument("--filter", default=None, metavar="REGEX", help="keep models whose name matches (re.search)")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N models (after --filter)")
-    p.add_argument("--steps", type=int, default=None, metavar="K",
-                   help=f"optimizer steps per run (default {DEFAULT_STEPS}; {FULL_STEPS} at --size full)")  # fmt: skip
-    add_compile_backend(p, default=None, extra_help="; 'none' skips the compiled run")
-    p.add_argument("--dtype", default="fp32",
-                   help="fp32 (default) | bf16 | fp16 (pure: weights in that dtype) | amp-bf16 | amp-fp16 "
-                   "(mixed: fp32 weights, autocast forward, GradScaler for fp16)")  # fmt: skip
-    p.add_argument("--noise-seeds", type=int, default=NOISE_SEEDS, metavar="N",
-                   help=f"trusted runs under N more seeds measure the precision's noise per tensor "
-                   f"(default {NOISE_SEEDS}; 0: the trusted run of the case's seed only)")  # fmt: skip
-    p.add_argument("--module-check", default="on", choices=["on", "off"],
-                   help="judge every module on its own too, forward and backward, on the inputs the device gave it "
-                   "(eager replay and each module compiled alone; default on)")  # fmt: skip
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SEC",
-                   help=f"wall budget per model incl. compiles (default {DEFAULT_TIMEOUT:g})")  # fmt: skip
-    p.add_argument("--baseline", default=None, metavar="BUNDLE",
-                   help="compare curves and outputs with this exported run (bringup export)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="init and data seed (default 0)")
-    zoo_hub.add_arguments(p)
 
 
 # ---- planning -------------------------------------------------------------------------------------
@@ -243,7 +198,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     entries = _select(entries, pattern, args)
     if baseline is not None:
         baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
-    module_check = getattr(args, "module_check", "on") != "off"
+    module_check = zoo_modules.from_arg(args)
     return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds, module_check)
             for e in entries]  # fmt: skip
 
@@ -306,12 +261,12 @@ def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) 
 
 def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, seed: int = 0,
               baseline: BaselineIndex | None = None, noise_seeds: int = NOISE_SEEDS,
-              module_check: bool = zoo_modules.DEFAULT) -> Case:  # fmt: skip
+              module_check: bool | None = zoo_modules.DEFAULT) -> Case:  # fmt: skip
     params: dict[str, Any] = {"source": e.source, "model": e.model, "task": e.task, "dtype": dtype,
                               "steps": steps, "backend": backend, "seed": seed}  # fmt: skip
     if noise_seeds != NOISE_SEEDS:  # the default stays out of the params: existing case ids stay stable
         params["noise_seeds"] = noise_seeds
-    if module_check != zoo_modules.DEFAULT:
+    if module_check is not None:  # auto stays out of the params
         params["module_check"] = module_check
     if baseline is not None:
         params["baseline"] = baseline.entry_for(e.name, dtype, steps)
@@ -683,7 +638,9 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     r.series["loss.ref"] = _series(ref.curve)
     r.fields["logits"] = {"ref": logits_digest(ref.tensors.get("logits"))}
     # -- b. trusted baseline: cpu eager in the run dtype (on cpu also the device's eager run: recorded) --
-    use_mc = bool(p.get("module_check", zoo_modules.DEFAULT))
+    use_mc = zoo_modules.enabled(p.get("module_check", zoo_modules.DEFAULT), dev)
+    if not use_mc and p.get("module_check") is None:
+        r.fields["module_check_note"] = zoo_modules.LAZY_NOTE
     mc = zoo_modules.new_check(built.model, dtype, cpu) if use_mc and dev.is_cpu else None
     base: RunOut | None = None
     try:
@@ -1064,7 +1021,7 @@ register_suite(
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=50,
+        order=ORDER,
         title="Model zoo",
         section=zoo_section.render,
         metrics=specs("params", "graph_breaks", "max_rel_err", "loss_divergence", "compile_s", "peak_mem_bytes"),

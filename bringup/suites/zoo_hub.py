@@ -34,41 +34,13 @@ from bringup.models import signature as sg
 from bringup.models.hub_index import OK, Entry, HubIndex
 from bringup.precision import Precision
 from bringup.store import DEFAULT_DB
+from bringup.suites.zoo_hub_args import DEFAULT_WORKERS, INDEX_NAME, add_arguments  # noqa: F401 (the face)
 
 PREFIXES = (hf.SEARCH_PREFIX, hf.LIST_PREFIX)
-INDEX_NAME = "hub-index.db"
-DEFAULT_WORKERS = 8
 
 
 def is_sweep(source: str | None) -> bool:
     return bool(source) and str(source).startswith(PREFIXES)
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("Hub sweeps (--source hub-search:QUERY | hub-list:FILE; docs/hub.md)")
-    g.add_argument("--hub-index", metavar="FILE", default=None,
-                   help=f"the Hub index: listings and fetched configs (resumable, exportable with `bringup hub "
-                   f"export`); default {INDEX_NAME} beside --db")  # fmt: skip
-    g.add_argument("--hub-workers", type=int, default=DEFAULT_WORKERS, metavar="N",
-                   help=f"concurrent config fetches (default {DEFAULT_WORKERS})")  # fmt: skip
-    g.add_argument("--hub-rate", metavar="API,RESOLVE", default=None,
-                   help=f"requests per 5 minutes to the Hub's API and /resolve/ (default {hf.DEFAULT_API},"
-                   f"{hf.DEFAULT_RESOLVE}: 90%% of a free token's {hf.FREE_API},{hf.FREE_RESOLVE})")  # fmt: skip
-    g.add_argument("--hub-refresh", action="store_true",
-                   help="list the query again and fetch every id whose config failed before")  # fmt: skip
-    g.add_argument(
-        "--full-top",
-        type=int,
-        default=0,
-        metavar="K",
-        help="also run the K most downloaded signatures at real size (meta init, memory preflight)",
-    )
-    g.add_argument("--nproc", type=int, default=1, metavar="N",
-                   help="--size full / --full-top: a model that does not fit one device is sharded with FSDP2 over "
-                   "N ranks (default 1: reported unsupported with the ranks it would need)")  # fmt: skip
-    g.add_argument("--device-memory", type=float, default=None, metavar="GIB",
-                   help="--size full / --full-top: the preflight's free device memory (default: what the device "
-                   "reports); e.g. plan for a smaller device")  # fmt: skip
 
 
 def index_path(args: argparse.Namespace) -> Path:
@@ -210,7 +182,8 @@ def case_name(plan: IdPlan, sig: str) -> str:
 
 
 def signature_cases(plan: IdPlan, dtype: str, steps: int, backend: str, timeout: float, seed: int, noise_seeds: int,
-                    baseline: SigBaseline | None = None) -> tuple[list[Case], dict[str, str]]:  # fmt: skip
+                    baseline: SigBaseline | None = None, module_check: bool | None = None,
+                    ) -> tuple[list[Case], dict[str, str]]:  # fmt: skip
     """A tiny case per signature, most downloaded first (the zoo's own case, its params carrying the signature's
     config); returns them and signature -> case id."""
     from bringup.suites import zoo
@@ -220,7 +193,7 @@ def signature_cases(plan: IdPlan, dtype: str, steps: int, backend: str, timeout:
     for sig in plan.order():
         s = plan.sigs[sig]
         base = zoo.make_case(zoo.Entry("hub-sig", sig, s.task), dtype, steps, backend, timeout, seed, None,
-                             noise_seeds)  # fmt: skip
+                             noise_seeds, module_check)  # fmt: skip
         params = {**base.params, "signature": sig, "architecture": s.architecture, "config": s.config}
         if baseline is not None and sig in baseline.by_name:
             params["baseline"] = baseline.entry_for(sig, dtype, steps)
@@ -244,8 +217,10 @@ def build_cases(args: argparse.Namespace, prec: Precision, backend: str, noise_s
                        f"({_failure_line(plan)})")  # fmt: skip
     if baseline is not None:
         baseline.check_shared(sigs, prec.name, args.steps, args.baseline)
+    from bringup.suites.zoo_modules import from_arg
+
     cases, case_of = signature_cases(plan, prec.name, args.steps, backend, args.timeout, args.seed, noise_seeds,
-                                     baseline)  # fmt: skip
+                                     baseline, from_arg(args))  # fmt: skip
     full_of = _full_cases(args, prec, backend, plan, sigs, cases)
     for row in plan.rows:
         row["case_id"] = case_of.get(row["signature"] or "")

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput, user_regex
-from bringup.models.hub_index import HubIndex
-from bringup.suites import zoo_hub
+from bringup.suites.zoo_hub_args import DEFAULT_WORKERS
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
 
@@ -47,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             sp.add_argument("--limit", type=int, default=None, metavar="N", help="at most N ids")
             sp.add_argument("--filter", default=None, metavar="REGEX", help="keep ids that match (re.search)")
         if name in ("fetch", "plan"):
-            sp.add_argument("--hub-workers", type=int, default=zoo_hub.DEFAULT_WORKERS, metavar="N")
+            sp.add_argument("--hub-workers", type=int, default=DEFAULT_WORKERS, metavar="N")
             sp.add_argument("--hub-rate", default=None, metavar="API,RESOLVE")
             sp.add_argument("--hub-refresh", action="store_true")
         if name == "plan":
@@ -63,6 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _entries(args: argparse.Namespace) -> list[Any]:
+    from bringup.suites import zoo_hub
+
     if not zoo_hub.is_sweep(args.source):
         raise BadInput(f"hub {args.hub_action}: --source {args.source!r}: use hub-search:QUERY or hub-list:FILE")
     if args.limit is not None and args.limit < 1:
@@ -73,6 +74,11 @@ def _entries(args: argparse.Namespace) -> list[Any]:
 
 
 def main(sess: Any) -> int:
+    # The Hub code (and torch, through bringup.models) is imported here, where work starts: `bringup hub
+    # --help` and a mistyped option answer without it.
+    from bringup.models.hub_index import HubIndex
+    from bringup.suites import zoo_hub
+
     args = sess.args
     con = sess.console
     action = getattr(args, "hub_action", None)

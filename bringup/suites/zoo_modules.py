@@ -14,9 +14,28 @@ import torch
 from bringup.case import CaseResult, Status
 from bringup.precision import Precision
 
-# `--module-check`: on by default for the tiny models (the check replays every module three times and
-# compiles each class of module once more for the compiled run: docs/zoo.md "Module check" has the cost)
-DEFAULT = True
+# `--module-check`: auto by default (None in a case's params): on for the tiny models (the check replays
+# every module three times and compiles each class of module once more for the compiled run: docs/zoo.md
+# "Module check" has the cost), except on a lazy device, where each module's replay is a graph of its own
+# to compile: PyTorch/XLA on PJRT's cpu client ran gpt2's case past 600 s with it, 190 s without (measured
+# 2026-12-02); `--module-check on` runs it there too.
+DEFAULT: bool | None = None
+LAZY_NOTE = "module check off: auto on a lazy device (each module's replay is its own graph compile); --module-check on"
+
+
+def from_arg(args: Any) -> bool | None:
+    """`--module-check on|off|auto` -> True, False, None (auto: decided on the device, `enabled`)."""
+    value = getattr(args, "module_check", "auto") or "auto"
+    return None if value == "auto" else value == "on"
+
+
+def enabled(value: bool | None, device: Any) -> bool:
+    """Whether a case runs the module check on `device` (a bringup Device)."""
+    if value is not None:
+        return bool(value)
+    from bringup.device.adapter import LAZY
+
+    return device.adapter.execution != LAZY
 
 
 def experts_for(module: torch.nn.Module, dtype: torch.dtype) -> None:

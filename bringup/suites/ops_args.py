@@ -1,0 +1,27 @@
+"""ops's command-line face: its one-line help, its place in `bringup --help` and its options.
+
+torch-free on purpose: `bringup --help`, `bringup ops --help` and a mistyped option build the parser from
+this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "ops"
+HELP = "OpInfo op coverage: every op x dtype on the device vs cpu (pass/fallback/fail_numeric/unsupported)"
+ORDER = 60
+DEFAULT_DTYPES = "float32,bfloat16"
+DEFAULT_SAMPLES = 4
+DEFAULT_BUDGET_S = 120.0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--filter", default=None, metavar="REGEX",
+                   help="only OpInfos whose name (with variant, e.g. div.floor_rounding) matches REGEX "
+                   "(re.search; anchor with ^...$)")  # fmt: skip
+    p.add_argument("--dtypes", default=DEFAULT_DTYPES, help=f"comma list of dtypes (default {DEFAULT_DTYPES})")
+    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+                   help=f"inputs per (op, dtype) from OpInfo reference_inputs (default {DEFAULT_SAMPLES})")  # fmt: skip
+    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
+                   help=f"wall budget per (op, dtype) case, seconds (default {DEFAULT_BUDGET_S:g})")  # fmt: skip

@@ -1,0 +1,21 @@
+"""probe's command-line face: its one-line help, its place in `bringup --help` and its options.
+
+torch-free on purpose: `bringup --help`, `bringup probe --help` and a mistyped option build the parser from
+this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "probe"
+HELP = "feature probe: bf16/fp16/fp8, scaled_mm, autocast, SDPA backends, compile, distributed, TorchAO"
+ORDER = 20
+DEFAULT_COMPILE_BACKENDS = "aot_eager,inductor"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--only", default="", metavar="REGEX", help="only features whose name matches REGEX")
+    p.add_argument("--compile-backends", default=None,
+                   help=f"torch.compile backends to probe (default {DEFAULT_COMPILE_BACKENDS} and the device's own, "
+                   "e.g. openxla on xla); e.g. a device's own backend registered by an --import plugin")  # fmt: skip

@@ -1,0 +1,52 @@
+"""profile's command-line face: its one-line help, its place in `bringup --help` and its options.
+
+torch-free on purpose: `bringup --help`, `bringup profile --help` and a mistyped option build the parser from
+this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from bringup.options import add_compile_backend
+
+NAME = "profile"
+HELP = "a few training steps under torch.profiler: trace, busy/idle/host split, top ops, transfers"
+ORDER = 70
+
+DEFAULTS: dict[str, Any] = {"model": "qwen3-tiny", "mode": "eager", "steps": 3, "warmup": 2, "batch": 4,
+                            "seq": 128, "dtype": "fp32", "top": 15, "backend": "inductor"}  # fmt: skip
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bringup.options import nonneg_int, positive_int
+
+    d = DEFAULTS
+    p.add_argument(
+        "--model",
+        default=d["model"],
+        help="qwen3 preset (qwen3-tiny, qwen3-0.6b, ...), an HF config JSON, or module:function",
+    )
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a model config field (repeatable), e.g. num_hidden_layers=2",
+    )
+    p.add_argument("--mode", default=d["mode"], help="eager (default) | compile | regional")
+    add_compile_backend(p, default=d["backend"], dest="backend")
+    p.add_argument("--steps", type=positive_int, default=d["steps"], help="profiled steps (default 3)")
+    p.add_argument(
+        "--warmup",
+        type=nonneg_int,
+        default=d["warmup"],
+        help="untraced steps first (compile, caches, allocator; default 2)",
+    )
+    p.add_argument("--batch", type=positive_int, default=d["batch"], help="batch size (default 4)")
+    p.add_argument("--seq", type=positive_int, default=d["seq"], help="sequence length (default 128)")
+    p.add_argument("--dtype", default=d["dtype"], help="fp32 (default) | bf16 | fp16 (pure) | amp-bf16 | amp-fp16 "
+                   "(autocast over fp32 weights, GradScaler for fp16)")  # fmt: skip
+    p.add_argument("--top", type=positive_int, default=d["top"], help="rows in the top ops/kernels tables (15)")
+    p.add_argument("--out", metavar="DIR", default=None, help="also copy trace.json.gz and summary.json here")

@@ -1,0 +1,22 @@
+"""selftest's command-line face: its one-line help, its place in `bringup --help` and its options.
+
+torch-free on purpose: `bringup --help`, `bringup selftest --help` and a mistyped option build the parser from
+this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "selftest"
+HELP = "harness self-test: cases that sleep, crash, exit, hang, raise or blow up memory on purpose"
+ORDER = 90
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", default="ok*3", help="comma list of ok|sleep:S|segv|exit:N|raise|hang|alloc:GB|"
+                   "phase:S|unsupported|print|spin:N|lose|loseonce|flip, each optionally *N "
+                   "(default ok*3)")  # fmt: skip
+    p.add_argument("--budget", type=float, default=60.0, help="wall budget per case, seconds (default 60)")
+    p.add_argument("--phase-budget", type=float, default=1.0, help="budget of the 'phase' item's phase")
+    p.add_argument("--tag", default="", help="distinguishes otherwise identical plans (part of case ids)")

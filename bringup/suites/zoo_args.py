@@ -1,0 +1,70 @@
+"""zoo's command-line face: its one-line help, its place in `bringup --help` and its options.
+
+torch-free on purpose: `bringup --help`, `bringup zoo --help` and a mistyped option build the parser from
+this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from bringup.options import add_compile_backend
+from bringup.suites import zoo_hub_args
+
+NAME = "zoo"
+HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
+ORDER = 50
+
+SIZES = ("tiny", "full")
+REFERENCES = ("cpu", "baseline", "none")
+FULL_STEPS = 3
+FULL_BATCH, FULL_SEQ = 2, 64
+DEFAULT_STEPS = 4
+DEFAULT_TIMEOUT = 600.0
+# The trusted run (cpu eager at the run precision) and its float64 reference are repeated under this
+# many more seeds: per tensor, the spread of their errors is the noise a correct run has at this
+# precision (checks/parity.py). 2 more seeds (3 samples) cost 2 x (float64 + eager) runs of a tiny model.
+NOISE_SEEDS = 2
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", default="hf-causal",
+                   help="hf-causal (default: the 196 causal-LM types) | hf-all (every task mapping) | timm | "
+                   "hub-top (the shipped catalogue of widely used Hub models) | hub:ORG/NAME[@REV][,...] (Hub ids, "
+                   "through the Hugging Face cache; HF_HUB_OFFLINE respected) | hub-search:[TEXT][,library=L]"
+                   "[,task=T][,author=A][,sort=downloads|likes] / hub-list:FILE (a Hub sweep: one case per distinct "
+                   "signature, the verdict for every id; docs/hub.md) | FILE (one module:function, HF config JSON "
+                   "path or Hub id per line)")  # fmt: skip
+    p.add_argument("--size", default="tiny", choices=SIZES,
+                   help="hub sources: tiny (default: the config shrunk, judged against float64) | full (the real "
+                   "config, meta-device init, memory preflight, judged against --reference)")  # fmt: skip
+    p.add_argument(
+        "--reference",
+        default=None,
+        choices=REFERENCES,
+        help="--size full: cpu (a cpu fp32 run of the first steps; default without --baseline) | "
+        "baseline (the --baseline bundle only; default with it) | none (compiled vs eager only)",
+    )
+    p.add_argument("--batch", type=int, default=FULL_BATCH, help=f"--size full: batch (default {FULL_BATCH})")
+    p.add_argument("--seq", type=int, default=FULL_SEQ, help=f"--size full: sequence length (default {FULL_SEQ})")
+    p.add_argument("--filter", default=None, metavar="REGEX", help="keep models whose name matches (re.search)")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N models (after --filter)")
+    p.add_argument("--steps", type=int, default=None, metavar="K",
+                   help=f"optimizer steps per run (default {DEFAULT_STEPS}; {FULL_STEPS} at --size full)")  # fmt: skip
+    add_compile_backend(p, default=None, extra_help="; 'none' skips the compiled run")
+    p.add_argument("--dtype", default="fp32",
+                   help="fp32 (default) | bf16 | fp16 (pure: weights in that dtype) | amp-bf16 | amp-fp16 "
+                   "(mixed: fp32 weights, autocast forward, GradScaler for fp16)")  # fmt: skip
+    p.add_argument("--noise-seeds", type=int, default=NOISE_SEEDS, metavar="N",
+                   help=f"trusted runs under N more seeds measure the precision's noise per tensor "
+                   f"(default {NOISE_SEEDS}; 0: the trusted run of the case's seed only)")  # fmt: skip
+    p.add_argument("--module-check", default="auto", choices=["auto", "on", "off"],
+                   help="judge every module on its own too, forward and backward, on the inputs the device gave it "
+                   "(eager replay and each module compiled alone; default auto: on, off on lazy devices such as "
+                   "PyTorch/XLA, where each module's replay is its own graph compile)")  # fmt: skip
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SEC",
+                   help=f"wall budget per model incl. compiles (default {DEFAULT_TIMEOUT:g})")  # fmt: skip
+    p.add_argument("--baseline", default=None, metavar="BUNDLE",
+                   help="compare curves and outputs with this exported run (bringup export)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="init and data seed (default 0)")
+    zoo_hub_args.add_arguments(p)
