@@ -18,7 +18,7 @@ TORCH_XLA ?= 2.9.0
 XLA_STAMP := $(XLA_VENV)/.bringup-installed-xla-$(TORCH_XLA)-torch-$(XLA_TORCH)
 XLA_EXPECT ?= .ci/expect-xla.yaml
 
-.PHONY: setup demo test test-slow test-compat test-xla setup-xla lint bench clean
+.PHONY: setup demo test test-slow test-compat test-xla setup-xla lint bench clean docs docs-check
 
 setup: $(STAMP)
 
@@ -74,6 +74,14 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# README's sample block (between `<!-- sample:begin` and `<!-- sample:end -->`), rendered from the real run
+# in docs/sample/run-quick-cpu.json; docs-check fails, naming the first differing line, when it is stale.
+docs: $(STAMP)
+	$(BIN)/python docs/sample/render.py
+
+docs-check: $(STAMP)
+	$(BIN)/python docs/sample/render.py --check
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
