@@ -1,4 +1,5 @@
 # bringup: `make demo` (the main job) and `make test` (the test suite). Both set up .venv first.
+# `make docs`: README's sample block from docs/sample/run-quick-cpu.json; `make docs-check`: fails when it is stale.
 # `make test-xla`: bringup on PyTorch/XLA (its own venv, .venv-xla), `run --quick` held by .ci/expect-xla.yaml.
 PY ?= python3
 TORCH ?= 2.13.0
