@@ -1,4 +1,5 @@
 # bringup: `make demo` (the main job) and `make test` (the test suite). Both set up .venv first.
+# `make docs`: README's sample block from docs/sample/run-quick-cpu.json; `make docs-check`: fails when it is stale.
 # `make test-xla`: bringup on PyTorch/XLA (its own venv, .venv-xla), `run --quick` held by .ci/expect-xla.yaml.
 PY ?= python3
 TORCH ?= 2.13.0
@@ -18,7 +19,7 @@ TORCH_XLA ?= 2.9.0
 XLA_STAMP := $(XLA_VENV)/.bringup-installed-xla-$(TORCH_XLA)-torch-$(XLA_TORCH)
 XLA_EXPECT ?= .ci/expect-xla.yaml
 
-.PHONY: setup demo test test-slow test-compat test-xla setup-xla lint bench clean
+.PHONY: setup demo test test-slow test-compat test-xla setup-xla lint bench clean docs docs-check
 
 setup: $(STAMP)
 
@@ -74,6 +75,14 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# README's sample block (between `<!-- sample:begin` and `<!-- sample:end -->`), rendered from the real run
+# in docs/sample/run-quick-cpu.json; docs-check fails, naming the first differing line, when it is stale.
+docs: $(STAMP)
+	$(BIN)/python docs/sample/render.py
+
+docs-check: $(STAMP)
+	$(BIN)/python docs/sample/render.py --check
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done

@@ -101,6 +101,21 @@ def totals_line(results: list[CaseResult]) -> str:
     return line
 
 
+def run_line(run_id: str, device: str, device_name: str, n_cases: int, db: object) -> str:
+    """The line a run starts with: 'run <id> on cpu (<device name>): 53 case(s); results in <db>'."""
+    return f"run {run_id} on {device} ({device_name}): {n_cases} case(s); results in {db}"
+
+
+def progress_line(i: int, n: int, r: CaseResult) -> str:
+    """'[14/53] probe/sdpa.CUDNN_ATTENTION: unsupported (<reason>)': one finished case (plain text)."""
+    return f"[{i}/{n}] {r.suite}/{r.name}: {r.status.value}" + (f" ({r.reason})" if r.reason else "")
+
+
+def final_line(run_id: str, results: list[CaseResult]) -> str:
+    """The run's last verdict line (rich markup): the totals, then the run id."""
+    return f"[bold]{totals_line(results)}[/]  (run {run_id})"
+
+
 def esc(s: str) -> str:
     from rich.markup import escape
 

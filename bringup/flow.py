@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from bringup.case import Case, CaseResult, is_failure
-from bringup.console import make_console
+from bringup.console import make_console, run_line
 from bringup.device import Device, read_run_peaks
 from bringup.files import check_outputs
 from bringup.provenance import run_info
@@ -93,8 +93,8 @@ def execute_cases(
         sess.store, sess.run_id = store, run_id
         if record is not None:
             record(store, run_id)
-        sess.console.print(f"run {run_id} on {sess.device.name} ({sess.device.device_name}): "
-                           f"{len(cases)} case(s); results in {sess.db}", highlight=False)  # fmt: skip
+        sess.console.print(run_line(run_id, sess.device.name, sess.device.device_name, len(cases), sess.db),
+                           highlight=False)  # fmt: skip
         old = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
         try:
             execute(store, run_id, cases, executor, run_dir)
@@ -156,7 +156,7 @@ def write_outputs(
     run_dir: Path,
     expect: Any = None,
 ) -> None:
-    from bringup.console import totals_line
+    from bringup.console import final_line
     from bringup.files import write_json
     from bringup.report.contract import contract
 
@@ -174,7 +174,7 @@ def write_outputs(
             ci.write_junit(args.junit, run, results, expect)
         if getattr(args, "csv", None):
             ci.write_csv(args.csv, run, results, expect)
-    sess.console.print(f"[bold]{totals_line(results)}[/]  (run {run.run_id})")
+    sess.console.print(final_line(run.run_id, results))
     sess.console.print(f"summary: {summary}", highlight=False)
 
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bringup.case import Case, CaseResult
-from bringup.console import make_console
+from bringup.console import make_console, progress_line
 from bringup.errors import BadInput
 from bringup.runner.process import WorkerSpec
 from bringup.store import Store
@@ -76,12 +76,7 @@ def execute(
             out.append(r)
             progress.advance(task)
             if not show:
-                console.print(
-                    f"[{len(out)}/{len(todo)}] {r.suite}/{r.name}: {r.status.value}"
-                    + (f" ({r.reason})" if r.reason else ""),
-                    highlight=False,
-                    markup=False,
-                )
+                console.print(progress_line(len(out), len(todo), r), highlight=False, markup=False)
 
         t0 = time.monotonic()
         executor.run(todo, run_dir, on_result, on_start)
