@@ -140,13 +140,7 @@ def line_chart(
         out.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{f.top}" y2="{f.top + f.ph}"/>')
         out.append(f'<text class="tick" x="{x:.1f}" y="{f.top + f.ph + 16}" text-anchor="middle">'
                    f"{esc(fmt_num(t))}</text>")  # fmt: skip
-    out.append(f'<rect class="frame" x="{f.left}" y="{f.top}" width="{f.pw}" height="{f.ph}" fill="none"/>')
-    out.append(f'<text class="axis-label" x="{f.left + f.pw / 2:.1f}" y="{height - 6}" text-anchor="middle">'
-               f"{esc(xlabel)}</text>")  # fmt: skip
-    if ylabel:
-        cy = f.top + f.ph / 2
-        out.append(f'<text class="axis-label" transform="translate(14 {cy:.1f}) rotate(-90)" text-anchor="middle">'
-                   f"{esc(ylabel + (' (log)' if log_y else ''))}</text>")  # fmt: skip
+    out += _frame_and_labels(f, height, xlabel, ylabel, log_y)
     for i, (name, pts) in enumerate(clean.items()):
         colour = PALETTE[i % len(PALETTE)]
         dash = ' stroke-dasharray="6 3"' if i >= len(PALETTE) else ""
@@ -229,12 +223,7 @@ def trend_chart(
     for x, label in list(x_ticks)[::step]:
         out.append(f'<text class="tick" x="{px(x):.1f}" y="{f.top + f.ph + 16}" text-anchor="middle">'
                    f"{esc(label)}</text>")  # fmt: skip
-    out.append(f'<rect class="frame" x="{f.left}" y="{f.top}" width="{f.pw}" height="{f.ph}" fill="none"/>')
-    out.append(f'<text class="axis-label" x="{f.left + f.pw / 2:.1f}" y="{height - 6}" text-anchor="middle">'
-               f"{esc(xlabel)}</text>")  # fmt: skip
-    cy = f.top + f.ph / 2
-    out.append(f'<text class="axis-label" transform="translate(14 {cy:.1f}) rotate(-90)" text-anchor="middle">'
-               f"{esc(ylabel + (' (log)' if log_y else ''))}</text>")  # fmt: skip
+    out += _frame_and_labels(f, height, xlabel, ylabel, log_y)
     for i, (name, pts) in enumerate(clean.items()):
         colour = PALETTE[i % len(PALETTE)]
         dash = ' stroke-dasharray="6 3"' if i >= len(PALETTE) else ""
@@ -393,3 +382,15 @@ def heatmap(
 
 def _clip(s: str, n: int) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _frame_and_labels(f: _Frame, height: int, xlabel: str, ylabel: str, log_y: bool) -> list[str]:
+    """The plot frame and its axis labels (the y label only when given; ' (log)' on a log axis)."""
+    out = [f'<rect class="frame" x="{f.left}" y="{f.top}" width="{f.pw}" height="{f.ph}" fill="none"/>',
+           f'<text class="axis-label" x="{f.left + f.pw / 2:.1f}" y="{height - 6}" text-anchor="middle">'
+           f"{esc(xlabel)}</text>"]  # fmt: skip
+    if ylabel:
+        cy = f.top + f.ph / 2
+        out.append(f'<text class="axis-label" transform="translate(14 {cy:.1f}) rotate(-90)" text-anchor="middle">'
+                   f"{esc(ylabel + (' (log)' if log_y else ''))}</text>")  # fmt: skip
+    return out
