@@ -29,11 +29,11 @@ from rich.console import Console  # noqa: E402
 
 from bringup.case import Case, Status  # noqa: E402
 from bringup.device import Device  # noqa: E402
+from bringup.flex import suite as flex  # noqa: E402
 from bringup.runner import execute  # noqa: E402
 from bringup.runner.local import LocalExecutor  # noqa: E402
 from bringup.runner.process import WorkerSpec  # noqa: E402
 from bringup.store import Store  # noqa: E402
-from bringup.suites import flex  # noqa: E402
 
 
 def one_pass(cases: list[Case], workers: int, root: Path, tag: str, cache_dir: str | None) -> tuple[float, int]:

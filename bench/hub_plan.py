@@ -15,7 +15,7 @@ made (tests/zoo/hub_synth.py), in this mix:
      2%  config failures (gated, not found, no config.json, not JSON)
 
 Timed (in this process, after a warm-up that imports transformers' config classes): reading the index, the
-signatures and the dedup (suites/zoo_hub.py plan_ids), and the case list (signature_cases); each reported
+signatures and the dedup (zoo/hub.py plan_ids), and the case list (signature_cases); each reported
 with the number of configs really signed (the memo key, models/signature.py raw_key, skips the rest). The
 worst case, every config.json distinct, is extrapolated from the measured cost of signing `--worst` distinct
 configs (no memo hits).
@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 from bringup.models import hub  # noqa: E402
 from bringup.models import signature as sg  # noqa: E402
 from bringup.models.hub_index import Entry, HubIndex  # noqa: E402
-from bringup.suites import zoo_hub  # noqa: E402
+from bringup.zoo import hub as zoo_hub  # noqa: E402
 from tests.zoo import hub_synth as hs  # noqa: E402
 
 MIX = (("copy", 0.70), ("retok", 0.12), ("resized", 0.08), ("near", 0.08), ("fail", 0.02))

@@ -48,7 +48,7 @@ def sweep_cases(kind: str, n: int, spin: float) -> tuple[str, list[Case]]:
     if kind == "zoo":
         raise SystemExit("bench: the zoo suite is not in this checkout; use --sweep spin")
     params = lambda i: {"i": i, "op": "spin", "arg": spin, "tag": "bench", "phase_budget": 1.0}
-    cases = [Case("selftest", f"{i:03d}-spin", params(i), "bringup.suites.selftest:run_item", 600.0)
+    cases = [Case("selftest", f"{i:03d}-spin", params(i), "bringup.selftest.suite:run_item", 600.0)
              for i in range(n or 12)]  # fmt: skip
     return f"selftest spin:{spin:g} x{len(cases)}", cases
 

@@ -7,7 +7,7 @@ the quick zoo plus causal-LM types.
         [--clean eager,aot_eager,inductor,splitk,upcast,sdpa_math] [--steps K] [--noise-seeds N]
         [--module-check on|off] [--json FILE]
 
-Each model is run exactly as the zoo runs it (bringup/suites/zoo.py: the float64 reference, the trusted
+Each model is run exactly as the zoo runs it (bringup/zoo/suite.py: the float64 reference, the trusted
 cpu eager run at the precision, the trusted run under --noise-seeds more seeds, then `judge_run`: the
 parity of loss, logits and every grad, and the loss curve; and the module check of
 bringup/checks/module_check.py: step 0 recorded module by module, each module replayed on the "device"
@@ -63,7 +63,7 @@ import perturb_backend as pb  # noqa: E402
 import bringup.models  # noqa: E402,F401  (torchvision shim first)
 from bringup.checks.parity import parity  # noqa: E402
 from bringup.precision import parse_precision  # noqa: E402
-from bringup.suites import zoo as sz  # noqa: E402
+from bringup.zoo import suite as sz  # noqa: E402
 
 QUICK = [("hf", "llama"), ("hf", "gpt2"), ("hf", "qwen3"), ("timm", "test_resnet")]
 # 26 causal-LM types beyond the quick zoo: dense, GQA/MQA, MoE, parallel blocks, ALiBi, eager-softmax
@@ -111,7 +111,7 @@ def _counted(run: str, kind: str) -> int:
 
 
 def _new_check(built: Any, prec: Any) -> Any:
-    from bringup.suites import zoo_modules
+    from bringup.zoo import modules as zoo_modules
 
     return zoo_modules.new_check(built.model, prec, torch.device("cpu"))
 

@@ -42,28 +42,28 @@ __all__ = [
 
 # The built-in suites, in no particular order (`Suite.order` orders them). One line per suite.
 BUILTIN: tuple[str, ...] = (
-    "bringup.suites.smoke",
-    "bringup.suites.probe",
-    "bringup.suites.train",
-    "bringup.suites.flex",
-    "bringup.suites.zoo",
-    "bringup.suites.ops",
-    "bringup.suites.profile",
-    "bringup.suites.selftest",
+    "bringup.smoke.suite",
+    "bringup.probe.suite",
+    "bringup.train.suite",
+    "bringup.flex.suite",
+    "bringup.zoo.suite",
+    "bringup.ops.suite",
+    "bringup.profile.suite",
+    "bringup.selftest.suite",
     "bringup.port.section",
 )
 # Their command-line faces (NAME, HELP, ORDER, add_arguments), torch-free: `commands()` reads these, so
 # `bringup --help`, `bringup smoke --help` and an argument error never import a suite (or torch). Each
 # suite registers the same HELP / ORDER / add_arguments (tests/spine/test_cli_imports.py checks it).
 BUILTIN_ARGS: tuple[str, ...] = (
-    "bringup.suites.smoke_args",
-    "bringup.suites.probe_args",
-    "bringup.suites.train_args",
-    "bringup.suites.flex_args",
-    "bringup.suites.zoo_args",
-    "bringup.suites.ops_args",
-    "bringup.suites.profile_args",
-    "bringup.suites.selftest_args",
+    "bringup.smoke.args",
+    "bringup.probe.args",
+    "bringup.train.args",
+    "bringup.flex.args",
+    "bringup.zoo.args",
+    "bringup.ops.args",
+    "bringup.profile.args",
+    "bringup.selftest.args",
 )
 
 
@@ -201,8 +201,16 @@ def load_builtin() -> None:
 
 
 def missing_builtin() -> list[str]:
-    """Built-in suites whose module is not in this checkout (by the module's last name)."""
-    return [m.rsplit(".", 1)[-1] for m in BUILTIN if importlib.util.find_spec(m) is None]
+    """Built-in suites whose module is not in this checkout (by the capability's name)."""
+    return [m.split(".")[1] for m in BUILTIN if not _found(m)]
+
+
+def _found(module: str) -> bool:
+    """Whether `module` is in this checkout (its package may be missing too: a partial checkout)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def suites() -> list[Suite]:
@@ -227,7 +235,7 @@ def commands() -> list[Command]:
     --import) that offers a command."""
     out: dict[str, Command] = {}
     for mod in BUILTIN_ARGS:
-        if importlib.util.find_spec(mod.removesuffix("_args")) is None:
+        if not _found(mod.rsplit(".", 1)[0] + ".suite"):
             continue  # the face without its suite (a partial checkout) offers nothing
         m = importlib.import_module(mod)
         out[m.NAME] = Command(m.NAME, m.HELP, m.add_arguments, m.ORDER)

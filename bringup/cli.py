@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "port": ("bringup.port.cli", "find CUDA-only code and rewrite it device-agnostic"),
     "expect": ("bringup.expect.cli", "expectations files: write one from a run, check a stored run against one"),
     "localize": ("bringup.localize.cli", "first divergence: the first module, then the aten op, off vs float64"),
-    "hub": ("bringup.suites.zoo_hubcmd", "Hub sweeps without a device: fetch configs, plan signatures, export/import"),
+    "hub": ("bringup.zoo.hubcmd", "Hub sweeps without a device: fetch configs, plan signatures, export/import"),
 }
 # Commands that never touch a device: no plugin import needed for device resolution.
 _NO_DEVICE = {"report", "export", "compare", "port", "expect", "hub"}

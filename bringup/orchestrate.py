@@ -63,7 +63,7 @@ def plan(args: argparse.Namespace, device: Any) -> list[Case]:
         cases += s.run_cases(device, not args.full)
     save, load = getattr(args, "save_cache_artifact", None), getattr(args, "load_cache_artifact", None)
     if save or load:
-        from bringup.suites.train import apply_artifact_flags
+        from bringup.train.suite import apply_artifact_flags
 
         cases = apply_artifact_flags(cases, save, load, device)
     return cases

@@ -6,7 +6,7 @@ the page, in text and in attributes alike; the embedded JSON escapes `<`, `>` an
 
 This module is the page shell and the toolkit sections are written with: header; verdict tiles; one
 section per registered suite (`bringup.api.suites()`, in their order: each suite's `section` renderer
-lives next to the suite, e.g. `bringup/suites/zoo_section.py`; a suite without one gets a generic table
+lives next to the suite, e.g. `bringup/zoo/section.py`; a suite without one gets a generic table
 of its metrics); suites in the results that nobody registered; failures with their tracebacks. It holds
 no suite-specific code.
 """

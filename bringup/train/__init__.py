@@ -1,4 +1,4 @@
-"""The pieces of `bringup train`, one concern each (the suite itself is bringup/suites/train.py):
+"""The pieces of `bringup train`, one concern each (the suite itself is bringup/train/suite.py):
 
 spec.py             TrainSpec: one case's settings (JSON-able, hashed into the case id)
 loop.py             build the model, apply the mode, time the steps (single process or one rank)

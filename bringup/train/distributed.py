@@ -24,6 +24,7 @@ from typing import Any
 
 from bringup.case import Status
 from bringup.device import Device
+from bringup.device.dist import backend_for
 from bringup.train.loop import StageError, TrainOutcome
 from bringup.train.spec import TrainSpec
 
@@ -36,20 +37,6 @@ class RankError(Exception):
     def __init__(self, message: str, status: str) -> None:
         super().__init__(message)
         self.status = Status(status)
-
-
-def backend_for(device: Device) -> str:
-    import torch.distributed as dist
-
-    if device.is_cpu:
-        return "gloo"
-    fn = getattr(dist, "get_default_backend_for_device", None)
-    if fn is not None:
-        try:
-            return str(fn(device.type))
-        except Exception:
-            pass
-    return "gloo"  # no registered backend for this device: gloo may still move its tensors, or say why not
 
 
 def _set_device(device: Device) -> None:

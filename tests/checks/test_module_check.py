@@ -1,5 +1,5 @@
 """The module check (bringup/checks/module_check.py) on tiny models, run the way the zoo runs it
-(bringup.suites.zoo: train_run with a ModuleCheck, judge_run, zoo_modules):
+(bringup.zoo.suite: train_run with a ModuleCheck, judge_run, zoo_modules):
 
 * a bend the whole-model rule lets through in bf16 and amp-bf16 (silu's gate 1% sharper: a torch-level
   rewrite, tests/zoo/bend_backend.py) is caught module by module, at the MLP's activation; and the
@@ -28,8 +28,8 @@ from bringup.checks.module_replay import ModuleRecorder, judged_modules
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo"))
 import bend_backend as bb
 
-from bringup.suites import zoo as sz
-from bringup.suites import zoo_modules
+from bringup.zoo import modules as zoo_modules
+from bringup.zoo import suite as sz
 
 STEPS = 2
 CPU = torch.device("cpu")

@@ -1,7 +1,7 @@
 """The parity rule (bringup/checks/parity.py): a 1% error in ONE aten op kind is flagged, correct
 backends are not, in fp32, amp-bf16 and bf16, on tiny random-init models.
 
-The proof runs the zoo's own set-up and judgement (bringup.suites.zoo: train_run, measure_noise,
+The proof runs the zoo's own set-up and judgement (bringup.zoo.suite: train_run, measure_noise,
 judge_run) through test-only dynamo backends that scale one op kind's output by 1.01 or accumulate
 matmuls in bf16 (tests/zoo/perturb_backend.py) and through the real ones. The default run covers
 llama in fp32 and bf16 with aot_eager-based perturbations, llama in amp-bf16 and bf16 with the
@@ -28,8 +28,8 @@ from bringup.checks.parity import AGG_FUDGE, TOLERANCES, Noise, bias, parity, re
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo"))
 import perturb_backend as pb
 
-from bringup.suites import zoo as sz
-from bringup.suites import zoo_modules
+from bringup.zoo import modules as zoo_modules
+from bringup.zoo import suite as sz
 
 DTYPES = {"fp32": "fp32", "bf16": "bf16", "amp-bf16": "amp-bf16"}
 KINDS = ("mm", "softmax", "norm", "act", "add", "sdpa")

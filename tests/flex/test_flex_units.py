@@ -14,7 +14,7 @@ import torch
 from bringup.case import Case, CaseResult, Metric, Status
 from bringup.device import Device
 from bringup.errors import BadInput
-from bringup.flex import summary
+from bringup.flex import suite, summary
 from bringup.flex.matrix import MatrixError, default_matrix, load_matrix_file, parse_matrix, quick_matrix
 from bringup.flex.mods import (
     BUILTIN_MODS,
@@ -27,7 +27,6 @@ from bringup.flex.mods import (
 )
 from bringup.flex.reference import Slice, dense_attention, gather_kv, gather_q, ref_slices
 from bringup.flex.tolerance import ATTN_TOLERANCES, check_attention
-from bringup.suites import flex as suite
 
 # ---- matrices and planning --------------------------------------------------------------------------
 
@@ -342,7 +341,7 @@ def test_every_pair_and_every_gradient_is_compared() -> None:
 
 
 def test_amp_precisions_are_accepted() -> None:
-    from bringup.suites.flex import _dtype_arg
+    from bringup.flex.suite import _dtype_arg
 
     assert _dtype_arg("amp-bf16") == "amp-bf16" and _dtype_arg("bf16") == "bf16"
     with pytest.raises(BadInput):

@@ -1,4 +1,4 @@
-"""The ops suite's precision-aware rule (bringup/suites/ops.py, judge_tensor / compare): a 1% error and a
+"""The ops suite's precision-aware rule (bringup/ops/suite.py, judge_tensor / compare): a 1% error and a
 10x error on an output near zero are flagged in fp32 and bf16; correct results are not, on a sample of
 real OpInfos (cpu as the device; and a 'perfect' device that returns the float64 result rounded once
 to the dtype, which differs from cpu wherever cpu is not correctly rounded). Non-strided outputs are
@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_map
 
-from bringup.suites import ops
+from bringup.ops import suite as ops
 
 DTYPES = (torch.float32, torch.bfloat16)
 

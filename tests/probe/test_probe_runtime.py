@@ -1,4 +1,4 @@
-"""probe's runtime features judge what the ranks got (suites/probe_runtime.py): each verdict fails on a
+"""probe's runtime features judge what the ranks got (probe/runtime.py): each verdict fails on a
 wrong result. The ranks' outputs are made up here (the real runs: tests/testdev/test_testdev_cli.py on
 cpu with gloo, and the xla CI job); the execution probe runs for real on cpu."""
 
@@ -11,7 +11,7 @@ import torch
 
 from bringup.case import Case, Status
 from bringup.device import Device
-from bringup.suites import probe_runtime as pr
+from bringup.probe import runtime as pr
 
 
 def _case(kind: str) -> Case:

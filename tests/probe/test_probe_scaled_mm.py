@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bringup.case import Case, Status
-from bringup.suites import probe
+from bringup.probe import suite as probe
 
 REAL = torch._scaled_mm
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bringup import profile as bp
+from bringup.profile import analysis as bp
 from tests.conftest import load_json
 
 
@@ -74,7 +74,7 @@ def test_profile_cli_on_cpu(cli, tmp_path: Path) -> None:
 
 def test_run_includes_a_short_eager_profile() -> None:
     from bringup.device import Device
-    from bringup.suites import profile as suite
+    from bringup.profile import suite
 
     quick = suite.run_cases(Device("cpu"), quick=True)
     assert [(c.params["model"], c.params["mode"]) for c in quick] == [("qwen3-tiny", "eager")]

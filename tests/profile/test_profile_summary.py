@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from bringup import profile as bp
+from bringup.profile import analysis as bp
 
 
 def ev(name: str, ts: float, dur: float, cat: str = "cpu_op", tid: int = 1, **args: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ PROGRAM = textwrap.dedent(
     import json, sys
     import torch
     import bringup.testdev
-    from bringup import profile as bp
+    from bringup.profile import analysis as bp
 
     dev = torch.device("testdev")
     h2d = [torch.randn(16, 16), torch.randn(100, dtype=torch.float64), torch.ones(3, 5, dtype=torch.int32),

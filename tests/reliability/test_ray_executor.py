@@ -61,7 +61,7 @@ def test_a_task_that_never_answers_becomes_crash_not_a_hang(tmp_path: Path, monk
     spec = WorkerSpec(device="cpu", log_dir=str(tmp_path / "logs"))
     ex = ray_mod.RayExecutor(spec, workers=2)
     params = lambda i: {"i": i, "op": "sleep", "arg": 30, "tag": "backstop", "phase_budget": 1.0}
-    cases = [Case("selftest", f"{i}-sleep", params(i), "bringup.suites.selftest:run_item", 0.5) for i in range(3)]
+    cases = [Case("selftest", f"{i}-sleep", params(i), "bringup.selftest.suite:run_item", 0.5) for i in range(3)]
     got: list[CaseResult] = []
     before = {p.pid for p in psutil.process_iter()}
     ex.run(cases, tmp_path, got.append)

@@ -78,7 +78,7 @@ def test_case_id_is_stable_and_depends_only_on_suite_and_params() -> None:
     assert make_case_id("selftest", params) == "91543ebb02fb5ccc"
     assert make_case_id("zoo", {"model": "resnet18", "dtype": "fp32", "batch": 2}) == "e6221dabd743470a"
     shuffled = dict(reversed(list(params.items())))
-    a = Case("selftest", "000-ok", params, "bringup.suites.selftest:run_item", 60.0)
+    a = Case("selftest", "000-ok", params, "bringup.selftest.suite:run_item", 60.0)
     b = Case("selftest", "renamed", shuffled, "other.module:fn", 5.0, isolated=True, env={"X": "1"})
     assert a.case_id == b.case_id == "91543ebb02fb5ccc"
     assert Case.from_json(json.loads(json.dumps(a.to_json()))).case_id == a.case_id

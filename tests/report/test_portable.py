@@ -28,7 +28,7 @@ def test_roots_become_relative_or_named(tmp_path: Path) -> None:
     assert p.text('File "/opt/venvs/b/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1') == (
         'File "$PYTHON/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1'
     )
-    assert p.text("/data/ci/bringup/bringup/suites/probe.py") == "$BRINGUP/bringup/suites/probe.py"
+    assert p.text("/data/ci/bringup/bringup/probe/suite.py") == "$BRINGUP/bringup/probe/suite.py"
     assert p.text("cd /data/ci/work && ls /home/ci/.cache /scratch/tmp/x") == "cd . && ls ~/.cache $TMPDIR/x"
     # not a root: a longer name, a relative path that contains one, a system path
     assert p.text("/data/ci/workspace/a") == "/data/ci/workspace/a"
@@ -54,7 +54,7 @@ def _planted(run_dir: Path) -> list:
             r.artifacts["summary"] = str(run_dir / "artifacts" / "abc" / "summary.json")
         if r.suite == "zoo" and r.error:
             r.error += ('\n  File "/opt/venvs/b/lib/python3.11/site-packages/torch/nn/modules/module.py", line 9'
-                        '\n  File "/data/ci/bringup/bringup/suites/zoo.py", line 3'
+                        '\n  File "/data/ci/bringup/bringup/zoo/suite.py", line 3'
                         f'\n  File "{Path.home()}/plugins/mine.py", line 1')  # fmt: skip
     return rs
 
@@ -82,7 +82,7 @@ def test_rendered_page_has_no_absolute_paths(tmp_path: Path) -> None:
     train = next(c for c in data["cases"] if c["suite"] == "train")
     assert train["cache_dir"] == "./train-cache/compile-1"
     assert train["elsewhere"] == "$TMPDIR/bringup-train-x/inductor"
-    assert "$PYTHON/lib/python3.11/site-packages/torch" in page and "$BRINGUP/bringup/suites/zoo.py" in page
+    assert "$PYTHON/lib/python3.11/site-packages/torch" in page and "$BRINGUP/bringup/zoo/suite.py" in page
     assert "~/plugins/mine.py" in page and "bringup run --port ./train.py" in page
 
 

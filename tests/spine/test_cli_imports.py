@@ -75,7 +75,7 @@ def test_the_faces_are_what_the_suites_register() -> None:
     faces = {c.name: c for c in commands()}
     assert len(faces) >= len(BUILTIN_ARGS)
     for mod in BUILTIN_ARGS:
-        name = mod.rsplit(".", 1)[-1].removesuffix("_args")
+        name = mod.split(".")[1]  # bringup.<capability>.args
         suite = get_suite(name)
         assert suite is not None and suite.command, name
         face = faces[name]

@@ -79,7 +79,7 @@ def test_one_peak_per_run_device_and_dtype(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_mfu_above_100_percent_is_an_error_with_the_numbers() -> None:
-    from bringup.suites.train import verdict
+    from bringup.train.suite import verdict
     from bringup.train.summary import mfu_impossible
 
     r = CaseResult.for_case(Case("train", "eager", {}, "x:y", 1), Status.PASS)

@@ -38,7 +38,7 @@ def test_planned_timm_case_without_timm_is_a_config_failure(monkeypatch: pytest.
 
 
 def test_bringup_imports_and_builds_hf_models_without_timm_or_torchvision() -> None:
-    code = ("import tests.spine.no_timm, bringup.cli, bringup.models, bringup.suites.zoo as z\n"
+    code = ("import tests.spine.no_timm, bringup.cli, bringup.models, bringup.zoo.suite as z\n"
             "from bringup.models.zoo import build_hf\n"
             "b = build_hf('llama', 'causal-lm')\n"
             "import sys; assert 'timm' not in [m for m in sys.modules if sys.modules[m] is not None]\n"

@@ -333,7 +333,7 @@ def test_fastest_arm_per_step_count_from_measured_numbers() -> None:
 
 # ---- planning the arms (pure) -----------------------------------------------------------------------
 def _plan(**kw: object) -> list:
-    from bringup.suites import train
+    from bringup.train import suite as train
     from tests.train.test_train_units import CPU, _args
 
     return train.build_cases(_args(**kw), CPU)
@@ -383,7 +383,7 @@ def test_bad_arm_plans_are_one_line(tmp_path: Path, kw: dict, needle: str) -> No
 
 
 def test_run_gets_the_artifact_flags(tmp_path: Path) -> None:
-    from bringup.suites import train
+    from bringup.train import suite as train
     from tests.train.test_train_units import CPU
 
     cases = train.run_cases(CPU, quick=True)

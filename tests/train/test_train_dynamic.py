@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import BadInput
-from bringup.suites import train
 from bringup.train import artifact
+from bringup.train import suite as train
 from bringup.train.loop import TrainOutcome
 from bringup.train.spec import TrainSpec
 from tests.train.test_train_units import CPU, _args

@@ -12,8 +12,8 @@ import torch
 from bringup.case import CaseResult, Status
 from bringup.errors import BadInput
 from bringup.models import lm
-from bringup.suites import train
 from bringup.train import compile_metrics, numerics, summary
+from bringup.train import suite as train
 from bringup.train.spec import TrainSpec
 
 

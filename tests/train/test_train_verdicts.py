@@ -12,7 +12,7 @@ from bringup.case import CaseResult, Status
 from bringup.device import Device
 from bringup.models import tying
 from bringup.precision import PRECISIONS
-from bringup.suites import train as suite
+from bringup.train import suite
 from bringup.train.reference import RefCheck, plan
 from bringup.train.spec import TrainSpec
 

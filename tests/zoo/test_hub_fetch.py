@@ -163,7 +163,7 @@ def test_export_import_and_offline_planning(hub: StandIn, synth: hs.SynthHub, tm
     plan, with HF_HUB_OFFLINE set and the Hub gone."""
     from bringup.models import hub_fetch as hf
     from bringup.models.hub_index import HubIndex
-    from bringup.suites import zoo_hub
+    from bringup.zoo import hub as zoo_hub
 
     q = hf.parse_search("hub-search:", None)
     with HubIndex(tmp_path / "online.db") as idx:
@@ -194,7 +194,7 @@ def test_plan_dedups_by_signature(synth: hs.SynthHub) -> None:
     """Planning alone (no network): copies and resized variants join their base's signature, near-duplicates
     get their own, failures are counted by reason; the most downloaded signature comes first."""
     from bringup.models.hub_index import Entry
-    from bringup.suites import zoo_hub
+    from bringup.zoo import hub as zoo_hub
 
     entries = []
     for r in synth.repos:

@@ -1,4 +1,4 @@
-"""Hub sweeps end to end through the real CLI (suites/zoo_hub.py), against the local Hub stand-in with
+"""Hub sweeps end to end through the real CLI (zoo/hub.py), against the local Hub stand-in with
 synthetic repos (tests/zoo/hub_standin.py, hub_synth.py): one case per signature, the verdict fanned out to
 every id, config failures by reason, the store's ids -> signature -> case, the CSV and the report, resume,
 --baseline per signature, the Ray executor, and --full-top sharded with FSDP2 over 2 ranks."""
@@ -204,7 +204,7 @@ def test_full_top_shards_a_model_too_big_for_one_device(hub: StandIn, tmp_path: 
 
     one = Case("zoo", "x", {k: v for k, v in full.items() if k in ("source", "model", "task", "dtype", "steps",
                "backend", "seed", "size", "batch", "seq", "weights", "reference", "hub_config",
-               "device_memory_gib")}, "bringup.suites.zoo_full:run_full")  # fmt: skip
+               "device_memory_gib")}, "bringup.zoo.full:run_full")  # fmt: skip
     ctx = type("Ctx", (), {"device": Device("cpu"), "artifact_dir": tmp_path / "a", "imports": ()})()
     r = zoo_full_run(one, ctx)
     assert r.status is Status.UNSUPPORTED and "--nproc 2" in r.reason, r.reason
@@ -215,7 +215,7 @@ def test_full_top_shards_a_model_too_big_for_one_device(hub: StandIn, tmp_path: 
     import torch
 
     from bringup.precision import parse_precision
-    from bringup.suites import zoo_full
+    from bringup.zoo import full as zoo_full
 
     ref = zoo_full.run_steps(full, cfg, torch.device("cpu"), parse_precision("fp32"), 1).grad_norms0
     got = full["grad_norms0"]["eager"]
@@ -223,7 +223,7 @@ def test_full_top_shards_a_model_too_big_for_one_device(hub: StandIn, tmp_path: 
 
 
 def zoo_full_run(case: Any, ctx: Any) -> Any:
-    from bringup.suites import zoo_full
+    from bringup.zoo import full as zoo_full
 
     return zoo_full.run_full(case, ctx)
 
@@ -265,7 +265,7 @@ def test_hub_sweep_bad_inputs(hub: StandIn, tmp_path: Path, monkeypatch: pytest.
             suite.build_cases(args_ns, Device("cpu"))
     from types import SimpleNamespace
 
-    from bringup.suites import zoo_hub
+    from bringup.zoo import hub as zoo_hub
 
     two = SimpleNamespace(is_cpu=False, type="xpu", count=lambda: 2)  # --nproc beyond the device's units
     with pytest.raises(BadInput, match="only 2 xpu device"):

@@ -8,7 +8,8 @@ import argparse
 from types import SimpleNamespace
 
 from bringup.device.adapter import EAGER, LAZY
-from bringup.suites import zoo, zoo_modules
+from bringup.zoo import modules as zoo_modules
+from bringup.zoo import suite as zoo
 
 
 def _dev(execution: str) -> SimpleNamespace:

@@ -172,7 +172,7 @@ def plan(*argv: str) -> list[Any]:
     import argparse
 
     from bringup.device import resolve_device
-    from bringup.suites import zoo as sz
+    from bringup.zoo import suite as sz
 
     p = argparse.ArgumentParser()
     sz.add_arguments(p)
@@ -287,7 +287,7 @@ def test_full_size_preflight_unsupported() -> None:
 
     from bringup.case import Case
     from bringup.device import resolve_device
-    from bringup.suites.zoo_full import ENTRY, run_full
+    from bringup.zoo.full import ENTRY, run_full
 
     class Ctx:
         device = resolve_device("cpu")
@@ -320,7 +320,7 @@ def test_catalogue_smallest_full_size_against_baseline(tmp_path: Path, cache: Pa
 def test_logits_digest_over_16m_elements() -> None:
     """Full-size logits (batch 4 x 512 x 49k vocab = 100M values): the sample positions stay in range
     (float32 positions rounded the last one past the end: an IndexError in every such run)."""
-    from bringup.suites.zoo import logits_digest
+    from bringup.zoo.suite import logits_digest
 
     x = torch.arange(2**25 + 3, dtype=torch.float32)
     d = logits_digest(x)

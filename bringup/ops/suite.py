@@ -35,8 +35,8 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
-from bringup.suites import ops_section
-from bringup.suites.ops_args import (  # the torch-free face (cli)
+from bringup.ops import section as ops_section
+from bringup.ops.args import (  # the torch-free face (cli)
     DEFAULT_BUDGET_S,
     DEFAULT_DTYPES,
     DEFAULT_SAMPLES,
@@ -45,7 +45,7 @@ from bringup.suites.ops_args import (  # the torch-free face (cli)
     add_arguments,
 )
 
-ENTRY = "bringup.suites.ops:run_op"
+ENTRY = "bringup.ops.suite:run_op"
 # `bringup run --quick`: a handful of everyday ops, float32, 2 samples each (~1 min on 2 cpu cores).
 QUICK_OPS = (
     "add", "mul", "div.no_rounding_mode", "matmul", "sin", "exp", "sum", "mean", "softmax",

@@ -25,15 +25,15 @@ from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.flex import section
+from bringup.flex.args import DEFAULT_BUDGET_S, HELP, ORDER, add_arguments  # the torch-free face (cli)
 from bringup.options import check_compile_backend
 from bringup.precision import parse_precision
-from bringup.suites.flex_args import DEFAULT_BUDGET_S, HELP, ORDER, add_arguments  # the torch-free face (cli)
 
 RUN_ALLOWANCE_S = 900.0  # the rest of a case (timing, the cpu reference) on top of the compile budget
 # Device types whose FlexAttention has no backward in torch (torch/nn/attention/flex_attention.py,
 # _validate_device, torch 2.13). If torch adds one, the auto backward probe starts passing: use --backward on.
 NO_FLEX_BACKWARD = frozenset({"cpu", "mps"})
-ENTRY = "bringup.suites.flex:run_case"
+ENTRY = "bringup.flex.suite:run_case"
 
 
 def _budget(raw: Any) -> float:

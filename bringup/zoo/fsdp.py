@@ -6,7 +6,7 @@ being reported `unsupported`:
 
 - ranks: torchrun's launcher API (`elastic_launch`, standalone rendezvous on localhost, spawned processes in the
   worker's process group: a budget kill takes them too), the process group's backend by device (gloo on cpu;
-  train/distributed.py `backend_for`), as `bringup train --nproc` does;
+  device/dist.py `backend_for`), as `bringup train --nproc` does;
 - the model: built on the meta device, then materialised one FSDP2 unit at a time on the host (each decoder
   block, then what is left at the root), initialised there exactly as the single-device build does
   (models/hub.py `build_full`: transformers' own per-module init, then `init_full`'s seeded draw per parameter,
@@ -17,7 +17,7 @@ being reported `unsupported`:
   gradients, so the step equals the single-device step on the whole batch. Per step: the loss (mean over
   ranks), the total grad norm (clip_grad_norm_ over the DTensor grads), the logits' std (pooled over ranks),
   and at step 0 each parameter's grad norm (local shards' squares summed over ranks): the series the
-  single-device full-size case records, judged by the same rules (suites/zoo_full.py).
+  single-device full-size case records, judged by the same rules (zoo/full.py).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def rank_main(p: dict[str, Any], device_type: str, imports: list[str], workdir: 
 
     import torch.distributed as dist
 
-    from bringup.train.distributed import backend_for
+    from bringup.device.dist import backend_for
 
     for m in imports:
         importlib.import_module(m)
@@ -234,8 +234,8 @@ def train(p: dict[str, Any], device: Device, prec: Precision, steps: int, rank: 
 
     from bringup.models import hub
     from bringup.models import zoo as mz
-    from bringup.suites.zoo import _cast_batch, _no_dropout
-    from bringup.suites.zoo_full import LR, MAX_GRAD_NORM, config_data
+    from bringup.zoo.full import LR, MAX_GRAD_NORM, config_data
+    from bringup.zoo.suite import _cast_batch, _no_dropout
 
     seed = int(p.get("seed", 0))
     model, task, local = build_sharded(config_data(p), p["model"], device, prec.param_dtype, seed, world)

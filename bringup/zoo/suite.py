@@ -36,8 +36,10 @@ from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.options import check_compile_backend
 from bringup.precision import PRECISIONS, Precision, parse_precision
-from bringup.suites import zoo_hub, zoo_modules, zoo_section
-from bringup.suites.zoo_args import (  # the torch-free face (cli)
+from bringup.zoo import hub as zoo_hub
+from bringup.zoo import modules as zoo_modules
+from bringup.zoo import section as zoo_section
+from bringup.zoo.args import (  # the torch-free face (cli)
     DEFAULT_STEPS,
     DEFAULT_TIMEOUT,
     FULL_STEPS,
@@ -52,7 +54,7 @@ FULL_TIMEOUT = 3600.0
 LR = 0.5  # SGD: big enough that a tiny random-init model's loss moves visibly in a few steps
 MAX_GRAD_NORM = 1.0  # clipped like HF Trainer's default: keeps the few steps out of chaotic regimes
 LOGIT_SAMPLES = 16
-ENTRY = "bringup.suites.zoo:run_model"
+ENTRY = "bringup.zoo.suite:run_model"
 # `bringup run --quick`: three HF types (dense GQA + rope + RMSNorm; learned positions + LayerNorm +
 # gelu; qk-norm) and a timm convnet (BatchNorm): ~2 min on 2 cores with cold inductor compiles.
 QUICK = (("hf", "llama", "causal-lm"), ("hf", "gpt2", "causal-lm"), ("hf", "qwen3", "causal-lm"),
@@ -215,7 +217,7 @@ def _select(entries: list[Any], pattern: Any, args: argparse.Namespace) -> list[
 
 
 def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) -> list[Case]:
-    """--size full: Hub ids or catalogue entries at their real size (suites/zoo_full.py)."""
+    """--size full: Hub ids or catalogue entries at their real size (zoo/full.py)."""
     from bringup.models import hub
 
     if args.steps < 1:
@@ -249,13 +251,13 @@ def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) 
                                   "steps": args.steps, "backend": backend, "seed": args.seed, "size": "full",
                                   "batch": args.batch, "seq": args.seq, "weights": weights[e.name],
                                   "reference": reference}  # fmt: skip
-        if getattr(args, "nproc", 1) > 1:  # FSDP2 over N ranks when one device is too small (suites/zoo_fsdp.py)
+        if getattr(args, "nproc", 1) > 1:  # FSDP2 over N ranks when one device is too small (zoo/fsdp.py)
             params["nproc"] = int(args.nproc)
         if getattr(args, "device_memory", None):
             params["device_memory_gib"] = float(args.device_memory)
         if baseline is not None:
             params["baseline"] = baseline.full_entry_for(e.name, params, args.baseline)
-        cases.append(Case("zoo", e.name, params, "bringup.suites.zoo_full:run_full", budget_s=timeout, isolated=True))
+        cases.append(Case("zoo", e.name, params, "bringup.zoo.full:run_full", budget_s=timeout, isolated=True))
     return cases
 
 
@@ -401,10 +403,10 @@ def _build_model(params: dict[str, Any]) -> Any:
         return mz.build_hf_json(model, seed=seed)
     if src in ("hub", "hub-top"):
         from bringup.models import hub
-        from bringup.suites.zoo_full import config_data
+        from bringup.zoo.full import config_data
 
         return hub.build_tiny(config_data(params), model, seed=seed)
-    if src == "hub-sig":  # a Hub sweep's signature: exactly its tiny config (suites/zoo_hub.py)
+    if src == "hub-sig":  # a Hub sweep's signature: exactly its tiny config (zoo/hub.py)
         from bringup.models import signature
 
         return signature.build(params.get("task") or "causal-lm", params["config"], seed=seed)

@@ -39,8 +39,8 @@ def enabled(value: bool | None, device: Any) -> bool:
 
 
 def experts_for(module: torch.nn.Module, dtype: torch.dtype) -> None:
-    """A cpu copy about to replay: float64 MoE layers take the eager expert loop (suites/zoo.py)."""
-    from bringup.suites.zoo import _experts_impl
+    """A cpu copy about to replay: float64 MoE layers take the eager expert loop (zoo/suite.py)."""
+    from bringup.zoo.suite import _experts_impl
 
     _experts_impl(module, "eager" if dtype == torch.float64 else None)
 
@@ -53,7 +53,7 @@ def new_check(model: torch.nn.Module, prec: Precision, device: torch.device) -> 
 
 def judge(r: CaseResult, label: str, rep: Any) -> None:
     """Record a ModuleReport on the case; a module off fails it (fail_numeric, reason "<label>: module check ...")."""
-    from bringup.suites.zoo import _fail
+    from bringup.zoo.suite import _fail
 
     r.fields[f"{label}_modules"] = rep.fields()
     r.fields["module_check_s"] = round(float(r.fields.get("module_check_s") or 0.0) + rep.seconds, 3)

@@ -3,7 +3,7 @@
 Per model, one case (isolated worker: a full-size model's memory must not outlive it):
   1. memory preflight (models/memory.py) on the meta-device model: params + grads + AdamW + activations vs
      the device's free memory (or --device-memory) -> when it does not fit: FSDP2 over --nproc ranks if that
-     is enough (suites/zoo_fsdp.py: steps 2 and 3 run sharded), else `unsupported` with the numbers and the
+     is enough (zoo/fsdp.py: steps 2 and 3 run sharded), else `unsupported` with the numbers and the
      --nproc it would need, before building.
   2. device eager: the real config materialised on the device in the run dtype (seeded init generated on
      cpu, the same numbers on every machine, or the cached safetensors), K AdamW steps on seeded batches:
@@ -32,9 +32,9 @@ import torch
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.precision import PRECISIONS, Precision, parse_precision
-from bringup.suites import zoo_fsdp
+from bringup.zoo import fsdp as zoo_fsdp
 
-ENTRY = "bringup.suites.zoo_full:run_full"
+ENTRY = "bringup.zoo.full:run_full"
 LR = 1e-4  # AdamW, as people train: small enough that K steps stay out of chaotic regimes
 MAX_GRAD_NORM = 1.0
 REF_STEPS = 2  # the cpu fp32 reference runs the first steps only (it can be slow)
@@ -86,7 +86,7 @@ def run_steps(params: dict[str, Any], data: dict[str, Any], device: torch.device
     """Build the full-size model on `device` and train `steps` AdamW steps; per-step series."""
     from bringup.models import hub
     from bringup.models import zoo as mz
-    from bringup.suites.zoo import _cast_batch, _no_dropout
+    from bringup.zoo.suite import _cast_batch, _no_dropout
 
     seed = int(params.get("seed", 0))
     model, task, how = hub.build_full(data, params["model"], device, prec.param_dtype, seed, weights_for(params))
@@ -236,7 +236,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
                 f"--nproc {n}{'' if nproc == 1 else f'; --nproc {nproc} is too few'})" if n else
                 "activations alone exceed the device: lower --batch / --seq")  # fmt: skip
         return _fail(r, Status.UNSUPPORTED, f"memory preflight: {est.summary()}; {hint}")
-    if est.fits() is False:  # -- 2+3. FSDP2 over --nproc ranks (suites/zoo_fsdp.py) --
+    if est.fits() is False:  # -- 2+3. FSDP2 over --nproc ranks (zoo/fsdp.py) --
         eager_s, comp_s = _sharded(r, p, dev, prec, steps, backend, nproc, ctx, est)
         if eager_s is None:
             return r
@@ -351,10 +351,10 @@ def _full_out(s: dict[str, Any]) -> FullOut:
 
 def _sharded(r: CaseResult, p: dict[str, Any], dev: Device, prec: Precision, steps: int, backend: str, nproc: int,
              ctx: Any, est: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:  # fmt: skip
-    """The device runs on --nproc ranks (suites/zoo_fsdp.py); (eager series, compiled series) or (None, None)
+    """The device runs on --nproc ranks (zoo/fsdp.py); (eager series, compiled series) or (None, None)
     with the case failed. A compile failure fails the case and leaves the eager series to be judged."""
     from bringup.checks.errors import classify, first_line
-    from bringup.suites import zoo_fsdp
+    from bringup.zoo import fsdp as zoo_fsdp
 
     try:
         out = zoo_fsdp.run_sharded(p, dev, prec, steps, backend, nproc, tuple(getattr(ctx, "imports", ())),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from bringup.options import add_compile_backend
-from bringup.suites import zoo_hub_args
+from bringup.zoo import hub_args as zoo_hub_args
 
 NAME = "zoo"
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"

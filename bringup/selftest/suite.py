@@ -20,7 +20,7 @@ from bringup.api import Suite, register_suite
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
-from bringup.suites.selftest_args import HELP, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.selftest.args import HELP, ORDER, add_arguments  # the torch-free face (cli)
 
 _ITEM = re.compile(
     r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print|spin|loseonce|lose|flip)(?::([0-9.]+))?(?:\*(\d+))?"
@@ -47,7 +47,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     for i, (op, arg) in enumerate(parse_plan(args.plan)):
         name = f"{i:03d}-{op}" + (f"-{arg:g}" if arg is not None else "")
         params = {"i": i, "op": op, "arg": arg, "tag": args.tag, "phase_budget": args.phase_budget}
-        cases.append(Case("selftest", name, params, "bringup.suites.selftest:run_item", args.budget))
+        cases.append(Case("selftest", name, params, "bringup.selftest.suite:run_item", args.budget))
     return cases
 
 

@@ -26,7 +26,7 @@ from bringup.report.html import (
     seconds,
 )  # fmt: skip
 from bringup.report.plots import esc
-from bringup.suites import zoo_hub_section
+from bringup.zoo import hub_section as zoo_hub_section
 
 
 def _count(r: CaseResult, name: str) -> float | None:
@@ -75,7 +75,7 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
 
     body = [counts_line(rs)]
     hub = zoo_hub_section.hub_summary(page)
-    if hub is not None:  # a Hub sweep: the answer per id first (suites/zoo_hub_section.py)
+    if hub is not None:  # a Hub sweep: the answer per id first (zoo/hub_section.py)
         body.insert(0, zoo_hub_section.render(hub, page))
     reasons = Counter(_reason_key(r) for r in rs if is_failure(r.status) or r.status is Status.REF_FAIL)
     if reasons:

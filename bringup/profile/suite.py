@@ -7,7 +7,7 @@ kernels by self time, host<->device transfers, CPU-fallback ops, compiled region
                                  [--top N] [--out DIR]
 
 The trace (`trace.json.gz`, opens offline in ui.perfetto.dev) and `summary.json` are the case's
-artifacts in the store; with --out they are copied there too. Summary numbers: `bringup/profile.py`.
+artifacts in the store; with --out they are copied there too. Summary numbers: `bringup/profile/analysis.py`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from bringup.errors import BadInput
 from bringup.files import check_output_dir
 from bringup.options import check_compile_backend
 from bringup.precision import parse_precision
-from bringup.suites import profile_section
-from bringup.suites.profile_args import DEFAULTS, HELP, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.profile import section as profile_section
+from bringup.profile.args import DEFAULTS, HELP, ORDER, add_arguments  # the torch-free face (cli)
 
 SUMMARY_KEYS = ("top_ops", "transfers", "busy_s", "idle_s", "host_s", "trace")
 # A profiled step this many times an unprofiled one: the trace mostly shows the profiler (torch.profiler
@@ -70,7 +70,7 @@ def make_case(model: str = DEFAULTS["model"], mode: str = DEFAULTS["mode"], step
               "steps": steps, "warmup": warmup, "batch": batch, "seq": seq, "dtype": dtype, "top": top,
               "out": out}  # fmt: skip
     budget = 600.0 if mode == "eager" else 1500.0
-    return Case("profile", f"{model}-{mode}", params, "bringup.suites.profile:run_profile", budget, isolated=True)
+    return Case("profile", f"{model}-{mode}", params, "bringup.profile.suite:run_profile", budget, isolated=True)
 
 
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
@@ -125,10 +125,10 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
     import torch
 
     import bringup.models  # noqa: F401  (torchvision shim before transformers)
-    from bringup import profile as bp
     from bringup.checks.errors import classify, first_line
     from bringup.files import write_json
     from bringup.models import lm
+    from bringup.profile import analysis as bp
 
     p = case.params
     dev: Device = ctx.device

@@ -7,12 +7,12 @@
    (no weights), concurrent, rate-limited, retried, resumable through the Hub index (models/hub_index.py).
 2. Planning (`plan_ids`, pure, what bench/hub_plan.py times): each fetched config gets its signature
    (models/signature.py: task, architecture and the tiny config); ids whose config failed are counted by reason.
-3. One tiny case per signature (the zoo's own case, `bringup.suites.zoo:run_model`, with the signature's config
+3. One tiny case per signature (the zoo's own case, `bringup.zoo.suite:run_model`, with the signature's config
    in its params: a worker needs no Hub and no cache), most downloaded first; `--full-top K` adds the K most
-   downloaded signatures at real size (suites/zoo_full.py: meta init, preflight, FSDP2 over --nproc ranks when
+   downloaded signatures at real size (zoo/full.py: meta init, preflight, FSDP2 over --nproc ranks when
    one device is too small), each on its most downloaded id.
 4. The run's ids are stored beside the cases (store.py `hub_ids`: id -> signature -> case): the verdict of a
-   case fans out to every id that shares its signature (suites/zoo_hub_summary.py), a full-size verdict to the
+   case fans out to every id that shares its signature (zoo/hub_summary.py), a full-size verdict to the
    ids whose config.json is the same up to names, versions and storage dtype (`signature.full_key`).
 """
 
@@ -34,7 +34,7 @@ from bringup.models import signature as sg
 from bringup.models.hub_index import OK, Entry, HubIndex
 from bringup.precision import Precision
 from bringup.store import DEFAULT_DB
-from bringup.suites.zoo_hub_args import DEFAULT_WORKERS, INDEX_NAME, add_arguments  # noqa: F401 (the face)
+from bringup.zoo.hub_args import DEFAULT_WORKERS, INDEX_NAME, add_arguments  # noqa: F401 (the face)
 
 PREFIXES = (hf.SEARCH_PREFIX, hf.LIST_PREFIX)
 
@@ -186,7 +186,7 @@ def signature_cases(plan: IdPlan, dtype: str, steps: int, backend: str, timeout:
                     ) -> tuple[list[Case], dict[str, str]]:  # fmt: skip
     """A tiny case per signature, most downloaded first (the zoo's own case, its params carrying the signature's
     config); returns them and signature -> case id."""
-    from bringup.suites import zoo
+    from bringup.zoo import suite as zoo
 
     cases: list[Case] = []
     case_of: dict[str, str] = {}
@@ -217,7 +217,7 @@ def build_cases(args: argparse.Namespace, prec: Precision, backend: str, noise_s
                        f"({_failure_line(plan)})")  # fmt: skip
     if baseline is not None:
         baseline.check_shared(sigs, prec.name, args.steps, args.baseline)
-    from bringup.suites.zoo_modules import from_arg
+    from bringup.zoo.modules import from_arg
 
     cases, case_of = signature_cases(plan, prec.name, args.steps, backend, args.timeout, args.seed, noise_seeds,
                                      baseline, from_arg(args))  # fmt: skip
@@ -244,7 +244,7 @@ def _full_cases(args: argparse.Namespace, prec: Precision, backend: str, plan: I
     """--full-top K: the K most downloaded signatures at real size, each on its most downloaded id; returns
     full_key -> case id (the ids a full-size verdict fans out to)."""
     from bringup.models import hub
-    from bringup.suites import zoo
+    from bringup.zoo import suite as zoo
 
     k = int(getattr(args, "full_top", 0) or 0)
     if not k:
@@ -273,7 +273,7 @@ def _full_cases(args: argparse.Namespace, prec: Precision, backend: str, plan: I
             params["nproc"] = int(args.nproc)
         if getattr(args, "device_memory", None):
             params["device_memory_gib"] = float(args.device_memory)
-        c = Case("zoo", f"{name} [full]", params, "bringup.suites.zoo_full:run_full", budget_s=zoo.FULL_TIMEOUT,
+        c = Case("zoo", f"{name} [full]", params, "bringup.zoo.full:run_full", budget_s=zoo.FULL_TIMEOUT,
                  isolated=True)  # fmt: skip
         cases.append(c)
         out[row["full_key"]] = c.case_id
@@ -310,7 +310,7 @@ class SigBaseline:
 
 
 def _baseline(args: argparse.Namespace, prec: Precision) -> SigBaseline:
-    from bringup.suites import zoo
+    from bringup.zoo import suite as zoo
 
     idx = zoo._load_baseline(args.baseline)
     by_sig = {str(r.params["signature"]): r for r in idx.by_name.values() if r.params.get("signature")
@@ -323,7 +323,8 @@ def _baseline(args: argparse.Namespace, prec: Precision) -> SigBaseline:
 
 def summarize_stored(store: Any, run_id: str, results: list[Any], console: Any) -> dict[str, Any]:
     """zoo's summary, plus the answer per id when the run is a Hub sweep."""
-    from bringup.suites import zoo, zoo_hub_summary
+    from bringup.zoo import hub_summary as zoo_hub_summary
+    from bringup.zoo import suite as zoo
 
     extras = zoo.summarize(results, console)
     rows = store.hub_ids(run_id)

@@ -8,7 +8,7 @@
     bringup hub csv RUN --out FILE                        every id of a stored sweep with its outcome
 
 Every step takes --hub-index (default hub-index.db beside --db); fetch and plan also --hub-workers,
---hub-rate and --hub-refresh (suites/zoo_hub.py). On a cluster without the Hub: `hub export` where the Hub is
+--hub-rate and --hub-refresh (zoo/hub.py). On a cluster without the Hub: `hub export` where the Hub is
 reachable, copy the file, `hub import` there, then `zoo --source ...` with HF_HUB_OFFLINE=1 plans from it.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput, user_regex
-from bringup.suites.zoo_hub_args import DEFAULT_WORKERS
+from bringup.zoo.hub_args import DEFAULT_WORKERS
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
 
@@ -62,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _entries(args: argparse.Namespace) -> list[Any]:
-    from bringup.suites import zoo_hub
+    from bringup.zoo import hub as zoo_hub
 
     if not zoo_hub.is_sweep(args.source):
         raise BadInput(f"hub {args.hub_action}: --source {args.source!r}: use hub-search:QUERY or hub-list:FILE")
@@ -77,7 +77,7 @@ def main(sess: Any) -> int:
     # The Hub code (and torch, through bringup.models) is imported here, where work starts: `bringup hub
     # --help` and a mistyped option answer without it.
     from bringup.models.hub_index import HubIndex
-    from bringup.suites import zoo_hub
+    from bringup.zoo import hub as zoo_hub
 
     args = sess.args
     con = sess.console
@@ -95,7 +95,7 @@ def main(sess: Any) -> int:
         return 0
     if action == "csv":
         from bringup.store import Store
-        from bringup.suites import zoo_hub_summary as zs
+        from bringup.zoo import hub_summary as zs
 
         with Store(sess.db, create=False) as st:
             st.get_run(args.run)

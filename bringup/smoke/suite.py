@@ -24,13 +24,13 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.checks.parity import parity
 from bringup.device import Device, dtype_name, parse_dtype
-from bringup.suites.smoke_args import HELP, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.smoke.args import HELP, ORDER, add_arguments  # the torch-free face (cli)
 
 
 def _cases(dtype: str) -> list[Case]:
     return [
-        Case("smoke", "gemm", {"kind": "gemm", "n": 256, "dtype": dtype}, "bringup.suites.smoke:run_gemm", 300),
-        Case("smoke", "mlp_step", {"kind": "mlp_step", "dtype": dtype}, "bringup.suites.smoke:run_mlp", 300),
+        Case("smoke", "gemm", {"kind": "gemm", "n": 256, "dtype": dtype}, "bringup.smoke.suite:run_gemm", 300),
+        Case("smoke", "mlp_step", {"kind": "mlp_step", "dtype": dtype}, "bringup.smoke.suite:run_mlp", 300),
     ]
 
 

@@ -11,7 +11,7 @@ on the device against a float64 cpu reference:
                                              under the fallback detector (aot_eager, inductor and the
                                              device family's own backend: openxla on xla)
     execution.eager                          eager (ops run as issued) or lazy, measured: a dropped GEMM
-                                             vs a kept one (suites/probe_runtime.py)
+                                             vs a kept one (probe/runtime.py)
     distributed.default / .dtensor / .fsdp2  2 local ranks with the device's own torch.distributed
                                              backend (its adapter's): an all_reduce, a DTensor matmul and
                                              sum, an FSDP2 training step, each vs float64
@@ -42,10 +42,10 @@ from bringup.checks.parity import parity, rel_rmse
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.options import check_compile_backend
-from bringup.suites import probe_section
-from bringup.suites.probe_args import DEFAULT_COMPILE_BACKENDS, HELP, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.probe import section as probe_section
+from bringup.probe.args import DEFAULT_COMPILE_BACKENDS, HELP, ORDER, add_arguments  # the torch-free face (cli)
 
-ENTRY = "bringup.suites.probe:run_feature"
+ENTRY = "bringup.probe.suite:run_feature"
 BUDGET_S = 180.0
 COMPILE_BUDGET_S = 300.0
 FP8 = ("float8_e4m3fn", "float8_e5m2")
@@ -469,7 +469,7 @@ def run_feature(case: Case, ctx: Any) -> CaseResult:
             r.fields |= fields
             return r
         if kind in ("distributed", "dtensor", "fsdp2", "execution"):  # ranks are processes: no detector
-            from bringup.suites import probe_runtime
+            from bringup.probe import runtime as probe_runtime
 
             if kind == "execution":
                 r = probe_runtime.probe_execution(case, dev)

@@ -24,12 +24,12 @@ from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.options import check_compile_backend
 from bringup.precision import parse_precision
-from bringup.suites.train_args import HELP, ORDER, D, add_arguments  # the torch-free face (cli)
 from bringup.train import section
+from bringup.train.args import HELP, ORDER, D, add_arguments  # the torch-free face (cli)
 from bringup.train.arms import EXTRA_MODES
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
-ENTRY, FLOPS_ENTRY = "bringup.suites.train:run_mode", "bringup.suites.train:run_flops"
+ENTRY, FLOPS_ENTRY = "bringup.train.suite:run_mode", "bringup.train.suite:run_flops"
 
 
 # ---- planning (pure; raises BadInput before any work) --------------------------------------------

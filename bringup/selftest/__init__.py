@@ -1,0 +1,1 @@
+"""`bringup selftest`: the capability's package (suite.py registers it; args.py is its torch-free face)."""
