@@ -1,11 +1,29 @@
-"""Shared argument types: one validation (and one message) for the same kind of option everywhere.
+"""The options vocabulary: one spelling, one meaning, one help text and one validator for each option
+that several commands take, and the shared argument types behind them.
 
-argparse `type=` callables raise ArgumentTypeError, which the parser turns into one line and exit 2.
+| option | meaning |
+|---|---|
+| `--case-budget SEC` | wall-clock limit of each case (its worker is killed past it; the case is `budget`) |
+| `--compile-budget SEC` | limit of a case's first call, the compile included (phase `compile`; past it: `budget`) |
+| `--dtype NAME` | the run's precision: fp32, bf16, fp16 (pure) or amp-bf16, amp-fp16 (autocast over fp32 weights) |
+| `--seed N` | the init and data seed of the models a case builds |
+| `--filter REGEX` / `--limit N` | keep what matches REGEX (re.search) / at most N (after --filter) |
+
+Each has an `add_<name>(parser, ...)` helper; a command takes exactly the ones that mean something to it, and
+keeps its own `dest` (args.timeout, args.budget ...) where its code reads one. An older spelling is kept as a
+hidden alias (no help line, the same dest and validator): stored commands and scripts keep working, the docs
+show the new one (tests/spine/test_options.py holds every command to this table).
+
+argparse `type=` callables raise ArgumentTypeError, which the parser turns into one line and exit 2. Torch-free:
+the command line is built from this module without importing torch (tests/spine/test_cli_imports.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import re
+from collections.abc import Sequence
 
 from bringup.errors import BadInput
 
@@ -67,3 +85,150 @@ def check_compile_backend(name: str, flag: str = "--compile-backend", allow_none
 # Here, torch-free, so that `--help` shows them without importing the Hub code (bringup.models.hub_fetch).
 FREE_API, FREE_RESOLVE = 1000, 5000  # a free user's requests per window (docs/hub/rate-limits)
 DEFAULT_API, DEFAULT_RESOLVE = 900, 4500  # 90% of those
+
+
+# ---- the vocabulary ---------------------------------------------------------------------------------------
+# The precisions (bringup/precision.py builds one Precision per name; this is the torch-free list of names).
+PURE_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16")
+MIXED_DTYPES: tuple[str, ...] = ("amp-bf16", "amp-fp16")
+DTYPES: tuple[str, ...] = PURE_DTYPES + MIXED_DTYPES
+# Other spellings of the same precisions, accepted everywhere (`localize --dtype bfloat16` was the old form).
+DTYPE_ALIASES: dict[str, str] = {
+    "float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+    "float64": "fp64", "double": "fp64", "amp_bf16": "amp-bf16", "amp_fp16": "amp-fp16",
+    "mixed-bf16": "amp-bf16", "mixed-fp16": "amp-fp16",
+}  # fmt: skip
+# torch's names of the pure precisions (localize's case params keep them: its stored case ids do not change)
+TORCH_DTYPE_NAMES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+CASE_BUDGET_HELP = "wall-clock limit of each case, seconds: past it its worker is killed and the case is 'budget'"
+COMPILE_BUDGET_HELP = ("limit of each case's first call, seconds, the compile included (an eager run's first step): "
+                       "past it the worker is killed and the case is 'budget' (phase compile)")  # fmt: skip
+DTYPE_HELP = ("precision: fp32, bf16, fp16 (pure: weights and compute in that dtype), amp-bf16, amp-fp16 "
+              "(autocast over fp32 weights, GradScaler for fp16)")  # fmt: skip
+SEED_HELP = "init and data seed"
+FILTER_HELP = "keep only {what} whose name matches REGEX (re.search; anchor with ^...$)"
+LIMIT_HELP = "at most N {what} (after --filter)"
+
+
+def canonical_dtype(name: str) -> str:
+    """'bfloat16' -> 'bf16' (any accepted spelling to its one name; an unknown name is returned as given)."""
+    key = name.strip().lower()
+    return DTYPE_ALIASES.get(key, key)
+
+
+class DtypeType:
+    """The `--dtype` validator: any spelling of a precision in `allowed` -> its one name; else one line, exit 2."""
+
+    def __init__(self, allowed: Sequence[str]) -> None:
+        self.allowed = tuple(allowed)
+
+    def __call__(self, s: str) -> str:
+        name = canonical_dtype(s)
+        if name not in self.allowed:
+            raise argparse.ArgumentTypeError(f"unknown dtype {s!r}; use one of {', '.join(self.allowed)}")
+        return name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DtypeType) and other.allowed == self.allowed
+
+    def __hash__(self) -> int:
+        return hash(self.allowed)
+
+    def __repr__(self) -> str:  # argparse names the type in some messages
+        return "dtype"
+
+
+def seconds(s: str) -> float:
+    """A budget: a positive, finite number of seconds."""
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {s!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {s!r}")
+    return v
+
+
+def regex(s: str) -> str:
+    """A --filter pattern: kept as given (the suites compile it), refused here when it does not compile."""
+    try:
+        re.compile(s)
+    except re.error as e:
+        raise argparse.ArgumentTypeError(f"bad regex {s!r}: {e}") from None
+    return s
+
+
+def _vocab(action: argparse.Action, name: str) -> argparse.Action:
+    action.vocab = name  # type: ignore[attr-defined]  # read by tests/spine/test_options.py
+    return action
+
+
+def _aliases(p: argparse.ArgumentParser, old: Sequence[str], dest: str, type_: object, metavar: str) -> None:
+    """The old spellings: hidden (no help line), deprecated, the same dest and validator as the new one."""
+    for flag in old:
+        a = p.add_argument(flag, dest=dest, type=type_, default=argparse.SUPPRESS, metavar=metavar,
+                           help=argparse.SUPPRESS)  # fmt: skip
+        a.vocab_alias = True  # type: ignore[attr-defined]
+
+
+def _default(default: object, note: str) -> str:
+    if note:
+        return f" (default {note})"
+    if default is None:
+        return ""
+    return f" (default {default:g})" if isinstance(default, float) else f" (default {default})"
+
+
+def add_case_budget(p: argparse.ArgumentParser, default: float | None, dest: str = "case_budget",
+                    old: Sequence[str] = (), default_note: str = "") -> argparse.Action:  # fmt: skip
+    """`--case-budget SEC`: the wall-clock limit of each case (Case.budget_s)."""
+    a = p.add_argument("--case-budget", dest=dest, type=seconds, default=default, metavar="SEC",
+                       help=CASE_BUDGET_HELP + _default(default, default_note))  # fmt: skip
+    _aliases(p, old, dest, seconds, "SEC")
+    return _vocab(a, "case_budget")
+
+
+def add_compile_budget(p: argparse.ArgumentParser, default: float | None, dest: str = "compile_budget",
+                       old: Sequence[str] = (), default_note: str = "") -> argparse.Action:  # fmt: skip
+    """`--compile-budget SEC`: the limit of a case's first call, compile included (its `compile` phase)."""
+    a = p.add_argument("--compile-budget", dest=dest, type=seconds, default=default, metavar="SEC",
+                       help=COMPILE_BUDGET_HELP + _default(default, default_note))  # fmt: skip
+    _aliases(p, old, dest, seconds, "SEC")
+    return _vocab(a, "compile_budget")
+
+
+def add_dtype(p: argparse.ArgumentParser, default: str | None, allowed: Sequence[str] = DTYPES, dest: str = "dtype",
+              default_note: str = "", why: str = "") -> argparse.Action:  # fmt: skip
+    """`--dtype NAME`: the run's precision, one of `allowed` (a subset of DTYPES: what the command can run;
+    `why` says why others are not offered). Every spelling in DTYPE_ALIASES is accepted and stored as its name."""
+    allowed = tuple(allowed)
+    unknown = [d for d in allowed if d not in DTYPES]
+    if unknown:
+        raise ValueError(f"add_dtype: not a precision of the vocabulary: {unknown}")
+    accepts = "" if allowed == DTYPES else f"; here: {', '.join(allowed)} only" + (f" ({why})" if why else "")
+    a = p.add_argument("--dtype", dest=dest, type=DtypeType(allowed), default=default, metavar="NAME",
+                       help=DTYPE_HELP + accepts + _default(default, default_note))  # fmt: skip
+    return _vocab(a, "dtype")
+
+
+def add_seed(p: argparse.ArgumentParser, default: int = 0, dest: str = "seed") -> argparse.Action:
+    """`--seed N`: the init and data seed (an integer >= 0)."""
+    a = p.add_argument("--seed", dest=dest, type=nonneg_int, default=default, metavar="N",
+                       help=SEED_HELP + _default(default, ""))  # fmt: skip
+    return _vocab(a, "seed")
+
+
+def add_filter(p: argparse.ArgumentParser, what: str, dest: str = "filter", old: Sequence[str] = ()) -> argparse.Action:
+    """`--filter REGEX`: keep the `what` (models, OpInfos, features ...) whose name matches."""
+    a = p.add_argument("--filter", dest=dest, type=regex, default=None, metavar="REGEX",
+                       help=FILTER_HELP.format(what=what))  # fmt: skip
+    _aliases(p, old, dest, regex, "REGEX")
+    return _vocab(a, "filter")
+
+
+def add_limit(p: argparse.ArgumentParser, what: str, dest: str = "limit") -> argparse.Action:
+    """`--limit N`: at most N of `what` (after --filter)."""
+    a = p.add_argument("--limit", dest=dest, type=positive_int, default=None, metavar="N",
+                       help=LIMIT_HELP.format(what=what))  # fmt: skip
+    return _vocab(a, "limit")

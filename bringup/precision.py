@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from bringup.errors import BadInput
+from bringup.options import canonical_dtype
 
 
 @dataclass(frozen=True)
@@ -61,18 +62,10 @@ PRECISIONS: dict[str, Precision] = {
     )
 }
 
-_ALIASES = {
-    "float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
-    "float64": "fp64", "double": "fp64", "amp_bf16": "amp-bf16", "amp_fp16": "amp-fp16",
-    "mixed-bf16": "amp-bf16", "mixed-fp16": "amp-fp16",
-}  # fmt: skip
-
 
 def parse_precision(name: str, allow_mixed: bool = True) -> Precision:
     """'fp32' | 'bf16' | 'fp16' | 'amp-bf16' | 'amp-fp16' (and aliases) -> Precision; BadInput otherwise."""
-    key = name.strip().lower()
-    key = _ALIASES.get(key, key)
-    p = PRECISIONS.get(key)
+    p = PRECISIONS.get(canonical_dtype(name))  # the aliases: bringup/options.py (the CLI's vocabulary)
     if p is None or (p.mixed and not allow_mixed):
         choices = "fp32, bf16, fp16" + (", amp-bf16, amp-fp16" if allow_mixed else "")
         raise BadInput(f"unknown dtype {name!r}; use one of {choices}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from bringup.options import add_compile_backend
+from bringup.options import add_compile_backend, add_compile_budget, add_dtype
 
 NAME = "flex"
 HELP = "FlexAttention matrix (8 mods x shapes): compile budget, numerics vs float64, TFLOP/s, one sentence"
@@ -20,15 +20,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--matrix", default="auto", metavar="quick|default|FILE",
                    help="quick (small, fp32: cpu/CI), default (the 96 cases) or a YAML/JSON matrix file; "
                    "auto (default): default on an accelerator, quick on cpu")  # fmt: skip
-    p.add_argument("--budget", default=str(DEFAULT_BUDGET_S), metavar="SEC",
-                   help="compile budget per case: compile + first call, seconds (default 600)")  # fmt: skip
+    add_compile_budget(p, DEFAULT_BUDGET_S, dest="budget", old=["--budget"])
     p.add_argument("--backward", default=None, metavar="auto|on|off",
                    help="run the backward too (default auto: on where the device has a FlexAttention backward; "
                    "elsewhere forward cases plus one backward probe)")  # fmt: skip
-    p.add_argument("--dtype", default=None, help="bf16 | fp16 | fp32 | amp-bf16 | amp-fp16 (amp: bf16/fp16 inputs "
-                   "under autocast, as attention sees them in mixed-precision training; default: the matrix's; "
-                   "default matrix: "
-                   "bf16 on accelerators, fp32 on cpu)")  # fmt: skip
+    add_dtype(p, None, default_note="the matrix's; default matrix: bf16 on accelerators, fp32 on cpu; amp-*: "
+              "bf16/fp16 inputs under autocast, as attention sees them in mixed-precision training")  # fmt: skip
     p.add_argument("--mods", default="", metavar="a,b,...",
                    help="mods to run, at every shape of the matrix (built-in names, or module:function / "
                    "file.py:function user mods)")  # fmt: skip

@@ -1,4 +1,4 @@
-"""`bringup localize MODEL [--source hf|timm|fn] [--dtype float32]`: one case, run in a worker like every
+"""`bringup localize MODEL [--source hf|timm|fn] [--dtype fp32]`: one case, run in a worker like every
 suite's: one training step on the device, judged module by module (the module check: each module's
 outputs and gradients on the inputs the device gave it, vs float64 and cpu eager in the same dtype),
 then the first module off op by op.
@@ -17,20 +17,10 @@ from typing import Any
 
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
+from bringup.localize.args import add_arguments  # noqa: F401  (the torch-free face: cli reads it here)
+from bringup.options import TORCH_DTYPE_NAMES
 
 HELP = "first divergence: the first module, then the first aten op, where the device leaves float64"
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="a zoo model: an HF model type (llama, gpt2, ...), a timm name, or module:function")
-    p.add_argument("--source", choices=["hf", "timm", "fn"], default="hf", help="where MODEL comes from (default hf)")
-    p.add_argument("--task", default="causal-lm", help="HF task (default causal-lm)")
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
-                   help="the device run's dtype (default float32)")  # fmt: skip
-    p.add_argument("--compile-backend", default=None, metavar="NAME",
-                   help="also localize a compiled run: when eager matches, each module compiled alone with NAME "
-                   "and judged the same way (the first compiled region off)")  # fmt: skip
-    p.add_argument("--budget", type=float, default=600.0, help="wall budget of the case, seconds (default 600)")
 
 
 def build_cases(args: argparse.Namespace) -> list[Case]:
@@ -38,15 +28,16 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
         raise BadInput("localize: give a model")
     if args.source == "fn" and ":" not in args.model:
         raise BadInput(f"localize: --source fn needs module:function, got {args.model!r}")
+    dtype = TORCH_DTYPE_NAMES[args.dtype]  # torch's name in the case (its id, and stored runs, as before)
     params = {"source": args.source, "model": args.model, "task": args.task if args.source == "hf" else "",
-              "dtype": args.dtype, "seed": 0, "backend": args.compile_backend or ""}  # fmt: skip
+              "dtype": dtype, "seed": args.seed, "backend": args.compile_backend or ""}  # fmt: skip
     if args.compile_backend:
         import torch._dynamo
 
         if args.compile_backend not in torch._dynamo.list_backends(exclude_tags=()):
             raise BadInput(f"--compile-backend {args.compile_backend}: no such dynamo backend (see `bringup devices`)")
     mode = f" {args.compile_backend}" if args.compile_backend else ""
-    return [Case("localize", f"{args.model} {args.dtype}{mode}", params, "bringup.localize.cli:run_case", args.budget)]
+    return [Case("localize", f"{args.model} {dtype}{mode}", params, "bringup.localize.cli:run_case", args.budget)]
 
 
 def main(sess: Any) -> int:

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from bringup.case import Case, CaseResult, Status
+from bringup.options import TORCH_DTYPE_NAMES
 
-_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+_DTYPES = TORCH_DTYPE_NAMES  # zoo's precision name -> localize's case dtype (pure precisions only)
 
 
 def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:

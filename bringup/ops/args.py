@@ -17,11 +17,10 @@ DEFAULT_BUDGET_S = 120.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--filter", default=None, metavar="REGEX",
-                   help="only OpInfos whose name (with variant, e.g. div.floor_rounding) matches REGEX "
-                   "(re.search; anchor with ^...$)")  # fmt: skip
+    from bringup.options import add_case_budget, add_filter
+
+    add_filter(p, "OpInfos (name with variant, e.g. div.floor_rounding)")
     p.add_argument("--dtypes", default=DEFAULT_DTYPES, help=f"comma list of dtypes (default {DEFAULT_DTYPES})")
     p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
                    help=f"inputs per (op, dtype) from OpInfo reference_inputs (default {DEFAULT_SAMPLES})")  # fmt: skip
-    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
-                   help=f"wall budget per (op, dtype) case, seconds (default {DEFAULT_BUDGET_S:g})")  # fmt: skip
+    add_case_budget(p, DEFAULT_BUDGET_S, dest="budget", old=["--budget"])

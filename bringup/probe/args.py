@@ -12,10 +12,15 @@ NAME = "probe"
 HELP = "feature probe: bf16/fp16/fp8, scaled_mm, autocast, SDPA backends, compile, distributed, TorchAO"
 ORDER = 20
 DEFAULT_COMPILE_BACKENDS = "aot_eager,inductor"
+BUDGET_S = 180.0  # each case's wall-clock limit (--case-budget)
+COMPILE_BUDGET_S = 300.0  # a compile probe's (a cold inductor compile takes 10-40 s on 2 cores)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--only", default="", metavar="REGEX", help="only features whose name matches REGEX")
+    from bringup.options import add_case_budget, add_filter
+
+    add_filter(p, "features", dest="only", old=["--only"])
+    add_case_budget(p, None, default_note=f"{BUDGET_S:g}; compile probes {COMPILE_BUDGET_S:g}")
     p.add_argument("--compile-backends", default=None,
                    help=f"torch.compile backends to probe (default {DEFAULT_COMPILE_BACKENDS} and the device's own, "
                    "e.g. openxla on xla); e.g. a device's own backend registered by an --import plugin")  # fmt: skip

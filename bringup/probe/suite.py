@@ -43,11 +43,16 @@ from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.options import check_compile_backend
 from bringup.probe import section as probe_section
-from bringup.probe.args import DEFAULT_COMPILE_BACKENDS, HELP, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.probe.args import (  # the torch-free face (cli)
+    BUDGET_S,
+    COMPILE_BUDGET_S,
+    DEFAULT_COMPILE_BACKENDS,
+    HELP,
+    ORDER,
+    add_arguments,
+)
 
 ENTRY = "bringup.probe.suite:run_feature"
-BUDGET_S = 180.0
-COMPILE_BUDGET_S = 300.0
 FP8 = ("float8_e4m3fn", "float8_e5m2")
 # The aten op each forced SDPA backend runs; MATH runs none of them (it decomposes).
 SDPA_OPS: dict[str, tuple[str, ...]] = {
@@ -87,11 +92,11 @@ def features(compile_backends: list[str]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _cases(feats: list[tuple[str, dict[str, Any]]]) -> list[Case]:
+def _cases(feats: list[tuple[str, dict[str, Any]]], budget_s: float | None = None) -> list[Case]:
     cases = []
     for name, params in feats:
         params = {"feature": name, **params}
-        budget = COMPILE_BUDGET_S if params["kind"] == "compile" else BUDGET_S
+        budget = budget_s or (COMPILE_BUDGET_S if params["kind"] == "compile" else BUDGET_S)
         # a process group (or a compile cache) must not leak into the next case
         isolated = params["kind"] in ("distributed", "dtensor", "fsdp2", "torchao", "execution")
         cases.append(Case("probe", name, params, ENTRY, budget, isolated=isolated))
@@ -111,13 +116,13 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         check_compile_backend(b, "torch.compile backend")
     feats = features(backends)
     if args.only:
-        pat = user_regex(args.only, "--only")
+        pat = user_regex(args.only, "--filter")
         feats = [f for f in feats if pat.search(f[0])]
         if not feats:
             raise BadInput(
-                f"--only {args.only!r} matches no feature; features: {', '.join(n for n, _ in features([]))}"
+                f"--filter {args.only!r} matches no feature; features: {', '.join(n for n, _ in features([]))}"
             )
-    return _cases(feats)
+    return _cases(feats, args.case_budget)
 
 
 def run_cases(device: Device, quick: bool) -> list[Case]:

@@ -17,10 +17,11 @@ ORDER = 70
 
 DEFAULTS: dict[str, Any] = {"model": "qwen3-tiny", "mode": "eager", "steps": 3, "warmup": 2, "batch": 4,
                             "seq": 128, "dtype": "fp32", "top": 15, "backend": "inductor"}  # fmt: skip
+BUDGET_S = {"eager": 600.0, "compiled": 1500.0}  # each case's wall-clock limit (--case-budget), by mode
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import nonneg_int, positive_int
+    from bringup.options import add_case_budget, add_dtype, nonneg_int, positive_int
 
     d = DEFAULTS
     p.add_argument(
@@ -46,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batch", type=positive_int, default=d["batch"], help="batch size (default 4)")
     p.add_argument("--seq", type=positive_int, default=d["seq"], help="sequence length (default 128)")
-    p.add_argument("--dtype", default=d["dtype"], help="fp32 (default) | bf16 | fp16 (pure) | amp-bf16 | amp-fp16 "
-                   "(autocast over fp32 weights, GradScaler for fp16)")  # fmt: skip
+    add_dtype(p, d["dtype"])
+    add_case_budget(p, None, default_note=f"{BUDGET_S['eager']:g}; compile and regional {BUDGET_S['compiled']:g}")
     p.add_argument("--top", type=positive_int, default=d["top"], help="rows in the top ops/kernels tables (15)")
     p.add_argument("--out", metavar="DIR", default=None, help="also copy trace.json.gz and summary.json here")

@@ -26,7 +26,7 @@ from bringup.files import check_output_dir
 from bringup.options import check_compile_backend
 from bringup.precision import parse_precision
 from bringup.profile import section as profile_section
-from bringup.profile.args import DEFAULTS, HELP, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.profile.args import BUDGET_S, DEFAULTS, HELP, ORDER, add_arguments  # the torch-free face (cli)
 
 SUMMARY_KEYS = ("top_ops", "transfers", "busy_s", "idle_s", "host_s", "trace")
 # A profiled step this many times an unprofiled one: the trace mostly shows the profiler (torch.profiler
@@ -59,7 +59,8 @@ def check_model(model: str, overrides: list[str]) -> None:
 def make_case(model: str = DEFAULTS["model"], mode: str = DEFAULTS["mode"], steps: int = DEFAULTS["steps"],
               warmup: int = DEFAULTS["warmup"], batch: int = DEFAULTS["batch"], seq: int = DEFAULTS["seq"],
               dtype: str = DEFAULTS["dtype"], top: int = DEFAULTS["top"], backend: str = DEFAULTS["backend"],
-              overrides: list[str] | None = None, out: str | None = None) -> Case:  # fmt: skip
+              overrides: list[str] | None = None, out: str | None = None,
+              budget_s: float | None = None) -> Case:  # fmt: skip
     from bringup.models.lm import MODES
 
     if mode not in MODES:
@@ -69,7 +70,7 @@ def make_case(model: str = DEFAULTS["model"], mode: str = DEFAULTS["mode"], step
     params = {"model": model, "overrides": list(overrides or []), "mode": mode, "backend": backend,
               "steps": steps, "warmup": warmup, "batch": batch, "seq": seq, "dtype": dtype, "top": top,
               "out": out}  # fmt: skip
-    budget = 600.0 if mode == "eager" else 1500.0
+    budget = budget_s or BUDGET_S["eager" if mode == "eager" else "compiled"]
     return Case("profile", f"{model}-{mode}", params, "bringup.profile.suite:run_profile", budget, isolated=True)
 
 
@@ -79,7 +80,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         check_compile_backend(args.backend)
     out = check_output_dir(args.out, "--out")
     case = make_case(args.model, args.mode, args.steps, args.warmup, args.batch, args.seq, dtype, args.top,
-                     args.backend, args.override, out)  # fmt: skip
+                     args.backend, args.override, out, args.case_budget)  # fmt: skip
     check_model(args.model, args.override)
     return [case]
 

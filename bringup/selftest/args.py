@@ -14,9 +14,11 @@ ORDER = 90
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bringup.options import add_case_budget
+
     p.add_argument("--plan", default="ok*3", help="comma list of ok|sleep:S|segv|exit:N|raise|hang|alloc:GB|"
                    "phase:S|unsupported|print|spin:N|lose|loseonce|flip, each optionally *N "
                    "(default ok*3)")  # fmt: skip
-    p.add_argument("--budget", type=float, default=60.0, help="wall budget per case, seconds (default 60)")
+    add_case_budget(p, 60.0, dest="budget", old=["--budget"])
     p.add_argument("--phase-budget", type=float, default=1.0, help="budget of the 'phase' item's phase")
     p.add_argument("--tag", default="", help="distinguishes otherwise identical plans (part of case ids)")

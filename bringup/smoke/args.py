@@ -11,7 +11,12 @@ import argparse
 NAME = "smoke"
 HELP = "a GEMM and a tiny MLP training step on the device vs a float64 CPU reference"
 ORDER = 10
+DEFAULT_BUDGET_S = 300.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dtype", default="fp32", help="fp32 | bf16 | fp16 (default fp32)")
+    from bringup.options import PURE_DTYPES, add_case_budget, add_dtype
+
+    add_dtype(p, "fp32", PURE_DTYPES, why="the GEMM and the MLP step run in one dtype, weights included; mixed "
+              "precision is train's, zoo's and flex's")  # fmt: skip
+    add_case_budget(p, DEFAULT_BUDGET_S)

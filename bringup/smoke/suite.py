@@ -24,18 +24,18 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.checks.parity import parity
 from bringup.device import Device, dtype_name, parse_dtype
-from bringup.smoke.args import HELP, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.smoke.args import DEFAULT_BUDGET_S, HELP, ORDER, add_arguments  # the torch-free face (cli)
 
 
-def _cases(dtype: str) -> list[Case]:
+def _cases(dtype: str, budget_s: float = DEFAULT_BUDGET_S) -> list[Case]:
     return [
-        Case("smoke", "gemm", {"kind": "gemm", "n": 256, "dtype": dtype}, "bringup.smoke.suite:run_gemm", 300),
-        Case("smoke", "mlp_step", {"kind": "mlp_step", "dtype": dtype}, "bringup.smoke.suite:run_mlp", 300),
+        Case("smoke", "gemm", {"kind": "gemm", "n": 256, "dtype": dtype}, "bringup.smoke.suite:run_gemm", budget_s),
+        Case("smoke", "mlp_step", {"kind": "mlp_step", "dtype": dtype}, "bringup.smoke.suite:run_mlp", budget_s),
     ]
 
 
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
-    return _cases(dtype_name(parse_dtype(args.dtype)))
+    return _cases(dtype_name(parse_dtype(args.dtype)), args.case_budget)
 
 
 def run_cases(device: Device, quick: bool) -> list[Case]:

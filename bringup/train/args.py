@@ -15,10 +15,11 @@ NAME = "train"
 HELP = "eager vs compile vs regional training: time to first step, tokens/s, MFU, cold/warm caches, ranks"
 ORDER = 30
 D = TrainSpec()  # defaults
+DEFAULT_CASE_BUDGET_S = 3600.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import positive_float, positive_int
+    from bringup.options import add_case_budget, add_compile_budget, add_dtype, positive_float, positive_int
 
     p.add_argument("--model", default=None, help="qwen3 preset (qwen3-tiny [default], qwen3-0.6b ... qwen3-32b), "
                    "an HF config JSON, or module:function returning a model")  # fmt: skip
@@ -38,9 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compiled modes' dynamic shapes: auto (torch's default: static, then dynamic on the first "
                    "recompile), on (dynamic=True), off (dynamic=False: a graph per shape); a comma list runs each "
                    "compiled arm once per setting (default auto)")  # fmt: skip
-    p.add_argument("--dtype", default=None, help="fp32 (default) | bf16 | fp16 (pure: weights, grads and "
-                   "optimizer in that dtype) | amp-bf16 | amp-fp16 (autocast over fp32 weights; GradScaler for "
-                   "fp16)")  # fmt: skip
+    add_dtype(p, None, default_note=D.dtype)
     add_compile_backend(p, default=None)
     p.add_argument("--cache", choices=[CACHE_COLD, CACHE_WARM, "both", CACHE_ARTIFACT, "all"], default=None,
                    help="compile caches: cold (fresh, default), warm (rerun on the cold one), both, artifact (cold, "
@@ -52,9 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--load-cache-artifact", default=None, metavar="PATH",
                    help="start compiled modes from this artifact, empty cache dirs (a shipped warm cache)")  # fmt: skip
     p.add_argument("--nproc", type=positive_int, default=None, help="ranks (torchrun launcher, FSDP2; default 1)")
-    p.add_argument("--budget", type=positive_float, default=None,
-                   help="budget of the first step (compile) in seconds: past it the case is 'budget'")  # fmt: skip
-    p.add_argument("--case-budget", type=positive_float, default=3600.0, help="wall budget of each case (3600 s)")
+    add_compile_budget(p, None, dest="budget", old=["--budget"], default_note="none: the case budget only")
+    add_case_budget(p, DEFAULT_CASE_BUDGET_S)
     p.add_argument("--lr", type=positive_float, default=None, help=f"AdamW learning rate (default {D.lr:g})")
     p.add_argument("--loss-rtol", type=positive_float, default=None,
                    help="loss band of compiled modes around eager (default: by dtype, see docs/train.md)")  # fmt: skip

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from bringup.options import add_compile_backend
+from bringup.options import add_case_budget, add_compile_backend, add_dtype, add_filter, add_limit, add_seed
 from bringup.zoo import hub_args as zoo_hub_args
 
 NAME = "zoo"
@@ -20,7 +20,8 @@ REFERENCES = ("cpu", "baseline", "none")
 FULL_STEPS = 3
 FULL_BATCH, FULL_SEQ = 2, 64
 DEFAULT_STEPS = 4
-DEFAULT_TIMEOUT = 600.0
+DEFAULT_TIMEOUT = 600.0  # each case's wall-clock limit (--case-budget; dest `timeout`, its old spelling)
+FULL_TIMEOUT = 3600.0  # --size full's, unless --case-budget is given
 # The trusted run (cpu eager at the run precision) and its float64 reference are repeated under this
 # many more seeds: per tensor, the spread of their errors is the noise a correct run has at this
 # precision (checks/parity.py). 2 more seeds (3 samples) cost 2 x (float64 + eager) runs of a tiny model.
@@ -47,14 +48,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batch", type=int, default=FULL_BATCH, help=f"--size full: batch (default {FULL_BATCH})")
     p.add_argument("--seq", type=int, default=FULL_SEQ, help=f"--size full: sequence length (default {FULL_SEQ})")
-    p.add_argument("--filter", default=None, metavar="REGEX", help="keep models whose name matches (re.search)")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N models (after --filter)")
+    add_filter(p, "models")
+    add_limit(p, "models")
     p.add_argument("--steps", type=int, default=None, metavar="K",
                    help=f"optimizer steps per run (default {DEFAULT_STEPS}; {FULL_STEPS} at --size full)")  # fmt: skip
     add_compile_backend(p, default=None, extra_help="; 'none' skips the compiled run")
-    p.add_argument("--dtype", default="fp32",
-                   help="fp32 (default) | bf16 | fp16 (pure: weights in that dtype) | amp-bf16 | amp-fp16 "
-                   "(mixed: fp32 weights, autocast forward, GradScaler for fp16)")  # fmt: skip
+    add_dtype(p, "fp32")
     p.add_argument("--noise-seeds", type=int, default=NOISE_SEEDS, metavar="N",
                    help=f"trusted runs under N more seeds measure the precision's noise per tensor "
                    f"(default {NOISE_SEEDS}; 0: the trusted run of the case's seed only)")  # fmt: skip
@@ -62,9 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="judge every module on its own too, forward and backward, on the inputs the device gave it "
                    "(eager replay and each module compiled alone; default auto: on, off on lazy devices such as "
                    "PyTorch/XLA, where each module's replay is its own graph compile)")  # fmt: skip
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SEC",
-                   help=f"wall budget per model incl. compiles (default {DEFAULT_TIMEOUT:g})")  # fmt: skip
+    add_case_budget(p, DEFAULT_TIMEOUT, dest="timeout", old=["--timeout"],
+                    default_note=f"{DEFAULT_TIMEOUT:g}; --size full: {FULL_TIMEOUT:g}")  # fmt: skip
     p.add_argument("--baseline", default=None, metavar="BUNDLE",
                    help="compare curves and outputs with this exported run (bringup export)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="init and data seed (default 0)")
+    add_seed(p, 0)
     zoo_hub_args.add_arguments(p)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput, user_regex
+from bringup.options import add_filter, add_limit
 from bringup.zoo.hub_args import DEFAULT_WORKERS
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
@@ -43,8 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                 default=None,
                 help="hub-search:[TEXT][,library=L][,task=T][,author=A][,sort=...] | hub-list:FILE",
             )
-            sp.add_argument("--limit", type=int, default=None, metavar="N", help="at most N ids")
-            sp.add_argument("--filter", default=None, metavar="REGEX", help="keep ids that match (re.search)")
+            add_limit(sp, "ids")
+            add_filter(sp, "ids")
         if name in ("fetch", "plan"):
             sp.add_argument("--hub-workers", type=int, default=DEFAULT_WORKERS, metavar="N")
             sp.add_argument("--hub-rate", default=None, metavar="API,RESOLVE")
