@@ -12,15 +12,18 @@ from tests.conftest import assert_one_line_error
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["ops", "--filter", "(add"], "bad --filter regex '(add'"),
+        (["ops", "--filter", "(add"], "argument --filter: bad regex '(add'"),
         (["ops", "--filter", "^no_such_op_xyz$"], "matches no OpInfo"),
         (["ops", "--dtypes", "float33"], "unknown dtype 'float33'"),
         (["ops", "--dtypes", " , "], "--dtypes is empty"),
         (["ops", "--samples", "0"], "--samples must be a positive integer"),
         (["ops", "--samples", "many"], "--samples"),
-        (["ops", "--budget", "0"], "--budget must be positive"),
-        (["probe", "--only", "[x"], "bad --only regex"),
-        (["probe", "--only", "^warp_drive$"], "matches no feature"),
+        (["ops", "--case-budget", "0"], "argument --case-budget: expected a positive number of seconds"),
+        (["ops", "--budget", "0"], "argument --budget: expected a positive number of seconds"),  # the old spelling
+        (["probe", "--filter", "[x"], "argument --filter: bad regex"),
+        (["probe", "--only", "[x"], "argument --only: bad regex"),  # the old spelling
+        (["probe", "--filter", "^warp_drive$"], "--filter '^warp_drive$' matches no feature"),
+        (["probe", "--case-budget", "nan"], "argument --case-budget"),
         (["probe", "--compile-backends", "inductor,no_such_backend"], "torch.compile backend 'no_such_backend'"),
     ],
 )  # fmt: skip

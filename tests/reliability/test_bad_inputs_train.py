@@ -24,7 +24,9 @@ from tests.conftest import assert_one_line_error
         (["--nproc", "0"], "--nproc"),
         (["--dtype", "fp8"], "unknown dtype"),
         (["--cache", "lukewarm"], "--cache"),
-        (["--budget", "-1"], "--budget"),
+        (["--compile-budget", "-1"], "argument --compile-budget"),
+        (["--budget", "-1"], "argument --budget"),  # the old spelling
+        (["--case-budget", "0"], "argument --case-budget"),
         (["--compile-backend", "no_such_backend"], "unknown --compile-backend"),
         (["--flops-only", "--nproc", "2"], "--flops-only trains nothing: drop --nproc"),
         (["--flops-only", "--modes", "compile", "--steps", "3"], "drop --modes, --steps"),

@@ -18,7 +18,7 @@ def _zoo(tmp: Path, *args: str):
     ("args", "needle"),
     [
         (["--source", "nope"], "unknown --source"),
-        (["--filter", "("], "bad --filter regex"),
+        (["--filter", "("], "argument --filter: bad regex"),
         (["--filter", "^no_such_model_type$"], "matches --filter"),
         (["--limit", "0"], "--limit"),
         (["--steps", "0"], "--steps"),
@@ -26,7 +26,10 @@ def _zoo(tmp: Path, *args: str):
         (["--compile-backend", "no_such_backend"], "unknown --compile-backend"),
         (["--dtype", "fp8"], "unknown dtype"),
         (["--dtype", "fp64"], "--dtype"),
-        (["--timeout", "0"], "--timeout"),
+        (["--case-budget", "0"], "argument --case-budget: expected a positive number of seconds"),
+        (["--timeout", "0"], "argument --timeout"),  # the old spelling
+        (["--seed", "-1"], "argument --seed"),
+        (["--limit", "x"], "argument --limit: expected a positive integer"),
     ],
 )
 def test_bad_option(tmp_path: Path, args: list[str], needle: str) -> None:
