@@ -40,7 +40,7 @@ timeout -k 15 60 "$BRINGUP" --db "$DB" devices | tee "$OUT/devices.txt"
 # cache dirs (11 cases). CACHE=both MODES=eager,compile,regional gives the older, shorter table.
 timeout -k 15 "$(share 170 100000)" "$BRINGUP" --db "$DB" train --model "${MODEL:-qwen3-1.7b}" --dtype bf16 \
     --modes "${MODES:-eager,compile,regional,nested,aot}" --cache "${CACHE:-all}" --steps 10 --warmup 4 \
-    --batch "${BATCH:-2}" --seq "${SEQ:-2048}" --budget 200 --case-budget 240 \
+    --batch "${BATCH:-2}" --seq "${SEQ:-2048}" --compile-budget 200 --case-budget 240 \
     --json "$OUT/train.json" 2>&1 | tee "$OUT/train.txt"
 rc=${PIPESTATUS[0]}
 echo "gpu_check: bringup train exit code $rc (0 = every mode passed, 1 = a case failed, 124 = out of time)" \
@@ -48,7 +48,7 @@ echo "gpu_check: bringup train exit code $rc (0 = every mode passed, 1 = a case 
 
 # FlexAttention on the accelerator: forward AND backward (cpu has no flex backward), bf16
 if [ "$(left)" -gt 60 ]; then
-    timeout -k 15 "$(share 30 110)" "$BRINGUP" --db "$DB" flex --matrix bench/gpu_flex.yaml --budget 90 \
+    timeout -k 15 "$(share 30 110)" "$BRINGUP" --db "$DB" flex --matrix bench/gpu_flex.yaml --compile-budget 90 \
         --json "$OUT/flex.json" 2>&1 | tee "$OUT/flex.txt"
 fi
 # a bf16 zoo sample: parity vs float64 cpu, eager and compiled, of real causal-LM architectures

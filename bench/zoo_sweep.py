@@ -35,7 +35,7 @@ def run_sweep(workers: int, args: argparse.Namespace, root: Path) -> dict:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(d / "inductor-cache")
     cmd = [sys.executable, "-m", "bringup.cli", "--device", "cpu", "--workers", str(workers), "zoo",
            "--source", "hf-causal", "--steps", str(args.steps), "--compile-backend", args.compile_backend,
-           "--timeout", str(args.timeout), "--json", str(d / "zoo.json")]  # fmt: skip
+           "--case-budget", str(args.timeout), "--json", str(d / "zoo.json")]  # fmt: skip
     if args.limit:
         cmd += ["--limit", str(args.limit)]
     if args.filter:

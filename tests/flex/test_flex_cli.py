@@ -74,7 +74,7 @@ def test_quick_matrix_on_cpu(cli, tmp_path: Path) -> None:
 def test_budget_one_second_is_budget(cli, tmp_path: Path) -> None:
     (tmp_path / "one.yaml").write_text("mods: causal\nbatch: 1\nseq: 128\nheads: 2\nhead_dim: 16\nbackward: off\n")
     cold = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cold")}  # a cold compile takes seconds
-    p = cli("--device", "cpu", "flex", "--matrix", "one.yaml", "--budget", "1", "--json", "out.json",
+    p = cli("--device", "cpu", "flex", "--matrix", "one.yaml", "--compile-budget", "1", "--json", "out.json",
             env=cold, timeout=600)  # fmt: skip
     assert p.returncode == 1, p.stderr[-2000:]
     (case,) = load_json(tmp_path / "out.json")["cases"]

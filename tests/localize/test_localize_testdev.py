@@ -48,7 +48,7 @@ def test_localize_finds_a_backward_only_bend_in_bf16(cli, tmp_path: Path, testde
     gradient bends. The module check names the MLP activation (its input gradient), the op replay
     (forward and backward ops of that module's replay) names aten::sigmoid."""
     env = {"BRINGUP_TESTDEV_FAULTS": "arg:sigmoid=1.02"}
-    p = cli(*TD, "localize", "llama", "--dtype", "bfloat16", "--json", "l.json", env=env, timeout=900)
+    p = cli(*TD, "localize", "llama", "--dtype", "bf16", "--json", "l.json", env=env, timeout=900)
     assert p.returncode == 1, p.stderr[-3000:]
     case = load_json(tmp_path / "l.json")["cases"][0]
     assert case["first_module"] == "model.layers.0.mlp.act_fn" and "grad.in" in case["module_why"], case

@@ -45,7 +45,7 @@ def test_ops_fallback_off_unsupported_and_ref_fail(cli, tmp_path: Path, testdev_
 
 
 def test_probe_on_cpu(cli, tmp_path: Path) -> None:
-    p = cli("--device", "cpu", "probe", "--only", r"^(dtype|fp8|scaled_mm|autocast\.bfloat16|sdpa|distributed|"
+    p = cli("--device", "cpu", "probe", "--filter", r"^(dtype|fp8|scaled_mm|autocast\.bfloat16|sdpa|distributed|"
             r"execution)", "--json", "p.json", timeout=900)  # fmt: skip
     data = load_json(tmp_path / "p.json")
     st = _statuses(data)
@@ -63,5 +63,5 @@ def test_probe_on_cpu(cli, tmp_path: Path) -> None:
     smm = next(c for c in data["cases"] if c["name"] == "scaled_mm.float8_e4m3fn")
     assert "rowwise" in smm["scaled_mm_calls"] and len(smm["scaled_mm_calls"]) == 5
     assert p.returncode == 1  # unsupported features make the exit code 1 ...
-    p2 = cli("--device", "cpu", "probe", "--only", r"^sdpa\.EFFICIENT", "--allow-unsupported", timeout=600)
+    p2 = cli("--device", "cpu", "probe", "--filter", r"^sdpa\.EFFICIENT", "--allow-unsupported", timeout=600)
     assert p2.returncode == 0, p2.stderr[-2000:]  # ... unless allowed

@@ -129,7 +129,7 @@ def test_ops_catch_bf16_accumulating_matmul(cli, tmp_path: Path, testdev_built: 
 
 
 def test_probe_catches_dropped_scales_and_wrong_ops(cli, tmp_path: Path, testdev_built: None) -> None:
-    st = _run(cli, tmp_path, "drop_scale,scale:gelu=1.01,scale:add=1.01", *TD, "probe", "--only",
+    st = _run(cli, tmp_path, "drop_scale,scale:gelu=1.01,scale:add=1.01", *TD, "probe", "--filter",
               r"^(scaled_mm\.float8_e4m3fn|torchao\.float8_training|compile\.aot_eager|dtype\.bfloat16)$")  # fmt: skip
     got = {k: v["status"] for k, v in st.items()}
     assert got == {

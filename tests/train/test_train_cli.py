@@ -87,7 +87,7 @@ def test_regional_cold_then_warm(cli, tmp_path: Path) -> None:
 
 
 def test_compile_budget(cli, tmp_path: Path) -> None:
-    p = cli(*TINY, "--modes", "compile", "--steps", "2", "--budget", "1", "--json", "out.json", timeout=600)
+    p = cli(*TINY, "--modes", "compile", "--steps", "2", "--compile-budget", "1", "--json", "out.json", timeout=600)
     assert p.returncode == 1
     row = load_json(tmp_path / "out.json")["cases"][0]
     assert row["status"] == "budget" and row["budget_phase"] == "compile", row
