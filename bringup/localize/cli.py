@@ -6,6 +6,9 @@ then the first module off op by op.
 Status: `fail_numeric` when a module is off (the reason is the one line for the report:
 "first divergence: model.layers.0.mlp.act_fn -> aten::silu, rel err 1.1e-2 (...)"), `pass` when none is,
 `ref_fail` when the model can't be built or no module can be replayed on cpu.
+
+The command's options are in args.py (torch-free), its registration in suite.py; `--localize` on a run
+is hook.py (a post-run step).
 """
 
 from __future__ import annotations
@@ -17,20 +20,6 @@ from typing import Any
 
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
-
-HELP = "first divergence: the first module, then the first aten op, where the device leaves float64"
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="a zoo model: an HF model type (llama, gpt2, ...), a timm name, or module:function")
-    p.add_argument("--source", choices=["hf", "timm", "fn"], default="hf", help="where MODEL comes from (default hf)")
-    p.add_argument("--task", default="causal-lm", help="HF task (default causal-lm)")
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
-                   help="the device run's dtype (default float32)")  # fmt: skip
-    p.add_argument("--compile-backend", default=None, metavar="NAME",
-                   help="also localize a compiled run: when eager matches, each module compiled alone with NAME "
-                   "and judged the same way (the first compiled region off)")  # fmt: skip
-    p.add_argument("--budget", type=float, default=600.0, help="wall budget of the case, seconds (default 600)")
 
 
 def build_cases(args: argparse.Namespace) -> list[Case]:
@@ -47,12 +36,6 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
             raise BadInput(f"--compile-backend {args.compile_backend}: no such dynamo backend (see `bringup devices`)")
     mode = f" {args.compile_backend}" if args.compile_backend else ""
     return [Case("localize", f"{args.model} {args.dtype}{mode}", params, "bringup.localize.cli:run_case", args.budget)]
-
-
-def main(sess: Any) -> int:
-    from bringup.flow import execute_cases
-
-    return execute_cases(sess, "localize", build_cases(sess.args), summarize)
 
 
 def run_case(case: Case, ctx: Any) -> CaseResult:
