@@ -28,14 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bringup.case import Case, CaseResult
+from bringup.case import Case, CaseResult, Status
+from bringup.errors import BadInput
 from bringup.metrics import MetricSpec, metric_spec, metric_specs, register_metric, specs
 from bringup.store import RunInfo
 
 if TYPE_CHECKING:
     from bringup.device import Device
 
+# A plugin imports what it needs from here: the contract, and the case vocabulary and BadInput re-exported.
 __all__ = [
+    "BadInput", "Case", "CaseResult", "Status",
     "BUILTIN", "BUILTIN_ARGS", "BUILTIN_POST_RUN", "BUILTIN_RUN_OPTIONS", "BUILTIN_TOOLS", "AfterRun", "Command",
     "Finished", "MetricSpec", "Page", "PostRun", "RunOptions", "RunPart", "Step", "Suite", "Tile", "Tool",
     "commands", "get_suite", "metric_spec", "metric_specs", "post_runs", "register_metric", "register_post_run",

@@ -4,10 +4,11 @@ job summary of a CI system: GitHub Actions reads `$GITHUB_STEP_SUMMARY`). Loaded
     PYTHONPATH=docs/examples bringup --import bringup_step_summary --device cpu smoke --step-summary summary.md
     PYTHONPATH=docs/examples bringup --import bringup_step_summary run --quick --step-summary "$GITHUB_STEP_SUMMARY"
 
-One module, one `register_post_run` call (at the bottom). It imports only bringup.api (the contract), the
-case vocabulary and bringup.errors; no torch. A step is `prepare` (before any work: a bad option is one line
-and exit 2, nothing stored), then `run` (more work once the run's cases are done; none here) and `finish`
-(after the suites' tables: print, return extras for summary.json, optionally an exit code).
+One module, one `register_post_run` call (at the bottom). It imports from one module, bringup.api (the
+contract; it re-exports the case vocabulary and BadInput), and no torch. A step is `prepare` (before any
+work: a bad option is one line and exit 2, nothing stored), then `run` (more work once the run's cases are
+done; none here) and `finish` (after the suites' tables: print, return extras for summary.json, optionally
+an exit code).
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bringup.api import AfterRun, Finished, PostRun, Step, register_post_run
-from bringup.case import CaseResult, Status
-from bringup.errors import BadInput
+from bringup.api import AfterRun, BadInput, CaseResult, Finished, PostRun, Status, Step, register_post_run
 
 
 def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
