@@ -28,16 +28,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bringup.case import Case, CaseResult
+from bringup.case import Case, CaseResult, Status
+from bringup.errors import BadInput
 from bringup.metrics import MetricSpec, metric_spec, metric_specs, register_metric, specs
 from bringup.store import RunInfo
 
 if TYPE_CHECKING:
     from bringup.device import Device
 
+# A plugin imports what it needs from here: the contract, and the case vocabulary and BadInput re-exported.
 __all__ = [
-    "BUILTIN", "BUILTIN_ARGS", "Command", "MetricSpec", "Page", "Suite", "Tile", "commands", "get_suite",
-    "metric_spec", "metric_specs", "register_metric", "register_suite", "specs", "suites", "unregister_suite",
+    "BadInput", "Case", "CaseResult", "Status",
+    "BUILTIN", "BUILTIN_ARGS", "BUILTIN_POST_RUN", "BUILTIN_RUN_OPTIONS", "BUILTIN_TOOLS", "AfterRun", "Command",
+    "Finished", "MetricSpec", "Page", "PostRun", "RunOptions", "RunPart", "Step", "Suite", "Tile", "Tool",
+    "commands", "get_suite", "metric_spec", "metric_specs", "post_runs", "register_metric", "register_post_run",
+    "register_run_options", "register_suite", "register_tool", "run_options", "specs", "suites", "tools",
+    "unregister_post_run", "unregister_suite",
 ]  # fmt: skip
 
 # The built-in suites, in no particular order (`Suite.order` orders them). One line per suite.
@@ -51,6 +57,7 @@ BUILTIN: tuple[str, ...] = (
     "bringup.profile.suite",
     "bringup.selftest.suite",
     "bringup.port.section",
+    "bringup.localize.suite",
 )
 # Their command-line faces (NAME, HELP, ORDER, add_arguments), torch-free: `commands()` reads these, so
 # `bringup --help`, `bringup smoke --help` and an argument error never import a suite (or torch). Each
@@ -64,6 +71,7 @@ BUILTIN_ARGS: tuple[str, ...] = (
     "bringup.ops.args",
     "bringup.profile.args",
     "bringup.selftest.args",
+    "bringup.localize.args",
 )
 
 
@@ -248,3 +256,179 @@ def commands() -> list[Command]:
 def get_suite(name: str) -> Suite | None:
     load_builtin()
     return _SUITES.get(name)
+
+
+# ---- commands that are not suites -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Tool:
+    """A capability's command that is not a suite (it plans no cases through the registry): `module` has
+    add_arguments(parser) (torch-free: the parser imports it) and main(session) -> exit code.
+    device=False: the command never touches a device (no --device, no plugin import for one)."""
+
+    name: str
+    module: str
+    help: str
+    device: bool = True
+
+
+# The built-in ones, in `bringup --help`'s order after the face's own commands. Modules not in this
+# checkout are not offered.
+BUILTIN_TOOLS: tuple[Tool, ...] = (
+    Tool("port", "bringup.port.cli", "find CUDA-only code and rewrite it device-agnostic", device=False),
+    Tool("hub", "bringup.zoo.hubcmd", "Hub sweeps without a device: fetch configs, plan signatures, export/import",
+         device=False),
+)  # fmt: skip
+_TOOLS: dict[str, Tool] = {}
+
+
+def register_tool(tool: Tool) -> Tool:
+    """Offer `tool` as a sub-command (a plugin's, imported with --import before the parser is built)."""
+    if not tool.name or not tool.name.replace("-", "_").isidentifier():
+        raise ValueError(f"command name {tool.name!r} must be a word (letters, digits, - or _)")
+    _TOOLS[tool.name] = tool
+    return tool
+
+
+def tools() -> list[Tool]:
+    """The built-in tools present in this checkout, then those plugins registered."""
+    out = {t.name: t for t in BUILTIN_TOOLS if _found(t.module)}
+    for t in _TOOLS.values():
+        out.setdefault(t.name, t)
+    return list(out.values())
+
+
+# ---- a capability's extra options on `bringup run` ------------------------------------------------
+@dataclass
+class RunPart:
+    """What a capability's run options make of a `bringup run`: the run's cases (rewritten or as they
+    were), top-level keys it adds to the run's info and summary.json (`info`), a line or table printed
+    after the suites' own (`summarize(console)`)."""
+
+    cases: list[Case]
+    info: dict[str, Any] = field(default_factory=dict)
+    summarize: Callable[[Any], None] | None = None
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """A capability's options on `bringup run` (train's --save-cache-artifact, port's --port).
+
+    name: the capability (`--skip NAME` / `--only` leave its options out as they leave its cases out).
+    add_arguments(parser): the options, torch-free (the parser is built without torch).
+    apply(args, device, cases, picked) -> RunPart | None: after planning, before any work: validate
+    (BadInput), rewrite the cases, contribute; None: its options were not given (or, with `picked` False:
+    --skip / --only left the capability out of this run)."""
+
+    name: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    apply: Callable[[argparse.Namespace, Device, list[Case], bool], RunPart | None]
+    module: str = field(default="", compare=False)
+
+
+# Modules that register RunOptions: imported when `bringup run`'s parser is built, so torch-free.
+BUILTIN_RUN_OPTIONS: tuple[str, ...] = ("bringup.port.run_options", "bringup.train.run_options")
+_RUN_OPTIONS: dict[str, RunOptions] = {}
+
+
+def register_run_options(opts: RunOptions) -> RunOptions:
+    module = opts.module or sys._getframe(1).f_globals.get("__name__", "")
+    if opts.module != module:
+        opts = dataclasses.replace(opts, module=module)
+    _RUN_OPTIONS[f"{module}:{opts.name}"] = opts
+    return opts
+
+
+def run_options() -> list[RunOptions]:
+    """Every registered capability's run options (the built-in ones first)."""
+    for mod in BUILTIN_RUN_OPTIONS:
+        if _found(mod):
+            importlib.import_module(mod)
+    return list(_RUN_OPTIONS.values())
+
+
+# ---- post-run steps ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AfterRun:
+    """What a post-run step sees once the run's own cases are done and stored."""
+
+    args: argparse.Namespace
+    store: Any  # the open bringup.store.Store
+    run: RunInfo
+    cases: Sequence[Case]
+    results: Sequence[CaseResult]  # the run's own results (not what steps added)
+    run_dir: Path
+    console: Any
+    new_executor: Callable[[], Any]  # a fresh executor like the run's: run more cases with bringup.runner.execute
+
+
+@dataclass
+class Finished:
+    """What a step's finish returns: top-level keys for summary.json (`extras`); an exit code that
+    replaces the run's (`exit_code`, the expectations gate); what --junit / --csv classify cases by
+    (`judgement`, the gate's)."""
+
+    extras: dict[str, Any] = field(default_factory=dict)
+    exit_code: int | None = None
+    judgement: Any = None
+
+
+class Step:
+    """A post-run step prepared for one run. Steps nest: `run` in PostRun order (after the run's cases:
+    more work, e.g. localize cases, added to the run), then the suites print their summaries, then
+    `finish` in reverse order (print, return extras / an exit code), so the first step has the last word."""
+
+    def run(self, ctx: AfterRun) -> list[CaseResult]:
+        """More work once the run's cases are done; returns the results it added to the run."""
+        return []
+
+    def finish(self, ctx: AfterRun, added: Sequence[CaseResult]) -> Finished:
+        """After the suites' summaries (`added`: what this step's `run` returned)."""
+        return Finished()
+
+
+@dataclass(frozen=True)
+class PostRun:
+    """A step after every run of cases (a suite command, `bringup run`, a resumed run): the expectations
+    gate (--expect), localize (--localize), a plugin's.
+
+    add_options(parser, suppress): its options, global and after every run command (torch-free;
+    `suppress`: argparse.SUPPRESS defaults, for the copy after the sub-command).
+    prepare(args, device) -> Step | None: before any work (a bad option: BadInput, exit 2, nothing
+    stored); None: not asked for in this run. order: steps run in order and finish in reverse."""
+
+    name: str
+    add_options: Callable[[argparse.ArgumentParser, bool], None]
+    prepare: Callable[[argparse.Namespace, Device], Step | None]
+    order: float = 100.0
+    module: str = field(default="", compare=False)
+
+
+# Modules that register the built-in post-run steps: imported when the parser is built, so torch-free.
+BUILTIN_POST_RUN: tuple[str, ...] = ("bringup.expect.gate", "bringup.localize.hook")
+_POST_RUN: dict[str, PostRun] = {}
+
+
+def register_post_run(step: PostRun) -> PostRun:
+    """Register a post-run step; registering a name twice from two modules is a ValueError."""
+    if not step.name or not step.name.replace("-", "_").isidentifier():
+        raise ValueError(f"post-run step name {step.name!r} must be a word (letters, digits, - or _)")
+    module = step.module or sys._getframe(1).f_globals.get("__name__", "")
+    old = _POST_RUN.get(step.name)
+    if old is not None and old.module != module:
+        raise ValueError(f"post-run step {step.name!r} is already registered by {old.module}")
+    if step.module != module:
+        step = dataclasses.replace(step, module=module)
+    _POST_RUN[step.name] = step
+    return step
+
+
+def unregister_post_run(name: str) -> None:
+    _POST_RUN.pop(name, None)
+
+
+def post_runs() -> list[PostRun]:
+    """Every registered post-run step (the built-in ones and plugins'), in `order`."""
+    for mod in BUILTIN_POST_RUN:
+        if _found(mod):
+            importlib.import_module(mod)
+    return sorted(_POST_RUN.values(), key=lambda s: (s.order, s.name))

@@ -1,6 +1,6 @@
 """`bringup` command line. Global options go before the sub-command: `bringup --device cpu zoo ...`;
---device, --workers, --allow-unsupported and the output / expectations / localize options are taken
-after it too (`bringup smoke --device cpu`).
+--device, --workers, --allow-unsupported, the output options and the post-run steps' options
+(`bringup.api.PostRun`: --expect ..., --localize) are taken after it too (`bringup smoke --device cpu`).
 
 Every error a user can cause ends in one line on stderr and exit code 2, never a traceback.
 """
@@ -20,21 +20,33 @@ from bringup.errors import BadInput
 from bringup.options import positive_float, positive_int
 from bringup.store import DEFAULT_DB
 
-# Commands that are not suites: name -> (module, help). Each module has add_arguments(p) and
-# main(sess) -> int. Modules not present in this checkout are simply not offered.
+# The face's commands that are not suites: name -> (module, help). Each module has add_arguments(p) and
+# main(sess) -> int. A capability's commands that are not suites come from the registry
+# (`bringup.api.tools()`), its suites' from `bringup.api.commands()`. Modules not present in this
+# checkout are simply not offered.
 COMMANDS: dict[str, tuple[str, str]] = {
     "devices": ("bringup.devices_cmd", "torch version, devices, peak FLOPs, compile backends, plugins"),
     "run": ("bringup.orchestrate", "the main job: every suite on the device, one scorecard"),
     "report": ("bringup.report.cli", "write the self-contained HTML scorecard of a run"),
     "export": ("bringup.report.bundle", "export a run as a portable JSON bundle"),
     "compare": ("bringup.report.compare", "compare two runs or bundles; exit 1 on regressions"),
-    "port": ("bringup.port.cli", "find CUDA-only code and rewrite it device-agnostic"),
     "expect": ("bringup.expect.cli", "expectations files: write one from a run, check a stored run against one"),
-    "localize": ("bringup.localize.cli", "first divergence: the first module, then the aten op, off vs float64"),
-    "hub": ("bringup.zoo.hubcmd", "Hub sweeps without a device: fetch configs, plan signatures, export/import"),
 }
-# Commands that never touch a device: no plugin import needed for device resolution.
-_NO_DEVICE = {"report", "export", "compare", "port", "expect", "hub"}
+# Commands that never touch a device: no plugin import needed for device resolution (and tools with device=False).
+_NO_DEVICE = {"report", "export", "compare", "expect"}
+
+
+def _commands() -> dict[str, tuple[str, str]]:
+    """The face's commands, then the registry's tools: name -> (module, help)."""
+    from bringup.api import tools
+
+    return {**COMMANDS, **{t.name: (t.module, t.help) for t in tools() if t.name not in COMMANDS}}
+
+
+def _no_device() -> set[str]:
+    from bringup.api import tools
+
+    return _NO_DEVICE | {t.name for t in tools() if not t.device}
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,12 +72,10 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     p.add_argument("--allow-unsupported", action="store_true", default=d if suppress else False,
                    help="'unsupported' cases don't make the exit code 1")  # fmt: skip
     _output_options(p, suppress)
-    from bringup.expect.gate import add_options as expect_options
+    from bringup.api import post_runs
 
-    expect_options(p, suppress)
-    from bringup.localize.hook import add_options as localize_options
-
-    localize_options(p, suppress)
+    for step in post_runs():  # the post-run steps' options (--expect ..., --localize, a plugin's)
+        step.add_options(p, suppress)
 
 
 def _device_option(p: argparse.ArgumentParser) -> None:
@@ -98,16 +108,17 @@ def build_parser() -> Parser:
                    help="kill a worker whose memory passes this and report the case as oom")  # fmt: skip
     _run_options(p, suppress=False)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for name, (mod, help_) in COMMANDS.items():
+    named, no_device = _commands(), _no_device()
+    for name, (mod, help_) in named.items():
         if importlib.util.find_spec(mod) is None:
             continue
         sp = sub.add_parser(name, help=help_, description=help_)
         importlib.import_module(mod).add_arguments(sp)
-        if name not in _NO_DEVICE:
+        if name not in no_device:
             _device_option(sp)
             _run_options(sp, suppress=True)
     for c in commands():
-        if c.name in COMMANDS:
+        if c.name in named:
             continue
         sp = sub.add_parser(c.name, help=c.help, description=c.help)
         c.add_arguments(sp)
@@ -166,7 +177,7 @@ def _main(argv: list[str]) -> int:
         imports = imports or list(resume_run.info.get("imports", []))
         if args.command is None:
             args.command = "_resume"
-        elif args.command != resume_run.command and args.command not in COMMANDS.keys() - {"run"}:
+        elif args.command != resume_run.command and args.command not in _commands().keys() - {"run"}:
             raise BadInput(f"--resume {args.resume}: that run is a {resume_run.command!r} run, not "
                            f"{args.command!r}; use `bringup --resume {args.resume}` alone")  # fmt: skip
     if args.command is None:
@@ -175,7 +186,7 @@ def _main(argv: list[str]) -> int:
     _import_plugins(imports)
     from bringup.flow import Session  # imports torch: only once the arguments parse and a command runs
 
-    if args.command in _NO_DEVICE:
+    if args.command in _no_device():
         from bringup.device import Device
 
         device = Device("cpu")
@@ -187,8 +198,9 @@ def _main(argv: list[str]) -> int:
     sess = Session(args=args, device=device, imports=imports, db=db, argv=argv, resume_run=resume_run)
     if args.command == "_resume":
         return _resume_planned(sess)
-    if args.command in COMMANDS:
-        return int(importlib.import_module(COMMANDS[args.command][0]).main(sess))
+    named = _commands()
+    if args.command in named:
+        return int(importlib.import_module(named[args.command][0]).main(sess))
     return run_suite(sess, args.command)
 
 

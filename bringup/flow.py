@@ -61,15 +61,15 @@ def execute_cases(
 ) -> int:
     """Run `cases` as one run (or the resumed run), then print, write outputs and return the exit code.
     `record(store, run_id)` stores what planning found beside the cases, once the run row exists."""
-    from bringup.expect import gate as expect_gate
-    from bringup.localize import hook as localize_hook
+    from bringup.api import AfterRun, post_runs
     from bringup.runner import execute, make_executor
     from bringup.runner.process import WorkerSpec
 
     args = sess.args
     check_outputs(args)
-    gate = expect_gate.prepare(args, sess.device.name)  # a bad --expect file: exit 2 before any work
-    judged = None
+    # the post-run steps asked for (bringup.api.PostRun): a bad option is exit 2 before any work
+    steps = [(p, st) for p in post_runs() if (st := p.prepare(args, sess.device)) is not None]
+    code: int | None = None
     store = sess.open_store()
     try:
         run_id = sess.resume_run.run_id if sess.resume_run is not None else new_run_id()
@@ -112,28 +112,29 @@ def execute_cases(
         results = store.results(run_id)
         new_executor = lambda: make_executor(getattr(args, "executor", "local"), spec, workers,
                                              getattr(args, "ray_address", None))  # fmt: skip
-        repeats = [] if gate is None else gate.repeat_runs(store, run, cases, new_executor, run_dir, sess.console)
-        localized = localize_hook.run_localize(args, store, run_id, results, new_executor, run_dir, sess.console)
+        ctx = AfterRun(args, store, run, cases, results, run_dir, sess.console, new_executor)
+        added = [st.run(ctx) for _, st in steps]  # in order: more work into the run
         extras = summarize(results, sess.console)
         peaks = read_run_peaks(run_dir)
         if peaks:  # the one peak per (device, dtype) every MFU of this run used (bringup/device/peaks.py)
             store.update_run_info(run_id, peak_flops=peaks)
             extras["run_peak_flops"] = peaks
-        if localized:
-            from bringup.localize.cli import summarize as localize_summary
-
-            extras.update(localize_summary(localized, sess.console))
-        if gate is not None:
-            judged = gate.finish(store, run, results, repeats, sess.console)
-            extras["expectations"] = judged[0].block()
-        results = [*results, *localized]
-        write_outputs(sess, store, run, results, extras, run_dir, judged[0] if judged else None)
+        judgement = None
+        for (_, st), more in reversed(list(zip(steps, added, strict=True))):  # in reverse: the first has the last word
+            done = st.finish(ctx, more)
+            extras.update(done.extras)
+            if done.exit_code is not None:
+                code = done.exit_code
+            if done.judgement is not None:
+                judgement = done.judgement
+        results = [*results, *(r for more in added for r in more)]
+        write_outputs(sess, store, run, results, extras, run_dir, judgement)
         if after is not None:
             after(store, run, results)
     finally:
         store.close()
-    if judged is not None:
-        return judged[1]
+    if code is not None:
+        return code
     return exit_code(results, bool(getattr(args, "allow_unsupported", False)))
 
 

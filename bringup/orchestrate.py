@@ -2,8 +2,9 @@
 
 Order: the registry's (`bringup.api.suites()`): smoke -> probe -> train -> flex -> zoo -> ops -> profile,
 then suites of `--import` plugins by their `order`,
-with the port scan of `--port PATH` (static analysis in this process, no device: its findings go into
-the run's info as `info["port"]` and into summary.json as `port`), then the HTML report
+with what a capability's run options add (`bringup.api.RunOptions`: the port scan of `--port PATH`,
+static analysis in this process, no device: its findings go into the run's info as `info["port"]` and
+into summary.json as `port`; train's --save/--load-cache-artifact), then the HTML report
 (`<db dir>/<run id>/report.html`, or `--out`). `--quick` (default) plans each suite's small cases
 (about 10 minutes on 2 cpu cores); `--full` the full matrices, for a real accelerator.
 `--skip a,b` / `--only a,b` pick suites.
@@ -15,9 +16,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
+from bringup.api import RunPart
 from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
 from bringup.store import RunInfo, Store
@@ -29,14 +30,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--full", action="store_true", help="the full matrices, for a real accelerator")
     p.add_argument("--skip", default="", help="comma list of suites to leave out (e.g. zoo,ops)")
     p.add_argument("--only", default="", help="comma list of suites to run (default: all)")
-    p.add_argument("--port", metavar="PATH", action="append", default=[],
-                   help="also scan PATH for CUDA-only code (bringup port) and put findings in the report "
-                   "(repeatable)")  # fmt: skip
     p.add_argument("--out", metavar="FILE", default=None, help="HTML report path (default: in the run dir)")
-    p.add_argument("--save-cache-artifact", metavar="PATH", default=None,
-                   help="train: the full compile cold case also writes a portable warm cache here")  # fmt: skip
-    p.add_argument("--load-cache-artifact", metavar="PATH", default=None,
-                   help="train: the artifact's mode starts from it in empty cache dirs (docs/train.md)")  # fmt: skip
+    from bringup.api import run_options
+
+    for o in run_options():  # a capability's own options on `run` (port's --port, train's cache artifact)
+        o.add_arguments(p)
 
 
 def _names(spec: str) -> set[str]:
@@ -45,43 +43,34 @@ def _names(spec: str) -> set[str]:
 
 def plan(args: argparse.Namespace, device: Any) -> list[Case]:
     """The run's cases, suite by suite in the registry's order. Pure: validates options (BadInput) and plans."""
-    from bringup.api import suites
+    return plan_parts(args, device)[0]
+
+
+def plan_parts(args: argparse.Namespace, device: Any) -> tuple[list[Case], list[RunPart]]:
+    """The run's cases, suite by suite in the registry's order, rewritten by the capabilities' run options
+    (bringup.api.RunOptions), and what those options add to the run. Validates options (BadInput)."""
+    from bringup.api import run_options, suites
 
     planned = [s for s in suites() if s.run_cases is not None]
+    extra = run_options()
     names = [s.name for s in planned]
+    known = [*names, *dict.fromkeys(o.name for o in extra if o.name not in names)]
     skip, only = _names(args.skip), _names(args.only)
     for s in sorted(skip | only):
-        if s not in names and s != "port":
-            raise BadInput(f"unknown suite {s!r} in --skip/--only; suites: {', '.join([*names, 'port'])}")
-    for path in args.port:
-        if not Path(path).exists():
-            raise BadInput(f"--port {path}: no such file or directory")
+        if s not in known:
+            raise BadInput(f"unknown suite {s!r} in --skip/--only; suites: {', '.join(known)}")
     cases: list[Case] = []
     for s in planned:
         if s.name in skip or (only and s.name not in only) or s.run_cases is None:
             continue
         cases += s.run_cases(device, not args.full)
-    save, load = getattr(args, "save_cache_artifact", None), getattr(args, "load_cache_artifact", None)
-    if save or load:
-        from bringup.train.suite import apply_artifact_flags
-
-        cases = apply_artifact_flags(cases, save, load, device)
-    return cases
-
-
-def wants_port(args: argparse.Namespace) -> bool:
-    only = _names(args.only)
-    return bool(args.port) and "port" not in _names(args.skip) and (not only or "port" in only)
-
-
-def port_scan(paths: list[str]) -> dict[str, Any] | None:
-    """`bringup port PATH...` without --fix: {"findings": [...], "summary": {...}}; None where this
-    checkout has no port scanner. A missing path is BadInput (raised before any work)."""
-    if importlib.util.find_spec("bringup.port") is None:
-        return None
-    from bringup.port import scan
-
-    return dict(scan(list(paths)).to_json())
+    parts: list[RunPart] = []
+    for o in extra:
+        part = o.apply(args, device, cases, o.name not in skip and (not only or o.name in only))
+        if part is not None:
+            cases = part.cases
+            parts.append(part)
+    return cases, parts
 
 
 def describe(cases: list[Case], args: argparse.Namespace) -> str:
@@ -126,28 +115,25 @@ def main(sess: Any) -> int:
 
     args = sess.args
     check_output_path(args.out, "--out")
-    cases = plan(args, sess.device)
-    port: dict[str, Any] | None = None
-    if wants_port(args):
-        port = port_scan(args.port)
-        if port is None:
-            sess.console.print("--port ignored: no port scanner in this checkout", highlight=False)
-    if not cases and port is None:
+    cases, parts = plan_parts(args, sess.device)
+    info: dict[str, Any] = {}
+    for part in parts:
+        info.update(part.info)
+    if not cases and not info:
         raise BadInput("run: every suite was skipped; nothing to do")
     sess.console.print(describe(cases, args), highlight=False)
 
     def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
         extras = summarize_by_suite(results, console)
-        if port is not None:
-            s = port.get("summary", {})
-            console.print(f"port: {s.get('findings', 0)} finding(s) in {s.get('files', 0)} file(s), "
-                          f"{s.get('fixable', 0)} fixable (bringup port --fix)", highlight=False)  # fmt: skip
-            extras["port"] = port
+        for part in parts:
+            if part.summarize is not None:
+                part.summarize(console)
+        extras.update(info)
         return extras
 
     def after(store: Store, run: RunInfo, results: list[CaseResult]) -> None:
-        if port is not None:
-            store.update_run_info(run.run_id, port=port)
+        if info:
+            store.update_run_info(run.run_id, **info)
         finish(store, run, results, args.out)
 
     return execute_cases(sess, "run", cases, summarize, after)

@@ -1,4 +1,4 @@
-"""The CI gate in the one run flow (`bringup.flow.execute_cases`): `--expect FILE` and its options.
+"""The CI gate, a post-run step (`bringup.api.PostRun`, registered below): `--expect FILE` and its options.
 
 prepare (before any work: a bad file is exit 2) -> repeat_runs (`--repeat N`: the same cases N-1
 more times, each a run of its own in the store, `info.repeat_of` = the first run) -> judge (classify,
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bringup.api import AfterRun, Finished, PostRun, Step, register_post_run
 from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
 from bringup.expect.classify import Judgement, Klass, classify
@@ -120,6 +121,29 @@ def prepare(args: argparse.Namespace, device: str) -> Gate | None:
                 bool(getattr(args, "allow_unsupported", False)))  # fmt: skip
 
 
+class GateStep(Step):
+    """The gate in a run: repeats first (the steps' `run`), judges last (its `finish` is the last: it
+    replaces the run's exit code)."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+        self.repeats: list[list[CaseResult]] = []
+
+    def run(self, ctx: AfterRun) -> list[CaseResult]:
+        self.repeats = self.gate.repeat_runs(ctx.store, ctx.run, ctx.cases, ctx.new_executor, ctx.run_dir,
+                                             ctx.console)  # fmt: skip
+        return []
+
+    def finish(self, ctx: AfterRun, added: Sequence[CaseResult]) -> Finished:
+        j, code = self.gate.finish(ctx.store, ctx.run, ctx.results, self.repeats, ctx.console)
+        return Finished({"expectations": j.block()}, code, j)
+
+
+def prepare_step(args: argparse.Namespace, device: Any) -> GateStep | None:
+    gate = prepare(args, device.name)
+    return None if gate is None else GateStep(gate)
+
+
 _LABEL = {Klass.NEW_FAILURE: "[red]NEW FAILURE[/]", Klass.NEW_PASS: "[yellow]NEW PASS[/]",
           Klass.FLAKY: "[magenta]FLAKY[/]", Klass.EXPECTED: "[dim]expected[/]"}  # fmt: skip
 
@@ -146,3 +170,6 @@ def print_judgement(j: Judgement, console: Any) -> None:
         console.print(f"  [red]NOTHING JUDGED[/] in {suites} (every case ref_fail, not expected)")
     if j.not_run:
         console.print(f"  [dim]{len(j.not_run)} expectation(s) for cases this run did not include[/]")
+
+
+register_post_run(PostRun("expect", add_options, prepare_step, order=10))

@@ -10,8 +10,7 @@ CLASSES = ("expected", "new_failure", "new_pass", "flaky")
 
 
 def section_html(block: dict[str, Any]) -> str:
-    from bringup.report.html import section
-    from bringup.report.plots import esc
+    from bringup.report.kit import esc, section
 
     cases = [c for c in block.get("cases", []) if isinstance(c, dict)]
     by_area: dict[str, Counter[str]] = {}

@@ -9,13 +9,14 @@ from bringup.api import Page
 from bringup.case import CaseResult, Status
 from bringup.flex import summary as flex_summary
 from bringup.report import plots
-from bringup.report.html import (
+from bringup.report.kit import (
     STATUS_ORDER,
     col_num,
     col_reason,
     col_status,
     col_text,
     data_table,
+    esc,
     filter_bar,
     fmt,
     get,
@@ -23,7 +24,6 @@ from bringup.report.html import (
     num,
     seconds,
 )  # fmt: skip
-from bringup.report.plots import esc
 
 # -- flex
 FLEX_SHAPE_KEYS: tuple[str, ...] = ("batch", "seq", "q_heads", "kv_heads", "head_dim", "dtype", "backward")

@@ -1,11 +1,16 @@
-"""localize's command-line face (`bringup localize MODEL ...`): its options, torch-free like every
-capability's `args.py`, so that `bringup localize --help` and a mistyped option never import torch.
+"""localize's command-line face: its one-line help, its place in `bringup --help` and its options.
+
+torch-free on purpose: `bringup --help`, `bringup localize --help` and a mistyped option build the parser
+from this module alone (bringup.api.BUILTIN_ARGS), without importing the capability (and torch).
 """
 
 from __future__ import annotations
 
 import argparse
 
+NAME = "localize"
+HELP = "first divergence: the first module, then the first aten op, where the device leaves float64"
+ORDER = 95
 DEFAULT_BUDGET_S = 600.0
 
 

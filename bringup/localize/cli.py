@@ -6,6 +6,9 @@ then the first module off op by op.
 Status: `fail_numeric` when a module is off (the reason is the one line for the report:
 "first divergence: model.layers.0.mlp.act_fn -> aten::silu, rel err 1.1e-2 (...)"), `pass` when none is,
 `ref_fail` when the model can't be built or no module can be replayed on cpu.
+
+The command's options are in args.py (torch-free), its registration in suite.py; `--localize` on a run
+is hook.py (a post-run step).
 """
 
 from __future__ import annotations
@@ -17,10 +20,7 @@ from typing import Any
 
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
-from bringup.localize.args import add_arguments  # noqa: F401  (the torch-free face: cli reads it here)
 from bringup.options import TORCH_DTYPE_NAMES
-
-HELP = "first divergence: the first module, then the first aten op, where the device leaves float64"
 
 
 def build_cases(args: argparse.Namespace) -> list[Case]:
@@ -38,12 +38,6 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
             raise BadInput(f"--compile-backend {args.compile_backend}: no such dynamo backend (see `bringup devices`)")
     mode = f" {args.compile_backend}" if args.compile_backend else ""
     return [Case("localize", f"{args.model} {dtype}{mode}", params, "bringup.localize.cli:run_case", args.budget)]
-
-
-def main(sess: Any) -> int:
-    from bringup.flow import execute_cases
-
-    return execute_cases(sess, "localize", build_cases(sess.args), summarize)
 
 
 def run_case(case: Case, ctx: Any) -> CaseResult:

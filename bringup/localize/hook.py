@@ -1,7 +1,8 @@
-"""`--localize` on a run (zoo, or `run` with zoo in it): after the run, every zoo case that ended
-`fail_numeric` is localized, in the same run (its localize cases are added to it and stored like any
-other). A failure of the eager run is localized eagerly (module, then op); one where eager matched and
-the compiled path did not ("compiled: ..." reasons) by regional bisection with the case's backend.
+"""`--localize` on a run (zoo, or `run` with zoo in it), a post-run step (`bringup.api.PostRun`, registered
+below): after the run, every zoo case that ended `fail_numeric` is localized, in the same run (its
+localize cases are added to it and stored like any other). A failure of the eager run is localized
+eagerly (module, then op); one where eager matched and the compiled path did not ("compiled: ..."
+reasons) by regional bisection with the case's backend.
 Mixed precision (amp-*) cases are not localized (the module-by-module rule needs one run dtype).
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bringup.api import AfterRun, Finished, PostRun, Step, register_post_run
 from bringup.case import Case, CaseResult, Status
 from bringup.options import TORCH_DTYPE_NAMES
 
@@ -64,3 +66,26 @@ def run_localize(
     execute(store, run_id, cases, new_executor(), run_dir)
     ids = {c.case_id for c in cases}
     return [r for r in store.results(run_id) if r.case_id in ids]
+
+
+class LocalizeStep(Step):
+    """--localize in a run: its cases run after the run's own (added to the run); their table after the
+    suites' summaries."""
+
+    def run(self, ctx: AfterRun) -> list[CaseResult]:
+        return run_localize(ctx.args, ctx.store, ctx.run.run_id, ctx.results, ctx.new_executor, ctx.run_dir,
+                            ctx.console)  # fmt: skip
+
+    def finish(self, ctx: AfterRun, added: Sequence[CaseResult]) -> Finished:
+        if not added:
+            return Finished()
+        from bringup.localize.cli import summarize
+
+        return Finished(summarize(list(added), ctx.console))
+
+
+def prepare_step(args: argparse.Namespace, device: Any) -> LocalizeStep | None:
+    return LocalizeStep() if getattr(args, "localize", False) else None
+
+
+register_post_run(PostRun("localize", add_options, prepare_step, order=20))

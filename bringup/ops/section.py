@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from bringup.api import Page
 from bringup.case import CaseResult
-from bringup.report.html import (
+from bringup.report.kit import (
     STATUS_ORDER,
     badge,
     col_num,
@@ -16,12 +16,12 @@ from bringup.report.html import (
     col_text,
     counts_line,
     data_table,
+    esc,
     filter_bar,
     get,
     listish,
     metric,
 )  # fmt: skip
-from bringup.report.plots import esc
 
 
 # -- ops

@@ -9,8 +9,7 @@ from typing import Any
 
 from bringup.api import Page, Suite, Tile, register_suite
 from bringup.case import CaseResult
-from bringup.report.html import kv_table
-from bringup.report.plots import esc
+from bringup.report.kit import esc, kv_table
 from bringup.store import RunInfo
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from bringup.api import Page
 from bringup.case import CaseResult, Status
-from bringup.report.html import (
+from bringup.report.kit import (
     STATUS_ORDER,
     Col,
     badge,
@@ -14,9 +14,9 @@ from bringup.report.html import (
     col_text,
     counts_line,
     data_table,
+    esc,
     get,
 )  # fmt: skip
-from bringup.report.plots import esc
 
 
 def render(results: Sequence[CaseResult], page: Page) -> str | None:

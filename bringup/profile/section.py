@@ -9,10 +9,11 @@ from typing import Any
 from bringup.api import Page
 from bringup.case import CaseResult
 from bringup.report import plots
-from bringup.report.html import (
+from bringup.report.kit import (
     Where,
     badge,
     dict_table,
+    esc,
     fmt,
     fmt_bytes,
     get,
@@ -20,7 +21,6 @@ from bringup.report.html import (
     listish,
     num,
 )  # fmt: skip
-from bringup.report.plots import esc
 
 
 def _ms(v: Any) -> str:

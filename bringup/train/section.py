@@ -9,7 +9,7 @@ from typing import Any
 from bringup.api import Page
 from bringup.case import CaseResult, Status
 from bringup.report import plots
-from bringup.report.html import (
+from bringup.report.kit import (
     badge,
     col_num,
     col_reason,
@@ -17,6 +17,7 @@ from bringup.report.html import (
     col_text,
     counts_line,
     data_table,
+    esc,
     fmt,
     fmt_bytes,
     get,
@@ -25,7 +26,6 @@ from bringup.report.html import (
     num,
     seconds,
 )  # fmt: skip
-from bringup.report.plots import esc
 
 # -- train
 _MODE_ORDER = {"eager": 0, "compile": 1, "regional": 2, "nested": 3, "aot": 4}

@@ -1,0 +1,30 @@
+"""localize, registered as a capability: `bringup localize MODEL ...` plans one case (cli.build_cases),
+runs it in a worker like every suite's (cli.run_case) and prints its table (cli.summarize). Not part of
+`bringup run` (no run_cases): on a run, `--localize` (hook.py, a post-run step) localizes the zoo's
+numeric failures."""
+
+from __future__ import annotations
+
+import argparse
+
+from bringup.api import Suite, register_suite
+from bringup.case import Case
+from bringup.device import Device
+from bringup.localize.args import HELP, NAME, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.localize.cli import build_cases, summarize
+
+
+def _build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+    return build_cases(args)
+
+
+register_suite(
+    Suite(
+        name=NAME,
+        help=HELP,
+        add_arguments=add_arguments,
+        build_cases=_build_cases,
+        summarize=summarize,
+        order=ORDER,
+    )
+)
