@@ -15,24 +15,15 @@ from bringup.device.adapter import (
     EAGER,
     LAZY,
     DeviceAdapter,
-    adapter_for,
     register_adapter,
     registered_types,
     unregister_adapter,
 )
-from bringup.device.core import (
-    Device,
-    auto_choice,
-    available_accelerator,
-    built_accelerator,
-    dtype_name,
-    known_types,
-    parse_dtype,
-    privateuse1_name,
-    resolve_device,
-)
+from bringup.device.core import Device, auto_choice, known_types, resolve_device
 from bringup.device.eager import EagerAdapter, cpu_model_name
+from bringup.device.names import available_accelerator, built_accelerator, dtype_name, parse_dtype, privateuse1_name
 from bringup.device.peaks import PEAK_TABLE, PeakFlops, PeakRow, read_run_peaks, run_peak, table_peak
+from bringup.device.select import adapter_for
 from bringup.device.timing import NOTHING_PRODUCED, Timer, produced_tensors
 
 __all__ = [

@@ -230,15 +230,5 @@ def load_family(device_type: str) -> None:
         raise BadInput(f"device {device_type!r}: importing {pkg} failed ({first}); {how}") from None
 
 
-def adapter_for(device: Device) -> DeviceAdapter:
-    """The adapter serving `device`: a registered one for its type, else the generic eager one."""
-    factory = _ADAPTERS.get(device.type)
-    if factory is None:
-        from bringup.device.eager import EagerAdapter
-
-        return EagerAdapter(device)
-    return factory(device)
-
-
 def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")

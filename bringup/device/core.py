@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from bringup.device.names import available_accelerator, built_accelerator, privateuse1_name
 from bringup.device.peaks import PeakFlops
 from bringup.errors import BadInput
 
@@ -24,10 +25,6 @@ if TYPE_CHECKING:
 
 # Device types torch.device() knows natively and that can hold tensors as a compute device.
 _BUILTIN_TYPES = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "maia", "xla", "ipu", "meta")
-
-
-def privateuse1_name() -> str:
-    return torch._C._get_privateuse1_backend_name()
 
 
 @dataclass(frozen=True)
@@ -55,7 +52,7 @@ class Device:
     @cached_property
     def adapter(self) -> DeviceAdapter:
         """The adapter of this device's backend family (bringup/device/adapter.py)."""
-        from bringup.device.adapter import adapter_for
+        from bringup.device.select import adapter_for
 
         return adapter_for(self)
 
@@ -149,19 +146,6 @@ class Device:
 
 
 # ---- resolution --------------------------------------------------------------------------------
-def built_accelerator() -> torch.device | None:
-    """The accelerator this torch build was compiled for (or a loaded plugin registered), present or not.
-
-    A CUDA build of torch names `cuda` here even on a machine with no GPU: never pick a device from this.
-    """
-    return torch.accelerator.current_accelerator()  # auto-ok: the compile-time answer, on purpose
-
-
-def available_accelerator() -> torch.device | None:
-    """The accelerator that is really there: compiled in AND reporting a device at run time."""
-    return torch.accelerator.current_accelerator(check_available=True)
-
-
 def auto_choice() -> tuple[Device, str]:
     """What `--device auto` resolves to, and a sentence on why (what it picked, and why not another)."""
     built = built_accelerator()
@@ -225,22 +209,3 @@ def resolve_device(spec: str | None) -> Device:
     if idx is not None and idx >= dev.count():
         raise BadInput(f"device {spec!r} does not exist: {dev.count()} {dtype} device(s) present")
     return dev
-
-
-def parse_dtype(name: str) -> torch.dtype:
-    table = {
-        "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
-        "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-        "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
-        "fp64": torch.float64, "float64": torch.float64, "double": torch.float64,
-    }  # fmt: skip
-    try:
-        return table[name.strip().lower()]
-    except KeyError as e:
-        raise BadInput(f"unknown dtype {name!r}; use one of fp32, bf16, fp16") from e
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64"}.get(
-        dtype, str(dtype).removeprefix("torch.")
-    )

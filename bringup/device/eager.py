@@ -27,7 +27,7 @@ class EagerAdapter(DeviceAdapter):
 
     @property
     def is_accelerator(self) -> bool:
-        from bringup.device.core import available_accelerator
+        from bringup.device.names import available_accelerator
 
         acc = available_accelerator()
         return acc is not None and acc.type == self.device.type
@@ -198,7 +198,7 @@ class EagerAdapter(DeviceAdapter):
         if self.device.is_cpu:
             return acts, ""
         name = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"}.get(self.device.type)
-        from bringup.device.core import privateuse1_name
+        from bringup.device.names import privateuse1_name
 
         if name is None and self.device.type == privateuse1_name():
             name = "PrivateUse1"

@@ -104,7 +104,7 @@ def env_peak() -> PeakFlops | None:
 
 
 def _key(device: Device, dtype: torch.dtype) -> str:
-    from bringup.device.core import dtype_name
+    from bringup.device.names import dtype_name
 
     return f"{device.name}/{dtype_name(dtype)}"
 

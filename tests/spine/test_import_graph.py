@@ -37,10 +37,6 @@ TEMPORARY_CYCLES: tuple[frozenset[str], ...] = (
     # zoo.suite: the zoo split (issue 28) fixes these
     frozenset({"bringup.zoo.suite", "bringup.zoo.full", "bringup.zoo.fsdp", "bringup.zoo.hub",
                "bringup.zoo.modules"}),  # fmt: skip
-    # device.core <-> device.adapter / eager / peaks / timing (function-level imports both ways): the device
-    # adapter work (design.md, "one adapter per backend family") owns these modules
-    frozenset({"bringup.device.core", "bringup.device.adapter", "bringup.device.eager", "bringup.device.peaks",
-               "bringup.device.timing"}),  # fmt: skip
 )
 
 
