@@ -158,3 +158,11 @@ def test_opinfo_sample_no_false_failures_and_catches_one_percent(dtype: torch.dt
     # where an output has enough values; a lone scalar cannot show it (docs/ops.md).
     need = 0.9 if dtype == torch.float32 else 0.5
     assert m["flagged"] >= need * m["judged"], m
+
+
+def test_the_entry_stored_before_the_split_still_loads() -> None:
+    """Cases stored before ops/suite.py was split name bringup.ops.suite:run_op: the worker still finds it."""
+    from bringup.runner.worker import load_entry
+
+    assert cases.ENTRY == "bringup.ops.run:run_op"
+    assert load_entry("bringup.ops.suite:run_op") is load_entry(cases.ENTRY) is run.run_op
