@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from bringup.metrics import metric_spec
+from bringup.metrics import metric_spec, stored_name
 
 
 class Status(str, Enum):
@@ -176,7 +176,7 @@ class CaseResult:
             name=d["name"],
             status=Status(d["status"]),
             reason=d.get("reason", ""),
-            metrics={k: Metric(float(v[0]), v[1]) for k, v in d.get("metrics", {}).items()},
+            metrics={stored_name(d["suite"], k): Metric(float(v[0]), v[1]) for k, v in d.get("metrics", {}).items()},
             series={k: [(int(s), float(x)) for s, x in v] for k, v in d.get("series", {}).items()},
             artifacts=dict(d.get("artifacts", {})),
             fields=dict(d.get("fields", {})),

@@ -116,7 +116,14 @@ def final_line(run_id: str, results: list[CaseResult]) -> str:
     return f"[bold]{totals_line(results)}[/]  (run {run_id})"
 
 
-def esc(s: str) -> str:
+def rich_esc(s: str) -> str:
+    """`s` with rich markup escaped (for text printed through a rich console); HTML escaping is
+    bringup.report.plots.esc."""
     from rich.markup import escape
 
     return escape(s)
+
+
+# The old name, for bringup/zoo/suite.py only (another workstream is moving the zoo): it goes when the
+# zoo imports rich_esc. New code uses rich_esc.
+esc = rich_esc

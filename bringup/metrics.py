@@ -55,7 +55,18 @@ def _m(name: str, unit: str, better: bool | None, description: str, aliases: tup
 CORE: tuple[MetricSpec, ...] = (
     # parity (smoke, probe, flex, zoo, ops, train)
     _m("max_abs_err", "", False, "largest absolute error against the float64 reference"),
-    _m("max_rel_err", "", False, "largest relative error against the float64 reference"),
+    _m(
+        "max_rel_err",
+        "",
+        False,
+        "largest relative RMS error (RMSE / RMS of the reference) over the compared tensors, against float64",
+    ),
+    _m(
+        "max_abs_over_peak",
+        "",
+        False,
+        "flex: largest absolute error over the reference's largest magnitude (max |err| / max |ref|)",
+    ),
     _m("rel_rmse", "", False, "relative RMS error against the float64 reference"),
     _m("rel_rmse_vs_float64", "", False, "probe: relative RMS error of a low-precision path against float64"),
     _m("eager_max_rel_err", "", False, "train: eager on the device against the cpu reference, max rel error"),
@@ -107,6 +118,20 @@ CORE: tuple[MetricSpec, ...] = (
     _m("samples", "count", None, "ops: OpInfo samples checked"),
     _m("fallback_calls", "count", False, "calls that ran through the CPU fallback"),
 )
+
+
+# A suite's metric an older version recorded under a name that means something else in the catalogue:
+# (suite, name it was recorded under) -> its catalogue name. Applied where stored results are read
+# (bundles, the store), so old results render and compare under the right name; never written.
+SUITE_RENAMES: dict[tuple[str, str], str] = {
+    # flex recorded max |err| / max |ref| as max_rel_err (a rel_rmse everywhere else) before 2026-12
+    ("flex", "max_rel_err"): "max_abs_over_peak",
+}
+
+
+def stored_name(suite: str, name: str) -> str:
+    """The catalogue name of a metric `suite` stored as `name` (usually `name` itself)."""
+    return SUITE_RENAMES.get((suite, name), name)
 
 
 def _catalogue() -> dict[str, MetricSpec]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from bringup.case import Case, CaseResult, Metric, Status
 from bringup.errors import BadInput
+from bringup.metrics import stored_name
 
 DEFAULT_DB = "bringup-results/bringup.db"
 
@@ -321,7 +322,7 @@ class Store:
             "SELECT case_id, name, value, unit FROM metrics WHERE run_id = ?", (run_id,)
         ):
             if cid in out:
-                out[cid].metrics[name] = Metric(float(value), unit or "")
+                out[cid].metrics[stored_name(out[cid].suite, name)] = Metric(float(value), unit or "")
         for cid, name, step, value in self.conn.execute(
             "SELECT case_id, name, step, value FROM series WHERE run_id = ? ORDER BY step", (run_id,)
         ):

@@ -27,7 +27,8 @@ from bringup.checks.errors import chain, classify, first_line
 from bringup.device import Device
 from bringup.flex.mods import AttnShape, ModError, build_mod, default_scale, reference_for
 from bringup.flex.reference import dense_attention, gather_kv, gather_q, ref_slices
-from bringup.flex.tolerance import check_attention
+from bringup.flex.spec import FlexSpec
+from bringup.flex.tolerance import attn_reason, check_attention
 from bringup.precision import parse_precision
 
 SEED = 0
@@ -149,13 +150,13 @@ def _inputs(shape: AttnShape, dtype: torch.dtype, backward: bool) -> dict[str, t
 
 
 def run_case(case: Case, ctx: Any) -> CaseResult:
-    p = case.params
+    p = FlexSpec.from_params(case.params)  # validated when planned; stored cases read the same way
     device: Device = ctx.device
     dev = device.torch_device
-    shape = AttnShape(int(p["batch"]), int(p["seq"]), int(p["q_heads"]), int(p["kv_heads"]), int(p["head_dim"]))
-    prec = parse_precision(p["dtype"])  # amp-bf16 / amp-fp16: bf16 / fp16 inputs, run under autocast
+    shape = p.shape
+    prec = parse_precision(p.dtype)  # amp-bf16 / amp-fp16: bf16 / fp16 inputs, run under autocast
     dtype = prec.compute_dtype
-    backward = bool(p["backward"])
+    backward = p.backward
 
     def result(status: Status, reason: str = "", exc: BaseException | None = None) -> CaseResult:
         r = CaseResult.for_case(case, status, reason)
@@ -170,7 +171,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         return result(Status.UNSUPPORTED, refused)
     cpu = _inputs(shape, dtype, backward)
     try:
-        mod = build_mod(p["mod"], shape, dev)
+        mod = build_mod(p.mod, shape, dev)
         x = {k: v.to(dev) for k, v in cpu.items()}
         if backward:
             for k in ("q", "k", "v"):
@@ -191,13 +192,13 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     density = 1.0 - sparsity / 100.0
 
     # ---- compile + first call, under the compile budget ---------------------------------------------
-    if p.get("dynamo_reset", True):
+    if p.dynamo_reset:
         torch._dynamo.reset()
-    limit = p.get("recompile_limit")
+    limit = p.recompile_limit
     tally = CompileTally()
     gqa = shape.q_heads != shape.kv_heads
     with torch._dynamo.config.patch(recompile_limit=int(limit) if limit else torch._dynamo.config.recompile_limit):
-        compiled = torch.compile(flex_attention, backend=counting_backend(p.get("backend", "inductor"), tally),
+        compiled = torch.compile(flex_attention, backend=counting_backend(p.backend, tally),
                                  dynamic=False)  # fmt: skip
         calls = 0
 
@@ -210,7 +211,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
 
         before = _counters()
         try:
-            with ctx.phase("compile", budget_s=float(p["compile_budget_s"])):
+            with ctx.phase("compile", budget_s=float(p.compile_budget_s)):
                 t0 = time.perf_counter()
                 out = fwd()
                 if backward:
@@ -252,7 +253,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     # ---- numerics vs the float64 dense reference ----------------------------------------------------
     slices = ref_slices(shape)
     try:
-        dense, origin = reference_for(p["mod"], shape)
+        dense, origin = reference_for(p.mod, shape)
         scale = default_scale(shape.head_dim)
         ref = dense_attention(cpu["q"], cpu["k"], cpu["v"], dense, scale, slices, cpu.get("do"))
         # the trusted run: the same dense attention rounded to the case dtype at every step (cpu)
@@ -273,16 +274,16 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
 
     # ---- verdict ------------------------------------------------------------------------------------
     if eager_why:
-        status, reason = Status.SILENT_EAGER, eager_why
+        status, why = Status.SILENT_EAGER, eager_why
         if not check.ok:
-            reason += f"; numerics also off: {check.summary()}"
+            why += f"; numerics also off: {attn_reason(check)}"
     elif nonfinite:
-        status, reason = Status.FAIL_NUMERIC, f"{nonfinite} non-finite values in the output"
+        status, why = Status.FAIL_NUMERIC, f"{nonfinite} non-finite values in the output"
     elif not check.ok:
-        status, reason = Status.FAIL_NUMERIC, check.summary()
+        status, why = Status.FAIL_NUMERIC, attn_reason(check)
     else:
-        status, reason = Status.PASS, ""
-    r = result(status, reason)
+        status, why = Status.PASS, ""
+    r = result(status, why)
     fwd_s = statistics.median(fwd_times)
     flops = attention_flops(shape, density)
     r.metric("compile_s", compile_s, "s")
@@ -295,7 +296,8 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     r.metric("sparsity", sparsity, "%")
     r.metric("mask_s", mask_s, "s")
     r.metric("max_abs_err", check.max_abs_err if math.isfinite(check.max_abs_err) else None)
-    r.metric("max_rel_err", check.max_rel_err if math.isfinite(check.max_rel_err) else None)
+    # max |err| / max |ref| (recorded as `max_rel_err` before 2026-12: the catalogue's max_rel_err is a rel_rmse)
+    r.metric("max_abs_over_peak", check.max_abs_over_peak if math.isfinite(check.max_abs_over_peak) else None)
     r.metric("rel_rmse", check.rel_rmse if math.isfinite(check.rel_rmse) else None)
     inductor = diff.get("inductor", {})
     cache = "hit" if inductor.get("fxgraph_cache_hit") else "miss" if inductor.get("fxgraph_cache_miss") else "n/a"

@@ -33,8 +33,8 @@ from typing import Any
 import yaml
 
 from bringup.flex.mods import BUILTIN_MODS, AttnShape, ModError, display_name, normalize_mod_spec
+from bringup.flex.spec import DTYPES  # the precisions a flex case runs in (one list)
 
-DTYPES = ("fp32", "bf16", "fp16", "amp-bf16", "amp-fp16")
 BACKWARD = ("auto", "on", "off")
 _AXES = ("mods", "batch", "seq", "heads", "head_dim")
 _SCALARS = ("dtype", "backward")

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
 import torch
 
-from bringup.checks.parity import judged_dtype
+from bringup.checks.parity import ParityReport, TensorParity, compare_tensor, judged_dtype, scale_floor
 
 
 @dataclass(frozen=True)
@@ -56,48 +56,22 @@ def bound_for(name: str, dtype: torch.dtype) -> float:
     return tol.out if name == "out" else tol.grad
 
 
-@dataclass(frozen=True)
-class TensorCheck:
-    name: str
-    ok: bool
-    rel_rmse: float
-    max_abs_err: float
-    max_rel_err: float
-    bound: float
-    why: str = ""
+def worst(check: ParityReport) -> TensorParity | None:
+    """The tensor flex's reason names: a failing one first, then the largest rel_rmse over its bound."""
+    if not check.tensors:
+        return None
+    return max(check.tensors, key=lambda t: (not t.ok, t.rel_rmse / t.bound if t.bound else math.inf))
 
 
-@dataclass
-class AttnCheck:
-    ok: bool
-    tensors: list[TensorCheck] = field(default_factory=list)
-
-    @property
-    def worst(self) -> TensorCheck | None:
-        if not self.tensors:
-            return None
-        return max(self.tensors, key=lambda t: (not t.ok, t.rel_rmse / t.bound if t.bound else math.inf))
-
-    @property
-    def max_abs_err(self) -> float:
-        return max((t.max_abs_err for t in self.tensors), default=0.0)
-
-    @property
-    def max_rel_err(self) -> float:
-        return max((t.max_rel_err for t in self.tensors), default=0.0)
-
-    @property
-    def rel_rmse(self) -> float:
-        return max((t.rel_rmse for t in self.tensors), default=0.0)
-
-    def summary(self) -> str:
-        w = self.worst
-        if w is None:
-            return "nothing compared"
-        head = "ok" if self.ok else f"{w.name} off"
-        extra = f" ({w.why})" if w.why else ""
-        return (f"{head}: rel_rmse {w.rel_rmse:.3g} (bound {w.bound:.3g}), max_abs_err {w.max_abs_err:.3g}"
-                f"{extra}")  # fmt: skip
+def attn_reason(check: ParityReport) -> str:
+    """flex's one-line verdict on a check_attention() report: 'ok: ...' or '<tensor> off: ...'."""
+    w = worst(check)
+    if w is None:
+        return "nothing compared"
+    head = "ok" if check.ok else f"{w.name} off"
+    extra = f" ({w.why})" if w.why else ""
+    return (f"{head}: rel_rmse {w.rel_rmse:.3g} (bound {w.bound:.3g}), max_abs_err {w.max_abs_err:.3g}"
+            f"{extra}")  # fmt: skip
 
 
 # fudge factors x the trusted run's error (module doc): (out, grads)
@@ -106,41 +80,42 @@ FUDGE: Mapping[torch.dtype, tuple[float, float]] = MappingProxyType(
 )
 
 
-def check_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> TensorCheck:
+def check_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> TensorParity:
+    """The fixed bound alone (no trusted run): rel_rmse against float64 within ATTN_TOLERANCES; any
+    non-finite value or a shape mismatch fails."""
     bound = bound_for(name, dtype)
     if tuple(got.shape) != tuple(ref.shape):
-        return TensorCheck(name, False, math.inf, math.inf, math.inf, bound, f"shape {tuple(got.shape)}")
+        return TensorParity(name, False, math.inf, math.inf, math.inf, bound, f"shape {tuple(got.shape)}")
     g = got.detach().to("cpu", torch.float64)
     r = ref.detach().to("cpu", torch.float64)
     if not torch.isfinite(r).all():
-        return TensorCheck(name, False, math.inf, math.inf, math.inf, bound, "reference not finite")
+        return TensorParity(name, False, math.inf, math.inf, math.inf, bound, "reference not finite")
     if not torch.isfinite(g).all():
         n = int((~torch.isfinite(g)).sum())
-        return TensorCheck(name, False, math.inf, math.inf, math.inf, bound, f"{n} non-finite values")
+        return TensorParity(name, False, math.inf, math.inf, math.inf, bound, f"{n} non-finite values")
     diff = (g - r).abs()
     max_abs = float(diff.max()) if diff.numel() else 0.0
     peak = float(r.abs().max()) if r.numel() else 0.0
-    max_rel = max_abs / peak if peak else (0.0 if max_abs == 0 else math.inf)
+    over_peak = max_abs / peak if peak else (0.0 if max_abs == 0 else math.inf)
     rms = float(torch.sqrt(torch.mean(r**2))) if r.numel() else 0.0
     err = float(torch.sqrt(torch.mean((g - r) ** 2))) if r.numel() else 0.0
     rel = err / rms if rms else (0.0 if err == 0 else math.inf)
-    return TensorCheck(name, rel <= bound, rel, max_abs, max_rel, bound)
+    return TensorParity(name, rel <= bound, rel, max_abs, over_peak, bound)
 
 
 def check_attention(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], dtype: Any,
-                    trusted: dict[str, torch.Tensor] | None = None) -> AttnCheck:  # fmt: skip
+                    trusted: dict[str, torch.Tensor] | None = None) -> ParityReport:  # fmt: skip
     """Every tensor of `ref` (float64) against `got`, one (batch, kv-head group) slice at a time (dim 0 of
     the stacked tensors: a fault in one pair is judged in that pair, not diluted by the others); with
     `trusted` (the same attention at the case precision), by checks/parity.py's rule with the FUDGE
-    factors; else by the fixed bounds + parity's fixed bias bound."""
-    from bringup.checks.parity import scale_floor
-
+    factors; else by the fixed bounds + parity's fixed bias bound. The report is checks/parity.py's
+    ParityReport (its tensors TensorParity, named out[i], dq[i], ...); `attn_reason()` words flex's verdict."""
     dt = judged_dtype(dtype)
     floor = scale_floor(ref.values(), dt)
     out = []
     for name, r in ref.items():
         if name not in got:
-            out.append(TensorCheck(name, False, math.inf, math.inf, math.inf, bound_for(name, dt), "missing"))
+            out.append(TensorParity(name, False, math.inf, math.inf, math.inf, bound_for(name, dt), "missing"))
             continue
         g, b = got[name], None if trusted is None else trusted.get(name)
         if tuple(g.shape) != tuple(r.shape) or r.dim() < 2 or r.shape[0] < 2:
@@ -148,13 +123,11 @@ def check_attention(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], 
             continue
         for i in range(r.shape[0]):
             out.append(_check_one(f"{name}[{i}]", g[i], r[i], None if b is None else b[i], dt, floor, name))
-    return AttnCheck(all(t.ok for t in out), out)
+    return ParityReport(all(t.ok for t in out), out)
 
 
 def _check_one(label: str, g: torch.Tensor, r: torch.Tensor, b: torch.Tensor | None, dt: torch.dtype,
-               floor: float, kind: str | None = None) -> TensorCheck:  # fmt: skip
-    from bringup.checks.parity import compare_tensor
-
+               floor: float, kind: str | None = None) -> TensorParity:  # fmt: skip
     kind = kind or label
     fixed = check_tensor(kind, g, r, dt)
     fixed = replace(fixed, name=label)
@@ -172,4 +145,6 @@ def _check_one(label: str, g: torch.Tensor, r: torch.Tensor, b: torch.Tensor | N
     why = t.why
     if t.biased:
         why = f"bias {t.bias:+.3g} outside [{t.bias_lo:+.3g}, {t.bias_hi:+.3g}] {why}".strip()
-    return TensorCheck(label, ok, t.rel_rmse, fixed.max_abs_err, fixed.max_rel_err, bound, why)
+    # parity's figures, with flex's verdict (ok, bound, why) and the element-wise figures of the fixed check
+    return replace(t, name=label, ok=ok, bound=bound, why=why, max_abs_err=fixed.max_abs_err,
+                   max_abs_over_peak=fixed.max_abs_over_peak)  # fmt: skip

@@ -4,7 +4,7 @@ A and B are run ids in --db or bundle files (`bringup export`), so a run on one 
 for another. Cases are matched by case id (same suite and parameters), then by (suite, name). Per case:
 status change, throughput ratio (B/A: tokens/s, else steady step time, TFLOP/s or forward time),
 time-to-first-step ratio (B/A: ttfs_s, else compile_s), loss-curve divergence (max relative difference
-over the common steps) and parity deltas (max_rel_err / max_abs_err, A -> B).
+over the common steps) and parity deltas (max_rel_err / max_abs_over_peak / max_abs_err, A -> B).
 
 Before the per-case changes, the backend scorecard: each suite's own rows (`Suite.scorecard`, through
 the registry: e.g. probe's eager execution, torch.compile, torch.distributed, DTensor and FSDP2; train's
@@ -48,7 +48,7 @@ PARITY_FLOOR = 1e-6
 # direction of a throughput ratio comes from the catalogue's higher_is_better.
 THROUGHPUT: tuple[MetricSpec, ...] = specs("tokens_per_s", "step_s", "tflops", "fwd_ms")
 TTFS: tuple[MetricSpec, ...] = specs("ttfs_s", "compile_s")
-PARITY: tuple[MetricSpec, ...] = specs("max_rel_err", "max_abs_err")
+PARITY: tuple[MetricSpec, ...] = specs("max_rel_err", "max_abs_over_peak", "max_abs_err")
 
 
 def parse_fail_on(spec: str) -> dict[str, float | None]:

@@ -19,8 +19,8 @@ from typing import Any
 from bringup.outcomes import outcome_line
 from bringup.report import plots
 from bringup.report.history import MAX_LINES, METRICS, History, Line, NamedMove, StoredRun, named_moves
-from bringup.report.html import esc, fmt_time, json_for_script, page_html, section
-from bringup.report.plots import TrendPoint, fmt_num
+from bringup.report.html import fmt_time, json_for_script, page_html, section
+from bringup.report.plots import TrendPoint, esc, fmt_num
 from bringup.report.portable import Portable, here, portable, recorded_run_dir
 from bringup.report.trend import PASS_RATE, TIMING
 

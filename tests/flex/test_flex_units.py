@@ -26,7 +26,7 @@ from bringup.flex.mods import (
     reference_for,
 )
 from bringup.flex.reference import Slice, dense_attention, gather_kv, gather_q, ref_slices
-from bringup.flex.tolerance import ATTN_TOLERANCES, check_attention
+from bringup.flex.tolerance import ATTN_TOLERANCES, attn_reason, check_attention, worst
 
 # ---- matrices and planning --------------------------------------------------------------------------
 
@@ -68,6 +68,34 @@ def test_case_ids_are_stable_and_distinct() -> None:
     b = suite.plan(default_matrix(), Device("cuda"))
     assert [c.case_id for c in a] == [c.case_id for c in b]
     assert len({c.case_id for c in a}) == 96
+
+
+def test_case_params_are_the_flex_spec_serialization_with_the_old_case_ids() -> None:
+    """A case's params are FlexSpec.params() (asdict, optional fields left out at their defaults): the same
+    dict, so the same case ids, as the hand-written one before FlexSpec; the worker reads them back."""
+    from bringup.case import make_case_id
+    from bringup.flex.spec import FlexSpec, SpecError
+
+    hidden = {"recompile_limit": 2, "dynamo_reset": False}
+    cases = suite.plan(quick_matrix(), Device("cpu"), hidden=hidden)
+    for c in cases:
+        m = next(x for x in quick_matrix().cases if c.params["mod"] == x.mod and c.params["seq"] == x.seq)
+        old = {"mod": m.mod, "batch": m.batch, "seq": m.seq, "q_heads": m.q_heads, "kv_heads": m.kv_heads,
+               "head_dim": m.head_dim, "dtype": "fp32", "backward": c.params["backward"],
+               "compile_budget_s": 600.0, "backend": "inductor", **hidden}  # fmt: skip
+        if c.params.get("probe"):
+            old["probe"] = True
+        assert c.params == old and c.case_id == make_case_id("flex", old)
+        spec = FlexSpec.from_params(c.params)
+        assert spec.params() == c.params and spec.shape.seq == m.seq
+    plain = suite.plan(quick_matrix(), Device("cpu"), backward="off")[0].params
+    assert not {"probe", "recompile_limit", "dynamo_reset"} & set(plain)
+    assert FlexSpec.from_params({**plain, "unused": 1}).params() == plain
+    for bad in ({"dtype": "float32"}, {"seq": 0}, {"backward": "on"}, {"compile_budget_s": -1}):
+        with pytest.raises(SpecError):
+            FlexSpec.from_params({**plain, **bad})
+    with pytest.raises(SpecError, match="head_dim"):
+        FlexSpec.from_params({k: v for k, v in plain.items() if k != "head_dim"})
 
 
 def test_mods_option_runs_those_mods_at_every_shape() -> None:
@@ -167,7 +195,7 @@ def test_flex_eager_agrees_with_dense_reference(name: str) -> None:
     slices = ref_slices(shape)
     ref = dense_attention(q, k, v, dense, default_scale(8), slices)
     check = check_attention({"out": gather_q(shape, slices, out)}, ref, torch.float64)
-    assert check.ok, check.summary()
+    assert check.ok, attn_reason(check)
 
 
 def test_mod_settings_are_sensible() -> None:
@@ -227,9 +255,26 @@ def test_tolerances_flag_what_they_should() -> None:
     nan = r["out"].clone()
     nan[0, 0, 0, 0] = float("nan")
     bad = check_attention({"out": nan}, r, torch.float32)
-    assert not bad.ok and "non-finite" in bad.summary()
+    assert not bad.ok and "non-finite" in attn_reason(bad)
     assert not check_attention({"out": r["out"][:1]}, r, torch.float32).ok
     assert not check_attention({}, r, torch.float32).ok
+
+
+def test_flex_reports_are_parity_reports_with_max_abs_over_peak() -> None:
+    """flex's check is checks/parity's: a ParityReport of TensorParity, whose `max_rel_err` is the largest
+    rel_rmse (the catalogue's meaning) and `max_abs_over_peak` the element-wise max |err| / max |ref|."""
+    from bringup.checks.parity import ParityReport, TensorParity
+
+    r = {"out": torch.randn(2, 3, 16, 8, dtype=torch.float64)}
+    off = r["out"].clone()
+    off[0, 0, 0, 0] += 0.5
+    rep = check_attention({"out": off}, r, torch.float32)
+    assert isinstance(rep, ParityReport) and all(isinstance(t, TensorParity) for t in rep.tensors)
+    assert [t.name for t in rep.tensors] == ["out[0]", "out[1]"] and not rep.ok
+    peak = float(r["out"][0].abs().max())
+    assert rep.max_abs_err == pytest.approx(0.5) and rep.max_abs_over_peak == pytest.approx(0.5 / peak)
+    assert rep.max_rel_err == rep.rel_rmse == max(t.rel_rmse for t in rep.tensors) < rep.max_abs_over_peak
+    assert attn_reason(rep).startswith("out[0] off: rel_rmse ")
 
 
 # ---- the sentence and the heatmap ------------------------------------------------------------------------
@@ -321,10 +366,10 @@ def test_bf16_flex_forward_is_judged_against_a_trusted_run_and_a_1pct_scale_fail
     trusted = dense_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices, None, torch.bfloat16)
     good = _flex_bf16(shape, x)
     ok = check_attention({"out": gather_q(shape, slices, good["out"])}, ref, torch.bfloat16, trusted)
-    assert ok.ok, ok.summary()
+    assert ok.ok, attn_reason(ok)
     off = _flex_bf16(shape, x, 1.01)
     bad = check_attention({"out": gather_q(shape, slices, off["out"])}, ref, torch.bfloat16, trusted)
-    assert not bad.ok and "bias" in bad.summary(), bad.summary()
+    assert not bad.ok and "bias" in attn_reason(bad), attn_reason(bad)
     assert bad.rel_rmse < ATTN_TOLERANCES[torch.bfloat16].out  # invisible to the old size-only bound
 
 
@@ -337,7 +382,8 @@ def test_every_pair_and_every_gradient_is_compared() -> None:
     got = {k: v.clone() for k, v in trusted.items()}
     got["dk"][slices.index(Slice(1, 0))] *= 1.05  # batch 1 of 3, kv head 0: 5% off in one pair
     bad = check_attention(got, ref, torch.bfloat16, trusted)
-    assert not bad.ok and bad.worst is not None and bad.worst.name == f"dk[{slices.index(Slice(1, 0))}]", bad.summary()
+    w = worst(bad)
+    assert not bad.ok and w is not None and w.name == f"dk[{slices.index(Slice(1, 0))}]", attn_reason(bad)
 
 
 def test_amp_precisions_are_accepted() -> None:

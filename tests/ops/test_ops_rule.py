@@ -1,4 +1,4 @@
-"""The ops suite's precision-aware rule (bringup/ops/suite.py, judge_tensor / compare): a 1% error and a
+"""The ops suite's precision-aware rule (bringup/ops/judge.py, judge_tensor / compare): a 1% error and a
 10x error on an output near zero are flagged in fp32 and bf16; correct results are not, on a sample of
 real OpInfos (cpu as the device; and a 'perfect' device that returns the float64 result rounded once
 to the dtype, which differs from cpu wherever cpu is not correctly rounded). Non-strided outputs are
@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_map
 
-from bringup.ops import suite as ops
+from bringup.ops import cases, judge, run
 
 DTYPES = (torch.float32, torch.bfloat16)
 
@@ -26,10 +26,10 @@ def _x(n: int = 64, seed: int = 0) -> torch.Tensor:
 def test_one_percent_error_flagged(dtype: torch.dtype) -> None:
     r64 = _x()
     ref = r64.to(dtype)
-    assert ops.judge_tensor(ref, ref, r64) == ""
-    assert ops.judge_tensor(r64.to(dtype), ref, r64) == ""  # correctly rounded: fine
+    assert judge.judge_tensor(ref, ref, r64) == ""
+    assert judge.judge_tensor(r64.to(dtype), ref, r64) == ""  # correctly rounded: fine
     bad = (r64 * 1.01).to(dtype)
-    assert ops.judge_tensor(bad, ref, r64), dtype
+    assert judge.judge_tensor(bad, ref, r64), dtype
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -40,10 +40,10 @@ def test_near_zero_output_ten_times_off_flagged(dtype: torch.dtype) -> None:
     ref = r64.to(dtype)
     bad = ref.clone()
     bad[5] = 1e-2
-    why = ops.judge_tensor(bad, ref, r64)
+    why = judge.judge_tensor(bad, ref, r64)
     assert "1/64 values off" in why, why
     if dtype == torch.float32:  # without a float64 result (ops with no float64 kernel): vs cpu alone,
-        assert ops.judge_tensor(bad, ref, None)  # with a reduction-noise floor bf16's eps makes coarse
+        assert judge.judge_tensor(bad, ref, None)  # with a reduction-noise floor bf16's eps makes coarse
 
 
 def test_reduction_with_cancellation_is_judged_by_cpu_error_scale() -> None:
@@ -54,19 +54,19 @@ def test_reduction_with_cancellation_is_judged_by_cpu_error_scale() -> None:
     r64 = terms.sum(1)
     ref = terms.to(torch.bfloat16).sum(1)
     other = terms.to(torch.bfloat16).to(torch.float32).flip(1).sum(1).to(torch.bfloat16)
-    assert ops.judge_tensor(other, ref, r64) == ""
+    assert judge.judge_tensor(other, ref, r64) == ""
 
 
 def test_integers_exact_and_nan_inf_patterns() -> None:
     a = torch.tensor([1, 2, 3])
-    assert ops.judge_tensor(a, a.clone(), None) == ""
-    assert ops.judge_tensor(a + torch.tensor([0, 0, 1]), a, None)
+    assert judge.judge_tensor(a, a.clone(), None) == ""
+    assert judge.judge_tensor(a + torch.tensor([0, 0, 1]), a, None)
     x = torch.tensor([1.0, float("nan"), float("inf")])
-    assert ops.judge_tensor(x.clone(), x, x.double()) == ""
-    assert "NaN" in ops.judge_tensor(torch.tensor([1.0, 2.0, float("inf")]), x, x.double())
-    assert "NaN" in ops.judge_tensor(torch.tensor([float("nan"), float("nan"), float("inf")]), x, x.double())
+    assert judge.judge_tensor(x.clone(), x, x.double()) == ""
+    assert "NaN" in judge.judge_tensor(torch.tensor([1.0, 2.0, float("inf")]), x, x.double())
+    assert "NaN" in judge.judge_tensor(torch.tensor([float("nan"), float("nan"), float("inf")]), x, x.double())
     # cpu overflowed / lost it in this dtype but float64 is finite: a finite device value is fine
-    assert ops.judge_tensor(torch.tensor([1.0, 2.0, float("inf")]), x, torch.tensor([1.0, 2.0, 1e300])) == ""
+    assert judge.judge_tensor(torch.tensor([1.0, 2.0, float("inf")]), x, torch.tensor([1.0, 2.0, 1e300])) == ""
 
 
 def test_sparse_output_compared_dense_or_unsupported() -> None:
@@ -74,12 +74,12 @@ def test_sparse_output_compared_dense_or_unsupported() -> None:
     raises Uncomparable, which the case reports as `unsupported`, never `pass`."""
     d = torch.tensor([[0.0, 2.0], [3.0, 0.0]])
     sp = d.to_sparse()
-    assert ops.compare(sp, d.to_sparse(), d.double().to_sparse()) == ""
-    assert ops.compare((d * 1.01).to_sparse(), sp, d.double().to_sparse())
+    assert judge.compare(sp, d.to_sparse(), d.double().to_sparse()) == ""
+    assert judge.compare((d * 1.01).to_sparse(), sp, d.double().to_sparse())
 
     nt = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)], layout=torch.jagged)
-    with pytest.raises(ops.Uncomparable, match="jagged"):
-        ops.compare(nt, nt, None)
+    with pytest.raises(judge.Uncomparable, match="jagged"):
+        judge.compare(nt, nt, None)
 
 
 # ---- a sample of real OpInfos, cpu as the device ------------------------------------------------
@@ -92,7 +92,7 @@ def _perturb(out: Any, f: Any) -> Any:
 
 
 def _sample_ops() -> list[Any]:
-    return list(ops.op_db())[::SAMPLE_EVERY]
+    return list(cases.op_db())[::SAMPLE_EVERY]
 
 
 def measure(dtype: torch.dtype) -> dict[str, Any]:
@@ -111,17 +111,17 @@ def measure(dtype: torch.dtype) -> dict[str, Any]:
             continue
         for i, s in enumerate(samples):
             try:
-                ref = ops._run_seeded(op, s, 0)
+                ref = run._run_seeded(op, s, 0)
             except Exception:
                 continue
-            if ops._is_random(op, s, ref) or not any(
+            if run._is_random(op, s, ref) or not any(
                 isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() for t in tree_map_leaves(ref)
             ):
                 continue
-            r64 = ops._run_float64(op, s, dtype)
+            r64 = run._run_float64(op, s, dtype)
             judged += 1
-            name = f"{ops.op_name(op)}[{i}]"
-            if ops.compare(ref, ref, r64):
+            name = f"{cases.op_name(op)}[{i}]"
+            if judge.compare(ref, ref, r64):
                 false_cpu += 1
                 false.append(f"cpu {name}")
             if r64 is not None:
@@ -130,11 +130,11 @@ def measure(dtype: torch.dtype) -> dict[str, Any]:
                     r64,
                     ref,
                 )
-                why = ops.compare(perfect, ref, r64)
+                why = judge.compare(perfect, ref, r64)
                 if why:
                     false_perfect += 1
                     false.append(f"perfect {name}: {why}")
-            if ops.compare(_perturb(ref, lambda t: t * 1.01), ref, r64):
+            if judge.compare(_perturb(ref, lambda t: t * 1.01), ref, r64):
                 flagged += 1
             else:
                 missed.append(name)
@@ -158,3 +158,11 @@ def test_opinfo_sample_no_false_failures_and_catches_one_percent(dtype: torch.dt
     # where an output has enough values; a lone scalar cannot show it (docs/ops.md).
     need = 0.9 if dtype == torch.float32 else 0.5
     assert m["flagged"] >= need * m["judged"], m
+
+
+def test_the_entry_stored_before_the_split_still_loads() -> None:
+    """Cases stored before ops/suite.py was split name bringup.ops.suite:run_op: the worker still finds it."""
+    from bringup.runner.worker import load_entry
+
+    assert cases.ENTRY == "bringup.ops.run:run_op"
+    assert load_entry("bringup.ops.suite:run_op") is load_entry(cases.ENTRY) is run.run_op

@@ -62,3 +62,36 @@ def test_old_bundle_renders_mfu_as_a_percentage() -> None:
     assert {html.mfu_percent(r) for r in train} == {1.23}  # the catalogue: a fraction, shown x100
     page = html.render(run, results)
     assert '<section id="sec-train"' in page and "1.23</td>" in page
+
+
+def _old_flex_result() -> dict:
+    """A flex case as bringup wrote it before 2026-12: max |err| / max |ref| under `max_rel_err`."""
+    return {"case_id": "f1", "suite": "flex", "name": "causal/b1/s128", "status": "pass",
+            "metrics": {"max_abs_err": [2e-6, ""], "max_rel_err": [4e-7, ""], "rel_rmse": [1e-7, ""]}}  # fmt: skip
+
+
+def test_old_flex_max_rel_err_is_read_as_max_abs_over_peak(tmp_path: Path) -> None:
+    """flex's max_rel_err meant max |err| / max |ref| (a rel_rmse in every other suite): a stored flex
+    result is read with it under `max_abs_over_peak`, from a bundle and from the store, and compares
+    under that name; other suites' max_rel_err is untouched."""
+    from bringup.case import CaseResult
+    from bringup.store import Store
+
+    old = CaseResult.from_json(_old_flex_result())
+    assert "max_rel_err" not in old.metrics and old.value("max_abs_over_peak") == 4e-7
+    assert old.value("max_rel_err") is None and old.value("rel_rmse") == 1e-7
+    smoke = CaseResult.from_json({**_old_flex_result(), "suite": "smoke"})
+    assert smoke.value("max_rel_err") == 4e-7 and smoke.value("max_abs_over_peak") is None
+    new = CaseResult.from_json(_old_flex_result())
+    new.metrics.pop("max_abs_over_peak")
+    new.metric("max_abs_over_peak", 4e-5)  # what flex records now
+    d = compare.diff_case(old, new, compare.parse_fail_on(compare.DEFAULT_FAIL_ON))
+    assert d.parity["max_abs_over_peak"] == (4e-7, 4e-5) and "max_rel_err" not in d.parity
+    assert any(x.startswith("max_abs_over_peak") for x in d.regressions), d.regressions
+    store = Store(tmp_path / "s.db")
+    run_id = store.new_run("run", [], "cpu", "cpu", {})
+    raw = CaseResult.from_json(_old_flex_result())
+    raw.metrics["max_rel_err"] = raw.metrics.pop("max_abs_over_peak")  # as the old code stored it
+    store.record(run_id, raw)
+    (back,) = store.results(run_id)
+    assert back.value("max_abs_over_peak") == 4e-7 and "max_rel_err" not in back.metrics

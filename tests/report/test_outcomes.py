@@ -34,3 +34,12 @@ def test_terminal_totals_line_uses_the_same_words() -> None:
     assert line.startswith(outcome_line(rs) + " (")
     assert line == "2/4 pass; 1 gap, 1 failure (2 pass, 1 budget, 1 fallback)"
     assert totals_line([]) == "no cases"
+
+
+def test_the_two_escapes_have_distinct_names() -> None:
+    """rich_esc escapes rich markup (terminal), plots.esc escapes HTML: neither does the other's job."""
+    from bringup.console import rich_esc
+    from bringup.report.plots import esc
+
+    assert rich_esc("[bold]<b>") == "\\[bold]<b>"
+    assert esc("[bold]<b>") == "[bold]&lt;b&gt;"

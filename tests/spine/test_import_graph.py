@@ -26,8 +26,6 @@ DATA_TABLES: dict[str, str] = {}
 TEMPORARY_LONG: dict[str, str] = {
     "bringup/zoo/suite.py": "TEMPORARY: the zoo split (issue 28) moves planning, the loop and judging out",
     "bringup/models/zoo.py": "TEMPORARY: config shrinking and model/batch building split (issue 28)",
-    "bringup/port/codemod.py": "TEMPORARY: one module per rewrite family (issue 28)",
-    "bringup/ops/suite.py": "TEMPORARY: ops planning / worker / judge split (issue 28)",
 }
 
 # TEMPORARY (issue 28): import circles other branches are removing right now; a circle whose modules all
