@@ -9,7 +9,7 @@ sizes. At the size the zoo runs (`--size tiny`), what a device must compute for 
   task_of): the head, the inputs and the loss;
 - the tiny config: config.json read by transformers' own config class for its model_type (legacy keys
   converted, class defaults filled in: `cls(**config)`, what `from_pretrained` does), serialised with
-  `to_dict()` and shrunk by the zoo's role table (models/zoo.py shrink_dict via hub.tiny_kwargs: every size set
+  `to_dict()` and shrunk by the zoo's role table (models/zoo_config.py shrink_dict via hub.tiny_kwargs: every size set
   by its role; the query:kv ratio, rope type and scaling, experts and top-k, layer kinds, activations, norms,
   biases, tying, sliding windows, soft-caps, every other field kept as the checkpoint has it): the keyword
   arguments the tiny config is built from (`hub.tiny_config_of`), which the case carries and the worker
