@@ -5,6 +5,7 @@ exactly as stored runs have them: case ids stay stable). Used by planning (zoo/p
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,3 +47,17 @@ def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, se
     # case is reset per case (dynamo caches and counters, seeds, peak memory); a hang, segfault or
     # OOM still costs only its own case (the runner replaces the worker).
     return Case("zoo", e.name, params, ENTRY, budget_s=timeout, isolated=False)
+
+
+def full_params(source: str, model: str, task: str, dtype: str, steps: int, backend: str, weights: str,
+                reference: str, args: argparse.Namespace, **extra: Any) -> dict[str, Any]:  # fmt: skip
+    """A --size full / --full-top case's params (zoo/full.py), written as stored runs have them: the run-wide
+    ones from the command line (seed, batch, seq, --nproc and --device-memory when given), then `extra`."""
+    params: dict[str, Any] = {"source": source, "model": model, "task": task, "dtype": dtype, "steps": steps,
+                              "backend": backend, "seed": args.seed, "size": "full", "batch": args.batch,
+                              "seq": args.seq, "weights": weights, "reference": reference, **extra}  # fmt: skip
+    if getattr(args, "nproc", 1) > 1:  # FSDP2 over N ranks when one device is too small (zoo/fsdp.py)
+        params["nproc"] = int(args.nproc)
+    if getattr(args, "device_memory", None):
+        params["device_memory_gib"] = float(args.device_memory)
+    return params

@@ -245,7 +245,7 @@ def _full_cases(args: argparse.Namespace, prec: Precision, backend: str, plan: I
     full_key -> case id (the ids a full-size verdict fans out to)."""
     from bringup.models import hub
     from bringup.zoo.args import FULL_STEPS
-    from bringup.zoo.cases import FULL_ENTRY
+    from bringup.zoo.cases import FULL_ENTRY, full_params
     from bringup.zoo.spec import FULL_TIMEOUT
 
     k = int(getattr(args, "full_top", 0) or 0)
@@ -267,14 +267,8 @@ def _full_cases(args: argparse.Namespace, prec: Precision, backend: str, plan: I
             weights = "cache" if hub.weight_files(ref) else "random"
         except BadInput:
             weights = "random"
-        params: dict[str, Any] = {"source": "hub-cfg", "model": name, "task": plan.sigs[sig].task, "dtype": prec.name,
-                                  "steps": FULL_STEPS, "backend": backend, "seed": args.seed, "size": "full",
-                                  "batch": args.batch, "seq": args.seq, "weights": weights, "reference": reference,
-                                  "hub_config": raw, "signature": sig}  # fmt: skip
-        if getattr(args, "nproc", 1) > 1:
-            params["nproc"] = int(args.nproc)
-        if getattr(args, "device_memory", None):
-            params["device_memory_gib"] = float(args.device_memory)
+        params = full_params("hub-cfg", name, plan.sigs[sig].task, prec.name, FULL_STEPS, backend, weights, reference,
+                             args, hub_config=raw, signature=sig)  # fmt: skip
         c = Case("zoo", f"{name} [full]", params, FULL_ENTRY, budget_s=FULL_TIMEOUT,
                  isolated=True)  # fmt: skip
         cases.append(c)

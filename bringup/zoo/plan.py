@@ -20,7 +20,7 @@ from bringup.zoo import hub as zoo_hub
 from bringup.zoo import modules as zoo_modules
 from bringup.zoo.args import DEFAULT_STEPS, DEFAULT_TIMEOUT, FULL_STEPS, NOISE_SEEDS
 from bringup.zoo.baseline import load_baseline
-from bringup.zoo.cases import FULL_ENTRY, Entry, make_case
+from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
 from bringup.zoo.spec import FULL_TIMEOUT
 
 # `bringup run --quick`: three HF types (dense GQA + rope + RMSNorm; learned positions + LayerNorm +
@@ -204,14 +204,8 @@ def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) 
     baseline = load_baseline(args.baseline) if args.baseline else None
     cases = []
     for e in entries:
-        params: dict[str, Any] = {"source": e.source, "model": e.model, "task": e.task, "dtype": prec.name,
-                                  "steps": args.steps, "backend": backend, "seed": args.seed, "size": "full",
-                                  "batch": args.batch, "seq": args.seq, "weights": weights[e.name],
-                                  "reference": reference}  # fmt: skip
-        if getattr(args, "nproc", 1) > 1:  # FSDP2 over N ranks when one device is too small (zoo/fsdp.py)
-            params["nproc"] = int(args.nproc)
-        if getattr(args, "device_memory", None):
-            params["device_memory_gib"] = float(args.device_memory)
+        params = full_params(e.source, e.model, e.task, prec.name, args.steps, backend, weights[e.name], reference,
+                             args)  # fmt: skip
         if baseline is not None:
             params["baseline"] = baseline.full_entry_for(e.name, params, args.baseline)
         cases.append(Case("zoo", e.name, params, FULL_ENTRY, budget_s=timeout, isolated=True))
