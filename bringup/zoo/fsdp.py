@@ -54,8 +54,8 @@ def run_sharded(p: dict[str, Any], dev: Device, prec: Precision, steps: int, bac
 
     if not dev.is_cpu and nproc > dev.count():
         raise RuntimeError(f"--nproc {nproc}: only {dev.count()} {dev.type} device(s)")
-    if ZooSpec.from_params(p).batch % nproc:
-        raise ValueError(f"--batch {p['batch']} does not split over --nproc {nproc} ranks")
+    if (batch := ZooSpec.from_params(p).batch) % nproc:
+        raise ValueError(f"--batch {batch} does not split over --nproc {nproc} ranks")
     workdir.mkdir(parents=True, exist_ok=True)
     for old in workdir.glob("rank*-error.json"):
         old.unlink()
