@@ -63,7 +63,9 @@ import perturb_backend as pb  # noqa: E402
 import bringup.models  # noqa: E402,F401  (torchvision shim first)
 from bringup.checks.parity import parity  # noqa: E402
 from bringup.precision import parse_precision  # noqa: E402
-from bringup.zoo import suite as sz  # noqa: E402
+from bringup.zoo import judge as zj  # noqa: E402
+from bringup.zoo import run as sz  # noqa: E402
+from bringup.zoo.args import NOISE_SEEDS  # noqa: E402
 
 QUICK = [("hf", "llama"), ("hf", "gpt2"), ("hf", "qwen3"), ("timm", "test_resnet")]
 # 26 causal-LM types beyond the quick zoo: dense, GQA/MQA, MoE, parallel blocks, ALiBi, eager-softmax
@@ -186,7 +188,7 @@ def run_model(src: str, model: str, prec_name: str, families: list[str], clean: 
             rows.append({**head, "run": name, "kind": kind, "status": "error", "why": f"{type(e).__name__}: {e}"[:300]})
             continue
         nodes = _counted(name, kind) - before if kind == "family" else None
-        rep, curve = sz.judge_run(got, ref, base, prec, noise)
+        rep, curve = zj.judge_run(got, ref, base, prec, noise)
         whole = not (rep.ok and curve.ok)
         mods: Any = None
         try:
@@ -442,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=None, help="comma list (timm names start with test_); default quick zoo + LMS")
     ap.add_argument("--limit", type=int, default=None, help="at most N models")
     ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--noise-seeds", type=int, default=sz.NOISE_SEEDS)
+    ap.add_argument("--noise-seeds", type=int, default=NOISE_SEEDS)
     ap.add_argument("--module-check", choices=["on", "off"], default="on", help="the module-level verdict too")
     ap.add_argument("--inject", choices=["mode", "compile"], default="mode",
                     help="how families are injected: mode = a dispatch / torch-function mode in eager (default, no "

@@ -53,7 +53,7 @@ def case_table(title: str, results: Iterable[CaseResult], metric_cols: list[str]
     t.add_column("reason", overflow="fold", max_width=70)
     for r in results:
         vals = [fmt(r.metrics[m].value) if m in r.metrics else "-" for m in metric_cols]
-        t.add_row(r.name, styled(r.status), *vals, f"{r.wall_s:.1f}", esc(short_reason(r.reason)))
+        t.add_row(r.name, styled(r.status), *vals, f"{r.wall_s:.1f}", rich_esc(short_reason(r.reason)))
     return t
 
 
@@ -122,8 +122,3 @@ def rich_esc(s: str) -> str:
     from rich.markup import escape
 
     return escape(s)
-
-
-# The old name, for bringup/zoo/suite.py only (another workstream is moving the zoo): it goes when the
-# zoo imports rich_esc. New code uses rich_esc.
-esc = rich_esc

@@ -38,7 +38,7 @@ fails it (and, with measured noise, the run as a whole on its mean size):
    precision does everywhere (a matmul accumulating in bf16) while each tensor stays in its own 3x.
 
 The trusted run's noise (`noise`, from trusted_noise()) is measured, not assumed: the zoo repeats the
-trusted run and its float64 reference under more seeds (zoo/suite.py: measure_noise).
+trusted run and its float64 reference under more seeds (zoo/run.py: measure_noise).
 
 A reference that is numerically zero (RMS under max(FLOOR_REL, FLOOR_EPS x eps) x the median RMS of
 all compared tensors: a key bias's gradient under softmax cancels exactly, so what any run computes is

@@ -47,7 +47,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     from bringup.localize.core import fmt_err, record_call_ops, replay
     from bringup.localize.repro import write_repro
     from bringup.zoo import modules as zoo_modules
-    from bringup.zoo.suite import as_precision, build_model, train_run
+    from bringup.zoo.run import as_precision, build_model, train_run
 
     p = case.params
     prec = as_precision(getattr(torch, p["dtype"]))

@@ -30,6 +30,7 @@ import torch
 
 from bringup.errors import BadInput
 from bringup.models import zoo as mz
+from bringup.models import zoo_config as zc
 
 HUB_PREFIX = "hub:"
 _ID = re.compile(r"[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?")
@@ -180,7 +181,7 @@ def make_config(data: dict[str, Any], name: str) -> Any:
     needs the same function in every run) and no kv cache (training)."""
     from transformers import CONFIG_MAPPING
 
-    d = _no_dropout(copy.deepcopy(data))  # transformers writes into the nested rope dicts it is given
+    d = zero_dropout(copy.deepcopy(data))  # transformers writes into the nested rope dicts it is given
     d["use_cache"] = False
     mt = d.get("model_type")
     if mt not in CONFIG_MAPPING:
@@ -191,12 +192,12 @@ def make_config(data: dict[str, Any], name: str) -> Any:
         raise mz.ConfigError(f"{name}: config: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
 
 
-def _no_dropout(d: dict[str, Any]) -> dict[str, Any]:
+def zero_dropout(d: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():
         if isinstance(v, dict) and k not in ("id2label", "label2id", "rope_scaling", "rope_parameters"):
-            out[k] = _no_dropout(v)
-        elif isinstance(v, float) and mz._DROPOUT.search(k):
+            out[k] = zero_dropout(v)
+        elif isinstance(v, float) and zc.DROPOUT.search(k):
             out[k] = 0.0
         else:
             out[k] = v
@@ -212,7 +213,7 @@ def model_class(task: str, arch: str | None) -> Any:
             return getattr(transformers, arch)
         except Exception:
             pass
-    return mz._hf_model_class(task)
+    return mz.hf_model_class(task)
 
 
 def instantiate(cls: Any, cfg: Any) -> torch.nn.Module:
@@ -241,19 +242,19 @@ def tiny_kwargs(cfg: Any) -> tuple[str, dict[str, Any]]:
     built from (models/signature.py hashes them)."""
     d = cfg.to_dict()
     mt = d["model_type"]
-    small = mz.shrink_dict(d)
-    heads = next((d[k] for k in d if mz.ROLE_OF.get(k) == "heads" and isinstance(d[k], int)), None)
+    small = zc.shrink_dict(d)
+    heads = next((d[k] for k in d if zc.ROLE_OF.get(k) == "heads" and isinstance(d[k], int)), None)
     for k, v in d.items():
-        if mz.ROLE_OF.get(k) == "kv_heads" and isinstance(v, int) and isinstance(heads, int) and 0 < v < heads:
-            small[k] = max(1, mz.SIZES.heads // (heads // v))
+        if zc.ROLE_OF.get(k) == "kv_heads" and isinstance(v, int) and isinstance(heads, int) and 0 < v < heads:
+            small[k] = max(1, zc.SIZES.heads // (heads // v))
     for k, role in _TYPE_ROLES.get(mt, {}).items():
         if isinstance(d.get(k), int):
-            small[k] = min(d[k], mz._role_value(role, mz.SIZES))
-    mz._propagate_vocab(small)
-    small = {k: v for k, v in small.items() if k not in mz._NOT_PASSED}
-    ov = mz.OVERRIDES.get(mt)
+            small[k] = min(d[k], zc.role_value(role, zc.SIZES))
+    zc.propagate_vocab(small)
+    small = {k: v for k, v in small.items() if k not in zc.NOT_PASSED}
+    ov = zc.OVERRIDES.get(mt)
     if ov is not None:
-        mz._deep_update(small, ov.values)
+        zc.deep_update(small, ov.values)
     return mt, small
 
 
@@ -356,4 +357,4 @@ def build_full(data: dict[str, Any], name: str, device: torch.device, dtype: tor
 
 
 def batches_for(model: torch.nn.Module, task: str, batch: int, seq: int, seed: int) -> Any:
-    return mz._hf_batches(model, task, mz.BatchSpec(batch=batch, seq=seq), seed)
+    return mz.hf_batches(model, task, mz.BatchSpec(batch=batch, seq=seq), seed)

@@ -9,7 +9,7 @@ sizes. At the size the zoo runs (`--size tiny`), what a device must compute for 
   task_of): the head, the inputs and the loss;
 - the tiny config: config.json read by transformers' own config class for its model_type (legacy keys
   converted, class defaults filled in: `cls(**config)`, what `from_pretrained` does), serialised with
-  `to_dict()` and shrunk by the zoo's role table (models/zoo.py shrink_dict via hub.tiny_kwargs: every size set
+  `to_dict()` and shrunk by the zoo's role table (models/zoo_config.py shrink_dict via hub.tiny_kwargs: every size set
   by its role; the query:kv ratio, rope type and scaling, experts and top-k, layer kinds, activations, norms,
   biases, tying, sliding windows, soft-caps, every other field kept as the checkpoint has it): the keyword
   arguments the tiny config is built from (`hub.tiny_config_of`), which the case carries and the worker
@@ -45,6 +45,7 @@ from typing import Any
 
 from bringup.models import hub
 from bringup.models import zoo as mz
+from bringup.models import zoo_config as zc
 
 # Keys of the tiny config that are not part of the computation; each is tested not to change the built graph.
 NON_GRAPH: dict[str, str] = {
@@ -175,7 +176,7 @@ def config_object(raw: dict[str, Any]) -> Any:
     from transformers import CONFIG_MAPPING
 
     # nested values copied: transformers' rope standardisation writes into the rope dicts it is given
-    d = hub._no_dropout({k: copy.deepcopy(v) if isinstance(v, (dict, list)) else v for k, v in raw.items()
+    d = hub.zero_dropout({k: copy.deepcopy(v) if isinstance(v, (dict, list)) else v for k, v in raw.items()
                          if k not in RAW_IGNORED})  # fmt: skip
     d["use_cache"] = False
     return CONFIG_MAPPING[d["model_type"]](**d)
@@ -251,9 +252,9 @@ def explain(model_type: str) -> dict[str, Any]:
     keys = sorted(set(declared) | set(cls().to_dict()))
     return {
         "config_class": cls.__name__,
-        "graph": [k for k in keys if k not in NON_GRAPH and mz.ROLE_OF.get(k) is None and not mz._DROPOUT.search(k)],
-        "sizes": [k for k in keys if mz.ROLE_OF.get(k) is not None and k not in NON_GRAPH],
-        "dropout_zeroed": [k for k in keys if mz._DROPOUT.search(k)],
+        "graph": [k for k in keys if k not in NON_GRAPH and zc.ROLE_OF.get(k) is None and not zc.DROPOUT.search(k)],
+        "sizes": [k for k in keys if zc.ROLE_OF.get(k) is not None and k not in NON_GRAPH],
+        "dropout_zeroed": [k for k in keys if zc.DROPOUT.search(k)],
         "excluded": {k: NON_GRAPH[k] for k in keys if k in NON_GRAPH},
         "sub_configs": sorted((getattr(cls, "sub_configs", None) or {}).keys()),
     }

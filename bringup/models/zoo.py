@@ -1,436 +1,21 @@
-"""Tiny random-init models for every transformers architecture, for the `zoo` suite.
-
-`tiny_config(model_type)` shrinks a model type's default config consistently, the way transformers'
-own model testers do (tests/causal_lm_tester.py: hidden 32, 2 layers, 2 heads, vocab 99): every size
-in the config (and in its text / vision / audio sub-configs) is set by its ROLE, so hidden size, head
-count, head dim and kv heads stay divisible, experts and their intermediate sizes shrink together,
-per-layer lists (layer_types, ...) follow the layer count, and token ids stay inside the vocabulary.
-A small override table (`OVERRIDES`) fixes the types the generic rules can't, each with its reason.
+"""Tiny random-init models for every transformers architecture, for the `zoo` capability: the model, its
+seeded batches and the loss to train on (a `Built`). The tiny configs come from models/zoo_config.py.
 
 Nothing is downloaded: configs come from the config classes' defaults, weights from a seeded init.
-`build(spec)` returns a `Built`: the model (fp32, cpu), seeded batches and the loss to train on.
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from bringup.models.zoo_config import DROPOUT, NOT_PASSED, OVERRIDES, shrink_dict, special_token_ids, tiny_config
+
 PARAM_LIMIT = 5_000_000  # the issue's ceiling per tiny model
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """The tiny sizes every config is shrunk to (one place, so all types shrink alike)."""
-
-    hidden: int = 64
-    heads: int = 4
-    kv_heads: int = 2  # GQA (2 query heads per kv head) unless the type is MHA or MQA by default
-    head_dim: int = 16  # hidden / heads
-    layers: int = 2
-    ffn: int = 128
-    moe_ffn: int = 32
-    experts: int = 4
-    top_k: int = 2
-    vocab: int = 256
-    positions: int = 256
-    lora_rank: int = 32  # MLA q/kv low-rank projections
-    rope_head_dim: int = 8  # MLA rotary part
-    state: int = 16  # SSM state size
-    image: int = 32  # vision towers: 32x32 images
-    patch: int = 8
-    mel_bins: int = 16
-    max_layers: int = 4  # hybrids keep one layer of each kind, up to this many
-
-
-SIZES = Sizes()
-
-# ---- roles: config key -> what it sizes -----------------------------------------------------------
-_ROLES: dict[str, tuple[str, ...]] = {
-    "hidden": ("hidden_size", "d_model", "n_embd", "n_embed", "model_dim", "embed_dim", "emb_dim", "hidden_dim",
-               "d_embed", "word_embed_proj_dim", "attention_hidden_size", "lru_width", "embedding_size",
-               "input_embedding_size", "output_embedding_size", "dim_model", "text_embed_dim", "projection_dim",
-               "backbone_hidden_size", "router_hidden_size", "output_hidden_size", "hidden_size_per_layer",
-               "pronunciation_embed_dim", "shape_embed_dim", "adapter_in_dim", "adapter_out_dim",
-               "hidden_sizes", "embed_dims", "embedding_dims"),
-    "heads": ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
-              "decoder_attention_heads", "attention_heads", "num_encoder_attention_heads",
-              "num_decoder_attention_heads", "swa_num_attention_heads", "index_n_heads", "linear_num_heads",
-              "linear_num_key_heads", "num_attention_heads_text"),
-    "kv_heads": ("num_key_value_heads", "n_kv_heads", "num_kv_heads", "swa_num_key_value_heads",
-                 "num_query_groups", "n_head_kv", "num_kv"),
-    "head_dim": ("head_dim", "d_head", "attention_head_dim", "attention_head_size", "kv_channels", "swa_head_dim",
-                 "dim_head", "linear_key_head_dim", "linear_value_head_dim", "index_head_dim", "linear_head_dim",
-                 "d_kv", "qk_head_dim_text"),
-    "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers", "depths",
-               "num_encoder_layers", "num_decoder_layers", "num_text_layers"),
-    "ffn": ("intermediate_size", "ffn_dim", "n_inner", "d_ff", "d_inner", "encoder_ffn_dim", "decoder_ffn_dim",
-            "ffn_hidden_size", "feed_forward_size", "dim_ff", "dff", "intermediate_size_mlp",
-            "dense_intermediate_size", "shared_intermediate_size", "shared_expert_intermediate_size",
-            "shared_experts_intermediate_size", "moe_shared_expert_intermediate_size"),
-    "moe_ffn": ("moe_intermediate_size", "expert_ffn_hidden_size"),
-    "experts": ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts", "zero_expert_num"),
-    "top_k": ("num_experts_per_tok", "moe_topk", "moe_k", "num_experts_per_token", "top_k", "router_topk"),
-    "one": ("n_group", "num_expert_group", "topk_group", "mamba_n_groups", "n_groups", "mamba_ngroups",
-            "first_k_dense_replace", "num_nextn_predict_layers", "moe_layer_start_index", "n_shared_experts",
-            "num_shared_experts", "moe_num_shared_experts", "num_dense_layers"),
-    "vocab": ("vocab_size", "decoder_vocab_size", "unpadded_vocab_size", "vocab_size_per_layer_input",
-              "pronunciation_vocab_size", "shape_vocab_size", "encoder_hash_byte_group_vocab"),
-    "positions": ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "context_length",
-                  "max_target_positions", "max_source_positions", "max_length_text"),
-    "lora_rank": ("q_lora_rank", "kv_lora_rank", "o_lora_rank"),
-    "rope_head_dim": ("qk_rope_head_dim", "qk_nope_head_dim"),
-    "v_head_dim": ("v_head_dim",),
-    "rotary_dim": ("rotary_dim", "rotary_emb_base_dim"),
-    "state": ("state_size", "ssm_state_size", "mamba_d_state", "d_state"),
-    "image": ("image_size",),
-    "patch": ("patch_size",),
-    "mel_bins": ("num_mel_bins",),
-}  # fmt: skip
-ROLE_OF: dict[str, str] = {k: role for role, keys in _ROLES.items() for k in keys}
-
-# keys that hold per-layer lists (resized with the layer count) and index lists (filtered)
-_INDEX_LIST_KEYS = ("mlp_only_layers", "full_attn_idxs", "moe_layers", "no_rope_layers", "hybrid_layer_ids",
-                    "attention_layers_idx", "attn_layer_indices", "ple_layer_ids")  # fmt: skip
-_PER_LAYER_DICT_KEYS = ("per_layer_config",)
-# keys whose value the shrinker never touches (dropout etc. are handled separately)
-_TOKEN_ID = re.compile(r"(^|_)(token_id|token_index|token_ids|_id)$|_token_id$|_token_index$|^(bos|eos|pad|sep|cls|"
-                       r"mask|unk|decoder_start)_")  # fmt: skip
-_DROPOUT = re.compile(r"(dropout|drop_rate|pdrop|drop_prob|layerdrop|drop_path|jitter_noise|mask_time_prob|"
-                      r"mask_feature_prob)", re.IGNORECASE)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Override:
-    """Extra config values for one model type (applied after the generic shrink), with the reason."""
-
-    values: dict[str, Any]
-    reason: str
-    inputs: dict[str, Any] = field(default_factory=dict)  # extra input-construction hints
-
-
-# Per-type fixes the generic role rules can't derive. Each entry says why.
-OVERRIDES: dict[str, Override] = {
-    "gpt_neo": Override({"attention_types": [[["global", "local"], 1]]},
-                        "attention_layers is expanded from attention_types = [[pattern, repeats]] (12 x "
-                        "global+local by default): one global+local pair for the 2 kept layers"),
-    "mamba2": Override({"num_heads": 8},
-                       "SSM heads x head_dim must equal expand x hidden_size: 8 x 16 = 2 x 64"),
-    "deepseek_v2": Override({"num_experts_per_tok": 2},
-                            "defaults to None, which greedy top-k routing can't use; the tester sets 2"),
-    "dots1": Override({"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
-                      "MoE sizes default to None in Dots1Config (the MoE layer then can't be built)"),
-    "lfm2_moe": Override({"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
-                         "layer_types defaults to None but the modeling code indexes it: one short-conv "
-                         "and one attention layer, the first dense, the second MoE"),
-    "cohere_compass_text": Override({"rope_parameters": {"full_attention": {"rope_type": "default",
-                                                                           "rope_theta": 10000.0}}},
-                                    "default rope_parameters is empty but attention reads "
-                                    "rope_parameters[layer_type]"),
-    "dbrx": Override({"attn_config": {"rope_theta": 10000.0, "clip_qkv": 8.0}},
-                     "modeling_dbrx reads attn_config.rope_theta, which DbrxAttentionConfig no longer "
-                     "defines (transformers 5.24), and clamps q/k/v with clip_qkv even when it is None"),
-    "longcat_flash": Override({"head_dim": 8},
-                              "rotary embedding is sized by head_dim, applied to the qk_rope_head_dim (8) part"),
-    "xmod": Override({"default_language": "en_XX"},
-                     "X-MOD routes through a per-language adapter and refuses to run without a language"),
-    "reformer": Override({"is_decoder": True, "axial_pos_shape": [4, 4], "axial_pos_embds_dim": [32, 32],
-                          "max_position_embeddings": 16, "local_attn_chunk_length": 4,
-                          "lsh_attn_chunk_length": 4, "num_buckets": 2, "attention_head_size": 16,
-                          "attn_layers": ["local", "local"]},
-                         "an LM head needs is_decoder; in training the sequence length (16) must equal the "
-                         "product of axial_pos_shape and be a multiple of the chunk lengths (as the tester). "
-                         "Local attention only: LSH bucketing is discontinuous (fp32 and fp64 pick other "
-                         "buckets: 76% grad error with a fixed hash_seed), so no run can match float64"),
-    "gemma3n_text": Override({"num_kv_shared_layers": 0},
-                             "the last 15 of 35 layers reuse earlier layers' kv caches; the 2 kept layers "
-                             "have no earlier layer of their type to share from"),
-    "git": Override({}, "GitForCausalLM drops the image-token positions from the logits: it needs an image",
-                    inputs={"pixel_values": True}),
-}  # fmt: skip
-
-
-# ---- the shrinker ---------------------------------------------------------------------------------
-def _is_sub_config(v: Any) -> bool:
-    return isinstance(v, dict) and "model_type" in v
-
-
-def _kv_for(default_heads: Any, default_kv: Any, s: Sizes) -> int:
-    """Keep the type's attention flavour: MHA stays MHA, MQA stays MQA, GQA becomes 2:1."""
-    if isinstance(default_heads, int) and isinstance(default_kv, int):
-        if default_kv >= default_heads:
-            return s.heads
-        if default_kv == 1:
-            return 1
-    return s.kv_heads
-
-
-def _layer_selection(n_old: int, lists: list[list[Any]], s: Sizes) -> list[int]:
-    """Which old layer indices to keep: the first `s.layers`, plus the first layer of each kind the
-    per-layer lists name that those miss (a hybrid keeps one layer of each kind), up to max_layers."""
-    keep = list(range(min(n_old, s.layers)))
-    for lst in lists:
-        seen = {_hashable(lst[i]) for i in keep if i < len(lst)}
-        for i, v in enumerate(lst):
-            hv = _hashable(v)
-            if hv not in seen and len(keep) < s.max_layers:
-                keep.append(i)
-                seen.add(hv)
-    return sorted(keep)
-
-
-def _increasing(v: list[Any]) -> bool:
-    return all(isinstance(x, int) for x in v) and all(a < b for a, b in zip(v, v[1:], strict=False))
-
-
-def _hashable(v: Any) -> Any:
-    return repr(v) if isinstance(v, (list, dict)) else v
-
-
-def shrink_dict(d: dict[str, Any], s: Sizes = SIZES) -> dict[str, Any]:
-    """The shrunk copy of a config dict (recursing into sub-config dicts)."""
-    out = copy.deepcopy(d)
-    # layer count first: per-layer lists are resized to the kept layers
-    layer_keys = [k for k in d if ROLE_OF.get(k) == "layers" and isinstance(d[k], int) and not isinstance(d[k], bool)]
-    n_old = max((d[k] for k in layer_keys), default=0)
-    per_layer = [k for k, v in d.items() if isinstance(v, list) and n_old and len(v) == n_old and k not in
-                 ("id2label", "label2id")]  # fmt: skip
-    keep = _layer_selection(n_old, [d[k] for k in per_layer], s) if n_old else []
-    for k in layer_keys:
-        if d[k] == n_old:
-            out[k] = len(keep)
-        else:  # a second, smaller layer count (e.g. decoder vs encoder): same shrink
-            out[k] = min(d[k], s.layers)
-    for k in per_layer:
-        out[k] = [d[k][i] for i in keep]
-    remap = {old: new for new, old in enumerate(keep)}
-    for k in _INDEX_LIST_KEYS:
-        if isinstance(d.get(k), list) and keep and not (k in per_layer and not _increasing(d[k])):
-            # an index list (filtered and renumbered); one with a value per layer that is not a list of
-            # indices (smollm3's no_rope_layers: a 0/1 flag per layer) was resized with the layers above
-            out[k] = [remap[i] for i in d[k] if isinstance(i, int) and i in remap]
-    for k in _PER_LAYER_DICT_KEYS:  # {"05": {...overrides for layer 5...}}: keep the kept layers' entries
-        if isinstance(d.get(k), dict) and keep:
-            width = max((len(str(i)) for i in d[k]), default=1)  # keys keep their format ("05")
-            out[k] = {
-                (str(remap[int(i)]).zfill(width) if isinstance(i, str) else remap[int(i)]): shrink_dict(v, s)
-                for i, v in d[k].items()
-                if str(i).isdigit() and int(i) in remap and isinstance(v, dict)
-            }
-    if "use_cache" in d:
-        out["use_cache"] = False  # training: no kv cache (hybrids also trip over an empty one)
-    heads_default = next((d[k] for k in d if ROLE_OF.get(k) == "heads" and isinstance(d[k], int)), None)
-    for k, v in d.items():
-        role = ROLE_OF.get(k)
-        if _is_sub_config(v):
-            out[k] = shrink_dict(v, s)
-            continue
-        if isinstance(v, bool):
-            continue
-        if isinstance(v, float) and _DROPOUT.search(k):
-            out[k] = 0.0
-            continue
-        if k in ("rope_parameters", "rope_scaling") and isinstance(v, dict):
-            out[k] = _shrink_rope(v, s)
-            continue
-        if role is None or (role == "layers" and not isinstance(v, list)):
-            continue
-        if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-            if k in per_layer and role in ("hidden", "heads", "layers"):
-                # a per-stage list whose length happens to equal the layer count (swin: depths and
-                # num_heads per stage, num_layers = len(depths)): already cut to the kept stages
-                out[k] = _shrink_list(role, out[k], s)
-            elif k in per_layer:  # a per-layer list (e.g. intermediate_size per layer): already resized
-                out[k] = [_role_value(role, s) if role not in ("one", "kv_heads") else x for x in out[k]]
-            else:
-                out[k] = _shrink_list(role, v, s)
-            continue
-        if v is None and role in ("kv_heads", "head_dim") and k in ("num_key_value_heads", "head_dim"):
-            # None means "derive it" in most configs, but some models read it raw: make it explicit
-            out[k] = s.head_dim if role == "head_dim" else s.heads
-            continue
-        if not isinstance(v, int):
-            continue
-        if role == "kv_heads":
-            out[k] = _kv_for(heads_default, v, s)
-        elif role == "one":
-            out[k] = min(v, 1)
-        else:
-            target = _role_value(role, s)
-            # shrink, never grow (a type whose default is already smaller keeps it), never below 1
-            out[k] = max(1, min(v, target)) if role not in ("hidden", "heads", "head_dim") else target
-    _fix_token_ids(out, s)
-    return out
-
-
-def _role_value(role: str, s: Sizes) -> int:
-    return {
-        "hidden": s.hidden, "heads": s.heads, "head_dim": s.head_dim, "ffn": s.ffn, "moe_ffn": s.moe_ffn,
-        "experts": s.experts, "top_k": s.top_k, "vocab": s.vocab, "positions": s.positions,
-        "lora_rank": s.lora_rank, "rope_head_dim": s.rope_head_dim, "rotary_dim": s.head_dim // 2,
-        "v_head_dim": s.head_dim, "state": s.state, "image": s.image, "patch": s.patch, "mel_bins": s.mel_bins,
-    }[role]  # fmt: skip
-
-
-def _shrink_rope(rope: dict[str, Any], s: Sizes) -> dict[str, Any]:
-    """Multimodal rope (mrope_section: the rotary half-dim split between t/h/w) must sum to the
-    shrunk head_dim / 2: keep the proportions. Per-layer-type rope dicts recurse."""
-    out = dict(rope)
-    for k, v in rope.items():
-        if isinstance(v, dict):
-            out[k] = _shrink_rope(v, s)
-        elif k == "mrope_section" and isinstance(v, list) and v and all(isinstance(x, int) for x in v):
-            half = s.head_dim // 2
-            total = sum(v) or 1
-            sec = [max(1, round(x * half / total)) for x in v]
-            sec[-1] += half - sum(sec)
-            out[k] = sec if sec[-1] > 0 else [half - len(v) + 1] + [1] * (len(v) - 1)
-    return out
-
-
-def _shrink_list(role: str, v: list[int], s: Sizes) -> list[int]:
-    """Per-stage lists (vision backbones: hidden_sizes, depths, num_heads) keep their length."""
-    if role == "hidden":  # widths grow per stage in the original: keep the ratios, from 16
-        base = v[0] or 1
-        return [max(8, int(16 * x / base)) // 8 * 8 for x in v]
-    if role == "heads":
-        return [min(x, 2) for x in v]
-    if role == "layers":
-        return [1 for _ in v]
-    return [min(x, _role_value(role, s)) for x in v]
-
-
-def _fix_token_ids(d: dict[str, Any], s: Sizes) -> None:
-    """Special token ids must fall inside the shrunk vocabulary: map them to the top of it."""
-    vocab = d.get("vocab_size")
-    if not isinstance(vocab, int):
-        return
-    used: set[int] = set()
-    for k in sorted(d):
-        v = d[k]
-        if not _TOKEN_ID.search(k) or isinstance(v, bool):
-            continue
-        if isinstance(v, int) and v >= vocab:
-            d[k] = _free_top_id(vocab, used)
-        elif isinstance(v, list) and all(isinstance(x, int) for x in v):
-            d[k] = [x if x < vocab else _free_top_id(vocab, used) for x in v]
-        if isinstance(d[k], int):
-            used.add(d[k])
-
-
-def _free_top_id(vocab: int, used: set[int]) -> int:
-    i = vocab - 1
-    while i in used and i > 0:
-        i -= 1
-    used.add(i)
-    return i
-
-
-def special_token_ids(cfg: Any) -> set[int]:
-    """Every token id a config names (and its sub-configs): batches avoid them, so a multimodal
-    model never sees an image/audio placeholder without the matching features."""
-    out: set[int] = set()
-
-    def visit(d: dict[str, Any]) -> None:
-        for k, v in d.items():
-            if not isinstance(k, str) or k in ("id2label", "label2id"):
-                continue
-            if isinstance(v, dict):
-                visit(v)
-            elif _TOKEN_ID.search(k) and isinstance(v, int) and not isinstance(v, bool):
-                out.add(v)
-            elif _TOKEN_ID.search(k) and isinstance(v, list):
-                out.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
-
-    visit(cfg.to_dict())
-    return out
-
-
-def _changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in new.items() if old.get(k) != v or _is_sub_config(v)}
-
-
-def default_config(model_type: str) -> Any:
-    from transformers import AutoConfig
-
-    return AutoConfig.for_model(model_type)
-
-
-def tiny_config(model_type: str, s: Sizes = SIZES) -> Any:
-    """The shrunk config of `model_type` (raises whatever the config class raises if it can't)."""
-    from transformers import AutoConfig
-
-    d = default_config(model_type).to_dict()
-    new = shrink_dict(d, s)
-    _propagate_vocab(new)
-    base = default_config(model_type)
-    ch = _fields_only(type(base), _changes(d, new))
-    ov = OVERRIDES.get(model_type)
-    if ov is not None:  # after the field filter: an override may set what the class doesn't declare
-        _deep_update(ch, ov.values)
-    return AutoConfig.for_model(model_type, **ch)
-
-
-_NOT_PASSED = ("model_type", "transformers_version", "architectures", "id2label", "label2id")
-
-
-def _config_class(cls: Any, key: str, sub: dict[str, Any]) -> Any:
-    from transformers import CONFIG_MAPPING
-
-    sc = (getattr(cls, "sub_configs", None) or {}).get(key)
-    if sc is None or sc.__name__ == "AutoConfig":
-        mt = sub.get("model_type")
-        return CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None
-    return sc
-
-
-def _fields_only(cls: Any, d: dict[str, Any]) -> dict[str, Any]:
-    """Keep the keys the config class takes (dataclass fields and their aliases): derived values
-    (deepseek's qk_head_dim, head_dim = qk_rope_head_dim) are recomputed by the class, not forced."""
-    import dataclasses
-
-    out: dict[str, Any] = {}
-    if dataclasses.is_dataclass(cls):
-        amap = getattr(cls, "attribute_map", {}) or {}
-        allowed = {f.name for f in dataclasses.fields(cls)} | set(amap) | set(amap.values())
-    else:
-        allowed = None
-    for k, v in d.items():
-        if k in _NOT_PASSED or (allowed is not None and k not in allowed):
-            continue
-        if _is_sub_config(v):
-            sub_cls = _config_class(cls, k, v)
-            v = {"model_type": v["model_type"], **_fields_only(sub_cls, v)} if sub_cls is not None else v
-        out[k] = v
-    return out
-
-
-def _propagate_vocab(d: dict[str, Any]) -> None:
-    """Top-level token ids of multimodal configs refer to the text sub-config's vocabulary."""
-    vocab = d.get("vocab_size")
-    if not isinstance(vocab, int):
-        tc = d.get("text_config")
-        vocab = tc.get("vocab_size") if isinstance(tc, dict) else None
-    if isinstance(vocab, int):
-        tmp = {**d, "vocab_size": vocab}
-        _fix_token_ids(tmp, SIZES)
-        for k in d:
-            if k != "vocab_size":
-                d[k] = tmp[k]
-
-
-def _deep_update(d: dict[str, Any], upd: dict[str, Any]) -> None:
-    for k, v in upd.items():
-        if isinstance(v, dict) and isinstance(d.get(k), dict) and not v.get("__replace__"):
-            _deep_update(d[k], v)
-        else:
-            d[k] = {kk: vv for kk, vv in v.items() if kk != "__replace__"} if isinstance(v, dict) else v
 
 
 # ---- model specs and builds -----------------------------------------------------------------------
@@ -528,7 +113,7 @@ def _tokens(allowed: torch.Tensor, shape: tuple[int, ...], g: torch.Generator) -
     return allowed[torch.randint(0, allowed.numel(), shape, generator=g)]
 
 
-def _first_float(out: Any) -> torch.Tensor | None:
+def first_float(out: Any) -> torch.Tensor | None:
     if isinstance(out, torch.Tensor):
         return out if out.is_floating_point() else None
     if hasattr(out, "logits") and isinstance(getattr(out, "logits", None), torch.Tensor):
@@ -541,7 +126,7 @@ def _first_float(out: Any) -> torch.Tensor | None:
     else:
         return None
     for v in items:
-        t = _first_float(v)
+        t = first_float(v)
         if t is not None:
             return t
     return None
@@ -552,7 +137,7 @@ def _target_mse(out: Any, batch: dict[str, Any]) -> torch.Tensor:
     same shape (a model without a task loss still trains on something deterministic). The target is
     a function of the shape only (no generator, no per-step value): traceable without graph breaks
     or recompiles, so the breaks the zoo reports are the model's own."""
-    y = _first_float(out)
+    y = first_float(out)
     if y is None:
         raise ConfigError("model output has no floating tensor to train on")
     idx = torch.arange(y.numel(), device=y.device, dtype=torch.float32)
@@ -560,7 +145,7 @@ def _target_mse(out: Any, batch: dict[str, Any]) -> torch.Tensor:
     return torch.nn.functional.mse_loss(y, target)
 
 
-def _hf_loss(out: Any, batch: dict[str, Any]) -> torch.Tensor:
+def hf_loss(out: Any, batch: dict[str, Any]) -> torch.Tensor:
     loss = getattr(out, "loss", None)
     if isinstance(loss, torch.Tensor):
         return loss
@@ -569,18 +154,18 @@ def _hf_loss(out: Any, batch: dict[str, Any]) -> torch.Tensor:
     return _target_mse(out, batch)
 
 
-def _call_kwargs(model: torch.nn.Module, batch: dict[str, Any]) -> Any:
+def call_kwargs(model: torch.nn.Module, batch: dict[str, Any]) -> Any:
     return model(**{k: v for k, v in batch.items() if not k.startswith("_")})
 
 
-def _text_config(cfg: Any) -> Any:
+def text_config(cfg: Any) -> Any:
     try:
         return cfg.get_text_config()
     except Exception:
         return cfg
 
 
-def _hf_model_class(task: str) -> Any:
+def hf_model_class(task: str) -> Any:
     import transformers
 
     return getattr(transformers, _AUTO_CLASS[task])
@@ -594,7 +179,7 @@ def build_hf(model_type: str, task: str = "causal-lm", bs: BatchSpec | None = No
         cfg = cfg if cfg is not None else tiny_config(model_type)
     except Exception as e:
         raise ConfigError(f"tiny config: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    auto = _hf_model_class(task)
+    auto = hf_model_class(task)
 
     def make() -> torch.nn.Module:
         return auto.from_config(cfg, attn_implementation="sdpa") if _sdpa_ok(auto, cfg) else auto.from_config(cfg)
@@ -611,8 +196,8 @@ def build_hf(model_type: str, task: str = "causal-lm", bs: BatchSpec | None = No
     except Exception as e:
         raise ConfigError(f"build: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
     model.train()
-    make_batch = _hf_batches(model, task, bs, seed)
-    return Built(model, make_batch, _call_kwargs, _hf_loss, _first_float, note=f"{type(model).__name__}, {n} params")
+    make_batch = hf_batches(model, task, bs, seed)
+    return Built(model, make_batch, call_kwargs, hf_loss, first_float, note=f"{type(model).__name__}, {n} params")
 
 
 def _sdpa_ok(auto: Any, cfg: Any) -> bool:
@@ -623,9 +208,9 @@ def _sdpa_ok(auto: Any, cfg: Any) -> bool:
     return bool(getattr(cls, "_supports_sdpa", False))
 
 
-def _hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> Callable[[int], dict[str, Any]]:
+def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> Callable[[int], dict[str, Any]]:
     cfg = model.config
-    tcfg = _text_config(cfg)
+    tcfg = text_config(cfg)
     main = getattr(model, "main_input_name", "input_ids")
     sig = set(inspect.signature(model.forward).parameters)
     vocab = getattr(tcfg, "vocab_size", None) or getattr(cfg, "vocab_size", None)
@@ -743,7 +328,7 @@ def build_timm(name: str, image: int | None = 64, batch: int = 2, seed: int = 0,
         return torch.nn.functional.cross_entropy(out, b["labels"].to(out.device))
 
     n = sum(p.numel() for p in model.parameters())
-    return Built(model, make_batch, fwd, loss, _first_float, note=f"{type(model).__name__}, {n} params, input {size}")
+    return Built(model, make_batch, fwd, loss, first_float, note=f"{type(model).__name__}, {n} params, input {size}")
 
 
 # ---- user models ---------------------------------------------------------------------------------
@@ -768,8 +353,8 @@ def build_fn(entry: str, seed: int = 0, batch: int = 2) -> Built:
     if example is None:
         if getattr(model, "config", None) is None:
             raise ConfigError(f"{entry}: return (module, example_inputs) for a model that is not a transformers model")
-        return Built(model, _hf_batches(model, "causal-lm", BatchSpec(batch=batch), seed), _call_kwargs, _hf_loss,
-                     _first_float, note=type(model).__name__)  # fmt: skip
+        return Built(model, hf_batches(model, "causal-lm", BatchSpec(batch=batch), seed), call_kwargs, hf_loss,
+                     first_float, note=type(model).__name__)  # fmt: skip
 
     def make_batch(step: int) -> dict[str, Any]:
         g = _generator(seed * 1000 + step + 1)
@@ -781,7 +366,7 @@ def build_fn(entry: str, seed: int = 0, batch: int = 2) -> Built:
             return m(**a)
         return m(*a) if isinstance(a, (tuple, list)) else m(a)
 
-    return Built(model, make_batch, fwd, _hf_loss, _first_float, note=type(model).__name__)
+    return Built(model, make_batch, fwd, hf_loss, first_float, note=type(model).__name__)
 
 
 def _jitter(example: Any, g: torch.Generator) -> Any:
@@ -812,19 +397,19 @@ def build_hf_json(path: str, seed: int = 0) -> Built:
     model_type = data.pop("model_type")
     task = next((t for mt, t in all_types() if mt == model_type), "base")
     for k, v in list(data.items()):  # parity needs the same function in every run: no dropout
-        if isinstance(v, float) and _DROPOUT.search(k):
+        if isinstance(v, float) and DROPOUT.search(k):
             data[k] = 0.0
     try:
         cfg = AutoConfig.for_model(model_type, **_no_dropout_defaults(model_type, data))
     except Exception as e:
         raise ConfigError(f"{path}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    auto = _hf_model_class(task)
+    auto = hf_model_class(task)
     try:
         n = count_params_meta(lambda: auto.from_config(cfg))
     except Exception as e:
         raise ConfigError(f"{path}: build: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
     if n > PARAM_LIMIT:
-        small = {k: v for k, v in shrink_dict(cfg.to_dict()).items() if k not in _NOT_PASSED}
+        small = {k: v for k, v in shrink_dict(cfg.to_dict()).items() if k not in NOT_PASSED}
         cfg = AutoConfig.for_model(model_type, **small)
     return build_hf(model_type, task, seed=seed, cfg=cfg)
 
@@ -834,7 +419,7 @@ def _no_dropout_defaults(model_type: str, data: dict[str, Any]) -> dict[str, Any
     from transformers import AutoConfig
 
     base = AutoConfig.for_model(model_type).to_dict()
-    extra = {k: 0.0 for k, v in base.items() if isinstance(v, float) and _DROPOUT.search(k) and v and k not in data}
+    extra = {k: 0.0 for k, v in base.items() if isinstance(v, float) and DROPOUT.search(k) and v and k not in data}
     return {**data, **extra}
 
 

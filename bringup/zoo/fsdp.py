@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 import traceback
 import uuid
 from pathlib import Path
@@ -34,7 +33,8 @@ from typing import Any
 import torch
 
 from bringup.device import Device
-from bringup.precision import Precision, parse_precision
+from bringup.precision import Precision
+from bringup.zoo.spec import ZooSpec
 
 ERROR_FILE = "rank{rank}-error.json"
 
@@ -54,8 +54,8 @@ def run_sharded(p: dict[str, Any], dev: Device, prec: Precision, steps: int, bac
 
     if not dev.is_cpu and nproc > dev.count():
         raise RuntimeError(f"--nproc {nproc}: only {dev.count()} {dev.type} device(s)")
-    if int(p["batch"]) % nproc:
-        raise ValueError(f"--batch {p['batch']} does not split over --nproc {nproc} ranks")
+    if (batch := ZooSpec.from_params(p).batch) % nproc:
+        raise ValueError(f"--batch {batch} does not split over --nproc {nproc} ranks")
     workdir.mkdir(parents=True, exist_ok=True)
     for old in workdir.glob("rank*-error.json"):
         old.unlink()
@@ -99,7 +99,7 @@ def rank_main(p: dict[str, Any], device_type: str, imports: list[str], workdir: 
     try:
         _set_device(device)
         dist.init_process_group(backend=backend_for(device))
-        prec = parse_precision(p["dtype"])
+        prec = ZooSpec.from_params(p).prec
         out: dict[str, Any] = {"eager": None, "compiled": None, "compiled_error": None}
         eager, local_n = train(p, device, prec, steps, rank, world, None)
         out["eager"] = eager
@@ -229,41 +229,36 @@ def _owner(model: torch.nn.Module, unit: torch.nn.Module) -> dict[int, Any]:
 
 def train(p: dict[str, Any], device: Device, prec: Precision, steps: int, rank: int, world: int,
           backend: str | None) -> tuple[dict[str, Any], int]:  # fmt: skip
-    """K AdamW steps of the sharded model on this rank's slice of each global batch; the pooled series."""
+    """K AdamW steps of the sharded model on this rank's slice of each global batch (zoo/steps.py's loop);
+    the pooled series."""
     import torch.distributed as dist
 
     from bringup.models import hub
     from bringup.models import zoo as mz
-    from bringup.zoo.full import LR, MAX_GRAD_NORM, config_data
-    from bringup.zoo.suite import _cast_batch, _no_dropout
+    from bringup.zoo.spec import config_data
+    from bringup.zoo.steps import FULL_LR, MAX_GRAD_NORM, no_dropout, step_fn, train_steps
 
-    seed = int(p.get("seed", 0))
-    model, task, local = build_sharded(config_data(p), p["model"], device, prec.param_dtype, seed, world)
-    _no_dropout(model)
-    gb, seq = int(p["batch"]), int(p["seq"])
+    spec = ZooSpec.from_params(p)
+    seed = spec.seed
+    model, task, local = build_sharded(config_data(spec), spec.model, device, prec.param_dtype, seed, world)
+    no_dropout(model)
+    gb, seq = spec.batch, spec.seq
     make = hub.batches_for(model, task, gb, seq, seed)
     per = gb // world
     dev = device.torch_device
-
-    def fwd_loss(b: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        with prec.autocast(dev.type):
-            out = mz._call_kwargs(model, b)
-            return mz._hf_loss(out, b), mz._first_float(out)
-
-    step_fn = fwd_loss if backend is None else torch.compile(fwd_loss, backend=backend)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    fn = step_fn(mz.call_kwargs, mz.hf_loss, mz.first_float, model, prec, dev.type, backend)
+    opt = torch.optim.AdamW(model.parameters(), lr=FULL_LR)
     series: dict[str, Any] = {"loss": [], "grad_norm": [], "logits_std": [], "grad_norms0": {}, "seconds": 0.0}
-    t0 = time.perf_counter()
-    for i in range(steps):
+
+    def batch_at(i: int) -> dict[str, Any]:
         full = make(i)
-        b = {k: (v[rank * per : (rank + 1) * per] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == gb
-                 else v) for k, v in full.items()}  # fmt: skip
-        b = _cast_batch(b, dev, prec.param_dtype)
-        loss, logits = step_fn(b)
-        loss.backward()
-        if i == 0:
-            series["grad_norms0"] = _grad_norms(model)
-        gn = torch.nn.utils.clip_grad_norm_([q for q in model.parameters() if q.grad is not None], MAX_GRAD_NORM)
+        return {k: (v[rank * per : (rank + 1) * per] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == gb
+                    else v) for k, v in full.items()}  # fmt: skip
+
+    def at_step0(loss: torch.Tensor, logits: torch.Tensor | None) -> None:
+        series["grad_norms0"] = _grad_norms(model)
+
+    def after_clip(loss: torch.Tensor, logits: torch.Tensor | None, gn: torch.Tensor) -> None:
         gn = gn.full_tensor() if hasattr(gn, "full_tensor") else gn
         pooled = torch.stack([loss.detach().to(torch.float64)] + _moments(logits, loss.device))
         dist.all_reduce(pooled)
@@ -271,9 +266,10 @@ def train(p: dict[str, Any], device: Device, prec: Precision, steps: int, rank: 
         n, s1, s2 = float(pooled[1]), float(pooled[2]), float(pooled[3])
         series["logits_std"].append(math.sqrt(max(0.0, (s2 - s1 * s1 / n) / (n - 1))) if n > 1 else math.nan)
         series["grad_norm"].append(float(gn.detach().to("cpu", torch.float64)))
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    series["seconds"] = time.perf_counter() - t0
+
+    # no GradScaler here (as before the loop was shared): the sharded run trains in the param dtype
+    series["seconds"], _ = train_steps(model, fn, opt, batch_at, steps, dev, prec.param_dtype, at_step0=at_step0,
+                                       after_clip=after_clip, max_grad_norm=MAX_GRAD_NORM)  # fmt: skip
     return series, local
 
 

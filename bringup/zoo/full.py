@@ -33,10 +33,12 @@ from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.precision import PRECISIONS, Precision, parse_precision
 from bringup.zoo import fsdp as zoo_fsdp
+from bringup.zoo.spec import ZooSpec, config_data, weights_for
+from bringup.zoo.steps import FULL_LR as LR
+from bringup.zoo.steps import MAX_GRAD_NORM, no_dropout, step_fn, train_steps
+from bringup.zoo.steps import fail as _fail
 
 ENTRY = "bringup.zoo.full:run_full"
-LR = 1e-4  # AdamW, as people train: small enough that K steps stay out of chaotic regimes
-MAX_GRAD_NORM = 1.0
 REF_STEPS = 2  # the cpu fp32 reference runs the first steps only (it can be slow)
 SERIES = ("loss", "grad_norm", "logits_std")
 
@@ -59,79 +61,34 @@ def tolerance(a: Precision, b: Precision) -> float:
     return float(tolerance_for(a.compute_dtype).loss_rel + tolerance_for(b.compute_dtype).loss_rel)
 
 
-def config_data(params: dict[str, Any]) -> dict[str, Any]:
-    from bringup.models import hub
-
-    if isinstance(params.get("hub_config"), dict):  # a Hub sweep's --full-top case carries its config.json
-        return dict(params["hub_config"])
-    if params["source"] == "hub-top":
-        return hub.catalogue_config(params["model"])
-    ref = hub.parse_ref(params["model"], "hub")
-    return hub.read_config(hub.resolve(ref), ref.name)
-
-
-def weights_for(params: dict[str, Any]) -> list[str] | None:
-    from bringup.models import hub
-
-    if params.get("weights") != "cache":
-        return None
-    files = hub.weight_files(hub.parse_ref(params["model"], "hub"))
-    if not files:
-        raise RuntimeError(f"{params['model']}: the cached safetensors are gone since planning")
-    return files
-
-
-def run_steps(params: dict[str, Any], data: dict[str, Any], device: torch.device, prec: Precision, steps: int,
+def run_steps(params: ZooSpec | dict[str, Any], data: dict[str, Any], device: torch.device, prec: Precision, steps: int,
               backend: str | None = None, on_first_step: Any = None) -> FullOut:  # fmt: skip
-    """Build the full-size model on `device` and train `steps` AdamW steps; per-step series."""
+    """Build the full-size model on `device` and train `steps` AdamW steps (zoo/steps.py's loop); per-step series."""
     from bringup.models import hub
     from bringup.models import zoo as mz
-    from bringup.zoo.suite import _cast_batch, _no_dropout
 
-    seed = int(params.get("seed", 0))
-    model, task, how = hub.build_full(data, params["model"], device, prec.param_dtype, seed, weights_for(params))
-    _no_dropout(model)
-    make = hub.batches_for(model, task, int(params["batch"]), int(params["seq"]), seed)
-
-    def fwd_loss(b: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
-        with prec.autocast(device.type):
-            out = mz._call_kwargs(model, b)
-            return mz._hf_loss(out, b), mz._first_float(out)
-
-    step_fn = fwd_loss if backend is None else torch.compile(fwd_loss, backend=backend)
+    spec = ZooSpec.of(params)
+    seed = spec.seed
+    model, task, how = hub.build_full(data, spec.model, device, prec.param_dtype, seed, weights_for(spec))
+    no_dropout(model)
+    make = hub.batches_for(model, task, spec.batch, spec.seq, seed)
+    fn = step_fn(mz.call_kwargs, mz.hf_loss, mz.first_float, model, prec, device.type, backend)
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
-    scaler = prec.grad_scaler(device.type)
     out = FullOut(weights=how)
-    t0 = time.perf_counter()
-    for i in range(steps):
-        b = _cast_batch(make(i), device, prec.param_dtype)
-        ts = time.perf_counter()
-        ctx = on_first_step() if (i == 0 and on_first_step is not None) else None
-        if ctx is not None:
-            ctx.__enter__()
-        try:
-            loss, logits = step_fn(b)
-            (loss if scaler is None else scaler.scale(loss)).backward()
-        finally:
-            if ctx is not None:
-                ctx.__exit__(None, None, None)
-        if scaler is not None:
-            scaler.unscale_(opt)
-        if i == 0:
-            out.first_step_s = time.perf_counter() - ts
-            out.grad_norms0 = {n: float(q.grad.detach().to("cpu", torch.float64).norm())
-                               for n, q in model.named_parameters() if q.grad is not None}  # fmt: skip
-        gn = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], MAX_GRAD_NORM)
+
+    def at_step0(loss: torch.Tensor, logits: torch.Tensor | None) -> None:
+        out.grad_norms0 = {n: float(q.grad.detach().to("cpu", torch.float64).norm())
+                           for n, q in model.named_parameters() if q.grad is not None}  # fmt: skip
+
+    def after_clip(loss: torch.Tensor, logits: torch.Tensor | None, gn: torch.Tensor) -> None:
         out.loss.append(float(loss.detach().to("cpu", torch.float64)))
         out.grad_norm.append(float(gn.detach().to("cpu", torch.float64)))
         out.logits_std.append(logits_std(logits))
-        if scaler is None:
-            opt.step()
-        else:
-            scaler.step(opt)
-            scaler.update()
-        opt.zero_grad(set_to_none=True)
-    out.seconds = time.perf_counter() - t0
+
+    out.seconds, out.first_step_s = train_steps(
+        model, fn, opt, make, steps, device, prec.param_dtype, scaler=prec.grad_scaler(device.type),
+        first_step=on_first_step, at_step0=at_step0, after_clip=after_clip, max_grad_norm=MAX_GRAD_NORM,
+    )  # fmt: skip
     return out
 
 
@@ -189,12 +146,6 @@ def _series_of(out: FullOut) -> dict[str, Any]:
             "grad_norms0": out.grad_norms0}  # fmt: skip
 
 
-def _fail(r: CaseResult, status: Status, reason: str) -> CaseResult:
-    if r.status is Status.PASS:
-        r.status, r.reason = status, reason
-    return r
-
-
 def run_full(case: Case, ctx: Any) -> CaseResult:
     from bringup.checks.errors import classify, first_line
     from bringup.checks.graphs import watch
@@ -202,34 +153,35 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
     from bringup.models.zoo import ConfigError
 
     p = case.params
-    prec = parse_precision(p["dtype"])
-    steps = int(p["steps"])
-    backend = p.get("backend") or "none"
-    reference = p.get("reference") or "cpu"
+    spec = ZooSpec.from_params(p)
+    prec = spec.prec
+    steps = spec.steps
+    backend = spec.backend
+    reference = spec.reference
     dev: Device = ctx.device
     t_case = time.monotonic()
     r = CaseResult.for_case(case, Status.PASS)
-    r.fields.update({"source": p["source"], "task": p.get("task") or "", "backend": backend, "size": "full",
+    r.fields.update({"source": spec.source, "task": spec.task, "backend": backend, "size": "full",
                      "reference": reference, "params": None, "graph_breaks": None, "fallback_ops": None,
                      "max_rel_err": None, "loss_divergence": None, "compile_s": None,
                      "peak_mem_bytes": None})  # fmt: skip
     torch._dynamo.reset()
     # -- 1. preflight --
     try:
-        data = config_data(p)
-        meta, task = hub.meta_model(data, p["model"])
+        data = config_data(spec)
+        meta, task = hub.meta_model(data, spec.model)
     except ConfigError as e:
         return _fail(r, Status.REF_FAIL, f"config: {e}")
     except Exception as e:
         return _fail(r, Status.REF_FAIL, f"config: {first_line(e)}")
-    batch, seq = int(p["batch"]), int(p["seq"])
-    free = (int(float(p["device_memory_gib"]) * memory.GIB) if p.get("device_memory_gib")
+    batch, seq = spec.batch, spec.seq
+    free = (int(spec.device_memory_gib * memory.GIB) if spec.device_memory_gib
             else memory.free_memory(dev.torch_device))  # fmt: skip
     est = memory.estimate(meta, prec.param_dtype, prec.compute_dtype, batch, seq, free)
     del meta
     r.fields["params"] = est.params
     r.fields["preflight"] = est.to_json()
-    nproc = int(p.get("nproc", 1))
+    nproc = spec.nproc
     if est.fits() is False and not zoo_fsdp.wants_shards(est, nproc):
         n = est.suggested_nproc()
         hint = (f"it needs {n} such devices with FSDP2 sharding of params, grads and AdamW state (run it with "
@@ -241,7 +193,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
         if eager_s is None:
             return r
         eager, comp = _full_out(eager_s), (_full_out(comp_s) if comp_s else None)
-        r.fields["note"] = f"{p['model']} at full size, {task}, FSDP2 over {nproc} ranks"
+        r.fields["note"] = f"{spec.model} at full size, {task}, FSDP2 over {nproc} ranks"
     else:
         eager, comp = None, None
     # -- 2. device eager --
@@ -249,7 +201,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
         dev.reset_peak_memory()
         mem0 = dev.memory_allocated() if dev.is_cpu else 0
         try:
-            eager = _eager_run(p, data, dev, prec, steps, r)
+            eager = _eager_run(spec, data, dev, prec, steps, r)
         except Exception as e:
             r.error = traceback.format_exc()
             return _fail(r, classify(e), f"eager: {first_line(e)}")
@@ -262,7 +214,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
                                   "measured_as": "peak RSS minus RSS before building" if dev.is_cpu
                                   else "max_memory_allocated"}  # fmt: skip
         r.fields["weights_from"] = eager.weights
-        r.fields["note"] = f"{p['model']} at full size, {task}, {eager.weights}"
+        r.fields["note"] = f"{spec.model} at full size, {task}, {eager.weights}"
     for k in SERIES:
         r.series[f"{k}.eager"] = list(enumerate(getattr(eager, k)))
     r.fields["grad_norms0"] = {"eager": eager.grad_norms0}
@@ -275,7 +227,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
         left = max(1.0, case.budget_s - (time.monotonic() - t_case))
         try:
             with watch() as graphs:
-                comp = run_steps(p, data, dev.torch_device, prec, steps, backend=backend,
+                comp = run_steps(spec, data, dev.torch_device, prec, steps, backend=backend,
                                  on_first_step=lambda: ctx.phase("compile", budget_s=left))  # fmt: skip
         except Exception as e:
             r.error = r.error or traceback.format_exc()
@@ -304,13 +256,13 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
             r.fields["cpu_reference"] = {"status": "the device is cpu in fp32: the eager run is the reference"}
         else:
             cpu = torch.device("cpu")
-            ref_est = memory.estimate(hub.meta_model(data, p["model"])[0], fp32.param_dtype, fp32.compute_dtype,
+            ref_est = memory.estimate(hub.meta_model(data, spec.model)[0], fp32.param_dtype, fp32.compute_dtype,
                                       batch, seq, memory.free_memory(cpu))  # fmt: skip
             if ref_est.fits() is False:
                 r.fields["cpu_reference"] = {"status": f"skipped: {ref_est.summary()}"}
             else:
                 try:
-                    ref = run_steps(p, data, cpu, fp32, min(steps, REF_STEPS))
+                    ref = run_steps(spec, data, cpu, fp32, min(steps, REF_STEPS))
                     tol = tolerance(prec, fp32)
                     d, problems = compare(_series_of(eager), _series_of(ref), tol)
                     r.fields["cpu_reference"] = {"status": "ok" if not problems else "differs", "max_rel_dev": d,
@@ -323,7 +275,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
                 except Exception as e:
                     r.fields["cpu_reference"] = {"status": f"failed: {first_line(e)}"}
     # -- 4b. baseline bundle --
-    bl = p.get("baseline")
+    bl = spec.baseline
     if bl:
         compared.extend(_compare_baseline(r, bl, prec, eager, comp))
         chk = r.fields.get("baseline_check") or {}
@@ -373,7 +325,7 @@ def _sharded(r: CaseResult, p: dict[str, Any], dev: Device, prec: Precision, ste
     return out["eager"], out.get("compiled")
 
 
-def _eager_run(p: dict[str, Any], data: dict[str, Any], dev: Device, prec: Precision, steps: int,
+def _eager_run(p: ZooSpec, data: dict[str, Any], dev: Device, prec: Precision, steps: int,
                r: CaseResult) -> FullOut:  # fmt: skip
     """The device eager run; off cpu under the fallback detector (which ops ran through the CPU
     fallback), as the tiny zoo's. A detector that can't start leaves fallback_ops unknown (null)."""

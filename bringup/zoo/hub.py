@@ -7,7 +7,7 @@
    (no weights), concurrent, rate-limited, retried, resumable through the Hub index (models/hub_index.py).
 2. Planning (`plan_ids`, pure, what bench/hub_plan.py times): each fetched config gets its signature
    (models/signature.py: task, architecture and the tiny config); ids whose config failed are counted by reason.
-3. One tiny case per signature (the zoo's own case, `bringup.zoo.suite:run_model`, with the signature's config
+3. One tiny case per signature (the zoo's own case, `bringup.zoo.run:run_model`, with the signature's config
    in its params: a worker needs no Hub and no cache), most downloaded first; `--full-top K` adds the K most
    downloaded signatures at real size (zoo/full.py: meta init, preflight, FSDP2 over --nproc ranks when
    one device is too small), each on its most downloaded id.
@@ -186,13 +186,13 @@ def signature_cases(plan: IdPlan, dtype: str, steps: int, backend: str, timeout:
                     ) -> tuple[list[Case], dict[str, str]]:  # fmt: skip
     """A tiny case per signature, most downloaded first (the zoo's own case, its params carrying the signature's
     config); returns them and signature -> case id."""
-    from bringup.zoo import suite as zoo
+    from bringup.zoo.cases import Entry, make_case
 
     cases: list[Case] = []
     case_of: dict[str, str] = {}
     for sig in plan.order():
         s = plan.sigs[sig]
-        base = zoo.make_case(zoo.Entry("hub-sig", sig, s.task), dtype, steps, backend, timeout, seed, None,
+        base = make_case(Entry("hub-sig", sig, s.task), dtype, steps, backend, timeout, seed, None,
                              noise_seeds, module_check)  # fmt: skip
         params = {**base.params, "signature": sig, "architecture": s.architecture, "config": s.config}
         if baseline is not None and sig in baseline.by_name:
@@ -244,7 +244,9 @@ def _full_cases(args: argparse.Namespace, prec: Precision, backend: str, plan: I
     """--full-top K: the K most downloaded signatures at real size, each on its most downloaded id; returns
     full_key -> case id (the ids a full-size verdict fans out to)."""
     from bringup.models import hub
-    from bringup.zoo import suite as zoo
+    from bringup.zoo.args import FULL_STEPS
+    from bringup.zoo.cases import FULL_ENTRY, full_params
+    from bringup.zoo.spec import FULL_TIMEOUT
 
     k = int(getattr(args, "full_top", 0) or 0)
     if not k:
@@ -265,15 +267,9 @@ def _full_cases(args: argparse.Namespace, prec: Precision, backend: str, plan: I
             weights = "cache" if hub.weight_files(ref) else "random"
         except BadInput:
             weights = "random"
-        params: dict[str, Any] = {"source": "hub-cfg", "model": name, "task": plan.sigs[sig].task, "dtype": prec.name,
-                                  "steps": zoo.FULL_STEPS, "backend": backend, "seed": args.seed, "size": "full",
-                                  "batch": args.batch, "seq": args.seq, "weights": weights, "reference": reference,
-                                  "hub_config": raw, "signature": sig}  # fmt: skip
-        if getattr(args, "nproc", 1) > 1:
-            params["nproc"] = int(args.nproc)
-        if getattr(args, "device_memory", None):
-            params["device_memory_gib"] = float(args.device_memory)
-        c = Case("zoo", f"{name} [full]", params, "bringup.zoo.full:run_full", budget_s=zoo.FULL_TIMEOUT,
+        params = full_params("hub-cfg", name, plan.sigs[sig].task, prec.name, FULL_STEPS, backend, weights, reference,
+                             args, hub_config=raw, signature=sig)  # fmt: skip
+        c = Case("zoo", f"{name} [full]", params, FULL_ENTRY, budget_s=FULL_TIMEOUT,
                  isolated=True)  # fmt: skip
         cases.append(c)
         out[row["full_key"]] = c.case_id
@@ -292,7 +288,7 @@ class SigBaseline:
     """A bundle's zoo results keyed by signature (a Hub sweep on another machine may list other ids)."""
 
     path: str
-    index: Any  # suites.zoo.BaselineIndex keyed by signature
+    index: Any  # zoo/baseline.py's BaselineIndex keyed by signature
 
     @property
     def by_name(self) -> dict[str, Any]:
@@ -310,9 +306,9 @@ class SigBaseline:
 
 
 def _baseline(args: argparse.Namespace, prec: Precision) -> SigBaseline:
-    from bringup.zoo import suite as zoo
+    from bringup.zoo.baseline import load_baseline
 
-    idx = zoo._load_baseline(args.baseline)
+    idx = load_baseline(args.baseline)
     by_sig = {str(r.params["signature"]): r for r in idx.by_name.values() if r.params.get("signature")
               and r.params.get("size", "tiny") != "full"}  # fmt: skip
     if not by_sig:
@@ -324,9 +320,9 @@ def _baseline(args: argparse.Namespace, prec: Precision) -> SigBaseline:
 def summarize_stored(store: Any, run_id: str, results: list[Any], console: Any) -> dict[str, Any]:
     """zoo's summary, plus the answer per id when the run is a Hub sweep."""
     from bringup.zoo import hub_summary as zoo_hub_summary
-    from bringup.zoo import suite as zoo
+    from bringup.zoo.summary import summarize
 
-    extras = zoo.summarize(results, console)
+    extras = summarize(results, console)
     rows = store.hub_ids(run_id)
     if rows:
         run_dir = Path(store.path).resolve().parent / run_id

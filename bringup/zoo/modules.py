@@ -39,10 +39,10 @@ def enabled(value: bool | None, device: Any) -> bool:
 
 
 def experts_for(module: torch.nn.Module, dtype: torch.dtype) -> None:
-    """A cpu copy about to replay: float64 MoE layers take the eager expert loop (zoo/suite.py)."""
-    from bringup.zoo.suite import _experts_impl
+    """A cpu copy about to replay: float64 MoE layers take the eager expert loop (zoo/steps.py)."""
+    from bringup.zoo.steps import experts_impl
 
-    _experts_impl(module, "eager" if dtype == torch.float64 else None)
+    experts_impl(module, "eager" if dtype == torch.float64 else None)
 
 
 def new_check(model: torch.nn.Module, prec: Precision, device: torch.device) -> Any:
@@ -53,7 +53,7 @@ def new_check(model: torch.nn.Module, prec: Precision, device: torch.device) -> 
 
 def judge(r: CaseResult, label: str, rep: Any) -> None:
     """Record a ModuleReport on the case; a module off fails it (fail_numeric, reason "<label>: module check ...")."""
-    from bringup.zoo.suite import _fail
+    from bringup.zoo.steps import fail as _fail
 
     r.fields[f"{label}_modules"] = rep.fields()
     r.fields["module_check_s"] = round(float(r.fields.get("module_check_s") or 0.0) + rep.seconds, 3)

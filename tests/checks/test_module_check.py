@@ -1,5 +1,5 @@
 """The module check (bringup/checks/module_check.py) on tiny models, run the way the zoo runs it
-(bringup.zoo.suite: train_run with a ModuleCheck, judge_run, zoo_modules):
+(bringup.zoo.run: train_run with a ModuleCheck, judge_run, zoo_modules):
 
 * a bend the whole-model rule lets through in bf16 and amp-bf16 (silu's gate 1% sharper: a torch-level
   rewrite, tests/zoo/bend_backend.py) is caught module by module, at the MLP's activation; and the
@@ -28,8 +28,10 @@ from bringup.checks.module_replay import ModuleRecorder, judged_modules
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo"))
 import bend_backend as bb
 
+from bringup.zoo import judge as zj
 from bringup.zoo import modules as zoo_modules
-from bringup.zoo import suite as sz
+from bringup.zoo import run as sz
+from bringup.zoo.args import NOISE_SEEDS
 
 STEPS = 2
 CPU = torch.device("cpu")
@@ -46,7 +48,7 @@ def _setup(model: str, dtype: str) -> tuple:
     ref = sz.train_run(built, init, batches, CPU, torch.float64, round_to=prec.param_dtype)
     base_mc = zoo_modules.new_check(built.model, prec, CPU)
     base = sz.train_run(built, init, batches, CPU, prec, module_check=base_mc)
-    noise = sz.measure_noise(params, prec, STEPS, sz.NOISE_SEEDS)
+    noise = sz.measure_noise(params, prec, STEPS, NOISE_SEEDS)
     return built, init, batches, prec, ref, base, noise, base_mc
 
 
@@ -55,7 +57,7 @@ def _eager(model: str, dtype: str, ctx: Any) -> tuple[bool, Any, Any]:
     built, init, batches, prec, ref, base, noise, _ = _setup(model, dtype)
     mc = zoo_modules.new_check(built.model, prec, CPU)
     got = sz.train_run(built, init, batches, CPU, prec, step_context=ctx, module_check=mc)
-    rep, curve = sz.judge_run(got, ref, base, prec, noise)
+    rep, curve = zj.judge_run(got, ref, base, prec, noise)
     return not (rep.ok and curve.ok), mc.judge_eager(), got
 
 

@@ -1,7 +1,7 @@
 """The parity rule (bringup/checks/parity.py): a 1% error in ONE aten op kind is flagged, correct
 backends are not, in fp32, amp-bf16 and bf16, on tiny random-init models.
 
-The proof runs the zoo's own set-up and judgement (bringup.zoo.suite: train_run, measure_noise,
+The proof runs the zoo's own set-up and judgement (bringup.zoo.run: train_run, measure_noise,
 judge_run) through test-only dynamo backends that scale one op kind's output by 1.01 or accumulate
 matmuls in bf16 (tests/zoo/perturb_backend.py) and through the real ones. The default run covers
 llama in fp32 and bf16 with aot_eager-based perturbations, llama in amp-bf16 and bf16 with the
@@ -28,8 +28,10 @@ from bringup.checks.parity import AGG_FUDGE, TOLERANCES, Noise, bias, parity, re
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo"))
 import perturb_backend as pb
 
+from bringup.zoo import judge as zj
 from bringup.zoo import modules as zoo_modules
-from bringup.zoo import suite as sz
+from bringup.zoo import run as sz
+from bringup.zoo.args import NOISE_SEEDS
 
 DTYPES = {"fp32": "fp32", "bf16": "bf16", "amp-bf16": "amp-bf16"}
 KINDS = ("mm", "softmax", "norm", "act", "add", "sdpa")
@@ -175,7 +177,7 @@ def _setup(model: str, dtype: str) -> tuple:
     cpu = torch.device("cpu")
     ref = sz.train_run(built, init, batches, cpu, torch.float64, round_to=prec.param_dtype)
     base = sz.train_run(built, init, batches, cpu, prec)
-    noise = sz.measure_noise(params, prec, STEPS, sz.NOISE_SEEDS)
+    noise = sz.measure_noise(params, prec, STEPS, NOISE_SEEDS)
     return built, init, batches, ref, base, noise
 
 
@@ -186,7 +188,7 @@ def _judge(model: str, dtype: str, backend: Any) -> tuple[bool, int, str]:
     key = backend if isinstance(backend, str) else None
     before = pb.PERTURBED[key] if key else sum(pb.FAMILY_NODES.values())
     got = sz.train_run(built, init, batches, torch.device("cpu"), DTYPES[dtype], backend=backend)
-    rep, curve = sz.judge_run(got, ref, base, sz.as_precision(DTYPES[dtype]), noise)
+    rep, curve = zj.judge_run(got, ref, base, sz.as_precision(DTYPES[dtype]), noise)
     nodes = (pb.PERTURBED[key] if key else sum(pb.FAMILY_NODES.values())) - before
     why = f"score {rep.score:.3g}: {rep.summary()}; {curve.summary()}"
     return not (rep.ok and curve.ok), nodes, why
@@ -259,7 +261,7 @@ def test_correct_variants_are_not_flagged(variant: str, dtype: str) -> None:
     assert sum(m.calls for m in modes) > 0, f"{variant} recomputed no call of llama"
     moved = [k for k in base.tensors if not torch.equal(got.tensors[k], base.tensors[k])]
     assert moved, f"{variant} {dtype}: bit-identical to the trusted run, proves nothing"
-    rep, curve = sz.judge_run(got, ref, base, prec, noise)
+    rep, curve = zj.judge_run(got, ref, base, prec, noise)
     assert rep.ok and curve.ok, f"correct variant {variant} flagged in {dtype}: {rep.summary()}; {curve.summary()}"
     mods = mc.judge_eager()
     assert mods.ok and len(mods.judged) >= 25, f"correct variant {variant} flagged in {dtype}: {mods.summary()}"

@@ -21,23 +21,6 @@ MAX_LINES = 600
 # module path -> the reason. Keep it short: a long module of logic is split instead.
 DATA_TABLES: dict[str, str] = {}
 
-# TEMPORARY (issue 28): these are being split in other branches right now; remove each entry when its split
-# lands (the integrator removes this allow-list on merge).
-TEMPORARY_LONG: dict[str, str] = {
-    "bringup/zoo/suite.py": "TEMPORARY: the zoo split (issue 28) moves planning, the loop and judging out",
-    "bringup/models/zoo.py": "TEMPORARY: config shrinking and model/batch building split (issue 28)",
-}
-
-# TEMPORARY (issue 28): import circles other branches are removing right now; a circle whose modules all
-# sit inside one of these sets is tolerated. Remove each set when its fix lands.
-TEMPORARY_CYCLES: tuple[frozenset[str], ...] = (
-    # zoo.suite <-> zoo.full (private _cast_batch / _no_dropout), zoo.full <-> zoo.fsdp, zoo.hub/modules ->
-    # zoo.suite: the zoo split (issue 28) fixes these
-    frozenset({"bringup.zoo.suite", "bringup.zoo.full", "bringup.zoo.fsdp", "bringup.zoo.hub",
-               "bringup.zoo.modules"}),  # fmt: skip
-)
-
-
 def import_graph() -> grimp.ImportGraph:
     return grimp.build_graph("bringup", include_external_packages=False, exclude_type_checking_imports=True)
 
@@ -121,7 +104,7 @@ def one_cycle(graph: grimp.ImportGraph, members: Iterable[str]) -> str:
 
 def test_no_import_circles() -> None:
     graph = import_graph()
-    found = [c for c in circles(graph) if not any(set(c) <= allowed for allowed in TEMPORARY_CYCLES)]
+    found = circles(graph)
     assert not found, "import circles:\n" + "\n".join(f"  {one_cycle(graph, c)}" for c in found)
 
 
@@ -145,7 +128,7 @@ def test_the_circle_finder_finds_a_circle(tmp_path: Path) -> None:
 
 
 def test_no_module_over_600_lines() -> None:
-    allowed = {**DATA_TABLES, **TEMPORARY_LONG}
+    allowed = DATA_TABLES
     long = {}
     for path in sorted((REPO / "bringup").rglob("*.py")):
         rel = path.relative_to(REPO).as_posix()

@@ -8,8 +8,8 @@ import argparse
 from types import SimpleNamespace
 
 from bringup.device.adapter import EAGER, LAZY
+from bringup.zoo import cases as zoo
 from bringup.zoo import modules as zoo_modules
-from bringup.zoo import suite as zoo
 
 
 def _dev(execution: str) -> SimpleNamespace:

@@ -9,7 +9,7 @@ import math
 import torch
 
 from bringup.models import testable_init
-from bringup.zoo import suite as sz
+from bringup.zoo import run as sz
 
 
 def _llama() -> torch.nn.Module:

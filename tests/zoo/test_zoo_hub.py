@@ -172,11 +172,12 @@ def plan(*argv: str) -> list[Any]:
     import argparse
 
     from bringup.device import resolve_device
-    from bringup.zoo import suite as sz
+    from bringup.zoo import args as za
+    from bringup.zoo import plan as zp
 
     p = argparse.ArgumentParser()
-    sz.add_arguments(p)
-    return sz.build_cases(p.parse_args(list(argv)), resolve_device("cpu"))
+    za.add_arguments(p)
+    return zp.build_cases(p.parse_args(list(argv)), resolve_device("cpu"))
 
 
 def test_planning_bad_input_is_one_clear_line(offline_cache: Path, tmp_path: Path) -> None:
@@ -320,7 +321,7 @@ def test_catalogue_smallest_full_size_against_baseline(tmp_path: Path, cache: Pa
 def test_logits_digest_over_16m_elements() -> None:
     """Full-size logits (batch 4 x 512 x 49k vocab = 100M values): the sample positions stay in range
     (float32 positions rounded the last one past the end: an IndexError in every such run)."""
-    from bringup.zoo.suite import logits_digest
+    from bringup.zoo.run import logits_digest
 
     x = torch.arange(2**25 + 3, dtype=torch.float32)
     d = logits_digest(x)

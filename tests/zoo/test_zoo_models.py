@@ -8,6 +8,7 @@ import torch
 import bringup.models  # noqa: F401  (torchvision shim before transformers/timm)
 from bringup.models import timm_zoo
 from bringup.models import zoo as mz
+from bringup.models import zoo_config as zc
 
 
 def test_shrink_keeps_one_layer_of_each_kind_and_divisibility() -> None:
@@ -19,7 +20,7 @@ def test_shrink_keeps_one_layer_of_each_kind_and_divisibility() -> None:
         "bos_token_id": 151643, "eos_token_id": [151645, 7], "use_cache": True,
         "text_config": {"model_type": "x", "hidden_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 4},
     }  # fmt: skip
-    s = mz.shrink_dict(d)
+    s = zc.shrink_dict(d)
     assert s["layer_types"] == ["linear", "linear", "full"] and s["num_hidden_layers"] == 3
     assert s["mlp_only_layers"] == [2]  # old layer 3 is the kept full-attention layer, now index 2
     assert s["hidden_size"] == s["num_attention_heads"] * s["head_dim"]
@@ -33,8 +34,8 @@ def test_shrink_keeps_one_layer_of_each_kind_and_divisibility() -> None:
 
 
 def test_mha_and_mqa_flavours_survive() -> None:
-    assert mz.shrink_dict({"num_attention_heads": 32, "num_key_value_heads": 32})["num_key_value_heads"] == 4
-    assert mz.shrink_dict({"num_attention_heads": 32, "num_key_value_heads": 1})["num_key_value_heads"] == 1
+    assert zc.shrink_dict({"num_attention_heads": 32, "num_key_value_heads": 32})["num_key_value_heads"] == 4
+    assert zc.shrink_dict({"num_attention_heads": 32, "num_key_value_heads": 1})["num_key_value_heads"] == 1
 
 
 @pytest.mark.parametrize("model_type", ["llama", "qwen3_moe", "deepseek_v3", "mamba2", "gemma3", "reformer", "gpt2"])
@@ -53,11 +54,11 @@ def test_tiny_models_build_small_and_train(model_type: str) -> None:
 
 def test_unbuildable_type_is_config_error() -> None:
     with pytest.raises(mz.ConfigError):
-        mz.build_hf("llama", cfg=mz.tiny_config("llama"), limit=10)  # over the param limit
+        mz.build_hf("llama", cfg=zc.tiny_config("llama"), limit=10)  # over the param limit
 
 
 def test_overrides_all_say_why() -> None:
-    from bringup.models.zoo import OVERRIDES
+    from bringup.models.zoo_config import OVERRIDES
 
     assert all(len(o.reason) > 20 for o in OVERRIDES.values())
     assert set(OVERRIDES) <= set(mz.causal_types())

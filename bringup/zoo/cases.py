@@ -1,0 +1,63 @@
+"""A zoo case from a model entry: `Entry` (what a source lists) and `make_case` (the tiny case's params, written
+exactly as stored runs have them: case ids stay stable). Used by planning (zoo/plan.py) and the Hub sweep
+(zoo/hub.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from bringup.case import Case
+from bringup.zoo.args import NOISE_SEEDS
+
+# The worker's entry of a tiny case. Runs stored before the zoo was split name "bringup.zoo.suite:run_model",
+# which stays importable (zoo/suite.py), so `--resume` of such a run still finds it.
+ENTRY = "bringup.zoo.run:run_model"
+FULL_ENTRY = "bringup.zoo.full:run_full"
+
+
+@dataclass(frozen=True)
+class Entry:
+    source: str  # hf | timm | fn | hf-json | hub (a Hub id) | hub-top (a catalogue id)
+    model: str  # model type, timm name, module:function or (absolute) config path
+    task: str = ""
+    label: str = ""  # the name as the user wrote it (a config path from a FILE), if not `model`
+
+    @property
+    def name(self) -> str:
+        return self.label or self.model
+
+
+def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, seed: int = 0,
+              baseline: Any = None, noise_seeds: int = NOISE_SEEDS,
+              module_check: bool | None = None) -> Case:  # fmt: skip
+    """One tiny case: `baseline` is a BaselineIndex (zoo/baseline.py) or None; `module_check` None is auto."""
+    params: dict[str, Any] = {"source": e.source, "model": e.model, "task": e.task, "dtype": dtype,
+                              "steps": steps, "backend": backend, "seed": seed}  # fmt: skip
+    if noise_seeds != NOISE_SEEDS:  # the default stays out of the params: existing case ids stay stable
+        params["noise_seeds"] = noise_seeds
+    if module_check is not None:  # auto stays out of the params
+        params["module_check"] = module_check
+    if baseline is not None:
+        params["baseline"] = baseline.entry_for(e.name, dtype, steps)
+    # Pooled, not isolated: a fresh process per model would re-import torch + transformers (~5-10 s)
+    # and start inductor's compile workers cold every time. What a model could leak into the next
+    # case is reset per case (dynamo caches and counters, seeds, peak memory); a hang, segfault or
+    # OOM still costs only its own case (the runner replaces the worker).
+    return Case("zoo", e.name, params, ENTRY, budget_s=timeout, isolated=False)
+
+
+def full_params(source: str, model: str, task: str, dtype: str, steps: int, backend: str, weights: str,
+                reference: str, args: argparse.Namespace, **extra: Any) -> dict[str, Any]:  # fmt: skip
+    """A --size full / --full-top case's params (zoo/full.py), written as stored runs have them: the run-wide
+    ones from the command line (seed, batch, seq, --nproc and --device-memory when given), then `extra`."""
+    params: dict[str, Any] = {"source": source, "model": model, "task": task, "dtype": dtype, "steps": steps,
+                              "backend": backend, "seed": args.seed, "size": "full", "batch": args.batch,
+                              "seq": args.seq, "weights": weights, "reference": reference, **extra}  # fmt: skip
+    if getattr(args, "nproc", 1) > 1:  # FSDP2 over N ranks when one device is too small (zoo/fsdp.py)
+        params["nproc"] = int(args.nproc)
+    if getattr(args, "device_memory", None):
+        params["device_memory_gib"] = float(args.device_memory)
+    return params

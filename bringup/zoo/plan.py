@@ -1,0 +1,220 @@
+"""The zoo's planning: the models a --source lists (transformers types, timm models, Hub ids, a FILE of
+module:function / config paths / ids), every option validated before any work (bad input: one line, exit 2), one
+case per model (zoo/cases.py), a Hub sweep's through zoo/hub.py, --size full's for zoo/full.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from bringup.case import Case
+from bringup.device import Device
+from bringup.errors import BadInput, user_regex
+from bringup.options import check_compile_backend
+from bringup.precision import Precision, parse_precision
+from bringup.zoo import hub as zoo_hub
+from bringup.zoo import modules as zoo_modules
+from bringup.zoo.args import DEFAULT_STEPS, DEFAULT_TIMEOUT, FULL_STEPS, NOISE_SEEDS
+from bringup.zoo.baseline import load_baseline
+from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
+from bringup.zoo.spec import FULL_TIMEOUT
+
+# `bringup run --quick`: three HF types (dense GQA + rope + RMSNorm; learned positions + LayerNorm +
+# gelu; qk-norm) and a timm convnet (BatchNorm): ~2 min on 2 cores with cold inductor compiles.
+QUICK = (("hf", "llama", "causal-lm"), ("hf", "gpt2", "causal-lm"), ("hf", "qwen3", "causal-lm"),
+         ("timm", "test_resnet", ""))  # fmt: skip
+FULL_EXTRA_TIMM = 8  # `bringup run --full`: all hf-causal types and the first timm models
+
+
+# ---- sources --------------------------------------------------------------------------------------
+def hf_causal() -> list[Entry]:
+    from bringup.models import zoo as mz
+
+    return [Entry("hf", t, "causal-lm") for t in mz.causal_types()]
+
+
+def _hf_all() -> list[Entry]:
+    from bringup.models import zoo as mz
+
+    return [Entry("hf", t, task) for t, task in mz.all_types()]
+
+
+def timm_entries() -> list[Entry]:
+    from bringup.models.timm_zoo import DEFAULT_MODELS, require
+
+    require()
+    return [Entry("timm", m.name) for m in DEFAULT_MODELS]
+
+
+def _hub_entry(text: str, where: str) -> Entry:
+    """A Hub id, resolved now (cache, or the Hub when online): a missing or uncached id is BadInput."""
+    from bringup.models import hub
+
+    ref = hub.parse_ref(text[len(hub.HUB_PREFIX) :] if text.startswith(hub.HUB_PREFIX) else text, where)
+    task, _ = hub.task_of(hub.read_config(hub.resolve(ref), ref.name))
+    return Entry("hub", ref.name, task)
+
+
+def _hub_top() -> list[Entry]:
+    from bringup.models import hub
+
+    return [Entry("hub-top", e["id"], hub.task_of(e["config"])[0]) for e in hub.catalogue()]
+
+
+def read_model_file(path: str) -> list[Entry]:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"--source {path}: cannot read: {type(e).__name__}: {e}") from e
+    out = []
+    for i, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.endswith(".json"):
+            cfg = Path(line) if Path(line).is_absolute() else (p.parent / line)
+            if not cfg.is_file():
+                raise BadInput(f"--source {path}:{i}: config {line} does not exist")
+            out.append(Entry("hf-json", str(cfg.resolve()), label=line))
+        elif line.startswith("hub:") or re.fullmatch(r"[\w.\-]+/[\w.\-]+(@[\w.\-/]+)?", line):
+            out.append(_hub_entry(line, f"--source {path}:{i}"))
+        elif re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", line):
+            out.append(Entry("fn", line))
+        else:
+            raise BadInput(f"--source {path}:{i}: {line!r} is neither module:function, a config .json path nor a "
+                           "Hub id (ORG/NAME or hub:NAME)")  # fmt: skip
+    if not out:
+        raise BadInput(f"--source {path}: no models listed")
+    return out
+
+
+def entries_for(source: str) -> list[Entry]:
+    if source == "hf-causal":
+        return hf_causal()
+    if source == "hf-all":
+        return _hf_all()
+    if source == "timm":
+        return timm_entries()
+    if source == "hub-top":
+        return _hub_top()
+    if source.startswith("hub:"):
+        from bringup.models import hub
+
+        return [_hub_entry(ref.name, f"--source {source}") for ref in hub.parse_ids(source)]
+    if Path(source).exists():
+        return read_model_file(source)
+    raise BadInput(f"unknown --source {source!r}: use hf-causal, hf-all, timm, hub-top, hub:ORG/NAME or a FILE "
+                   "that exists")  # fmt: skip
+
+
+# ---- cases ----------------------------------------------------------------------------------------
+def check_backend(name: str) -> str:
+    if name.lower() == "none":
+        return "none"
+    return check_compile_backend(name)
+
+
+def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+    """Validate every option (BadInput before any work), then one case per model."""
+    prec = parse_precision(args.dtype)
+    if prec.name == "fp64":
+        raise BadInput(f"--dtype {args.dtype}: the zoo runs fp32, bf16, fp16, amp-bf16 or amp-fp16 (float64 is the "
+                       "reference)")  # fmt: skip
+    size = getattr(args, "size", "tiny") or "tiny"
+    if args.steps is None:
+        args.steps = FULL_STEPS if size == "full" else DEFAULT_STEPS
+    sweep = zoo_hub.is_sweep(args.source)
+    zoo_hub.check_options(args)
+    zoo_hub.check_ranks(getattr(args, "nproc", 1), device)
+    if size == "full":
+        if sweep:
+            raise BadInput("--size full with a Hub sweep: use --full-top K (the K most downloaded signatures at "
+                           "real size, beside the tiny sweep)")  # fmt: skip
+        return build_full_cases(args, prec, device)
+    if getattr(args, "reference", None) is not None and not (sweep and getattr(args, "full_top", 0)):
+        raise BadInput("--reference applies to --size full (and --full-top); tiny models are judged against float64 "
+                       "on cpu")  # fmt: skip
+    noise_seeds = getattr(args, "noise_seeds", NOISE_SEEDS)
+    if noise_seeds is None or not 0 <= noise_seeds <= 16:
+        raise BadInput(f"--noise-seeds must be 0..16, got {noise_seeds}")
+    if args.steps is None or args.steps < 1:
+        raise BadInput(f"--steps must be >= 1, got {args.steps}")
+    if args.limit is not None and args.limit < 1:
+        raise BadInput(f"--limit must be >= 1, got {args.limit}")
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise BadInput(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    pattern = None if args.filter is None else user_regex(args.filter, "--filter")
+    backend = check_backend(args.compile_backend or device.default_compile_backend)
+    if sweep:
+        return zoo_hub.build_cases(args, prec, backend, noise_seeds, pattern)
+    baseline = load_baseline(args.baseline) if args.baseline else None
+    entries = entries_for(args.source)
+    entries = _select(entries, pattern, args)
+    if baseline is not None:
+        baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
+    module_check = zoo_modules.from_arg(args)
+    return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds, module_check)
+            for e in entries]  # fmt: skip
+
+
+def _select(entries: list[Any], pattern: Any, args: argparse.Namespace) -> list[Any]:
+    """The entries --filter keeps, cut to --limit; none left is bad input."""
+    if pattern is not None:
+        entries = [e for e in entries if pattern.search(e.name)]
+    if args.limit is not None:
+        entries = entries[: args.limit]
+    if not entries:
+        raise BadInput(f"zoo: no model of --source {args.source} matches --filter {args.filter!r}")
+    return entries
+
+
+def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) -> list[Case]:
+    """--size full: Hub ids or catalogue entries at their real size (zoo/full.py)."""
+    from bringup.models import hub
+
+    if args.steps < 1:
+        raise BadInput(f"--steps must be >= 1, got {args.steps}")
+    if args.batch < 1 or args.seq < 2:
+        raise BadInput(f"--batch must be >= 1 and --seq >= 2, got {args.batch} and {args.seq}")
+    if args.limit is not None and args.limit < 1:
+        raise BadInput(f"--limit must be >= 1, got {args.limit}")
+    timeout = args.timeout if args.timeout != DEFAULT_TIMEOUT else FULL_TIMEOUT
+    if not (timeout > 0 and math.isfinite(timeout)):
+        raise BadInput(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    pattern = None if args.filter is None else user_regex(args.filter, "--filter")
+    backend = check_backend(args.compile_backend or device.default_compile_backend)
+    reference = args.reference or ("baseline" if args.baseline else "cpu")
+    if reference == "baseline" and not args.baseline:
+        raise BadInput("--reference baseline needs --baseline BUNDLE (an exported full-size run of the same ids)")
+    entries = [e for e in entries_for(args.source) if e.source in ("hub", "hub-top")]
+    if not entries:
+        raise BadInput(f"--size full: --source {args.source} lists no Hub model (use hub-top, hub:ORG/NAME or a "
+                       "file of ids)")  # fmt: skip
+    entries = _select(entries, pattern, args)
+    if reference == "none" and backend == "none" and not args.baseline:
+        raise BadInput("--reference none with --compile-backend none and no --baseline: nothing would judge the "
+                       "run's numerics")  # fmt: skip
+    weights = {e.name: "cache" if e.source == "hub" and hub.weight_files(hub.parse_ref(e.model, "hub")) else "random"
+               for e in entries}  # fmt: skip
+    baseline = load_baseline(args.baseline) if args.baseline else None
+    cases = []
+    for e in entries:
+        params = full_params(e.source, e.model, e.task, prec.name, args.steps, backend, weights[e.name], reference,
+                             args)  # fmt: skip
+        if baseline is not None:
+            params["baseline"] = baseline.full_entry_for(e.name, params, args.baseline)
+        cases.append(Case("zoo", e.name, params, FULL_ENTRY, budget_s=timeout, isolated=True))
+    return cases
+
+
+def run_cases(device: Device, quick: bool) -> list[Case]:
+    if quick:
+        entries = [Entry(s, m, t) for s, m, t in QUICK]
+        return [make_case(e, "fp32", 3, device.default_compile_backend, 300.0) for e in entries]
+    entries = hf_causal() + timm_entries()[:FULL_EXTRA_TIMM]
+    return [make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT) for e in entries]

@@ -1,0 +1,292 @@
+"""zoo, in the worker: one tiny model, trained for K steps on the device, eager and compiled, against a float64
+CPU reference (the module docstring of zoo/suite.py has the whole case). Model preparation (`build_model`), the
+trusted runs' noise (`measure_noise`) and the case (`run_model`); the training loop is zoo/steps.py's, the
+verdicts zoo/judge.py's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any
+
+import torch
+
+from bringup.case import Case, CaseResult, Status
+from bringup.device import Device
+from bringup.errors import BadInput
+from bringup.precision import Precision
+from bringup.zoo import modules as zoo_modules
+from bringup.zoo.judge import TrustedNoise, compare_bundle, judge
+from bringup.zoo.spec import ZooSpec, config_data
+from bringup.zoo.steps import RunOut, as_precision, fail, finite_curve, train_run
+
+__all__ = ["as_precision", "build_model", "measure_noise", "run_model", "train_run"]  # localize/cli.py: one import
+
+LOGIT_SAMPLES = 16
+
+
+def build_model(params: ZooSpec | dict[str, Any]) -> Any:
+    """The model of a case, initialised so that every operator matters to the result (seeded): Linear
+    weights at N(0, 1/fan_in) so attention is not uniform and activations see unit-size inputs
+    (models/testable_init.py), and all-zero parameters (biases, norm offsets) drawn small
+    (models/zoo.py: nonzero_init): a dropped bias, a wrong softmax temperature must change the result."""
+    from bringup.models import testable_init
+    from bringup.models import zoo as mz
+
+    spec = ZooSpec.of(params)
+    built = _build_model(spec)
+    seed = spec.seed
+    testable_init.fan_in_init(built.model, seed)
+    mz.nonzero_init(built.model, seed)
+    return built
+
+
+def _build_model(spec: ZooSpec) -> Any:
+    from bringup.models import zoo as mz
+
+    src, model, seed = spec.source, spec.model, spec.seed
+    if src == "hf":
+        return mz.build_hf(model, spec.task or "causal-lm", seed=seed)
+    if src == "timm":
+        from bringup.models import timm_zoo
+
+        return timm_zoo.build(model, seed=seed)
+    if src == "fn":
+        return mz.build_fn(model, seed=seed)
+    if src == "hf-json":
+        return mz.build_hf_json(model, seed=seed)
+    if src in ("hub", "hub-top"):
+        from bringup.models import hub
+
+        return hub.build_tiny(config_data(spec), model, seed=seed)
+    if src == "hub-sig":  # a Hub sweep's signature: exactly its tiny config (zoo/hub.py)
+        from bringup.models import signature
+
+        if spec.config is None:
+            raise mz.ConfigError("a hub-sig case without its config")
+        return signature.build(spec.task or "causal-lm", spec.config, seed=seed)
+    raise mz.ConfigError(f"unknown source {src!r}")
+
+
+def logits_digest(t: torch.Tensor | None) -> dict[str, Any] | None:
+    """Output statistics + a few fixed-position values: what a bundle keeps of the logits."""
+    if t is None:
+        return None
+    x = t.detach().to("cpu", torch.float64).flatten()
+    if x.numel() == 0:
+        return None
+    # float64 positions: float32 rounds the last index past the end above 2**24 elements (16M logits)
+    idx = torch.linspace(0, x.numel() - 1, min(LOGIT_SAMPLES, x.numel()), dtype=torch.float64).round().long()
+    fin = x[torch.isfinite(x)]
+    n = fin.numel()
+    return {
+        "shape": list(t.shape), "mean": float(fin.mean()) if n else math.nan,
+        "std": float(fin.std()) if n > 1 else 0.0, "abs_max": float(fin.abs().max()) if n else math.nan,
+        "sample": [float(v) for v in x[idx]],
+    }  # fmt: skip
+
+
+def _series(curve: list[float]) -> list[tuple[int, float]]:
+    return [(i, v) for i, v in enumerate(curve)]
+
+
+def run_model(case: Case, ctx: Any) -> CaseResult:
+    """One model: reference, trusted baseline, device eager, device compiled; then the verdict."""
+    import traceback
+
+    from bringup.checks.errors import classify, first_line
+    from bringup.checks.graphs import watch
+    from bringup.checks.parity import parity
+    from bringup.models.zoo import ConfigError, param_count
+
+    t_case = time.monotonic()
+    spec = ZooSpec.from_params(case.params)
+    dtype = spec.prec
+    steps = spec.steps
+    backend = spec.backend
+    dev: Device = ctx.device
+    cpu = torch.device("cpu")
+    r = CaseResult.for_case(case, Status.PASS)
+    r.fields.update({"source": spec.source, "task": spec.task, "backend": backend, "params": None,
+                     "graph_breaks": None, "fallback_ops": None, "max_rel_err": None, "loss_divergence": None,
+                     "compile_s": None, "peak_mem_bytes": None})  # fmt: skip
+    torch._dynamo.reset()
+    torch.manual_seed(spec.seed)
+    # -- build (ref_fail "config" when the tiny model can't be made) --
+    try:
+        built = build_model(spec)
+    except (ConfigError, BadInput) as e:
+        return fail(r, Status.REF_FAIL, f"config: {e}")
+    except Exception as e:
+        return fail(r, Status.REF_FAIL, f"config: {first_line(e)}")
+    r.fields["params"] = param_count(built.model)
+    r.fields["note"] = built.note
+    init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
+    # -- a. reference --
+    try:
+        batches = [built.make_batch(i) for i in range(steps)]
+        ref = train_run(built, init, batches, cpu, torch.float64, round_to=dtype.param_dtype)
+    except Exception as e:
+        r.error = traceback.format_exc()
+        return fail(r, Status.REF_FAIL, f"reference: {first_line(e)}")
+    if not finite_curve(ref.curve):
+        return fail(r, Status.REF_FAIL, "reference: non-finite loss in float64")
+    r.series["loss.ref"] = _series(ref.curve)
+    r.fields["logits"] = {"ref": logits_digest(ref.tensors.get("logits"))}
+    # -- b. trusted baseline: cpu eager in the run dtype (on cpu also the device's eager run: recorded) --
+    use_mc = zoo_modules.enabled(spec.module_check, dev)
+    if not use_mc and spec.module_check is None:
+        r.fields["module_check_note"] = zoo_modules.LAZY_NOTE
+    mc = zoo_modules.new_check(built.model, dtype, cpu) if use_mc and dev.is_cpu else None
+    base: RunOut | None = None
+    try:
+        base = train_run(built, init, batches, cpu, dtype, module_check=mc)
+        r.series["loss.cpu_eager"] = _series(base.curve)
+    except Exception as e:
+        r.fields["baseline_error"] = first_line(e)
+    if base is not None:
+        # the trusted run must itself be near float64; if even cpu eager in this dtype is grossly off
+        # (a discontinuous model: LSH buckets, near-tied routing), the comparison says nothing
+        gross = parity(base.tensors, ref.tensors, dtype, trusted=True)
+        r.fields["cpu_eager_max_rel_err"] = gross.max_rel_err
+        if not gross.ok:
+            return fail(r, Status.REF_FAIL, f"reference: cpu eager in {spec.dtype} is itself off float64 "
+                         f"({gross.summary()}): ill-conditioned at this precision")  # fmt: skip
+        from bringup.checks.losscurve import compare_curves
+
+        drift = compare_curves(base.curve, ref.curve, dtype, trusted=True)
+        if not drift.ok:  # e.g. BatchNorm over 2 samples at a high learning rate: training itself diverges
+            return fail(r, Status.REF_FAIL, f"reference: cpu eager in {spec.dtype} drifts off float64 over "
+                         f"{len(ref.curve)} steps ({drift.summary()}): ill-conditioned training at this "
+                         "precision")  # fmt: skip
+        noise = measure_noise(spec, dtype, steps, spec.noise_seeds)
+        r.fields["noise_seeds"] = noise.seeds
+        if noise.errors:
+            r.fields["noise_errors"] = noise.errors
+        torch.manual_seed(spec.seed)
+    else:
+        noise = TrustedNoise()
+    dev.reset_peak_memory()
+    # -- c. device eager --
+    eager: RunOut | None = None
+    try:
+        if dev.is_cpu and base is not None:
+            eager = base
+        else:
+            mc = zoo_modules.new_check(built.model, dtype, dev.torch_device) if use_mc else None
+            eager = _device_run(built, init, batches, dev, dtype, r, module_check=mc)
+    except Exception as e:
+        r.error = traceback.format_exc()
+        fail(r, classify(e), f"eager: {first_line(e)}")
+    if eager is not None:
+        r.series["loss.eager"] = _series(eager.curve)
+        r.fields["logits"]["eager"] = logits_digest(eager.tensors.get("logits"))
+        # on cpu, eager in the run dtype IS the trusted baseline: judged for gross errors only
+        self_trusted = dev.is_cpu and eager is base
+        judge(r, "eager", eager, ref, None if self_trusted else base, dtype, noise, trusted=self_trusted)
+        if mc is not None and mc.recorded and not self_trusted:
+            zoo_modules.judge(r, "eager", mc.judge_eager())
+    # -- d. device compiled --
+    comp: RunOut | None = None
+    if backend != "none":
+        left = max(1.0, case.budget_s - (time.monotonic() - t_case))
+        try:
+            with watch() as graphs:
+                comp = train_run(built, init, batches, dev.torch_device, dtype, backend=backend,
+                                 on_first_step=lambda: ctx.phase("compile", budget_s=left))  # fmt: skip
+        except Exception as e:
+            r.error = r.error or traceback.format_exc()
+            fail(r, classify(e, compiling=True), f"compiled: {first_line(e)}")
+        r.fields.update({"graph_count": graphs.graph_count, "graph_breaks": graphs.graph_breaks,
+                         "break_reasons": graphs.break_reasons, "recompiles": graphs.recompiles,
+                         "recompile_reasons": graphs.recompile_reasons})  # fmt: skip
+        if comp is not None:
+            r.fields["compile_s"] = round(graphs.compile_s or comp.first_step_s, 3)
+            r.series["loss.compiled"] = _series(comp.curve)
+            r.fields["logits"]["compiled"] = logits_digest(comp.tensors.get("logits"))
+            if graphs.graph_count == 0:
+                fail(r, Status.SILENT_EAGER, "compiled: dynamo captured no graph (the run was eager)")
+            judge(r, "compiled", comp, ref, base if base is not None else eager, dtype,
+                   noise if base is not None else TrustedNoise())  # fmt: skip
+            if use_mc:
+                left = max(1.0, case.budget_s - (time.monotonic() - t_case))
+                zoo_modules.judge_compiled(r, mc, backend, ctx, left)
+    # -- e. fallbacks, memory --
+    r.fields["peak_mem_bytes"] = dev.peak_memory()
+    fb = r.fields.get("fallback_ops")
+    if fb:
+        top = ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])[:5])
+        fail(r, Status.FALLBACK, f"ran through the CPU fallback: {top}")
+    # -- baseline bundle --
+    if spec.baseline:
+        compare_bundle(r, spec.baseline, dtype)
+    if finding := r.fields.get("tying_finding"):  # a device finding beside the verdict, not instead of it
+        r.reason = f"{r.reason}; {finding}" if r.reason else finding
+    for k in ("max_rel_err", "loss_divergence", "compile_s", "params", "graph_breaks", "peak_mem_bytes"):
+        v = r.fields.get(k)  # the fields keep them for the terminal table; metrics are what reports read
+        r.metric(k, v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+    return r
+
+
+def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], dev: Device,
+                dtype: Precision, r: CaseResult, module_check: Any = None) -> RunOut:  # fmt: skip
+    """Device eager run; off cpu, under the fallback detector (which ops ran through the CPU fallback).
+    A detector that can't start (another profiler active, ...) leaves fallback_ops unknown (null)."""
+    from bringup.checks.errors import first_line
+    from bringup.checks.fallbacks import FallbackDetector
+    from bringup.models import tying
+
+    # Ties the move to the device splits are a finding of their own (models/tying.py): named on the case,
+    # and the model re-tied, so parity judges the model as meant (train_run's own .to is then a no-op).
+    if broken := tying.move(built.model, dev.torch_device, dtype.param_dtype):
+        r.fields["tying_broken"] = broken
+        r.fields["tying_finding"] = tying.describe(broken, dev.name)
+    r.metric("broken_ties", len(broken))
+    try:
+        det = FallbackDetector(dev)
+        det.__enter__()
+    except Exception as e:
+        r.fields["fallback_note"] = f"fallback detector unavailable: {first_line(e)}"
+        return train_run(built, init, batches, dev.torch_device, dtype, module_check=module_check)
+    try:
+        out = train_run(built, init, batches, dev.torch_device, dtype, module_check=module_check)
+    finally:
+        det.__exit__(None, None, None)
+    r.fields["fallback_ops"] = dict(det.report().fallback_ops)
+    return out
+
+
+def measure_noise(params: ZooSpec | dict[str, Any], prec: Precision, steps: int, n: int) -> TrustedNoise:
+    """Build the same model under `n` other seeds (other init, other batches) and run the float64
+    reference and the trusted run at `prec` on each: per tensor, how far correct runs at this
+    precision are from float64 (checks/parity.py: trusted_noise). A seed whose trusted run is itself
+    grossly off (or fails) is left out and named in `errors`."""
+    from bringup.checks.errors import first_line
+    from bringup.checks.parity import parity, trusted_noise
+
+    cpu = torch.device("cpu")
+    out = TrustedNoise()
+    samples = []
+    spec = ZooSpec.of(params)
+    seed0 = spec.seed
+    for k in range(1, n + 1):
+        s = seed0 + 7919 * k  # far from the small seeds users pick
+        try:
+            built = build_model(dataclasses.replace(spec, seed=s))
+            init = {k2: v.detach().clone() for k2, v in built.model.state_dict().items()}
+            batches = [built.make_batch(i) for i in range(steps)]
+            ref = train_run(built, init, batches, cpu, torch.float64, round_to=prec.param_dtype)
+            base = train_run(built, init, batches, cpu, prec)
+        except Exception as e:
+            out.errors.append(f"seed {s}: {first_line(e)}")
+            continue
+        if not (finite_curve(ref.curve) and parity(base.tensors, ref.tensors, prec, trusted=True).ok):
+            out.errors.append(f"seed {s}: the trusted run is itself off float64 (left out)")
+            continue
+        samples.append((base.tensors, ref.tensors))
+        out.curves.append((base.curve, ref.curve))
+        out.seeds.append(s)
+    out.tensors = trusted_noise(samples, prec)
+    return out

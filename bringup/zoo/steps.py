@@ -1,0 +1,235 @@
+"""The zoo's training step, one loop for every size: the tiny run (`train_run`: SGD, step 0's tensors kept for
+parity), the full-size run (zoo/full.py: AdamW, per-step series) and each FSDP2 rank (zoo/fsdp.py) all train
+through `train_steps`, with the helpers they share (a batch cast to the run's device and dtype, dropout off).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from bringup.case import CaseResult, Status
+from bringup.device import Device
+from bringup.precision import PRECISIONS, Precision, parse_precision
+
+LR = 0.5  # tiny runs, SGD: big enough that a tiny random-init model's loss moves visibly in a few steps
+MAX_GRAD_NORM = 1.0  # clipped like HF Trainer's default: keeps the few steps out of chaotic regimes
+FULL_LR = 1e-4  # full size (zoo/full.py, zoo/fsdp.py), AdamW, as people train: K steps stay out of chaotic regimes
+
+StepFn = Callable[[dict[str, Any]], tuple[torch.Tensor, torch.Tensor | None]]
+
+
+def fail(r: CaseResult, status: Status, reason: str) -> CaseResult:
+    """Fail `r` with `status`; the first failure names the case (later ones leave it as it is)."""
+    if r.status is Status.PASS:
+        r.status, r.reason = status, reason
+    return r
+
+
+def cast_batch(batch: dict[str, Any], device: torch.device, dtype: torch.dtype,
+               round_to: torch.dtype | None = None) -> dict[str, Any]:  # fmt: skip
+    """The batch on `device`, its floating tensors in `dtype` (first rounded through `round_to`)."""
+
+    def one(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            if v.is_floating_point():
+                if round_to is not None:
+                    v = v.to(round_to)
+                return v.to(device=device, dtype=dtype)
+            return v.to(device)
+        if isinstance(v, dict):
+            return {k: one(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return type(v)(one(x) for x in v)
+        return v
+
+    return {k: one(v) for k, v in batch.items()}
+
+
+def no_dropout(model: torch.nn.Module) -> None:
+    """Dropout draws different masks in each run (and compiled code draws them differently again):
+    parity needs the same function in every run. Configs are built with dropout 0 (models/zoo_config.py);
+    this catches nn.Dropout modules a user model or a fixed-size config still has."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.p = 0.0
+
+
+def experts_impl(model: torch.nn.Module, impl: str | None) -> None:
+    """transformers' MoE layers dispatch on config._experts_implementation at call time; the default
+    (grouped_mm) has no float64 kernel, so the float64 reference runs the eager per-expert loop: the
+    same mathematics, another code path. Other runs get back the model's own choice."""
+    seen: set[int] = set()
+    for m in model.modules():
+        cfg = getattr(m, "config", None)
+        if cfg is None or id(cfg) in seen or not hasattr(cfg, "_experts_implementation"):
+            continue
+        seen.add(id(cfg))
+        own = cfg.__dict__.setdefault("_bringup_own_experts_impl", cfg._experts_implementation)
+        cfg._experts_implementation = impl or own
+
+
+def step_fn(forward: Callable[[Any, dict[str, Any]], Any], loss: Callable[[Any, dict[str, Any]], torch.Tensor],
+            logits: Callable[[Any], torch.Tensor | None], model: Any, prec: Precision, device_type: str,
+            backend: str | None = None) -> StepFn:  # fmt: skip
+    """batch -> (loss, logits) under the precision's autocast; compiled with `backend` when given."""
+
+    def fwd_loss(b: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        with prec.autocast(device_type):
+            out = forward(model, b)
+            return loss(out, b), logits(out)
+
+    return fwd_loss if backend is None else torch.compile(fwd_loss, backend=backend)
+
+
+def train_steps(model: torch.nn.Module, fn: StepFn, opt: torch.optim.Optimizer, batch_at: Callable[[int], Any],
+                steps: int, device: torch.device, dtype: torch.dtype, *, round_to: torch.dtype | None = None,
+                scaler: Any = None, step_context: Callable[[], AbstractContextManager[Any]] | None = None,
+                first_step: Callable[[], AbstractContextManager[Any]] | None = None, sync_first: bool = False,
+                at_step0: Callable[[torch.Tensor, torch.Tensor | None], None] | None = None,
+                after_clip: Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor], None] | None = None,
+                max_grad_norm: float = MAX_GRAD_NORM) -> tuple[float, float]:  # fmt: skip
+    """The one training-step loop: `steps` steps of batch -> forward + loss -> backward (scaled by a GradScaler
+    when given, then unscaled: the grads kept and clipped are the true ones) -> clip to `max_grad_norm` ->
+    optimizer step. `step_context` wraps each step's forward and backward (not the optimizer), `first_step`
+    step 0's too (a compile phase, a module recording); `sync_first` makes the device compute step 0 before
+    its clock stops (a lazy device: one graph). `at_step0(loss, logits)` sees step 0 before clipping,
+    `after_clip(loss, logits, total_grad_norm)` every step. Returns (seconds, step 0's seconds)."""
+    t0 = time.perf_counter()
+    first = 0.0
+    for i in range(steps):
+        b = cast_batch(batch_at(i), device, dtype, round_to)
+        ts = time.perf_counter()
+        with step_context() if step_context is not None else nullcontext():
+            with first_step() if i == 0 and first_step is not None else nullcontext():
+                loss, logits = fn(b)
+                (loss if scaler is None else scaler.scale(loss)).backward()
+                if scaler is not None:
+                    scaler.unscale_(opt)
+        if i == 0:
+            if sync_first:
+                Device(device.type, device.index).materialize(loss, logits, model)
+            first = time.perf_counter() - ts
+            if at_step0 is not None:
+                at_step0(loss, logits)
+        gn = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_grad_norm)
+        if after_clip is not None:
+            after_clip(loss, logits, gn)
+        if scaler is None:
+            opt.step()
+        else:
+            scaler.step(opt)
+            scaler.update()
+        opt.zero_grad(set_to_none=True)
+    return time.perf_counter() - t0, first
+
+
+# ---- the tiny run ---------------------------------------------------------------------------------
+@dataclass
+class RunOut:
+    """One training run: step-0 tensors (loss, logits, grads) and the K-step loss curve."""
+
+    tensors: dict[str, torch.Tensor]
+    curve: list[float]
+    seconds: float = 0.0
+    first_step_s: float = 0.0
+
+
+def finite_curve(c: list[float]) -> bool:
+    return all(math.isfinite(x) for x in c)
+
+
+def as_precision(p: Precision | torch.dtype | str) -> Precision:
+    if isinstance(p, Precision):
+        return p
+    if isinstance(p, str):
+        return parse_precision(p)
+    return next(x for x in PRECISIONS.values() if not x.mixed and x.param_dtype == p)
+
+
+def _load_init(model: torch.nn.Module, init: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype,
+               round_to: torch.dtype | None) -> torch.nn.Module:  # fmt: skip
+    """The model on `device` in `dtype`, its floating state first rounded through `round_to` (the run
+    dtype): the float64 reference starts from exactly the weights the run holds."""
+    model.load_state_dict(init)
+    model.to(device=device, dtype=dtype)
+    if round_to is not None and round_to != dtype:
+        with torch.no_grad():
+            for t in [*model.parameters(), *model.buffers()]:
+                if t.is_floating_point():
+                    t.copy_(t.to(round_to).to(dtype))
+    return model
+
+
+@contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """The float64 reference also creates its own tensors (masks, `torch.full(finfo.min)`, position
+    tables) in float64: some models build them with the default dtype. Restored afterwards."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype if dtype == torch.float64 else old)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+def train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
+              dtype: Precision | torch.dtype | str, round_to: torch.dtype | None = None, backend: str | None = None,
+              on_first_step: Any = None, step_context: Any = None, module_check: Any = None) -> RunOut:  # fmt: skip
+    """K SGD steps at a precision (a pure dtype, or mixed: fp32 weights, forward under autocast, fp16 with
+    a GradScaler). Step 0's loss, logits and grads (unscaled) are kept (moved to cpu) for parity.
+    `step_context` (a context-manager factory, e.g. a TorchDispatchMode) wraps each step's forward and
+    backward, not the optimizer. `module_check` (checks/module_check.ModuleCheck, eager runs only)
+    records step 0's module calls and replays them on the device, inside `step_context`."""
+    prec = as_precision(dtype)
+    if module_check is not None and backend is not None:
+        raise ValueError("a module check records an eager run (hooks do not fire inside a compiled graph)")
+    with _default_dtype(prec.param_dtype):
+        return _train_run(built, init, batches, device, prec, round_to, backend, on_first_step, step_context,
+                          module_check)  # fmt: skip
+
+
+def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
+               prec: Precision, round_to: torch.dtype | None, backend: str | None,
+               on_first_step: Any, step_context: Any = None, module_check: Any = None) -> RunOut:  # fmt: skip
+    dtype = prec.param_dtype
+    model = _load_init(built.model, init, device, dtype, round_to)
+    model.zero_grad(set_to_none=True)  # a run that raised mid-backward must not leave its grads to the next
+    model.train()
+    no_dropout(model)
+    experts_impl(model, "eager" if dtype == torch.float64 else None)
+    fn = step_fn(built.forward, built.loss, built.logits, model, prec, device.type, backend)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    curve: list[float] = []
+    tensors: dict[str, torch.Tensor] = {}
+
+    @contextmanager
+    def first_step() -> Iterator[None]:
+        with on_first_step() if on_first_step is not None else nullcontext():
+            with module_check.recording() if module_check is not None else nullcontext():
+                yield
+
+    def at_step0(loss: torch.Tensor, logits: torch.Tensor | None) -> None:
+        tensors["loss"] = loss.detach().to("cpu").reshape(())
+        if logits is not None:
+            tensors["logits"] = logits.detach().to("cpu")
+        for n, p in model.named_parameters():
+            if p.grad is not None:
+                tensors[f"grad.{n}"] = p.grad.detach().to("cpu").clone()
+
+    def after_clip(loss: torch.Tensor, logits: torch.Tensor | None, gn: torch.Tensor) -> None:
+        curve.append(float(loss.detach().to("cpu", torch.float64)))
+
+    seconds, first = train_steps(
+        model, fn, opt, lambda i: batches[i], len(batches), device, dtype, round_to=round_to,
+        scaler=prec.grad_scaler(device.type), step_context=step_context,
+        first_step=first_step if (on_first_step is not None or module_check is not None) else None,
+        sync_first=True, at_step0=at_step0, after_clip=after_clip,
+    )  # fmt: skip
+    return RunOut(tensors, curve, seconds, first)
