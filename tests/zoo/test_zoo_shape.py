@@ -3,10 +3,6 @@ the same ZooSpec. (No import circle, no module over 600 lines, in all of bringup
 
 from __future__ import annotations
 
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-
 
 def test_stored_entries_still_load() -> None:
     from bringup.runner.worker import load_entry
