@@ -265,7 +265,10 @@ def test_interrupted_cli_fetch_continues(synth: hs.SynthHub, tmp_path: Path) -> 
         env.pop("HF_HUB_OFFLINE", None)
         cmd = [sys.executable, "-m", "bringup.cli", "--db", str(tmp_path / "b.db"), "hub", "fetch", "--source",
                f"hub-list:{listing}", "--hub-workers", "2", "--hub-rate", "1000,100000"]  # fmt: skip
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # SIGINT back to its default in the child: a parent that ignores it (a test runner's worker may) would
+        # hand the child SIG_IGN, and Python then installs no KeyboardInterrupt handler (Ctrl-C never arrives).
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
         deadline = time.monotonic() + 120
         while s.count("resolvers", status=200) < 10 and time.monotonic() < deadline and p.poll() is None:
             time.sleep(0.05)
