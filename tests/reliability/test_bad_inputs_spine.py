@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from bringup.bundle import load_bundle, make_bundle
 from bringup.errors import BadInput
 from bringup.files import dumps
 from bringup.store import SCHEMA_VERSION, Store
-from tests.conftest import assert_one_line_error, run_cli
+from tests.conftest import assert_one_line_error, run_cli, run_main
 
 PLUGIN = "bringup_test_plugin_that_raises"
 
@@ -109,17 +108,6 @@ def _snapshot(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
-def _in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> subprocess.CompletedProcess[str]:
-    from bringup.cli import main
-
-    try:
-        rc = main(argv)
-    except SystemExit as e:  # argparse errors
-        rc = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(argv, rc, out, err)
-
-
 def _assert_nothing_written(d: Path, before: dict[str, bytes]) -> None:
     after = _snapshot(d)
     ignore = {p for p in after if "__pycache__" in p or p.startswith("good.db-")}  # SQLite's own WAL files
@@ -145,7 +133,7 @@ def test_bad_input(name: str, argv: list[str], needle: str, real: bool, workdir,
             pytest.skip("this machine has an accelerator")
     argv = [run_id if a == "RUN" else a for a in argv]
     before = _snapshot(d)
-    assert_one_line_error(_in_process(argv, capsys), needle)
+    assert_one_line_error(run_main(argv, capsys), needle)
     _assert_nothing_written(d, before)
     if real:
         p = run_cli(argv, cwd=d, env={"PYTHONPATH": str(d)}, timeout=300)
