@@ -27,6 +27,10 @@ the whole-model comparison passes and the module check (checks/module_check.py) 
     shift:rsqrt=1e-5                        a norm's epsilon off (qwen3-     train  eager fail_numeric
                                             tiny's RMSNorms)
 
+In `make test`: one fault (at least) per verdict. Marked slow (`make test-slow`), each naming its cheap
+form: approx:gelu (smoke), shift:rsqrt (train), arg:sigmoid in zoo (the zoo's module check is proven in
+tests/checks/test_module_check.py and on testdev by smoke's and train's module-check tests).
+
 FlexAttention rejects PrivateUse1 devices, so flex's fault is a perturbing compile backend on cpu
 (tests/testdev/flex_perturb.py) applied to flex's compiled path. A clean testdev passes all of these
 (tests/testdev/test_testdev_suites.py runs every quick suite on it).
@@ -123,10 +127,6 @@ def test_ops_catch_native_and_fallback_faults_and_dropped_scale(cli, tmp_path: P
     }, {k: (v["status"], v["reason"][:200]) for k, v in st.items()}  # fmt: skip
 
 
-# slow; the cheap form in `make test`: ops' verdict on testdev:
-# test_ops_catch_native_and_fallback_faults_and_dropped_scale; bf16 accumulation:
-# test_smoke_catches_bf16_accumulation_in_bf16
-@pytest.mark.slow
 def test_ops_catch_bf16_accumulating_matmul(cli, tmp_path: Path, testdev_built: None) -> None:
     st = _run(cli, tmp_path, "bf16_matmul", *TD, "ops", "--filter", "^mm$", "--dtypes", "float32", "--samples", "2")
     assert st["mm:float32"]["status"] == "fail_numeric", st["mm:float32"]
