@@ -1,4 +1,5 @@
-"""Shared test helpers: run the real CLI in a subprocess (real processes, no mocks of the runner)."""
+"""Shared test helpers: run the real CLI in a subprocess (real processes, no mocks of the runner), or the same
+`bringup.cli.main` in this process (`run_main`, the `bringup_inproc` fixture) where no device work is done."""
 
 from __future__ import annotations
 
@@ -40,6 +41,30 @@ def assert_one_line_error(p: subprocess.CompletedProcess[str], needle: str = "")
 
 def load_json(path: Path) -> Any:
     return json.loads(Path(path).read_text())
+
+
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> subprocess.CompletedProcess[str]:
+    """`bringup ARGS` in this process (for commands that touch no device: report, compare, export, bad-input
+    paths): the same `bringup.cli.main` the console script runs, minus ~3 s of interpreter and torch start-up
+    per call. An argparse error (SystemExit) is its exit code, as in the console script. Each area keeps a
+    few real-subprocess calls through `run_cli` too. The one in-process runner of the test suite."""
+    from bringup.cli import main
+
+    capsys.readouterr()
+    try:
+        rc = main(list(args))
+    except SystemExit as e:  # argparse errors
+        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), rc, out, err)
+
+
+@pytest.fixture
+def bringup_inproc(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    """run_main with the cwd at tmp_path (so default paths land there) and no BRINGUP_DB from outside."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BRINGUP_DB", raising=False)
+    return lambda *args: run_main(list(args), capsys)
 
 
 @pytest.fixture

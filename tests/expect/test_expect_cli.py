@@ -97,14 +97,16 @@ def test_unknown_flake_without_the_file_saying_so_is_flaky_and_strict_fails(cli,
     assert p.returncode == 1 and "FLAKY selftest/000-flip" in p.stdout
 
 
-def test_bad_expectations_are_one_line_exit_2_before_any_work(cli, tmp_path: Path) -> None:
+def test_bad_expectations_are_one_line_exit_2_before_any_work(cli, bringup_inproc, tmp_path: Path) -> None:
+    """In-process (bringup_inproc) but the last, a real subprocess."""
     bad = tmp_path / "bad.yaml"
     entry = "selftest/000-ok: {status: fail_numeric, reason: gremlins}"
     bad.write_text(f"version: 1\ndevices:\n  cpu:\n    '2.13':\n      {entry}\n")
-    assert_one_line_error(cli(*CPU, "selftest", "--plan", "ok", "--expect", str(bad)), "bad.yaml:5: case")
-    assert_one_line_error(cli(*CPU, "selftest", "--plan", "ok", "--expect", "nope.yaml"), "no such file")
-    assert_one_line_error(cli(*CPU, "selftest", "--plan", "ok", "--strict"), "--strict needs --expect")
-    assert_one_line_error(cli(*CPU, "selftest", "--plan", "ok", "--repeat", "0", "--expect", str(bad)), "positive")
+    inproc = bringup_inproc
+    assert_one_line_error(inproc(*CPU, "selftest", "--plan", "ok", "--expect", str(bad)), "bad.yaml:5: case")
+    assert_one_line_error(inproc(*CPU, "selftest", "--plan", "ok", "--expect", "nope.yaml"), "no such file")
+    assert_one_line_error(inproc(*CPU, "selftest", "--plan", "ok", "--strict"), "--strict needs --expect")
+    assert_one_line_error(inproc(*CPU, "selftest", "--plan", "ok", "--repeat", "0", "--expect", str(bad)), "positive")
     bad.write_text("version: 1\ndevices: [\n")
     assert_one_line_error(cli(*CPU, "--expect", str(bad), "selftest", "--plan", "ok"), "not valid YAML")
     assert not (tmp_path / "bringup-results" / "bringup.db").exists()  # nothing ran, nothing was stored

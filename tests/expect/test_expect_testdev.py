@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.testdev.conftest import testdev_built  # noqa: F401  (the fixture)
 
 TD = ("--import", "bringup.testdev", "--device", "testdev")
 OPS = ("ops", "--filter", "^(add|mul)$", "--dtypes", "float32")
 
 
+# slow: the ratchet's regression / new pass / update is in `make test` on selftest plans
+# (tests/expect/test_expect_cli.py::test_ratchet_regression_and_new_pass_exit_1_then_update_exits_0); the testdev
+# faults themselves are caught in tests/testdev/test_testdev_faults.py
+@pytest.mark.slow
 def test_testdev_fault_regression_and_fixed_op(cli, tmp_path: Path, testdev_built: None) -> None:  # noqa: F811
     p = cli(*TD, *OPS, env={"BRINGUP_TESTDEV_FAULTS": "scale:mul=1.01"}, timeout=900)
     assert p.returncode == 1 and "ops/mul:float32: fail_numeric" in p.stderr, p.stderr[-3000:]

@@ -6,12 +6,11 @@ import each); two go through a real subprocess to prove the process-level contra
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error, run_main
 
 FILES = {
     "broken.yaml": "mods: [causal\nbatch: 1\n",
@@ -38,17 +37,6 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (tmp_path / name).write_text(text)
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> subprocess.CompletedProcess[str]:
-    from bringup.cli import main
-
-    try:
-        rc = main(argv)
-    except SystemExit as e:  # argparse errors
-        rc = int(e.code or 0)
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(argv, rc, out.out, out.err)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +71,7 @@ def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> subprocess.Com
     ],
 )  # fmt: skip
 def test_bad_flex_input(files: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str) -> None:
-    p = _main(["--device", "cpu", "flex", *args], capsys)
+    p = run_main(["--device", "cpu", "flex", *args], capsys)
     assert_one_line_error(p, needle)
     assert not (files / "bringup-results").exists()  # nothing was started or written
 

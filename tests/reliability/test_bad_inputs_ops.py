@@ -1,4 +1,8 @@
-"""`bringup ops` / `bringup probe` with bad input: one line on stderr, exit 2, no traceback, no run."""
+"""`bringup ops` / `bringup probe` with bad input: one line on stderr, exit 2, no traceback, no run.
+
+Each case runs the real `bringup.cli.main` in this process (tests/conftest.py: bringup_inproc; ~3 s of
+interpreter and torch start-up saved a case); one per command goes through a real subprocess too, to
+prove the process-level contract (exit code, stderr)."""
 
 from __future__ import annotations
 
@@ -27,9 +31,18 @@ from tests.conftest import assert_one_line_error
         (["probe", "--compile-backends", "inductor,no_such_backend"], "torch.compile backend 'no_such_backend'"),
     ],
 )  # fmt: skip
-def test_bad_ops_and_probe_options(cli, tmp_path: Path, args: list[str], needle: str) -> None:
-    assert_one_line_error(cli("--device", "cpu", *args, timeout=300), needle)
+def test_bad_ops_and_probe_options(bringup_inproc, tmp_path: Path, args: list[str], needle: str) -> None:
+    assert_one_line_error(bringup_inproc("--device", "cpu", *args), needle)
     assert not (tmp_path / "bringup-results").exists()  # no run was started
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [(["ops", "--dtypes", "float33"], "unknown dtype 'float33'"), (["probe", "--filter", "[x"], "bad regex")],
+)
+def test_bad_ops_and_probe_options_real_process(cli, tmp_path: Path, args: list[str], needle: str) -> None:
+    assert_one_line_error(cli("--device", "cpu", *args, timeout=300), needle)
+    assert not (tmp_path / "bringup-results").exists()
 
 
 def test_testdev_index_out_of_range(cli, tmp_path: Path) -> None:

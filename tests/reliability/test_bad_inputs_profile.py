@@ -1,4 +1,7 @@
-"""`bringup profile` with bad input: one line on stderr, exit 2, no traceback, nothing written."""
+"""`bringup profile` with bad input: one line on stderr, exit 2, no traceback, nothing written.
+
+The cases run the real `bringup.cli.main` in this process (tests/conftest.py: bringup_inproc); one goes
+through a real subprocess too (the process-level contract: exit code, stderr)."""
 
 from __future__ import annotations
 
@@ -23,26 +26,26 @@ from tests.conftest import assert_one_line_error
         (["--mode", "regional", "--backend", "no_such_backend"], "unknown --compile-backend"),  # the old spelling
     ],
 )  # fmt: skip
-def test_bad_profile_options(cli, tmp_path: Path, args: list[str], needle: str) -> None:
-    assert_one_line_error(cli("--device", "cpu", "profile", *args, timeout=300), needle)
+def test_bad_profile_options(bringup_inproc, tmp_path: Path, args: list[str], needle: str) -> None:
+    assert_one_line_error(bringup_inproc("--device", "cpu", "profile", *args), needle)
     assert not (tmp_path / "bringup-results").exists()  # no run was started
 
 
-def test_out_is_a_file(cli, tmp_path: Path) -> None:
+def test_out_is_a_file(cli, bringup_inproc, tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
-    assert_one_line_error(cli("--device", "cpu", "profile", "--out", "f", timeout=300), "not a directory")
-    assert_one_line_error(cli("--device", "cpu", "profile", "--out", "f/sub", timeout=300), "cannot create")
+    assert_one_line_error(cli("--device", "cpu", "profile", "--out", "f", timeout=300), "not a directory")  # real
+    assert_one_line_error(bringup_inproc("--device", "cpu", "profile", "--out", "f/sub"), "cannot create")
     assert (tmp_path / "f").read_text() == "x"
     assert not (tmp_path / "bringup-results").exists()
 
 
-def test_out_under_proc_fails_before_any_work(cli, tmp_path: Path) -> None:
+def test_out_under_proc_fails_before_any_work(bringup_inproc, tmp_path: Path) -> None:
     """Root passes os.access everywhere: only a real write shows that /proc takes no new directory."""
-    assert_one_line_error(cli("--device", "cpu", "profile", "--out", "/proc/nope", timeout=300), "cannot write")
+    assert_one_line_error(bringup_inproc("--device", "cpu", "profile", "--out", "/proc/nope"), "cannot write")
     assert not (tmp_path / "bringup-results").exists()  # no run was started
 
 
-def test_out_is_not_writable(cli, tmp_path: Path) -> None:
+def test_out_is_not_writable(bringup_inproc, tmp_path: Path) -> None:
     import os
 
     ro = tmp_path / "ro"
@@ -51,7 +54,7 @@ def test_out_is_not_writable(cli, tmp_path: Path) -> None:
     try:
         if os.access(ro, os.W_OK):
             pytest.skip("running as a user who can write anywhere (root)")
-        assert_one_line_error(cli("--device", "cpu", "profile", "--out", "ro", timeout=300), "cannot write")
-        assert_one_line_error(cli("--device", "cpu", "profile", "--out", "ro/new", timeout=300), "cannot write")
+        assert_one_line_error(bringup_inproc("--device", "cpu", "profile", "--out", "ro"), "cannot write")
+        assert_one_line_error(bringup_inproc("--device", "cpu", "profile", "--out", "ro/new"), "cannot write")
     finally:
         ro.chmod(0o755)

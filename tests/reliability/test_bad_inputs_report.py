@@ -8,16 +8,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import assert_one_line_error, run_cli
-from tests.report.conftest import build_store, run_main
+from tests.report.conftest import build_store
 
 
 @pytest.fixture
-def bringup(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
-    """`bringup ARGS` in-process with cwd = tmp_path (report/compare touch no device); the real
-    subprocess CLI is used once per command below (run_cli)."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("BRINGUP_DB", raising=False)
-    return lambda *args: run_main(list(args), capsys)
+def bringup(bringup_inproc):
+    """`bringup ARGS` in-process with cwd = tmp_path (report/compare touch no device; tests/conftest.py's
+    runner); the real subprocess CLI is used once per command below (run_cli)."""
+    return bringup_inproc
 
 
 @pytest.fixture
@@ -113,9 +111,7 @@ def test_compare_missing_inputs_and_options(bringup, db_run) -> None:
     assert_one_line_error(bringup("--db", str(db), "compare", run_id, run_id, "--fail-on", "speed:2"), "--fail-on")
     p = bringup("--db", str(db), "compare", run_id, run_id, "--json", "no/such/dir.json")
     assert_one_line_error(p, "--json")
-    with pytest.raises(SystemExit) as e:  # argparse: a missing positional
-        bringup("--db", str(db), "compare", run_id)
-    assert e.value.code == 2
+    assert bringup("--db", str(db), "compare", run_id).returncode == 2  # argparse: a missing positional
 
 
 def test_run_bad_options(tmp_path: Path) -> None:
@@ -129,7 +125,5 @@ def test_run_bad_options_inproc(bringup, tmp_path: Path) -> None:
     assert_one_line_error(bringup("--device", "cpu", "run", "--only", "smoke", "--out", "no/dir/r.html"), "--out")
     assert_one_line_error(bringup("--device", "cpu", "run", "--skip", "smoke,probe,train,flex,zoo,ops,profile,port"),
                           "nothing to do")  # fmt: skip
-    with pytest.raises(SystemExit) as e:
-        bringup("--device", "cpu", "run", "--quick", "--full")
-    assert e.value.code == 2
+    assert bringup("--device", "cpu", "run", "--quick", "--full").returncode == 2
     assert not (tmp_path / "bringup-results").exists()

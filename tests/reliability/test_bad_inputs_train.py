@@ -1,4 +1,7 @@
-"""`bringup train` with bad input: one line on stderr, exit 2, no traceback, no run started."""
+"""`bringup train` with bad input: one line on stderr, exit 2, no traceback, no run started.
+
+The cases run the real `bringup.cli.main` in this process (tests/conftest.py: bringup_inproc); one goes
+through a real subprocess too (the process-level contract: exit code, stderr)."""
 
 from __future__ import annotations
 
@@ -32,20 +35,25 @@ from tests.conftest import assert_one_line_error
         (["--flops-only", "--modes", "compile", "--steps", "3"], "drop --modes, --steps"),
     ],
 )  # fmt: skip
-def test_bad_train_options(cli, tmp_path: Path, args: list[str], needle: str) -> None:
-    assert_one_line_error(cli("--device", "cpu", "train", *args, timeout=300), needle)
+def test_bad_train_options(bringup_inproc, tmp_path: Path, args: list[str], needle: str) -> None:
+    assert_one_line_error(bringup_inproc("--device", "cpu", "train", *args), needle)
     assert not (tmp_path / "bringup-results").exists()  # no run was started
 
 
-def test_bad_config_json(cli, tmp_path: Path) -> None:
-    (tmp_path / "bad.json").write_text("{not json")
-    assert_one_line_error(cli("--device", "cpu", "train", "--model", "bad.json", timeout=300), "not valid JSON")
-    (tmp_path / "nomt.json").write_text('{"hidden_size": 8}')
-    assert_one_line_error(cli("--device", "cpu", "train", "--model", "nomt.json", timeout=300), "model_type")
+def test_bad_train_option_real_process(cli, tmp_path: Path) -> None:
+    assert_one_line_error(cli("--device", "cpu", "train", "--model", "qwen3-huge", timeout=300), "unknown model")
     assert not (tmp_path / "bringup-results").exists()
 
 
-def test_json_output_in_missing_dir(cli, tmp_path: Path) -> None:
-    p = cli("--device", "cpu", "train", "--flops-only", "--json", "nowhere/out.json", timeout=300)
+def test_bad_config_json(bringup_inproc, tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{not json")
+    assert_one_line_error(bringup_inproc("--device", "cpu", "train", "--model", "bad.json"), "not valid JSON")
+    (tmp_path / "nomt.json").write_text('{"hidden_size": 8}')
+    assert_one_line_error(bringup_inproc("--device", "cpu", "train", "--model", "nomt.json"), "model_type")
+    assert not (tmp_path / "bringup-results").exists()
+
+
+def test_json_output_in_missing_dir(bringup_inproc, tmp_path: Path) -> None:
+    p = bringup_inproc("--device", "cpu", "train", "--flops-only", "--json", "nowhere/out.json")
     assert_one_line_error(p, "does not exist")
     assert not (tmp_path / "bringup-results").exists()

@@ -1,4 +1,7 @@
-"""`bringup zoo` bad inputs: one line on stderr, exit 2, no traceback, no run started."""
+"""`bringup zoo` bad inputs: one line on stderr, exit 2, no traceback, no run started.
+
+The cases run the real `bringup.cli.main` in this process (tests/conftest.py: bringup_inproc); one goes
+through a real subprocess too (the process-level contract: exit code, stderr)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,15 @@ import pytest
 from tests.conftest import assert_one_line_error, run_cli
 
 
-def _zoo(tmp: Path, *args: str):
-    return run_cli(["--device", "cpu", "zoo", *args], cwd=tmp, timeout=300)
+@pytest.fixture
+def zoo(bringup_inproc):
+    return lambda *args: bringup_inproc("--device", "cpu", "zoo", *args)
+
+
+def test_bad_option_real_process(tmp_path: Path) -> None:
+    p = run_cli(["--device", "cpu", "zoo", "--source", "nope"], cwd=tmp_path, timeout=300)
+    assert_one_line_error(p, "unknown --source")
+    assert not (tmp_path / "bringup-results").exists()
 
 
 @pytest.mark.parametrize(
@@ -32,8 +42,8 @@ def _zoo(tmp: Path, *args: str):
         (["--limit", "x"], "argument --limit: expected a positive integer"),
     ],
 )
-def test_bad_option(tmp_path: Path, args: list[str], needle: str) -> None:
-    p = _zoo(tmp_path, *args)
+def test_bad_option(zoo, tmp_path: Path, args: list[str], needle: str) -> None:
+    p = zoo(*args)
     assert_one_line_error(p, needle)
     assert not (tmp_path / "bringup-results").exists() or not list((tmp_path / "bringup-results").glob("2*"))
 
@@ -56,23 +66,23 @@ def _bundle(**over: object) -> dict:
         (json.dumps(_bundle()), "no zoo results"),
     ],
 )
-def test_bad_baseline_bundle(tmp_path: Path, content: str, needle: str) -> None:
+def test_bad_baseline_bundle(zoo, tmp_path: Path, content: str, needle: str) -> None:
     f = tmp_path / "bundle.json"
     f.write_text(content)
-    assert_one_line_error(_zoo(tmp_path, "--filter", "^llama$", "--baseline", str(f)), needle)
+    assert_one_line_error(zoo("--filter", "^llama$", "--baseline", str(f)), needle)
 
 
-def test_missing_baseline_and_unreadable_file(tmp_path: Path) -> None:
-    assert_one_line_error(_zoo(tmp_path, "--baseline", str(tmp_path / "nope.json")), "does not exist")
+def test_missing_baseline_and_unreadable_file(zoo, tmp_path: Path) -> None:
+    assert_one_line_error(zoo("--baseline", str(tmp_path / "nope.json")), "does not exist")
     d = tmp_path / "adir"
     d.mkdir()
-    assert_one_line_error(_zoo(tmp_path, "--source", str(d)), "cannot read")
+    assert_one_line_error(zoo("--source", str(d)), "cannot read")
     f = tmp_path / "models.txt"
     f.write_text("not a model line\n")
-    assert_one_line_error(_zoo(tmp_path, "--source", str(f)), "neither module:function")
+    assert_one_line_error(zoo("--source", str(f)), "neither module:function")
     f.write_text("# only a comment\n")
-    assert_one_line_error(_zoo(tmp_path, "--source", str(f)), "no models listed")
+    assert_one_line_error(zoo("--source", str(f)), "no models listed")
     f.write_text("missing_config.json\n")
-    assert_one_line_error(_zoo(tmp_path, "--source", str(f)), "does not exist")
+    assert_one_line_error(zoo("--source", str(f)), "does not exist")
     f.write_bytes(b"\xff\xfe\x00bad")
-    assert_one_line_error(_zoo(tmp_path, "--source", str(f)), "cannot read")
+    assert_one_line_error(zoo("--source", str(f)), "cannot read")

@@ -163,26 +163,6 @@ def build_store(db: Path, regress: bool = False, results: list[CaseResult] | Non
     return run_id
 
 
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> subprocess.CompletedProcess[str]:
-    """`bringup ARGS` in this process (for commands that touch no device: report, compare, export,
-    bad-input paths): the same `bringup.cli.main` the console script runs, minus ~3 s of interpreter
-    and torch start-up per call. Each area keeps a few real-subprocess calls through `run_cli` too."""
-    from bringup.cli import main
-
-    capsys.readouterr()
-    rc = main(list(args))
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(args, rc, out, err)
-
-
-@pytest.fixture
-def bringup_inproc(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
-    """run_main with the cwd at tmp_path (so default paths land there)."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("BRINGUP_DB", raising=False)
-    return lambda *args: run_main(list(args), capsys)
-
-
 @pytest.fixture
 def fixture_store(tmp_path: Path) -> tuple[Path, str]:
     db = tmp_path / "res" / "bringup.db"

@@ -53,11 +53,11 @@ def test_global_options_before_and_after_subcommand(cli, tmp_path: Path) -> None
     assert load_json(tmp_path / "a.json")["summary"] == {"pass": 2}
 
 
-def test_bad_inputs_are_one_line_exit_2(cli, tmp_path: Path) -> None:
-    assert_one_line_error(cli("--device", "nosuch", "run"), "unknown device")
-    assert_one_line_error(cli("--import", "nosuchmod", "devices"), "nosuchmod")
-    assert_one_line_error(cli("--device", "cuda", "smoke"), "not available")
-    assert_one_line_error(cli("smoke", "--json", "missing-dir/out.json"), "does not exist")
+def test_bad_inputs_are_one_line_exit_2(cli, bringup_inproc, tmp_path: Path) -> None:
+    assert_one_line_error(cli("--device", "nosuch", "run"), "unknown device")  # a real process; the rest in-process
+    assert_one_line_error(bringup_inproc("--import", "nosuchmod", "devices"), "nosuchmod")
+    assert_one_line_error(bringup_inproc("--device", "cuda", "smoke"), "not available")
+    assert_one_line_error(bringup_inproc("smoke", "--json", "missing-dir/out.json"), "does not exist")
     assert not (tmp_path / "bringup-results").exists()  # nothing was created for a rejected command
 
 

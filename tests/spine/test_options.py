@@ -16,7 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from bringup import options
-from bringup.cli import build_parser, main
+from bringup.cli import build_parser
+from tests.conftest import run_main
 
 # option -> (its spelling, the commands that take it)
 TABLE: dict[str, tuple[str, set[str]]] = {
@@ -122,10 +123,9 @@ def test_old_spelling_lands_in_the_same_dest(cmd: str, old: str) -> None:
 @pytest.mark.parametrize(("cmd", "name"), sorted((c, n) for n, (_, cmds) in TABLE.items() for c in cmds))
 def test_bad_value_is_one_line_and_exit_2(cmd: str, name: str, capsys: pytest.CaptureFixture[str]) -> None:
     flag = TABLE[name][0]
-    with pytest.raises(SystemExit) as e:
-        main([*cmd.split(), *REQUIRED.get(cmd, []), flag, BAD[name]])
-    assert e.value.code == 2
-    err = capsys.readouterr().err
+    p = run_main([*cmd.split(), *REQUIRED.get(cmd, []), flag, BAD[name]], capsys)
+    assert p.returncode == 2
+    err = p.stderr
     assert err.count("\n") == 1 and err.startswith(f"bringup: error: argument {flag}: "), err
 
 
@@ -141,9 +141,8 @@ def test_smoke_and_localize_say_what_they_accept(capsys: pytest.CaptureFixture[s
     for cmd in ("smoke", "localize"):
         a = next(a for c, n, a in _vocab_actions() if c == cmd and n == "dtype")
         assert a.type.allowed == options.PURE_DTYPES and "here: fp32, bf16, fp16 only" in a.help
-        with pytest.raises(SystemExit):
-            main([cmd, *REQUIRED.get(cmd, []), "--dtype", "amp-bf16"])
-        assert "use one of fp32, bf16, fp16" in capsys.readouterr().err
+        p = run_main([cmd, *REQUIRED.get(cmd, []), "--dtype", "amp-bf16"], capsys)
+        assert p.returncode == 2 and "use one of fp32, bf16, fp16" in p.stderr
 
 
 def test_vocabulary_dtypes_are_the_precisions() -> None:

@@ -27,6 +27,10 @@ the whole-model comparison passes and the module check (checks/module_check.py) 
     shift:rsqrt=1e-5                        a norm's epsilon off (qwen3-     train  eager fail_numeric
                                             tiny's RMSNorms)
 
+In `make test`: one fault (at least) per verdict. Marked slow (`make test-slow`), each naming its cheap
+form: approx:gelu (smoke), shift:rsqrt (train), arg:sigmoid in zoo (the zoo's module check is proven in
+tests/checks/test_module_check.py and on testdev by smoke's and train's module-check tests).
+
 FlexAttention rejects PrivateUse1 devices, so flex's fault is a perturbing compile backend on cpu
 (tests/testdev/flex_perturb.py) applied to flex's compiled path. A clean testdev passes all of these
 (tests/testdev/test_testdev_suites.py runs every quick suite on it).
@@ -163,6 +167,10 @@ def test_smoke_module_check_catches_a_backward_only_bend_in_bf16(cli, tmp_path: 
     assert st["gemm"]["status"] == "pass"
 
 
+# slow; the cheap form in `make test`: zoo's verdict on testdev: test_zoo_catches_an_activation_off_by_one_percent;
+# the zoo's module check on a bend the whole-model rule misses, eager and compiled:
+# tests/checks/test_module_check.py; on testdev: the smoke and train module-check tests here
+@pytest.mark.slow
 def test_zoo_module_check_catches_a_bend_the_whole_model_rule_misses(cli, tmp_path: Path, testdev_built: None) -> None:
     """bf16 llama on testdev, whose silu backward decomposes through sigmoid: sigmoid taken at 1.02x bends
     silu's gradient only. The whole-model comparison passes it (eager and compiled); the module check
@@ -185,6 +193,9 @@ def test_train_module_check_catches_a_bend_in_bf16(cli, tmp_path: Path, testdev_
     assert e["eager_check"]["modules"]["failed"][0]["module"] == "model.layers.0.mlp.act_fn", e["eager_check"]
 
 
+# slow; the cheap form in `make test`: smoke's verdicts on testdev: the activation, bf16-accumulation and backward-
+# bend tests here
+@pytest.mark.slow
 def test_smoke_catches_an_approximation_where_the_exact_form_was_asked(cli, tmp_path: Path,
                                                                       testdev_built: None) -> None:  # fmt: skip
     """gelu computed in its tanh form (at most 4.7e-4 from the exact one, ~1e-4 relative RMS): in fp32 the
@@ -195,6 +206,9 @@ def test_smoke_catches_an_approximation_where_the_exact_form_was_asked(cli, tmp_
     assert st["gemm"]["status"] == "pass"
 
 
+# slow; the cheap form in `make test`: train's verdicts on testdev:
+# test_train_eager_catches_an_activation_off_by_one_percent, test_train_module_check_catches_a_bend_in_bf16
+@pytest.mark.slow
 def test_train_catches_a_norm_epsilon_off_in_bf16(cli, tmp_path: Path, testdev_built: None) -> None:
     """rsqrt(x + 1e-5) in qwen3-tiny's RMSNorms (and its q/k norms): a wrong constant inside the function."""
     st = _run(cli, tmp_path, "shift:rsqrt=1e-5", *TD, "train", "--model", "qwen3-tiny", "--modes", "eager",

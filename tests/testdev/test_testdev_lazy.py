@@ -8,6 +8,8 @@ with that code path written out."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.testdev.conftest import run_py
 
 LAZY = {"BRINGUP_TESTDEV_LAZY": "1"}
@@ -94,6 +96,7 @@ def test_calibration_on_a_lazy_device_is_the_gemm_rate(testdev_built: None) -> N
     assert out["lazy"] > 0.1 * out["cpu"], out
 
 
+@pytest.mark.slow  # ~110 s; the cheap forms: test_a_timer_that_drops_its_result_times_nothing, the calibration above
 def test_training_on_the_lazy_device_times_its_steps(testdev_built: None, tmp_path) -> None:
     """The train loop on lazy testdev: every step's work is in its time (steady step within a few x of
     the eager device's) and MFU is a fraction of the run's one peak."""

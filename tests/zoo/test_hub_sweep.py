@@ -166,6 +166,7 @@ def test_baseline_compares_per_signature(hub: StandIn, synth: hs.SynthHub, tmp_p
     assert b["hub"]["overall"]["fail_numeric"]["ids"] == 3 and b["hub"]["overall"]["pass"]["ids"] == 3
 
 
+@pytest.mark.slow  # the Ray executor's verdicts: tests/reliability/test_fault_injection.py::test_faults_ray_executor
 @pytest.mark.xdist_group("ray")
 def test_sweep_on_ray(hub: StandIn, synth: hs.SynthHub, tmp_path: Path) -> None:
     """The distinct signatures run on the Ray executor (a local instance, 2 slots); the answer is the same."""

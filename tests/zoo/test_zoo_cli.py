@@ -76,6 +76,9 @@ def test_perturbed_backend_is_fail_numeric(tmp_path: Path) -> None:
     assert data["by_reason"] == {"compiled": 1}
 
 
+# slow: the same judgement (amp-bf16, a 1% activation error in a compiled run) is in `make test` in-process,
+# tests/checks/test_parity.py::test_llama_families_low_precision[act-amp-bf16]; the CLI path by the fp32 test above
+@pytest.mark.slow
 def test_amp_bf16_activation_perturbation_is_fail_numeric(tmp_path: Path) -> None:
     """Mixed precision end to end: amp-bf16 (fp32 weights, autocast forward) with a compiler whose
     activations are 1% off -> fail_numeric by the measured-noise rule; the eager run passes; the
@@ -105,6 +108,9 @@ def test_broken_config_is_ref_fail(tmp_path: Path) -> None:
     assert data["by_reason"] == {"config": 2}
 
 
+# slow (~120 s): a 1%-off baseline failing and a bundle of another shape refused are in `make test` as
+# test_zoo_hub.py::test_full_size_baseline_round_trip and test_hub_sweep.py::test_baseline_compares_per_signature
+@pytest.mark.slow
 def test_export_then_baseline_round_trip(tmp_path: Path) -> None:
     first = zoo(tmp_path, "zoo", "--filter", "^(llama|gpt2)$", "--steps", "2", "--compile-backend", "aot_eager", rc=0)
     assert all(c["compiled_modules"]["ok"] for c in first["cases"])  # aot_eager regions: no false failure
