@@ -39,40 +39,47 @@ if TYPE_CHECKING:
 # A plugin imports what it needs from here: the contract, and the case vocabulary and BadInput re-exported.
 __all__ = [
     "BadInput", "Case", "CaseResult", "Status",
-    "BUILTIN", "BUILTIN_ARGS", "BUILTIN_POST_RUN", "BUILTIN_RUN_OPTIONS", "BUILTIN_TOOLS", "AfterRun", "Command",
+    "BUILTIN", "BUILTIN_ARGS", "BUILTIN_POST_RUN", "BUILTIN_RUN_OPTIONS", "CAPABILITIES", "AfterRun", "Command",
     "Finished", "MetricSpec", "Page", "PostRun", "RunOptions", "RunPart", "Step", "Suite", "Tile", "Tool",
     "commands", "get_suite", "metric_spec", "metric_specs", "post_runs", "register_metric", "register_post_run",
     "register_run_options", "register_suite", "register_tool", "run_options", "specs", "suites", "tools",
     "unregister_post_run", "unregister_suite",
 ]  # fmt: skip
 
-# The built-in suites, in no particular order (`Suite.order` orders them). One line per suite.
-BUILTIN: tuple[str, ...] = (
-    "bringup.smoke.suite",
-    "bringup.probe.suite",
-    "bringup.train.suite",
-    "bringup.flex.suite",
-    "bringup.zoo.suite",
-    "bringup.ops.suite",
-    "bringup.profile.suite",
-    "bringup.selftest.suite",
-    "bringup.port.section",
-    "bringup.localize.suite",
+# The built-in capabilities: one package each, one line each (their order here only orders the tools in
+# `bringup --help`; `Suite.order` orders the suites). What a package offers is found by module name, so a
+# new capability is its package and its line here:
+#   suite.py        registers its Suite (imported on first use of suites())
+#   args.py         its torch-free command-line face: NAME, HELP, ORDER, add_arguments (its sub-command; the
+#                   suite registers the same, tests/spine/test_cli_imports.py checks it), and TOOLS (its
+#                   commands that are not suites). `bringup --help` and an argument error read only these.
+#   run_options.py  registers its flags on `bringup run` (RunOptions)
+#   post_run.py     registers a step after a run's cases (PostRun)
+# A module that is not in this checkout (a partial one) is skipped. A plugin registers the same things from
+# one module imported with --import (docs/suites.md).
+CAPABILITIES: tuple[str, ...] = (
+    "bringup.smoke",
+    "bringup.probe",
+    "bringup.train",
+    "bringup.flex",
+    "bringup.port",
+    "bringup.zoo",
+    "bringup.ops",
+    "bringup.profile",
+    "bringup.selftest",
+    "bringup.localize",
 )
-# Their command-line faces (NAME, HELP, ORDER, add_arguments), torch-free: `commands()` reads these, so
-# `bringup --help`, `bringup smoke --help` and an argument error never import a suite (or torch). Each
-# suite registers the same HELP / ORDER / add_arguments (tests/spine/test_cli_imports.py checks it).
-BUILTIN_ARGS: tuple[str, ...] = (
-    "bringup.smoke.args",
-    "bringup.probe.args",
-    "bringup.train.args",
-    "bringup.flex.args",
-    "bringup.zoo.args",
-    "bringup.ops.args",
-    "bringup.profile.args",
-    "bringup.selftest.args",
-    "bringup.localize.args",
-)
+
+
+def _parts(role: str) -> tuple[str, ...]:
+    return tuple(f"{pkg}.{role}" for pkg in CAPABILITIES)
+
+
+BUILTIN: tuple[str, ...] = _parts("suite")
+BUILTIN_ARGS: tuple[str, ...] = _parts("args")
+BUILTIN_RUN_OPTIONS: tuple[str, ...] = _parts("run_options")
+# The face's own post-run step (the expectations gate, bringup/expect/gate.py), then the capabilities'.
+BUILTIN_POST_RUN: tuple[str, ...] = ("bringup.expect.gate", *_parts("post_run"))
 
 
 @dataclass(frozen=True)
@@ -204,13 +211,18 @@ def load_builtin() -> None:
         return
     _LOADED.append(True)
     for mod in BUILTIN:
-        if importlib.util.find_spec(mod) is not None:
+        if _found(mod):
             importlib.import_module(mod)
 
 
 def missing_builtin() -> list[str]:
     """Built-in suites whose module is not in this checkout (by the capability's name)."""
     return [m.split(".")[1] for m in BUILTIN if not _found(m)]
+
+
+def _faces() -> list[Any]:
+    """The built-in capabilities' torch-free faces (args.py) present in this checkout, imported."""
+    return [importlib.import_module(m) for m in BUILTIN_ARGS if _found(m)]
 
 
 def _found(module: str) -> bool:
@@ -242,11 +254,9 @@ def commands() -> list[Command]:
     their torch-free faces (BUILTIN_ARGS), plus every suite registered so far (a plugin's, imported with
     --import) that offers a command."""
     out: dict[str, Command] = {}
-    for mod in BUILTIN_ARGS:
-        if not _found(mod.rsplit(".", 1)[0] + ".suite"):
-            continue  # the face without its suite (a partial checkout) offers nothing
-        m = importlib.import_module(mod)
-        out[m.NAME] = Command(m.NAME, m.HELP, m.add_arguments, m.ORDER)
+    for m in _faces():
+        if hasattr(m, "NAME") and _found(m.__name__.rsplit(".", 1)[0] + ".suite"):  # a face without its suite
+            out[m.NAME] = Command(m.NAME, m.HELP, m.add_arguments, m.ORDER)  # (a partial checkout) offers nothing
     for s in _SUITES.values():
         if s.command:
             out.setdefault(s.name, Command(s.name, s.help, s.add_arguments, s.order))
@@ -271,13 +281,6 @@ class Tool:
     device: bool = True
 
 
-# The built-in ones, in `bringup --help`'s order after the face's own commands. Modules not in this
-# checkout are not offered.
-BUILTIN_TOOLS: tuple[Tool, ...] = (
-    Tool("port", "bringup.port.cli", "find CUDA-only code and rewrite it device-agnostic", device=False),
-    Tool("hub", "bringup.zoo.hubcmd", "Hub sweeps without a device: fetch configs, plan signatures, export/import",
-         device=False),
-)  # fmt: skip
 _TOOLS: dict[str, Tool] = {}
 
 
@@ -290,8 +293,8 @@ def register_tool(tool: Tool) -> Tool:
 
 
 def tools() -> list[Tool]:
-    """The built-in tools present in this checkout, then those plugins registered."""
-    out = {t.name: t for t in BUILTIN_TOOLS if _found(t.module)}
+    """The built-in tools present in this checkout (each capability's args.TOOLS), then plugins'."""
+    out = {t.name: t for m in _faces() for t in getattr(m, "TOOLS", ()) if _found(t.module)}
     for t in _TOOLS.values():
         out.setdefault(t.name, t)
     return list(out.values())
@@ -326,7 +329,6 @@ class RunOptions:
 
 
 # Modules that register RunOptions: imported when `bringup run`'s parser is built, so torch-free.
-BUILTIN_RUN_OPTIONS: tuple[str, ...] = ("bringup.port.run_options", "bringup.train.run_options")
 _RUN_OPTIONS: dict[str, RunOptions] = {}
 
 
@@ -403,8 +405,6 @@ class PostRun:
     module: str = field(default="", compare=False)
 
 
-# Modules that register the built-in post-run steps: imported when the parser is built, so torch-free.
-BUILTIN_POST_RUN: tuple[str, ...] = ("bringup.expect.gate", "bringup.localize.hook")
 _POST_RUN: dict[str, PostRun] = {}
 
 

@@ -8,7 +8,7 @@ Status: `fail_numeric` when a module is off (the reason is the one line for the 
 `ref_fail` when the model can't be built or no module can be replayed on cpu.
 
 The command's options are in args.py (torch-free), its registration in suite.py; `--localize` on a run
-is hook.py (a post-run step).
+is post_run.py (a post-run step).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """localize, registered as a capability: `bringup localize MODEL ...` plans one case (cli.build_cases),
 runs it in a worker like every suite's (cli.run_case) and prints its table (cli.summarize). Not part of
-`bringup run` (no run_cases): on a run, `--localize` (hook.py, a post-run step) localizes the zoo's
+`bringup run` (no run_cases): on a run, `--localize` (post_run.py, a post-run step) localizes the zoo's
 numeric failures."""
 
 from __future__ import annotations

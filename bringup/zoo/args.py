@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import argparse
 
+from bringup.api import Tool
 from bringup.options import add_case_budget, add_compile_backend, add_dtype, add_filter, add_limit, add_seed
 from bringup.zoo import hub_args as zoo_hub_args
 
 NAME = "zoo"
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
 ORDER = 50
+# `bringup hub`: Hub sweeps without a device (hubcmd.py), a tool beside the zoo's sub-command
+TOOLS = (Tool("hub", "bringup.zoo.hubcmd", "Hub sweeps without a device: fetch configs, plan signatures, export/import",
+              device=False),)  # fmt: skip
 
 SIZES = ("tiny", "full")
 REFERENCES = ("cpu", "baseline", "none")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bringup.case import CaseResult, Status
-from bringup.localize.hook import cases_for
+from bringup.localize.post_run import cases_for
 from tests.conftest import REPO, load_json
 
 

@@ -7,6 +7,8 @@ interpreter runs the real `bringup.cli.main` on each argument list and reports w
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -73,8 +75,10 @@ def test_the_faces_are_what_the_suites_register() -> None:
     """The parser reads each built-in suite's torch-free face (api.BUILTIN_ARGS); the suite registers the
     same help, options and order, so `bringup --help` and the registry cannot drift apart."""
     faces = {c.name: c for c in commands()}
-    assert len(faces) >= len(BUILTIN_ARGS)
     for mod in BUILTIN_ARGS:
+        if importlib.util.find_spec(mod.rsplit(".", 1)[0] + ".suite") is None or not hasattr(
+                importlib.import_module(mod), "NAME"):  # fmt: skip
+            continue  # no face here, or a face with tools only (port)
         name = mod.split(".")[1]  # bringup.<capability>.args
         suite = get_suite(name)
         assert suite is not None and suite.command, name
