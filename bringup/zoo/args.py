@@ -65,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="judge every module on its own too, forward and backward, on the inputs the device gave it "
                    "(eager replay and each module compiled alone; default auto: on, off on lazy devices such as "
                    "PyTorch/XLA, where each module's replay is its own graph compile)")  # fmt: skip
-    add_case_budget(p, DEFAULT_TIMEOUT, dest="timeout", old=["--timeout"],
+    add_case_budget(p, None, dest="timeout", old=["--timeout"],
                     default_note=f"{DEFAULT_TIMEOUT:g}; --size full: {FULL_TIMEOUT:g}")  # fmt: skip
     p.add_argument("--baseline", default=None, metavar="BUNDLE",
                    help="compare curves and outputs with this exported run (bringup export)")  # fmt: skip

@@ -244,9 +244,8 @@ def _full_cases(args: argparse.Namespace, prec: Precision, backend: str, plan: I
     """--full-top K: the K most downloaded signatures at real size, each on its most downloaded id; returns
     full_key -> case id (the ids a full-size verdict fans out to)."""
     from bringup.models import hub
-    from bringup.zoo.args import FULL_STEPS
+    from bringup.zoo.args import FULL_STEPS, FULL_TIMEOUT
     from bringup.zoo.cases import FULL_ENTRY, full_params
-    from bringup.zoo.spec import FULL_TIMEOUT
 
     k = int(getattr(args, "full_top", 0) or 0)
     if not k:

@@ -18,10 +18,9 @@ from bringup.options import check_compile_backend
 from bringup.precision import Precision, parse_precision
 from bringup.zoo import hub as zoo_hub
 from bringup.zoo import modules as zoo_modules
-from bringup.zoo.args import DEFAULT_STEPS, DEFAULT_TIMEOUT, FULL_STEPS, NOISE_SEEDS
+from bringup.zoo.args import DEFAULT_STEPS, DEFAULT_TIMEOUT, FULL_STEPS, FULL_TIMEOUT, NOISE_SEEDS
 from bringup.zoo.baseline import load_baseline
 from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
-from bringup.zoo.spec import FULL_TIMEOUT
 
 # `bringup run --quick`: three HF types (dense GQA + rope + RMSNorm; learned positions + LayerNorm +
 # gelu; qk-norm) and a timm convnet (BatchNorm): ~2 min on 2 cores with cold inductor compiles.
@@ -128,6 +127,8 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     size = getattr(args, "size", "tiny") or "tiny"
     if args.steps is None:
         args.steps = FULL_STEPS if size == "full" else DEFAULT_STEPS
+    if getattr(args, "timeout", None) is None:  # --case-budget not given: the size's own default
+        args.timeout = FULL_TIMEOUT if size == "full" else DEFAULT_TIMEOUT
     sweep = zoo_hub.is_sweep(args.source)
     zoo_hub.check_options(args)
     zoo_hub.check_ranks(getattr(args, "nproc", 1), device)
@@ -183,7 +184,7 @@ def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) 
         raise BadInput(f"--batch must be >= 1 and --seq >= 2, got {args.batch} and {args.seq}")
     if args.limit is not None and args.limit < 1:
         raise BadInput(f"--limit must be >= 1, got {args.limit}")
-    timeout = args.timeout if args.timeout != DEFAULT_TIMEOUT else FULL_TIMEOUT
+    timeout = args.timeout
     if not (timeout > 0 and math.isfinite(timeout)):
         raise BadInput(f"--timeout must be a positive number of seconds, got {args.timeout}")
     pattern = None if args.filter is None else user_regex(args.filter, "--filter")

@@ -12,7 +12,6 @@ from bringup.precision import Precision, parse_precision
 from bringup.zoo.args import DEFAULT_STEPS, NOISE_SEEDS
 
 SOURCES = ("hf-causal", "hf-all", "timm", "hub-top")
-FULL_TIMEOUT = 3600.0
 
 
 @dataclass(frozen=True)

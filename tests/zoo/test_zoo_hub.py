@@ -203,6 +203,12 @@ def test_planning_bad_input_is_one_clear_line(offline_cache: Path, tmp_path: Pat
     full = plan("--source", "hub:acme/tiny-llama,acme/tiny-bert", "--size", "full")
     assert [c.params["weights"] for c in full] == ["cache", "random"]  # the bert snapshot has no safetensors
     assert all(c.isolated and c.params["reference"] == "cpu" for c in full)
+    # --case-budget: each size's own default when not given; what is given, even the tiny default, is kept
+    assert [c.budget_s for c in full] == [3600.0, 3600.0]
+    given = plan("--source", "hub:acme/tiny-llama", "--size", "full", "--case-budget", "600")
+    assert [c.budget_s for c in given] == [600.0]
+    assert [c.budget_s for c in plan("--source", "hub:acme/tiny-llama")] == [600.0]
+    assert [c.budget_s for c in plan("--source", "hub:acme/tiny-llama", "--case-budget", "90")] == [90.0]
 
 
 # ---- end to end, offline ------------------------------------------------------------------------
