@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from bringup.case import Case, CaseResult, Status
@@ -175,6 +176,13 @@ class Suite:
     @property
     def heading(self) -> str:
         return self.title or self.name
+
+    @classmethod
+    def from_face(cls, face: ModuleType, **rest: Any) -> Suite:
+        """The suite whose torch-free face is `face` (a capability's args.py: NAME, HELP, add_arguments,
+        ORDER), with the rest of the contract in `rest`. The parser reads the face without importing the
+        suite, the registry holds the suite: built from one module, they cannot say different things."""
+        return cls(name=face.NAME, help=face.HELP, add_arguments=face.add_arguments, order=face.ORDER, **rest)
 
 
 # The registry (module state by design: registration is what importing a suite module does).

@@ -24,8 +24,9 @@ from bringup.api import Suite, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.flex import args as face  # the torch-free face (cli)
 from bringup.flex import section
-from bringup.flex.args import DEFAULT_BUDGET_S, HELP, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.flex.args import DEFAULT_BUDGET_S
 from bringup.flex.spec import FlexSpec, SpecError
 from bringup.options import check_compile_backend
 from bringup.precision import parse_precision
@@ -249,14 +250,11 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
 
 
 register_suite(
-    Suite(
-        name="flex",
-        help=HELP,
-        add_arguments=add_arguments,
+    Suite.from_face(
+        face,
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=ORDER,
         title="FlexAttention matrix",
         section=section.render,
         metrics=specs("compile_s", "fwd_ms", "bwd_ms", "tflops", "sparsity", "max_abs_err", "max_abs_over_peak"),

@@ -10,7 +10,7 @@ import argparse
 from bringup.api import Suite, register_suite
 from bringup.case import Case
 from bringup.device import Device
-from bringup.localize.args import HELP, NAME, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.localize import args as face  # the torch-free face (cli)
 from bringup.localize.cli import build_cases, summarize
 
 
@@ -19,12 +19,9 @@ def _build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
 
 
 register_suite(
-    Suite(
-        name=NAME,
-        help=HELP,
-        add_arguments=add_arguments,
+    Suite.from_face(
+        face,
         build_cases=_build_cases,
         summarize=summarize,
-        order=ORDER,
     )
 )

@@ -25,8 +25,8 @@ from typing import Any
 
 from bringup.api import Suite, register_suite, specs
 from bringup.case import CaseResult, Status
+from bringup.ops import args as face  # the torch-free face (cli)
 from bringup.ops import section as ops_section
-from bringup.ops.args import HELP, ORDER, add_arguments  # the torch-free face (cli)
 from bringup.ops.cases import build_cases, run_cases
 from bringup.ops.run import run_op  # noqa: F401  (stored cases name "bringup.ops.suite:run_op")
 
@@ -92,14 +92,11 @@ def scorecard(results: list[CaseResult]) -> list[tuple[str, str]]:
 
 
 register_suite(
-    Suite(
-        name="ops",
-        help=HELP,
-        add_arguments=add_arguments,
+    Suite.from_face(
+        face,
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=ORDER,
         title="Op coverage",
         section=ops_section.render,
         scorecard=scorecard,

@@ -42,15 +42,9 @@ from bringup.checks.parity import parity, rel_rmse
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.options import check_compile_backend
+from bringup.probe import args as face  # the torch-free face (cli)
 from bringup.probe import section as probe_section
-from bringup.probe.args import (  # the torch-free face (cli)
-    BUDGET_S,
-    COMPILE_BUDGET_S,
-    DEFAULT_COMPILE_BACKENDS,
-    HELP,
-    ORDER,
-    add_arguments,
-)
+from bringup.probe.args import BUDGET_S, COMPILE_BUDGET_S, DEFAULT_COMPILE_BACKENDS
 
 ENTRY = "bringup.probe.suite:run_feature"
 FP8 = ("float8_e4m3fn", "float8_e5m2")
@@ -524,14 +518,11 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
 
 
 register_suite(
-    Suite(
-        name="probe",
-        help=HELP,
-        add_arguments=add_arguments,
+    Suite.from_face(
+        face,
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=ORDER,
         title="Feature probe",
         section=probe_section.render,
         scorecard=probe_section.scorecard,

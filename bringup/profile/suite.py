@@ -25,8 +25,9 @@ from bringup.errors import BadInput
 from bringup.files import check_output_dir
 from bringup.options import check_compile_backend
 from bringup.precision import parse_precision
+from bringup.profile import args as face  # the torch-free face (cli)
 from bringup.profile import section as profile_section
-from bringup.profile.args import BUDGET_S, DEFAULTS, HELP, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.profile.args import BUDGET_S, DEFAULTS
 
 SUMMARY_KEYS = ("top_ops", "transfers", "busy_s", "idle_s", "host_s", "trace")
 # A profiled step this many times an unprofiled one: the trace mostly shows the profiler (torch.profiler
@@ -307,14 +308,11 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
 
 
 register_suite(
-    Suite(
-        name="profile",
-        help=HELP,
-        add_arguments=add_arguments,
+    Suite.from_face(
+        face,
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=ORDER,
         title="Profile",
         section=profile_section.render,
         metrics=specs("step_s", "busy_s", "idle_s", "host_s", "ops_s", "compiled_s"),

@@ -20,7 +20,7 @@ from bringup.api import Suite, register_suite
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
-from bringup.selftest.args import HELP, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.selftest import args as face  # the torch-free face (cli)
 
 _ITEM = re.compile(
     r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print|spin|loseonce|lose|flip)(?::([0-9.]+))?(?:\*(\d+))?"
@@ -117,14 +117,11 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
 
 
 register_suite(
-    Suite(
-        name="selftest",
-        help=HELP,
-        add_arguments=add_arguments,
+    Suite.from_face(
+        face,
         build_cases=build_cases,
         run_cases=None,
         summarize=summarize,
-        order=ORDER,
         title="Harness self-test",
     )
 )

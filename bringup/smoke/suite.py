@@ -24,7 +24,8 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.checks.parity import parity
 from bringup.device import Device, dtype_name, parse_dtype
-from bringup.smoke.args import DEFAULT_BUDGET_S, HELP, ORDER, add_arguments  # the torch-free face (cli)
+from bringup.smoke import args as face  # the torch-free face (cli)
+from bringup.smoke.args import DEFAULT_BUDGET_S
 
 
 def _cases(dtype: str, budget_s: float = DEFAULT_BUDGET_S) -> list[Case]:
@@ -132,14 +133,11 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
 
 
 register_suite(
-    Suite(
-        name="smoke",
-        help=HELP,
-        add_arguments=add_arguments,
+    Suite.from_face(
+        face,
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=ORDER,
         title="Smoke",
         metrics=specs("max_abs_err", "max_rel_err"),
     )

@@ -24,8 +24,9 @@ from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.options import check_compile_backend
 from bringup.precision import parse_precision
+from bringup.train import args as face  # the torch-free face (cli)
 from bringup.train import section
-from bringup.train.args import HELP, ORDER, D, add_arguments  # the torch-free face (cli)
+from bringup.train.args import D
 from bringup.train.arms import EXTRA_MODES
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
@@ -517,14 +518,11 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
 
 
 register_suite(
-    Suite(
-        name="train",
-        help=HELP,
-        add_arguments=add_arguments,
+    Suite.from_face(
+        face,
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=ORDER,
         title="Training: eager vs compiled",
         section=section.render,
         scorecard=lambda rs: _scorecard(list(rs)),

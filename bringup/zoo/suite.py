@@ -24,22 +24,19 @@ terminal summary), section.py (HTML), full.py + fsdp.py (--size full), hub*.py (
 from __future__ import annotations
 
 from bringup.api import Suite, register_suite, specs
+from bringup.zoo import args as face  # the torch-free face (cli)
 from bringup.zoo import hub as zoo_hub
 from bringup.zoo import section as zoo_section
-from bringup.zoo.args import HELP, ORDER, add_arguments
 from bringup.zoo.plan import build_cases, run_cases
 from bringup.zoo.run import run_model  # noqa: F401 (runs stored before the split name "bringup.zoo.suite:run_model")
 from bringup.zoo.summary import summarize
 
 register_suite(
-    Suite(
-        name="zoo",
-        help=HELP,
-        add_arguments=add_arguments,
+    Suite.from_face(
+        face,
         build_cases=build_cases,
         run_cases=run_cases,
         summarize=summarize,
-        order=ORDER,
         title="Model zoo",
         section=zoo_section.render,
         metrics=specs("params", "graph_breaks", "max_rel_err", "loss_divergence", "compile_s", "peak_mem_bytes"),
