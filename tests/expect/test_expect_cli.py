@@ -112,22 +112,25 @@ def test_bad_expectations_are_one_line_exit_2_before_any_work(cli, bringup_inpro
     assert not (tmp_path / "bringup-results" / "bringup.db").exists()  # nothing ran, nothing was stored
 
 
-def test_expect_init_and_check_from_a_stored_run(cli, tmp_path: Path) -> None:
+def test_expect_init_and_check_from_a_stored_run(cli, bringup_inproc, tmp_path: Path) -> None:
+    """`expect init` / `expect check` read a stored run and touch no device: in process (bringup_inproc) but
+    the first check, a real subprocess."""
     assert cli(*CPU, "selftest", "--plan", "ok,raise,unsupported").returncode == 1
-    p = cli("expect", "init", "--out", "e.yaml")
+    inproc = bringup_inproc
+    p = inproc("expect", "init", "--out", "e.yaml")
     assert p.returncode == 0, p.stderr
     text = (tmp_path / "e.yaml").read_text()
     assert "selftest/001-raise:\n        status: error\n        reason: other" in text
     assert "reason: unsupported-feature" in text and "000-ok" not in text
     assert cli("expect", "check", "--expect", "e.yaml").returncode == 0
-    assert_one_line_error(cli("expect", "init", "--out", "e.yaml"), "exists")
+    assert_one_line_error(inproc("expect", "init", "--out", "e.yaml"), "exists")
     # the same run against a file that expects everything to pass: exit 1, both named
     (tmp_path / "empty.yaml").write_text("version: 1\ndevices: {}\n")
-    p = cli("expect", "check", "--expect", "empty.yaml")
+    p = inproc("expect", "check", "--expect", "empty.yaml")
     assert p.returncode == 1 and "NEW FAILURE selftest/001-raise" in p.stdout
     assert "NEW FAILURE selftest/002-unsupported" in p.stdout
-    assert cli("expect", "check", "--expect", "empty.yaml", "--allow-unsupported").returncode == 1
-    p = cli("expect", "check", "--expect", "empty.yaml", "--update")
+    assert inproc("expect", "check", "--expect", "empty.yaml", "--allow-unsupported").returncode == 1
+    p = inproc("expect", "check", "--expect", "empty.yaml", "--update")
     assert p.returncode == 0 and "exits 0" in p.stdout
 
 

@@ -1,4 +1,5 @@
-"""`bringup port` end to end: the real CLI in a subprocess, real files, real writes."""
+"""`bringup port` end to end: the real CLI, real files, real writes. `port` touches no device: most calls run
+in process (bringup_inproc, the same `bringup.cli.main`); the first of the first two tests is a real subprocess."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def _finding_lines(out: str) -> list[re.Match[str]]:
     return [m for m in map(LINE.match, out.splitlines()) if m]
 
 
-def test_training_script_runs_on_cpu_after_fix(cli, tmp_path: Path) -> None:
+def test_training_script_runs_on_cpu_after_fix(cli, bringup_inproc, tmp_path: Path) -> None:
     proj = tmp_path / "proj"
     shutil.copytree(FIXTURES / "train", proj)
     script = proj / "train_cuda.py"
@@ -62,12 +63,12 @@ def test_training_script_runs_on_cpu_after_fix(cli, tmp_path: Path) -> None:
     assert "TRAINING DONE" in cuda_build.stdout
 
     fixed = script.read_bytes()
-    again = cli("port", "proj", "--fix")
+    again = bringup_inproc("port", "proj", "--fix")
     assert again.returncode == 1 and "fixed 0 construct(s) in 0 file(s)" in again.stdout
     assert script.read_bytes() == fixed  # idempotent on disk
 
 
-def test_output_format_summary_and_exit_codes(cli, tmp_path: Path) -> None:
+def test_output_format_summary_and_exit_codes(cli, bringup_inproc, tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text(CUDA_SNIPPET)
     (tmp_path / "clean.py").write_text("import torch\nx = torch.zeros(2)\n")
     p = cli("port", "a.py")
@@ -80,17 +81,17 @@ def test_output_format_summary_and_exit_codes(cli, tmp_path: Path) -> None:
     ]
     assert "summary by rule:" in p.stdout and re.search(r"BU101\s+1\s+\(1 fixable\)", p.stdout)
     assert "1 file(s) scanned, 3 finding(s), 2 fixable, 1 manual" in p.stdout
-    clean = cli("port", "clean.py")
+    clean = bringup_inproc("port", "clean.py")
     assert clean.returncode == 0 and not _finding_lines(clean.stdout)
-    sel = cli("port", "a.py", "--select", "bu11")
+    sel = bringup_inproc("port", "a.py", "--select", "bu11")
     assert sel.returncode == 1 and {m["code"] for m in _finding_lines(sel.stdout)} == {"BU110", "BU113"}
 
 
-def test_diff_writes_nothing(cli, tmp_path: Path) -> None:
+def test_diff_writes_nothing(bringup_inproc, tmp_path: Path) -> None:
     f = tmp_path / "a.py"
     f.write_text(CUDA_SNIPPET)
     before = f.stat().st_mtime_ns
-    p = cli("port", "a.py", "--diff")
+    p = bringup_inproc("port", "a.py", "--diff")
     assert p.returncode == 1
     assert "--- a/a.py" in p.stdout and "+++ b/a.py" in p.stdout
     assert "-x = torch.zeros(2).cuda()" in p.stdout and "+x = torch.zeros(2).to(DEVICE)" in p.stdout
@@ -98,13 +99,13 @@ def test_diff_writes_nothing(cli, tmp_path: Path) -> None:
     assert sorted(x.name for x in tmp_path.iterdir() if x.name != "bringup-results") == ["a.py"]
 
 
-def test_unparsable_file_left_byte_identical(cli, tmp_path: Path) -> None:
+def test_unparsable_file_left_byte_identical(bringup_inproc, tmp_path: Path) -> None:
     bad = tmp_path / "src" / "bad.py"
     bad.parent.mkdir()
     raw = b"import torch\r\nx = torch.zeros(1).cuda(\n  # unclosed, and \xff not utf-8\n"
     bad.write_bytes(raw)
     (tmp_path / "src" / "good.py").write_text(CUDA_SNIPPET)
-    p = cli("port", "src", "--fix", "--json", "out.json")
+    p = bringup_inproc("port", "src", "--fix", "--json", "out.json")
     assert p.returncode == 1
     assert bad.read_bytes() == raw
     data = json.loads((tmp_path / "out.json").read_text())
@@ -114,7 +115,7 @@ def test_unparsable_file_left_byte_identical(cli, tmp_path: Path) -> None:
     assert ".to(DEVICE)" in (tmp_path / "src" / "good.py").read_text()
 
 
-def test_writes_stay_inside_the_given_paths(cli, tmp_path: Path) -> None:
+def test_writes_stay_inside_the_given_paths(bringup_inproc, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     target = outside / "lib.py"
@@ -127,7 +128,7 @@ def test_writes_stay_inside_the_given_paths(cli, tmp_path: Path) -> None:
     own = proj / "own.py"
     own.write_text(CUDA_SNIPPET)
     os.chmod(own, 0o640)
-    p = cli("port", "proj", "--fix")
+    p = bringup_inproc("port", "proj", "--fix")
     assert target.read_text() == CUDA_SNIPPET and (outside / "deep.py").read_text() == CUDA_SNIPPET
     assert (proj / "link.py").is_symlink()
     assert "not fixed: proj/link.py: is a symlink" in p.stderr

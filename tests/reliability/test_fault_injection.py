@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import load_json, run_cli
 
-BUDGET = 12  # s per case: the `hang` item costs this much; alloc reaches the cap long before it
+BUDGET = 6  # s per case: the `hang` item costs this much; alloc reaches the cap long before it
 PLAN = "ok,segv,exit:3,hang,alloc:6,raise,phase:30,unsupported,print,ok"
 
 # item -> (status, text that must be in the reason)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import load_json
 
 TD = ("--import", "bringup.testdev", "--device", "testdev")
@@ -62,6 +64,14 @@ def test_probe_on_cpu(cli, tmp_path: Path) -> None:
     assert dist["backend"] == "gloo" and dist["world_size"] == 2  # 2 ranks: an all_reduce that is not the identity
     smm = next(c for c in data["cases"] if c["name"] == "scaled_mm.float8_e4m3fn")
     assert "rowwise" in smm["scaled_mm_calls"] and len(smm["scaled_mm_calls"]) == 5
-    assert p.returncode == 1  # unsupported features make the exit code 1 ...
-    p2 = cli("--device", "cpu", "probe", "--filter", r"^sdpa\.EFFICIENT", "--allow-unsupported", timeout=600)
-    assert p2.returncode == 0, p2.stderr[-2000:]  # ... unless allowed
+    assert p.returncode == 1  # unsupported features make the exit code 1 (unless allowed: the slow test below)
+
+
+# slow (a second CLI run, ~11 s of CPU for one case); the cheap form in `make test`: --allow-unsupported turns an
+# unsupported case's exit 1 into 0 in bringup/flow.py's exit_code, which every suite's run goes through:
+# tests/spine/test_plugin_post_run.py::test_the_step_writes_its_summary_after_the_run (a selftest plan with an
+# unsupported case, rc 1 then 0 with the flag) and tests/spine/test_cli_contract.py's unsupported policy.
+@pytest.mark.slow
+def test_probe_allow_unsupported_exits_0(cli, tmp_path: Path) -> None:
+    p = cli("--device", "cpu", "probe", "--filter", r"^sdpa\.EFFICIENT", "--allow-unsupported", timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]

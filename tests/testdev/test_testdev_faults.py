@@ -46,6 +46,7 @@ from tests.conftest import REPO, load_json
 from tests.testdev.conftest import run_py
 
 TD = ("--import", "bringup.testdev", "--device", "testdev")
+ONE_LAYER = ("--override", "num_hidden_layers=1")  # qwen3-tiny's faults show in its first block
 
 
 def _run(cli, tmp_path: Path, faults: str, *args: str, env: dict[str, str] | None = None) -> dict[str, dict]:
@@ -146,7 +147,7 @@ def test_probe_catches_dropped_scales_and_wrong_ops(cli, tmp_path: Path, testdev
 
 
 def test_train_eager_catches_an_activation_off_by_one_percent(cli, tmp_path: Path, testdev_built: None) -> None:
-    st = _run(cli, tmp_path, "scale:silu=1.01", *TD, "train", "--model", "qwen3-tiny", "--modes", "eager",
+    st = _run(cli, tmp_path, "scale:silu=1.01", *TD, "train", "--model", "qwen3-tiny", *ONE_LAYER, "--modes", "eager",
               "--steps", "3", "--warmup", "1", "--batch", "2", "--seq", "64")  # fmt: skip
     assert st["eager"]["status"] == "fail_numeric", st["eager"]
 
@@ -186,7 +187,7 @@ def test_zoo_module_check_catches_a_bend_the_whole_model_rule_misses(cli, tmp_pa
 
 
 def test_train_module_check_catches_a_bend_in_bf16(cli, tmp_path: Path, testdev_built: None) -> None:
-    st = _run(cli, tmp_path, "arg:sigmoid=1.02", *TD, "train", "--model", "qwen3-tiny", "--modes", "eager",
+    st = _run(cli, tmp_path, "arg:sigmoid=1.02", *TD, "train", "--model", "qwen3-tiny", *ONE_LAYER, "--modes", "eager",
               "--steps", "3", "--warmup", "1", "--batch", "2", "--seq", "64", "--dtype", "bf16")  # fmt: skip
     e = st["eager"]
     assert e["status"] == "fail_numeric" and "module check (eager)" in e["reason"], e

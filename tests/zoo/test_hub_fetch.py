@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, assert_one_line_error
+from tests.conftest import REPO, assert_one_line_error, run_main
 from tests.zoo import hub_synth as hs
 from tests.zoo.hub_standin import StandIn
 
@@ -251,9 +251,11 @@ def test_bad_search_and_list_inputs(tmp_path: Path) -> None:
     assert [(i.model_id, i.revision, i.downloads) for i in ids] == [("org/a", "v1.0", 5), ("org/b", "", None)]
 
 
-def test_interrupted_cli_fetch_continues(synth: hs.SynthHub, tmp_path: Path) -> None:
+def test_interrupted_cli_fetch_continues(synth: hs.SynthHub, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """`bringup hub fetch`, stopped with Ctrl-C (SIGINT) mid-fetch, exits 130 saying how to continue; the
-    same command again fetches only the rest and ends with every id settled."""
+    same command again fetches only the rest and ends with every id settled. A bad --hub-rate (refused before
+    any fetch) is checked in process (run_main)."""
     ok = [r for r in synth.repos if r.kind in ("copy", "base")][:40]
     for r in ok:
         r.flaky = 0
@@ -281,8 +283,7 @@ def test_interrupted_cli_fetch_continues(synth: hs.SynthHub, tmp_path: Path) -> 
         assert q.returncode == 0, q.stderr[-2000:]
         assert "ok 40" in q.stdout, q.stdout
         assert s.count("resolvers", status=200) - first < 2 * len(ok) - 4  # the first run's configs not again
-        bad = subprocess.run([*cmd[:-2], "--hub-rate", "lots"], env=env, capture_output=True, text=True)
-        assert_one_line_error(bad, "--hub-rate")
+        assert_one_line_error(run_main([*cmd[3:-2], "--hub-rate", "lots"], capsys), "--hub-rate")
         plan = [*cmd[:6], "plan", *cmd[7:], "--json", str(tmp_path / "plan.json")]
         q = subprocess.run(plan, env=env, capture_output=True, text=True, timeout=300)
         assert q.returncode == 0 and "40 id(s) -> " in q.stdout, (q.stdout, q.stderr[-2000:])

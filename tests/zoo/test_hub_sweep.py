@@ -60,12 +60,14 @@ def _store_rows(db: Path, run_id: str) -> list[dict[str, Any]]:
         return st.hub_ids(run_id)
 
 
-def test_sweep_fans_out_verdicts_by_signature(hub: StandIn, synth: hs.SynthHub, tmp_path: Path) -> None:
+def test_sweep_fans_out_verdicts_by_signature(
+    hub: StandIn, synth: hs.SynthHub, tmp_path: Path, bringup_inproc: Any
+) -> None:
     """A sweep whose compiler is 1% off on gelu/silu/relu outputs: the Llama signature (silu) fails, for every id
     that shares it (copies, resized variants), and its near-duplicate (another eps) fails on its own case; GPT-2
     (gelu_new, computed with tanh: nothing perturbed) passes with graph breaks; broken repos are config failures
     by reason. The store links every id to its case; the CSV has every id; the report shows it; a resumed
-    run answers the same."""
+    run answers the same. `hub csv` and `report` read the store only: in process (bringup_inproc)."""
     keep = (
         r"^(meta-llama/base-0(-\w+)?|user\d+/ft0-\d|lab0/near-0-1|openai-community/base-12(-\w+)?|user\d+/ft12-\d"
         r"|broken0/.*)$"
@@ -110,11 +112,12 @@ def test_sweep_fans_out_verdicts_by_signature(hub: StandIn, synth: hs.SynthHub, 
     assert all(per_id[r.id]["outcome"] == "fail_numeric" for r in llama)
     assert per_id["broken0/gated-0"]["outcome"] == "config" and per_id["broken0/gated-0"]["status"] == "gated"
     # the CSV again, from the store alone; the report
-    run_cli(["--db", str(tmp_path / "b.db"), "hub", "csv", data["run_id"], "--out", str(tmp_path / "again.csv")],
-            cwd=tmp_path, env=_env(hub, tmp_path), check_rc=0)  # fmt: skip
+    db = str(tmp_path / "b.db")
+    p = bringup_inproc("--db", db, "hub", "csv", data["run_id"], "--out", str(tmp_path / "again.csv"))
+    assert p.returncode == 0, p.stderr
     assert (tmp_path / "again.csv").read_text() == Path(h["csv"]).read_text()
-    run_cli(["--db", str(tmp_path / "b.db"), "report", data["run_id"], "--out", str(tmp_path / "r.html")],
-            cwd=tmp_path, env=_env(hub, tmp_path), check_rc=0)  # fmt: skip
+    p = bringup_inproc("--db", db, "report", data["run_id"], "--out", str(tmp_path / "r.html"))
+    assert p.returncode == 0, p.stderr
     html = (tmp_path / "r.html").read_text()
     assert "Hub sweep:" in html and "hub-ids.csv" in html and "worst offenders" in html
     # resume: forget the GPT-2 case's result; `--resume RUN` runs it again and answers for every id again
@@ -135,18 +138,17 @@ def _list_file(tmp: Path, name: str, repos: list[hs.Repo]) -> Path:
     return f
 
 
-def test_baseline_compares_per_signature(hub: StandIn, synth: hs.SynthHub, tmp_path: Path) -> None:
+def test_baseline_compares_per_signature(hub: StandIn, synth: hs.SynthHub, tmp_path: Path, bringup_inproc: Any) -> None:
     """The trusted machine sweeps one id list and exports; the device under test sweeps another list (other
     ids of the same two signatures, and a signature the bundle lacks) against it: compared per signature. The
     bundle's Llama curve is made 1% off: that signature's case (and its ids) fail_numeric "baseline:", GPT-2's
-    is compared and agrees, BERT's is not in the bundle."""
+    is compared and agrees, BERT's is not in the bundle. `export` (no device work) runs in process."""
     first = _list_file(
         tmp_path, "a.txt", [r for r in synth.repos if r.id in ("meta-llama/base-0", "openai-community/base-12")]
     )
     a = zoo(hub, tmp_path, "--source", f"hub-list:{first}", *FAST, "--compile-backend", "none", rc=0)
     bundle = tmp_path / "trusted.json"
-    run_cli(["--db", str(tmp_path / "b.db"), "export", a["run_id"], "--out", str(bundle)], cwd=tmp_path,
-            env=_env(hub, tmp_path), check_rc=0)  # fmt: skip
+    assert bringup_inproc("--db", str(tmp_path / "b.db"), "export", a["run_id"], "--out", str(bundle)).returncode == 0
     data = json.loads(bundle.read_text())
     llama = next(c for c in data["cases"] if c["name"].startswith("meta-llama/"))
     llama["series"]["loss.eager"] = [[i, v * 1.01] for i, v in llama["series"]["loss.eager"]]

@@ -25,8 +25,10 @@ def by_name(data: dict) -> dict[str, dict]:
 
 
 def test_hf_type_with_inductor_and_timm_end_to_end(tmp_path: Path) -> None:
-    """An HF type through inductor and a timm model: pass; the JSON carries the issue's fields."""
-    data = zoo(tmp_path, "zoo", "--filter", "^llama$", "--steps", "2", rc=0)
+    """An HF type through inductor and a timm model: pass; the JSON carries the issue's fields. No extra noise
+    seeds (--noise-seeds 0: the trusted run of the case's seed only, a tighter bound; the default seeds run in
+    test_perturbed_backend_is_fail_numeric)."""
+    data = zoo(tmp_path, "zoo", "--filter", "^llama$", "--steps", "2", "--noise-seeds", "0", rc=0)
     (c,) = data["cases"]
     assert c["name"] == "llama" and c["status"] == "pass", c  # name = the model type
     for key in ("params", "graph_breaks", "fallback_ops", "max_rel_err", "loss_divergence", "compile_s",
@@ -41,7 +43,7 @@ def test_hf_type_with_inductor_and_timm_end_to_end(tmp_path: Path) -> None:
     assert c["modules_judged"] >= 25 and c["module_check_s"] > 0
     assert data["totals"]["pass"] == 1 and data["by_status"] == {"pass": 1}
     t = zoo(tmp_path, "zoo", "--source", "timm", "--filter", "^test_resnet$", "--steps", "2",
-            "--compile-backend", "aot_eager", rc=0)  # fmt: skip
+            "--compile-backend", "aot_eager", "--noise-seeds", "0", rc=0)  # fmt: skip
     (c,) = t["cases"]
     assert c["name"] == "test_resnet" and c["status"] == "pass" and c["source"] == "timm"
 

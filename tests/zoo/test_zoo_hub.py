@@ -231,10 +231,12 @@ def test_hub_ids_tiny_offline_and_uncached_id(tmp_path: Path, cache: Path) -> No
 
 
 @pytest.mark.usefixtures("testdev_built")
-def test_full_size_baseline_round_trip(tmp_path: Path, cache: Path) -> None:
+def test_full_size_baseline_round_trip(tmp_path: Path, offline_cache: Path, bringup_inproc: Any) -> None:
     """--size full on cpu: cached weights, compiled vs eager; exported, it is the baseline of a bf16 run
     (pass: the tolerance is both precisions' loss_rel); a compiler 1% off fails compiled vs eager, and a
-    bundle whose loss is 1% off fails the baseline comparison; a bundle of another shape is refused."""
+    bundle whose loss is 1% off fails the baseline comparison; a bundle of another shape is refused.
+    `export` and the refused bundle (no device work) run in process (bringup_inproc)."""
+    cache = offline_cache
     first = zoo(tmp_path, cache, "zoo", "--source", "hub:acme/tiny-llama", "--size", "full", "--steps", "2",
                 "--compile-backend", "aot_eager", rc=0)  # fmt: skip
     (c,) = first["cases"]
@@ -242,7 +244,7 @@ def test_full_size_baseline_round_trip(tmp_path: Path, cache: Path) -> None:
     assert c["compared"] == ["compiled vs eager"] and c["preflight"]["fits"] is True
     assert c["memory"]["predicted_bytes"] > 0 and c["memory"]["measured_bytes"] > 0
     bundle = tmp_path / "bundle.json"
-    run_cli(["export", first["run_id"], "--out", str(bundle)], cwd=tmp_path, check_rc=0)
+    assert bringup_inproc("export", first["run_id"], "--out", str(bundle)).returncode == 0
     bf16 = zoo(tmp_path, cache, "zoo", "--source", "hub:acme/tiny-llama", "--size", "full", "--steps", "2",
                "--dtype", "bf16", "--compile-backend", "none", "--baseline", str(bundle), rc=0)  # fmt: skip
     (c,) = bf16["cases"]
@@ -280,8 +282,8 @@ def test_full_size_baseline_round_trip(tmp_path: Path, cache: Path) -> None:
             assert c["cpu_reference"]["max_rel_dev"] > 1e-3  # the per-parameter grad norms carry the 1%
         else:
             assert c["status"] == "fallback" and c["cpu_reference"]["max_rel_dev"] < 1e-5, c
-    p = run_cli(["--device", "cpu", "zoo", "--source", "hub:acme/tiny-llama", "--size", "full", "--seq", "32",
-                 "--baseline", str(bundle)], cwd=tmp_path, env=_env(cache))  # fmt: skip
+    p = bringup_inproc("--device", "cpu", "zoo", "--source", "hub:acme/tiny-llama", "--size", "full", "--seq", "32",
+                       "--baseline", str(bundle))  # fmt: skip
     assert_one_line_error(p, "seq=64 in the bundle")
 
 
