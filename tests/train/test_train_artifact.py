@@ -528,16 +528,18 @@ def test_aot_compiles_an_hf_model_and_a_new_job_runs_it_with_nothing_compiled(cl
         assert k["supplied"] == cold["cache_layers"]["compiled_kernels"]["built"] and k["built"] == 0, k
 
 
-def test_an_artifact_job_adopts_the_vector_isa_its_kernels_were_built_with(monkeypatch) -> None:
+def test_an_artifact_job_adopts_the_vector_isa_its_kernels_were_built_with() -> None:
     """The maker's proven ISA pick is taken (no test programs built and loaded again) only when it is the
-    pick this machine gives; any other name leaves inductor to prove its own."""
+    pick this machine gives; any other name leaves inductor to prove its own. (Not monkeypatch: undoing
+    its setattr on inductor's config deletes the entry, which hides `cpp.vec_isa_ok` for good, and every
+    later inductor compile in this process fails reading it.)"""
     from torch._inductor import config, cpu_vec_isa
 
-    monkeypatch.setattr(config.cpp, "vec_isa_ok", True)  # what this machine's pick is, without proving it
-    cpu_vec_isa.valid_vec_isa_list.cache_clear()
-    mine = artifact.picked_vec_isa()
-    config.cpp.vec_isa_ok = None
     try:
+        config.cpp.vec_isa_ok = True  # what this machine's pick is, without proving it
+        cpu_vec_isa.valid_vec_isa_list.cache_clear()
+        mine = artifact.picked_vec_isa()
+        config.cpp.vec_isa_ok = None
         assert not artifact.adopt_vec_isa("an ISA this machine does not pick") and config.cpp.vec_isa_ok is None
         before = config.save_config_portable()
         assert artifact.adopt_vec_isa(mine) and str(cpu_vec_isa.pick_vec_isa()) == mine
