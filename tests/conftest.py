@@ -14,22 +14,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# pytest-xdist hands tests to its workers in collection order. Collected alphabetically, the longest areas
-# (train, zoo) came last and their longest tests ran at the end with one worker idle; these go first
-# (longest processing time first), by the areas' measured totals (`pytest --durations=0`, 2026-12-02).
-LONGEST_FIRST = ("train", "zoo", "flex", "testdev", "localize", "checks", "expect")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        try:
-            area = item.path.relative_to(REPO / "tests").parts[0]
-        except ValueError:
-            return len(LONGEST_FIRST)
-        return LONGEST_FIRST.index(area) if area in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: the order within an area is kept
-
 
 def run_cli(
     args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 600, check_rc: int | None = None
