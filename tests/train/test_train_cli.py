@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import load_json
-from tests.train.test_train_units import qwen3_32b_by_hand
+from tests.train.test_train_units import qwen3_32b_by_hand, qwen3_by_hand
 
 TINY = ("--device", "cpu", "train", "--model", "qwen3-tiny", "--batch", "2", "--seq", "64")
 # Two decoder layers where no claim needs qwen3-tiny's four: two still show a block's graph reused (regional)
@@ -28,9 +28,9 @@ def test_eager_and_compile_three_steps(cli, tmp_path: Path) -> None:
     data = load_json(tmp_path / "out.json")
     cases = _cases(data)
     assert set(cases) == {"eager", "compile-cold"} and all(c["status"] == "pass" for c in cases.values())
-    assert data["model"] == "qwen3-tiny" and data["params"] > 1e6
-    # TorchTitan's formula by hand: 6 x the non-embedding params (4096 x 128 embedding) + 2 layers' attention
-    assert data["flops_per_token"] == 6 * (data["params"] - 4096 * 128) + 6 * 2 * 4 * (32 + 32) * 64
+    # qwen3-tiny (bringup/models/lm.py) with 2 layers, counted by hand: its params and TorchTitan's flops
+    assert data["model"] == "qwen3-tiny" and (data["params"], data["flops_per_token"]) == qwen3_by_hand(
+        128, 384, 2, 4, 2, 32, 4096, 64)  # fmt: skip
     assert data["peak_flops_source"].startswith("calibrated")  # cpu has no table entry
     # one peak per run, device and dtype: every case's MFU against the same figure, kept in the run
     assert cases["eager"]["peak_flops"] == cases["compile-cold"]["peak_flops"] == data["peak_flops"]

@@ -17,10 +17,9 @@ from bringup.train import suite as train
 from bringup.train.spec import TrainSpec
 
 
-def qwen3_32b_by_hand(seq: int) -> tuple[int, int]:
-    """Qwen3-32B (Hugging Face Qwen/Qwen3-32B config.json), parameters counted by hand, then
-    TorchTitan's get_dense_model_nparams_and_flops."""
-    H, I, L, Q, KV, D, V = 5120, 25600, 64, 64, 8, 128, 151936  # noqa: E741
+def qwen3_by_hand(H: int, I: int, L: int, Q: int, KV: int, D: int, V: int, seq: int) -> tuple[int, int]:  # noqa: E741
+    """A Qwen3 model with an untied lm_head (hidden H, intermediate I, L layers, Q query and KV key/value heads
+    of dim D, vocabulary V): parameters counted by hand, then TorchTitan's get_dense_model_nparams_and_flops."""
     attn = H * Q * D + 2 * H * KV * D + Q * D * H + 2 * D  # q, k, v, o projections (no bias) + q/k RMSNorm
     mlp = 3 * H * I  # gate, up, down
     norms = 2 * H  # input_layernorm, post_attention_layernorm
@@ -28,6 +27,11 @@ def qwen3_32b_by_hand(seq: int) -> tuple[int, int]:
     total = L * (attn + mlp + norms) + embedding + V * H + H  # + untied lm_head + final norm
     flops = 6 * (total - embedding) + 6 * L * Q * (D + D) * seq
     return total, flops
+
+
+def qwen3_32b_by_hand(seq: int) -> tuple[int, int]:
+    """Qwen3-32B (Hugging Face Qwen/Qwen3-32B config.json)."""
+    return qwen3_by_hand(5120, 25600, 64, 64, 8, 128, 151936, seq)
 
 
 def test_flops_per_token_qwen3_32b_by_hand() -> None:
