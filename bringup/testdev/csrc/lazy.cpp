@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
-#include <torch/extension.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -244,17 +243,6 @@ void reset_stats() {
 
 torch::CppFunction deferrable(c10::KernelFunction eager) {
   return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Deferrable>(std::move(eager)));
-}
-
-void bind(pybind11::module_& m) {
-  m.def("set_lazy", &set_enabled);
-  m.def("lazy", &enabled);
-  m.def("flush", &flush);
-  m.def("lazy_stats", [] {
-    const Stats s = stats();
-    return std::make_tuple(s.deferred, s.executed, s.skipped, s.flushes);
-  });
-  m.def("reset_lazy_stats", &reset_stats);
 }
 
 }  // namespace bringup_testdev::lazy

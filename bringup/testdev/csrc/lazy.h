@@ -19,10 +19,6 @@
 #include <cstdint>
 #include <memory>
 
-namespace pybind11 {
-class module_;
-}
-
 namespace bringup_testdev::lazy {
 
 bool enabled();
@@ -51,8 +47,5 @@ void flushing(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   flush();
   F(op, stack);
 }
-
-// The Python bindings (set_lazy, lazy, lazy_stats, reset_lazy_stats, flush), added by runtime.cpp.
-void bind(pybind11::module_& m);
 
 }  // namespace bringup_testdev::lazy

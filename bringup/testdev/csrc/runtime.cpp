@@ -10,7 +10,10 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/Generator.h>
-#include <torch/extension.h>
+// Not <torch/extension.h>: it pulls in torch's whole C++ frontend (nn, optim, serialization) that nothing
+// here uses; with pybind11 alone (and lazy.cpp binding nothing) the build takes half the time.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <unistd.h>
 
@@ -432,6 +435,8 @@ bool approx_fault(const std::string& op) {
 
 }  // namespace bringup_testdev
 
+namespace py = pybind11;
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   namespace bt = bringup_testdev;
   m.doc() = "bringup testdev: a PrivateUse1 test device on host memory";
@@ -469,7 +474,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return std::make_tuple(f.scales, f.bf16_matmul, f.drop_scale, f.args, f.shifts, f.approx);
   });
   m.def("fault_factor", &bt::fault_factor);
-  bt::lazy::bind(m);
+  m.def("set_lazy", &bt::lazy::set_enabled);
+  m.def("lazy", &bt::lazy::enabled);
+  m.def("flush", &bt::lazy::flush);
+  m.def("lazy_stats", [] {
+    const bt::lazy::Stats s = bt::lazy::stats();
+    return std::make_tuple(s.deferred, s.executed, s.skipped, s.flushes);
+  });
+  m.def("reset_lazy_stats", &bt::lazy::reset_stats);
   m.def("arg_factor", &bt::arg_factor);
   m.def("arg_shift", &bt::arg_shift);
   m.def("default_generator", [](int i) {
