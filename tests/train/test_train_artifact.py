@@ -111,6 +111,7 @@ print(json.dumps({"cache": compile_metrics.snapshot()["cache"], "loaded": loaded
 
 def _child(tmp: Path, name: str, mode: str, art: Path, width: int = 32) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("TORCHINDUCTOR_VEC_ISA_OK", None)  # conftest's shortcut: these children count the ISA proofs
     argv = [sys.executable, "-c", CHILD, str(tmp / name), mode, str(art), str(width)]
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -535,6 +536,7 @@ def test_an_artifact_job_adopts_the_vector_isa_its_kernels_were_built_with() -> 
     later inductor compile in this process fails reading it.)"""
     from torch._inductor import config, cpu_vec_isa
 
+    saved = config.cpp.vec_isa_ok  # conftest's shortcut may have set it for the session
     try:
         config.cpp.vec_isa_ok = True  # what this machine's pick is, without proving it
         cpu_vec_isa.valid_vec_isa_list.cache_clear()
@@ -547,7 +549,7 @@ def test_an_artifact_job_adopts_the_vector_isa_its_kernels_were_built_with() -> 
         assert config.save_config_portable() == before and config.cpp.vec_isa_ok is None
         assert not artifact.adopt_vec_isa("")  # an artifact without a recorded pick changes nothing
     finally:
-        config.cpp.vec_isa_ok = None
+        config.cpp.vec_isa_ok = saved
         cpu_vec_isa.valid_vec_isa_list.cache_clear()
 
 
