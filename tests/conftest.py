@@ -20,20 +20,16 @@ REPO = Path(__file__).resolve().parents[1]
 # (in a child, against the shared default cache), and where trusting the cpu's flags picks the same ISA
 # the switch is set for the session (`TORCHINDUCTOR_VEC_ISA_OK=1`: the same kernels and compile flags;
 # the sub-feature probes run whatever it says). The artifact tests that count those proofs unset it.
-_ISA_CHECK = """
-from torch._inductor import config, cpu_vec_isa
-proved = str(cpu_vec_isa.pick_vec_isa())
-cpu_vec_isa.valid_vec_isa_list.cache_clear()
-config.cpp.vec_isa_ok = True
-print(proved == str(cpu_vec_isa.pick_vec_isa()))
-"""
+# The check is the artifact's own adoption of a proved pick (bringup.train.artifact.adopt_vec_isa).
+_ISA_CHECK = "from bringup.train import artifact; print(artifact.adopt_vec_isa(artifact.picked_vec_isa()))"
 
 
 def _trust_the_proved_vec_isa() -> None:
     if "PYTEST_XDIST_WORKER" in os.environ or "TORCHINDUCTOR_VEC_ISA_OK" in os.environ:
         return  # a worker inherits the controller's decision; a user's own setting stands
     try:
-        p = subprocess.run([sys.executable, "-c", _ISA_CHECK], capture_output=True, text=True, timeout=300)
+        p = subprocess.run([sys.executable, "-c", _ISA_CHECK], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return
     if p.returncode == 0 and p.stdout.strip().endswith("True"):
