@@ -10,8 +10,11 @@ Calling those ops still fails loudly: no kernel is provided.
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
 import sys
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 
 _SCHEMAS = (
     "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
@@ -19,21 +22,7 @@ _SCHEMAS = (
 )
 
 
-def ensure_torchvision_importable() -> str:
-    """'absent' | 'ok' | 'shimmed' (the CPU-torch + CUDA-torchvision case above)."""
-    if "torchvision" in sys.modules:
-        return "ok"
-    if importlib.util.find_spec("torchvision") is None:
-        return "absent"
-    try:
-        import torchvision
-
-        return "ok"
-    except RuntimeError as e:
-        if "torchvision::nms" not in str(e):
-            raise
-    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-        del sys.modules[name]
+def _define_schemas() -> None:
     import torch
 
     lib = torch.library.Library("torchvision", "FRAGMENT")
@@ -43,9 +32,69 @@ def ensure_torchvision_importable() -> str:
         except RuntimeError:  # already defined (a second call, or a partially loaded library)
             pass
     sys.modules["bringup._torchvision_shim_lib"] = lib  # type: ignore[assignment]  # keep it alive
+
+
+class _ShimLoader(importlib.abc.Loader):
+    """torchvision's own loader; where its __init__ dies on exactly the failure above, the schemas are
+    defined, its half-loaded submodules dropped, and its __init__ run again in the same module."""
+
+    def __init__(self, real: importlib.abc.Loader) -> None:
+        self.real = real
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self.real.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        try:
+            self.real.exec_module(module)
+            return
+        except RuntimeError as e:
+            if "torchvision::nms" not in str(e):
+                raise
+        for name in [m for m in sys.modules if m.startswith("torchvision.")]:
+            del sys.modules[name]
+        _define_schemas()
+        _SHIMMED.append(True)
+        self.real.exec_module(module)
+
+
+class _ShimFinder(importlib.abc.MetaPathFinder):
+    """Answers for `torchvision` (transformers' and timm's imports, and their find_spec probes) with its
+    real spec whose loader is wrapped in _ShimLoader. A process that never imports torchvision never pays
+    for it: importing it imports torch._dynamo, ~2.5 s of CPU in every command that plans a run."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> ModuleSpec | None:
+        if fullname != "torchvision":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and not isinstance(spec.loader, _ShimLoader):
+                    spec.loader = _ShimLoader(spec.loader)
+                return spec
+        return None
+
+
+_SHIMMED: list[bool] = []
+
+
+def install_torchvision_shim() -> None:
+    """Make a later `import torchvision` survive the CPU-torch + CUDA-torchvision case (above), lazily."""
+    if "torchvision" in sys.modules or any(isinstance(f, _ShimFinder) for f in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _ShimFinder())
+
+
+def ensure_torchvision_importable() -> str:
+    """Import torchvision now: 'absent' | 'ok' | 'shimmed' (the CPU-torch + CUDA-torchvision case above)."""
+    if "torchvision" not in sys.modules and importlib.util.find_spec("torchvision") is None:
+        return "absent"
+    install_torchvision_shim()
     import torchvision  # noqa: F401
 
-    return "shimmed"
+    return "shimmed" if _SHIMMED else "ok"
 
 
 # Import-time warnings of optional packages that say nothing about the user's run. transformers

@@ -1,6 +1,7 @@
-"""Model builders (transformers, timm, user functions). Importing this makes torchvision importable
-where a CUDA-only torchvision wheel sits next to a CPU torch (see bringup.compat)."""
+"""Model builders (transformers, timm, user functions). Importing this makes a later `import torchvision`
+survive where a CUDA-only torchvision wheel sits next to a CPU torch (see bringup.compat); torchvision itself
+is imported only by what needs it (transformers' and timm's model modules)."""
 
-from bringup.compat import ensure_torchvision_importable
+from bringup.compat import install_torchvision_shim
 
-ensure_torchvision_importable()
+install_torchvision_shim()
