@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from collections.abc import Sequence
 
 from bringup.errors import BadInput
@@ -67,11 +68,20 @@ def add_compile_backend(p: argparse.ArgumentParser, default: str | None = "induc
                    help=f"torch.compile backend ({d}{extra_help}); a plugin can register more (--import)")  # fmt: skip
 
 
+# The backends torch registers itself, in every torch this project supports. Planning accepts them without
+# importing torch._dynamo (~2 s of CPU in the command's own process, which compiles nothing: the worker does);
+# any other name, or any name once a plugin has imported dynamo (to register its own), is checked against
+# dynamo's registry.
+TORCH_OWN_BACKENDS = frozenset({"inductor", "aot_eager", "eager"})
+
+
 def check_compile_backend(name: str, flag: str = "--compile-backend", allow_none: bool = False) -> str:
     """`name` if torch.compile knows it here (torch's backends and those registered by plugins), else
     BadInput naming the ones it knows. `allow_none`: "none" (no compile) passes."""
     if allow_none and name.lower() == "none":
         return "none"
+    if name in TORCH_OWN_BACKENDS and "torch._dynamo" not in sys.modules:
+        return name  # registered by torch itself in every release we support: no need to import dynamo to know
     import torch._dynamo
 
     known = torch._dynamo.list_backends(exclude_tags=())

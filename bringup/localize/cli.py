@@ -20,7 +20,7 @@ from typing import Any
 
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
-from bringup.options import TORCH_DTYPE_NAMES
+from bringup.options import TORCH_DTYPE_NAMES, check_compile_backend
 
 
 def build_cases(args: argparse.Namespace) -> list[Case]:
@@ -32,10 +32,7 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
     params = {"source": args.source, "model": args.model, "task": args.task if args.source == "hf" else "",
               "dtype": dtype, "seed": args.seed, "backend": args.compile_backend or ""}  # fmt: skip
     if args.compile_backend:
-        import torch._dynamo
-
-        if args.compile_backend not in torch._dynamo.list_backends(exclude_tags=()):
-            raise BadInput(f"--compile-backend {args.compile_backend}: no such dynamo backend (see `bringup devices`)")
+        check_compile_backend(args.compile_backend)
     mode = f" {args.compile_backend}" if args.compile_backend else ""
     return [Case("localize", f"{args.model} {dtype}{mode}", params, "bringup.localize.cli:run_case", args.budget)]
 
