@@ -20,7 +20,9 @@ from tests.zoo import hub_synth as hs
 from tests.zoo.hub_standin import StandIn
 
 HERE = Path(__file__).resolve().parent
-FAST = ("--noise-seeds", "0", "--steps", "2", "--hub-rate", "1000,100000")
+# A sweep's mechanics (fan-out, store, CSV, resume), not the verdict rules: the whole-model rule decides here, the
+# module check (~20 s of module compiles a sweep) is tests/zoo/test_zoo_cli.py's and tests/checks/'s business.
+FAST = ("--noise-seeds", "0", "--steps", "2", "--hub-rate", "1000,100000", "--module-check", "off")
 
 
 @pytest.fixture(scope="module")
