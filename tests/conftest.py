@@ -39,6 +39,21 @@ def _trust_the_proved_vec_isa() -> None:
 _trust_the_proved_vec_isa()
 
 
+# xdist (`make test`: -n 2 --dist loadgroup) hands the tests out in collection order, one at a time as a worker
+# frees up. Collected alphabetically, the areas of long end-to-end runs (a zoo case of ~2 min) came last, and
+# one worker ran the last of them alone for ~50 s. Those areas go first, each in its own order; the rest after.
+_LONG_AREAS = ("zoo", "train", "testdev", "flex")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        tests = REPO / "tests"
+        parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
+        return _LONG_AREAS.index(parts[0]) if len(parts) > 1 and parts[0] in _LONG_AREAS else len(_LONG_AREAS)
+
+    items.sort(key=rank)  # stable: each area keeps its own order
+
+
 def run_cli(
     args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 600, check_rc: int | None = None
 ) -> subprocess.CompletedProcess[str]:
