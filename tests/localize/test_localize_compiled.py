@@ -33,4 +33,6 @@ def test_honest_compiler_localizes_nothing(cli, tmp_path: Path) -> None:
 
 
 def test_unknown_backend_is_one_line(cli) -> None:
-    assert_one_line_error(cli("--device", "cpu", "localize", "llama", "--compile-backend", "nope"), "no such dynamo")
+    assert_one_line_error(
+        cli("--device", "cpu", "localize", "llama", "--compile-backend", "nope"), "unknown --compile-backend"
+    )
