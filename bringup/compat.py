@@ -41,6 +41,9 @@ class _ShimLoader(importlib.abc.Loader):
     def __init__(self, real: importlib.abc.Loader) -> None:
         self.real = real
 
+    def __getattr__(self, name: str) -> object:  # get_source, get_resource_reader, is_package...: the real one's
+        return getattr(self.real, name)
+
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self.real.create_module(spec)
 
