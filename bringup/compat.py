@@ -22,6 +22,9 @@ _SCHEMAS = (
 )
 
 
+_SHIM_LIB = "bringup._torchvision_shim_lib"
+
+
 def _define_schemas() -> None:
     import torch
 
@@ -31,7 +34,7 @@ def _define_schemas() -> None:
             lib.define(schema)
         except RuntimeError:  # already defined (a second call, or a partially loaded library)
             pass
-    sys.modules["bringup._torchvision_shim_lib"] = lib  # type: ignore[assignment]  # keep it alive
+    sys.modules[_SHIM_LIB] = lib  # type: ignore[assignment]  # keep it alive; its presence says "shimmed"
 
 
 class _ShimLoader(importlib.abc.Loader):
@@ -57,7 +60,6 @@ class _ShimLoader(importlib.abc.Loader):
         for name in [m for m in sys.modules if m.startswith("torchvision.")]:
             del sys.modules[name]
         _define_schemas()
-        _SHIMMED.append(True)
         self.real.exec_module(module)
 
 
@@ -80,9 +82,6 @@ class _ShimFinder(importlib.abc.MetaPathFinder):
         return None
 
 
-_SHIMMED: list[bool] = []
-
-
 def install_torchvision_shim() -> None:
     """Make a later `import torchvision` survive the CPU-torch + CUDA-torchvision case (above), lazily."""
     if "torchvision" in sys.modules or any(isinstance(f, _ShimFinder) for f in sys.meta_path):
@@ -97,7 +96,7 @@ def ensure_torchvision_importable() -> str:
     install_torchvision_shim()
     import torchvision  # noqa: F401
 
-    return "shimmed" if _SHIMMED else "ok"
+    return "shimmed" if _SHIM_LIB in sys.modules else "ok"
 
 
 # Import-time warnings of optional packages that say nothing about the user's run. transformers
