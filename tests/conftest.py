@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests import zygote
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Inductor proves this machine's vector ISA in every process whose compile cache is empty: it builds and
@@ -37,12 +39,17 @@ def _trust_the_proved_vec_isa() -> None:
 
 
 _trust_the_proved_vec_isa()
+zygote.snapshot_env()
 
 
 # xdist (`make test`: -n 2 --dist loadgroup) hands the tests out in collection order, one at a time as a worker
 # frees up. Collected alphabetically, the areas of long end-to-end runs (a zoo case of ~2 min) came last, and
 # one worker ran the last of them alone for ~50 s. Those areas go first, each in its own order; the rest after.
 _LONG_AREAS = ("zoo", "train", "testdev", "flex")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    zygote.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -57,10 +64,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def run_cli(
     args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 600, check_rc: int | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m bringup.cli ARGS` in `cwd`; the default db lands in cwd/bringup-results."""
+    """`python -m bringup.cli ARGS` in `cwd`; the default db lands in cwd/bringup-results. A process of its own,
+    forked from a torch-imported interpreter where that is the same thing (tests/zygote.py), else started."""
     full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
-    p = subprocess.run([sys.executable, "-m", "bringup.cli", *args], cwd=cwd, env=full_env, text=True,
-                       capture_output=True, timeout=timeout)  # fmt: skip
+    p = zygote.run(list(args), cwd, full_env, timeout)
+    if p is None:
+        p = subprocess.run([sys.executable, "-m", "bringup.cli", *args], cwd=cwd, env=full_env, text=True,
+                           capture_output=True, timeout=timeout)  # fmt: skip
     if check_rc is not None and p.returncode != check_rc:
         raise AssertionError(
             f"rc {p.returncode} != {check_rc}\nstdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-4000:]}"
