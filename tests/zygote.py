@@ -9,9 +9,9 @@ session, exit code, stdout/stderr, workers it starts), as `python -m bringup.cli
 interpreter's start-up.
 
 What a fork cannot give, a call falls back to a real subprocess for: an environment that differs from
-the zygote's in anything read at start-up (only `BRINGUP_*`, Hugging Face's variables, `PYTHONWARNINGS`
-and `PYTHONPATH` entries without a sitecustomize are applied in the child), a zygote that died, or a
-call made while another thread's call is running. `BRINGUP_TEST_FORK=0` turns it off;
+the zygote's in anything read at start-up (only `BRINGUP_*`, Hugging Face's, inductor's and triton's
+variables, `PYTHONWARNINGS` and `PYTHONPATH` entries without a sitecustomize are applied in the child),
+a zygote that died, or a call made while another thread's call is running. `BRINGUP_TEST_FORK=0` turns it off;
 `BRINGUP_TEST_FORK_LOG=FILE` writes a line per call (forked, or started and why).
 """
 
@@ -31,9 +31,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 # Read by their libraries when those are imported, which the zygote never does (checked at its start).
-_SAFE_PREFIXES = ("BRINGUP_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_")
+# Inductor also writes TORCHINDUCTOR_CACHE_DIR into os.environ at its first compile in a test process.
+_SAFE_PREFIXES = ("BRINGUP_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_")
 _APPLIED = ("PYTHONWARNINGS", "PYTHONPATH", "PYTEST_CURRENT_TEST")
-_NOT_IMPORTED = ("huggingface_hub", "transformers", "torch._inductor", "torch._dynamo", "timm")
+_NOT_IMPORTED = ("huggingface_hub", "transformers", "torch._inductor", "torch._dynamo", "timm", "triton")
 
 
 # ---- the zygote process ----------------------------------------------------------------------------------

@@ -45,6 +45,8 @@ def test_what_a_fork_cannot_give_is_started(tmp_path: Path) -> None:
         base = dict(z.env)
         assert z.serves({**base, "BRINGUP_TESTDEV_FAULTS": "scale:silu=1.01", "HF_HUB_OFFLINE": "1"})
         assert z.serves({**base, "PYTHONPATH": str(tmp_path)})
+        # inductor writes its cache dir into os.environ at a test process's first compile: still served
+        assert z.serves({**base, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind")})
         (tmp_path / "sitecustomize.py").write_text("")
         assert not z.serves({**base, "PYTHONPATH": str(tmp_path)})  # runs at start-up: a fork would skip it
         assert not z.serves({**base, "OMP_NUM_THREADS": "1"})  # read when torch loads
