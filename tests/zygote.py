@@ -9,7 +9,7 @@ session, exit code, stdout/stderr, workers it starts), as `python -m bringup.cli
 interpreter's start-up.
 
 What a fork cannot give, a call falls back to a real subprocess for: an environment that differs from
-the zygote's in anything read at start-up (only `BRINGUP_*`, Hugging Face's, inductor's and triton's
+the zygote's in anything read at start-up (only `BRINGUP_*`, Hugging Face's, inductor's, triton's and Ray's
 variables, `PYTHONWARNINGS` and `PYTHONPATH` entries without a sitecustomize are applied in the child),
 a zygote that died, or a call made while another thread's call is running. `BRINGUP_TEST_FORK=0` turns it off;
 `BRINGUP_TEST_FORK_LOG=FILE` writes a line per call (forked, or started and why).
@@ -31,10 +31,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 # Read by their libraries when those are imported, which the zygote never does (checked at its start).
-# Inductor also writes TORCHINDUCTOR_CACHE_DIR into os.environ at its first compile in a test process.
-_SAFE_PREFIXES = ("BRINGUP_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_")
+# Inductor writes TORCHINDUCTOR_CACHE_DIR into os.environ at a test process's first compile, ray.init RAY_*.
+_SAFE_PREFIXES = ("BRINGUP_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_",
+                  "RAY_")  # fmt: skip
 _APPLIED = ("PYTHONWARNINGS", "PYTHONPATH", "PYTEST_CURRENT_TEST")
-_NOT_IMPORTED = ("huggingface_hub", "transformers", "torch._inductor", "torch._dynamo", "timm", "triton")
+_NOT_IMPORTED = ("huggingface_hub", "transformers", "torch._inductor", "torch._dynamo", "timm", "triton", "ray")
 
 
 # ---- the zygote process ----------------------------------------------------------------------------------
@@ -146,6 +147,10 @@ def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
 _session_env: dict[str, str] | None = None
 
 
+def session_env() -> dict[str, str]:
+    return dict(_session_env if _session_env is not None else os.environ)
+
+
 def snapshot_env() -> None:
     """The environment the zygote starts with: the session's, taken before any test changes os.environ."""
     global _session_env
@@ -154,7 +159,7 @@ def snapshot_env() -> None:
 
 class Zygote:
     def __init__(self) -> None:
-        self.env = dict(_session_env if _session_env is not None else os.environ)
+        self.env = session_env()
         ours, theirs = socket.socketpair()
         code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from tests.zygote import serve; "
                 f"serve({theirs.fileno()})")

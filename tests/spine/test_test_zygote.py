@@ -4,7 +4,6 @@ the same way is started as a real process."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +24,8 @@ def _both(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.C
 
 
 def test_a_forked_call_is_the_real_process_call(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "BRINGUP_DB": str(tmp_path / "x.db")}
+    # the session's environment (an earlier in-process test may have left variables in this one's)
+    env = {**zygote.session_env(), "PYTHONWARNINGS": "ignore", "BRINGUP_DB": str(tmp_path / "x.db")}
     # bad input: exit 2 and the same one line, no traceback
     forked, real = _both(["--device", "cpu", "ops", "--budget", "x"], tmp_path, env)
     assert forked.returncode == real.returncode == 2
@@ -46,7 +46,7 @@ def test_what_a_fork_cannot_give_is_started(tmp_path: Path) -> None:
         assert z.serves({**base, "BRINGUP_TESTDEV_FAULTS": "scale:silu=1.01", "HF_HUB_OFFLINE": "1"})
         assert z.serves({**base, "PYTHONPATH": str(tmp_path)})
         # inductor writes its cache dir into os.environ at a test process's first compile: still served
-        assert z.serves({**base, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind")})
+        assert z.serves({**base, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind"), "RAY_CLIENT_MODE": "0"})
         (tmp_path / "sitecustomize.py").write_text("")
         assert not z.serves({**base, "PYTHONPATH": str(tmp_path)})  # runs at start-up: a fork would skip it
         assert not z.serves({**base, "OMP_NUM_THREADS": "1"})  # read when torch loads
