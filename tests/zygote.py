@@ -126,7 +126,7 @@ def serve(fd: int) -> None:
                 for f in pipes:
                     os.close(f)
                 children.add(pid)
-                _send(sock, {"id": req["id"], "pid": pid})
+                _send(sock, {"pid": pid})
         for pid in list(children):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
@@ -184,29 +184,29 @@ class Zygote:
         line, _, self._buf = self._buf.partition(b"\n")
         return json.loads(line)  # type: ignore[no-any-return]
 
-    def serves(self, env: dict[str, str]) -> bool:
-        if not self.ok or self.proc.poll() is not None:
-            return False
-        for k in self.env.keys() | env.keys():
-            if self.env.get(k) == env.get(k) or k in _APPLIED or k.startswith(_SAFE_PREFIXES):
-                continue
-            return False
-        extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        return not any((Path(p) / name).exists() for p in extra for name in ("sitecustomize.py", "usercustomize.py"))
-
-    def describe(self, env: dict[str, str]) -> str:
-        """Why a call was not forked: the zygote's state, or the variables that differ."""
+    def refusal(self, env: dict[str, str]) -> str | None:
+        """Why this call cannot be forked (the zygote's state, the variables read at start-up that differ, a
+        sitecustomize on PYTHONPATH), or None: the one rule, for the decision and for the log alike."""
         if not self.ok or self.proc.poll() is not None:
             return "zygote unusable"
-        differ = sorted(k for k in self.env.keys() | env.keys() if self.env.get(k) != env.get(k))
-        return "env differs: " + ",".join(differ)
+        unsafe = sorted(k for k in self.env.keys() | env.keys()
+                        if self.env.get(k) != env.get(k) and k not in _APPLIED and not k.startswith(_SAFE_PREFIXES))
+        if unsafe:
+            return "env differs: " + ",".join(unsafe)
+        extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if any((Path(p) / name).exists() for p in extra for name in ("sitecustomize.py", "usercustomize.py")):
+            return "a sitecustomize on PYTHONPATH"
+        return None
+
+    def serves(self, env: dict[str, str]) -> bool:
+        return self.refusal(env) is None
 
     def run(
         self, args: list[str], cwd: Path, env: dict[str, str], timeout: float
     ) -> subprocess.CompletedProcess[str] | None:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        req = {"id": time.time_ns(), "args": args, "cwd": str(cwd), "env": env}
+        req = {"args": args, "cwd": str(cwd), "env": env}
         socket.send_fds(self.sock, [(json.dumps(req) + "\n").encode()], [out_w, err_w])
         os.close(out_w)
         os.close(err_w)
@@ -272,8 +272,11 @@ def run(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subp
         if _zygote is None:
             _zygote = Zygote()
         z = _zygote
-    if not z.serves(env) or not z.lock.acquire(blocking=False):
-        _log(f"started ({z.describe(env)}) {args[:4]}")
+    why = z.refusal(env)
+    if why is None and not z.lock.acquire(blocking=False):
+        why = "another thread's call is running"
+    if why is not None:
+        _log(f"started ({why}) {args[:4]}")
         return None
     _log(f"forked {args[:4]}")
     try:

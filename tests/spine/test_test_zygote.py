@@ -51,7 +51,7 @@ def test_what_a_fork_cannot_give_is_started(tmp_path: Path) -> None:
         assert not z.serves({**base, "PYTHONPATH": str(tmp_path)})  # runs at start-up: a fork would skip it
         assert not z.serves({**base, "OMP_NUM_THREADS": "1"})  # read when torch loads
         assert not z.serves({k: v for k, v in base.items() if k != "PATH"})
-        assert "OMP_NUM_THREADS" in z.describe({**base, "OMP_NUM_THREADS": "1"})
+        assert "OMP_NUM_THREADS" in (z.refusal({**base, "OMP_NUM_THREADS": "1"}) or "")
     finally:
         z.close()
 
