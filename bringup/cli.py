@@ -147,9 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     from bringup.compat import quiet_import_noise
 
     quiet_import_noise()
+    fork = argv is None  # the command-line program, not a library call inside someone's process
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _main(argv)
+        return _main(argv, fork)
     except BadInput as e:
         print(f"bringup: error: {e}", file=sys.stderr)
         return 2
@@ -158,8 +159,20 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _main(argv: list[str]) -> int:
-    _import_plugins(_early_imports(argv))
+def _prefork(fork: bool) -> None:
+    """Fork the workers' launcher while this process is still pristine: torch imported, no plugin, no device
+    (bringup.runner.launcher: each worker then skips the ~3 s torch import)."""
+    if fork:
+        from bringup.runner.launcher import prefork
+
+        prefork()
+
+
+def _main(argv: list[str], fork: bool = False) -> int:
+    early = _early_imports(argv)
+    if early:  # a plugin imports torch and may touch its device: the launcher must come first
+        _prefork(fork)
+    _import_plugins(early)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.ray_address and args.executor != "ray":
@@ -183,6 +196,8 @@ def _main(argv: list[str]) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command not in _no_device():
+        _prefork(fork)
     _import_plugins(imports)
     from bringup.flow import Session  # imports torch: only once the arguments parse and a command runs
 

@@ -72,7 +72,7 @@ def _child(req: dict[str, Any], out_fd: int, err_fd: int, sock: socket.socket) -
         from bringup.cli import main
 
         try:
-            rc = int(main(req["args"]) or 0)
+            rc = int(main() or 0)  # argv from sys.argv, as the program (it forks the workers' launcher)
         except SystemExit as e:
             rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if not isinstance(e.code, int) and e.code is not None:

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from bringup.case import Case, CaseResult, Status
+from bringup.runner.launcher import ForkedProcess
+from bringup.runner.launcher import launcher as get_launcher
 
 STARTUP_TIMEOUT_S = 300.0  # importing torch + a device plugin; a plugin that hangs longer is broken
 _LOG_TAIL_LINES = 40
@@ -56,19 +58,39 @@ class WorkerProcess:
         r, w = os.pipe()
         env = {**os.environ, **spec.env, **(extra_env or {})}
         env["PYTHONUNBUFFERED"] = "1"
-        cmd = [sys.executable, "-m", "bringup.runner.worker", "--fd", str(w), "--device", spec.device,
-               "--parent-pid", str(os.getpid())]  # fmt: skip
+        args = ["--device", spec.device]
         for m in spec.imports:
-            cmd += ["--import", m]
-        self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(w,),
-            start_new_session=True, env=env,
-        )  # fmt: skip
+            args += ["--import", m]
+        self.proc: subprocess.Popen[bytes] | ForkedProcess
+        forked = self._fork(args, env, w)
+        if forked is not None:
+            self.proc = forked
+        else:
+            cmd = [sys.executable, "-m", "bringup.runner.worker", "--fd", str(w), "--parent-pid", str(os.getpid()),
+                   *args]  # fmt: skip
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(w,),
+                start_new_session=True, env=env,
+            )  # fmt: skip
         os.close(w)
         self._r = r
         self._buf = b""
         self.started = False
         self._closed = False
+
+    def _fork(self, args: list[str], env: dict[str, str], msg_w: int) -> ForkedProcess | None:
+        """The worker forked by the CLI's launcher (bringup.runner.launcher), or None: started from scratch,
+        the log's first line says why."""
+        launcher = get_launcher()
+        why = "no launcher in this process" if launcher is None else launcher.refusal(env)
+        if launcher is not None and why is None:
+            proc = launcher.start(args, env, self._log.fileno(), msg_w)
+            if proc is not None:
+                return proc
+            why = "the launcher did not answer"
+        self._log.write(f"=== worker started from scratch ({why})\n".encode())
+        self._log.flush()
+        return None
 
     # ---- low-level I/O -------------------------------------------------------------------------
     def _read_msg(self, deadline: float, poll: Callable[[], str | None] | None = None) -> dict[str, Any] | None:

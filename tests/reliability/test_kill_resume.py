@@ -45,17 +45,31 @@ def _start(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> sub
 
 def _kill_when(p: subprocess.Popen[bytes], db: Path, n: int, timeout: float = 300) -> list[psutil.Process]:
     """Wait until `n` cases are stored, then SIGKILL the driver (and only it). Returns the bringup
-    worker processes it had at that moment."""
+    processes under it at that moment (workers, started or forked by the launcher, and the launcher), after
+    checking that there was a worker among them (a worker leads its own session)."""
     t_end = time.monotonic() + timeout
     while len(_finished(db)) < n:
         assert p.poll() is None, "the driver ended before it could be killed"
         assert time.monotonic() < t_end, f"fewer than {n} results after {timeout} s"
         time.sleep(0.1)
-    kids = psutil.Process(p.pid).children(recursive=True)
-    workers = [k for k in kids if "bringup.runner.worker" in " ".join(_cmdline(k))]
+    ours = _ours(p)
     p.send_signal(signal.SIGKILL)
     p.wait()
-    return workers
+    return ours
+
+
+def _ours(p: subprocess.Popen) -> list[psutil.Process]:
+    """The bringup processes under the driver now, checked to hold a worker (a worker leads its own session)."""
+    ours = [k for k in psutil.Process(p.pid).children(recursive=True) if "bringup" in " ".join(_cmdline(k))]
+    assert any(_leads_session(k) for k in ours), "the driver had no worker process at the moment it was killed"
+    return ours
+
+
+def _leads_session(proc: psutil.Process) -> bool:
+    try:
+        return os.getsid(proc.pid) == proc.pid
+    except OSError:
+        return False
 
 
 def _cmdline(proc: psutil.Process) -> list[str]:
@@ -66,7 +80,6 @@ def _cmdline(proc: psutil.Process) -> list[str]:
 
 
 def _assert_orphans_die(workers: list[psutil.Process], within_s: float) -> None:
-    assert workers, "the driver had no worker process at the moment it was killed"
     gone, alive = psutil.wait_procs(workers, timeout=within_s)
     assert not alive, f"orphaned workers still running {within_s} s after the driver died: {alive}"
 
@@ -146,8 +159,7 @@ def test_sigterm_stops_at_once_marks_the_run_and_says_how_to_resume(tmp_path: Pa
     while len(_finished(db)) < 2:
         assert p.poll() is None and time.monotonic() < t_end
         time.sleep(0.1)
-    workers = [k for k in psutil.Process(p.pid).children(recursive=True)
-               if "bringup.runner.worker" in " ".join(_cmdline(k))]  # fmt: skip
+    workers = _ours(p)
     t0 = time.monotonic()
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=60)
