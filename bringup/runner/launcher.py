@@ -49,8 +49,10 @@ def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) 
     """In the forked child: become `python -m bringup.runner.worker ARGS`, then exit with its code."""
     rc = 1
     try:
-        stdin_r, log_fd, msg_fd = fds
+        stdin_r, log_fd, msg_fd, status_fd = fds
         os.setsid()
+        _write(status_fd, f"pid {os.getpid()}\n")  # only now: a budget kill of its group can no longer miss it
+        os.close(status_fd)
         os.dup2(stdin_r, 0)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
@@ -71,6 +73,8 @@ def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) 
 
         tempfile.tempdir = None  # chosen again from this environment's TMPDIR
         random.seed()  # every fork would otherwise share the launcher's sequence
+        if "numpy.random" in sys.modules:
+            sys.modules["numpy.random"].seed()
         threads = req["env"].get("OMP_NUM_THREADS")
         if threads and threads.isdigit() and int(threads) > 0:
             import torch
@@ -102,8 +106,9 @@ def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) 
 
 
 def _serve(sock: socket.socket, parent: int) -> None:
-    """The launcher's loop: fork a worker per request, tell its pid and, once reaped, its exit code down
-    the worker's own status pipe. Ends when the driver does, taking the workers still running with it."""
+    """The launcher's loop: fork a worker per request (which tells its pid down its own status pipe) and,
+    once reaped, tell its exit code down the same pipe. Ends when the driver does, taking the workers still
+    running with it."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the driver decides; Ctrl-C in a terminal reaches us too
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -130,11 +135,10 @@ def _serve(sock: socket.socket, parent: int) -> None:
                 fds, pending = pending[:4], pending[4:]
                 pid = os.fork()
                 if pid == 0:
-                    _become_worker(req, fds[:3], {sock.fileno(), fds[3], *status.values(), *pending})
+                    _become_worker(req, fds, {sock.fileno(), *status.values(), *pending})
                 for fd in fds[:3]:
                     os.close(fd)
-                status[pid] = fds[3]
-                _write(fds[3], f"pid {pid}\n")
+                status[pid] = fds[3]  # the worker writes its pid here once it leads its session; we, its exit code
         while status:
             try:
                 pid, st = os.waitpid(-1, os.WNOHANG)
@@ -166,19 +170,25 @@ class ForkedProcess:
     Its exit status comes down its own status pipe; if the launcher dies first, the worker's group is
     killed and it reads as killed by SIGKILL."""
 
-    def __init__(self, pid: int, stdin: IO[bytes], status_fd: int, args: list[str]) -> None:
+    def __init__(self, pid: int, stdin: IO[bytes], status_fd: int, args: list[str], buf: bytes = b"") -> None:
         self.pid = pid
         self.stdin: IO[bytes] | None = stdin
         self.args = args
         self.returncode: int | None = None
         self._status = status_fd
-        self._buf = b""
+        self._buf = buf  # what came down the status pipe after the pid
         self._lock = threading.Lock()
 
     def _read(self, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while self.returncode is None:
+            while True:
+                for line in self._buf.split(b"\n")[:-1]:
+                    if line.startswith(b"rc "):
+                        self.returncode = int(line[3:])
+                self._buf = self._buf.rpartition(b"\n")[2]
+                if self.returncode is not None:
+                    break
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if not select.select([self._status], [], [], left)[0]:
                     return
@@ -191,10 +201,6 @@ class ForkedProcess:
                     self.returncode = -signal.SIGKILL
                     break
                 self._buf += chunk
-                for line in self._buf.split(b"\n")[:-1]:
-                    if line.startswith(b"rc "):
-                        self.returncode = int(line[3:])
-                self._buf = self._buf.rpartition(b"\n")[2]
             if self.returncode is not None and self._status >= 0:
                 os.close(self._status)
                 self._status = -1
@@ -236,9 +242,9 @@ class Launcher:
         try:
             with self._lock:  # one request's bytes and fds at a time (the pool's slots start workers at once)
                 socket.send_fds(self.sock, [(json.dumps(req) + "\n").encode()], [stdin_r, log_fd, msg_w, status_w])
-            pid = _read_pid(status_r)
+            pid, rest = _read_pid(status_r)
         except OSError:
-            pid = None
+            pid, rest = None, b""
         finally:
             os.close(stdin_r)
             os.close(status_w)
@@ -247,7 +253,7 @@ class Launcher:
             os.close(stdin_w)
             os.close(status_r)
             return None
-        return ForkedProcess(pid, os.fdopen(stdin_w, "wb"), status_r, args)
+        return ForkedProcess(pid, os.fdopen(stdin_w, "wb"), status_r, args, rest)
 
     def close(self) -> None:
         """At the CLI's exit: the launcher sees its socket close, ends (taking any worker still running with it)
@@ -269,19 +275,20 @@ class Launcher:
             pass
 
 
-def _read_pid(fd: int) -> int | None:
+def _read_pid(fd: int) -> tuple[int | None, bytes]:
+    """The worker's pid (None if none came in time) and whatever came after it (its exit code, if it was quick)."""
     deadline = time.monotonic() + _REPLY_TIMEOUT_S
     buf = b""
     while b"\n" not in buf:
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return None
+            return None, b""
         chunk = os.read(fd, 64)
         if not chunk:
-            return None
+            return None, b""
         buf += chunk
-    line = buf.partition(b"\n")[0]
-    return int(line[4:]) if line.startswith(b"pid ") else None
+    line, _, rest = buf.partition(b"\n")
+    return (int(line[4:]) if line.startswith(b"pid ") else None), rest
 
 
 _launcher: Launcher | None = None
