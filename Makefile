@@ -8,8 +8,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.bringup-installed-torch-$(TORCH)
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test` / `make test-slow` (each test's own subprocesses use the cores too:
-# 2 on this project's 2-core machines took the suite from 34 to 20.5 min); PYTEST_WORKERS=0 runs in one process.
-PYTEST_WORKERS ?= 2
+# 2 on this project's 2-core machines took the suite from 34 to 20.5 min; once workers were forked, not started,
+# a test waits more than it computes: 3 took it from 25:41 to 19:43, same code, cold caches, 2026-12-03);
+# PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 3
 XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 
 # PyTorch/XLA pins one torch release; its own venv, torch installed first and pinned as for .venv.

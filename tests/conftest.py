@@ -42,7 +42,7 @@ _trust_the_proved_vec_isa()
 zygote.snapshot_env()
 
 
-# xdist (`make test`: -n 2 --dist loadgroup) hands the tests out in collection order, one at a time as a worker
+# xdist (`make test`: -n 3 --dist loadgroup) hands the tests out in collection order, one at a time as a worker
 # frees up. Collected alphabetically, the areas of long end-to-end runs (a zoo case of ~2 min) came last, and
 # one worker ran the last of them alone for ~50 s. Those areas go first, each in its own order; the rest after.
 _LONG_AREAS = ("zoo", "train", "testdev", "flex")
