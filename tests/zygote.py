@@ -41,20 +41,16 @@ _NOT_IMPORTED = ("huggingface_hub", "transformers", "torch._inductor", "torch._d
 # ---- the zygote process ----------------------------------------------------------------------------------
 def _child(req: dict[str, Any], out_fd: int, err_fd: int, sock: socket.socket) -> None:
     """In the forked child: become `python -m bringup.cli ARGS` in req's cwd and env, then exit."""
-    rc = 1
-    try:
+    from bringup.runner.launcher import exit_as_interpreter, reopen_stdio
+
+    def cli_main() -> int:
         sock.close()
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.dup2(out_fd, 1)
-        os.dup2(err_fd, 2)
+        reopen_stdio(devnull, out_fd, err_fd)
         for fd in (devnull, out_fd, err_fd):
             os.close(fd)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
         os.chdir(req["cwd"])
         env = req["env"]
         os.environ.clear()
@@ -71,27 +67,9 @@ def _child(req: dict[str, Any], out_fd: int, err_fd: int, sock: socket.socket) -
         sys.argv = [str(REPO / "bringup" / "cli.py"), *req["args"]]
         from bringup.cli import main
 
-        try:
-            rc = int(main() or 0)  # argv from sys.argv, as the program (it forks the workers' launcher)
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            if not isinstance(e.code, int) and e.code is not None:
-                print(e.code, file=sys.stderr)
-        threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter's exit: wait for threads
-        import atexit
+        return main()  # argv from sys.argv, as the program (it forks the workers' launcher)
 
-        atexit._run_exitfuncs()
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-        rc = 1
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(rc)
+    exit_as_interpreter(cli_main)
 
 
 def serve(fd: int) -> None:

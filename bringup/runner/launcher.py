@@ -31,7 +31,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Any
+from collections.abc import Callable
+from typing import IO, Any, NoReturn
 
 # Read lazily, after the fork, by bringup, its libraries or the worker itself: applied in the child.
 _SAFE_PREFIXES = ("BRINGUP_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCHINDUCTOR_", "TRITON_")
@@ -45,27 +46,60 @@ _REPLY_TIMEOUT_S = 60.0
 
 
 # ---- the launcher process ---------------------------------------------------------------------------
-def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) -> None:
-    """In the forked child: become `python -m bringup.runner.worker ARGS`, then exit with its code."""
+def reopen_stdio(stdin_fd: int, out_fd: int, err_fd: int) -> None:
+    """In a forked child: these fds become 0, 1, 2 and sys.stdin/stdout/stderr new streams on them."""
+    os.dup2(stdin_fd, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+
+
+def exit_as_interpreter(main: Callable[[], int | None]) -> NoReturn:
+    """In a forked child: run main and end as the interpreter would after it (SystemExit's code, other threads
+    joined, atexit run, streams flushed), with the exit code it would have; a traceback and 1 on an error."""
     rc = 1
     try:
+        try:
+            rc = int(main() or 0)
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, int) and e.code is not None:
+                print(e.code, file=sys.stderr)
+        threading._shutdown()  # type: ignore[attr-defined]
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        rc = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(rc)
+
+
+def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) -> NoReturn:
+    """In the forked child: become `python -m bringup.runner.worker ARGS`, then exit with its code."""
+
+    def worker_main() -> int:
         stdin_r, log_fd, msg_fd, status_fd = fds
         os.setsid()
         _write(status_fd, f"pid {os.getpid()}\n")  # only now: a budget kill of its group can no longer miss it
         os.close(status_fd)
-        os.dup2(stdin_r, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
+        reopen_stdio(stdin_r, log_fd, log_fd)
         os.dup2(msg_fd, 3)
-        keep = {0, 1, 2, 3}
         for fd in {stdin_r, log_fd, msg_fd} | launcher_fds:
-            if fd not in keep:
+            if fd not in (0, 1, 2, 3):
                 os.close(fd)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
-            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
@@ -84,25 +118,9 @@ def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) 
         from bringup.runner import worker
 
         sys.argv = [worker.__file__, *req["args"]]
-        try:
-            rc = int(worker.main(["--fd", "3", "--parent-pid", str(os.getppid()), *req["args"]]) or 0)
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter's exit: wait for threads
-        import atexit
+        return worker.main(["--fd", "3", "--parent-pid", str(os.getppid()), *req["args"]])
 
-        atexit._run_exitfuncs()
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-        rc = 1
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(rc)
+    exit_as_interpreter(worker_main)
 
 
 def _serve(sock: socket.socket, parent: int) -> None:
