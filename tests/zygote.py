@@ -77,6 +77,7 @@ def serve(fd: int) -> None:
     import torch  # noqa: F401  # the point: imported once, here
 
     import bringup.cli  # noqa: F401
+    from bringup.runner.launcher import FdRequests
 
     sock = socket.socket(fileno=fd)
     bad = [m for m in _NOT_IMPORTED if m in sys.modules]
@@ -84,20 +85,14 @@ def serve(fd: int) -> None:
     _send(sock, {"ready": not bad and threads == 1, "why": f"imported {bad}, {threads} threads"})
     children: set[int] = set()
     parent = os.getppid()
-    buf = b""
-    fds: list[int] = []  # a request's two pipe ends arrive with its first bytes
+    requests = FdRequests(sock, 2)  # a CLI's stdout and stderr pipe ends
     while os.getppid() == parent:
         ready, _, _ = select.select([sock], [], [], 0.1)
         if ready:
-            msg, got, _, _ = socket.recv_fds(sock, 1 << 20, 2)
-            if not msg:
+            got = requests.read()
+            if got is None:
                 break
-            buf += msg
-            fds += got
-            while b"\n" in buf and len(fds) >= 2:
-                line, _, buf = buf.partition(b"\n")
-                req = json.loads(line)
-                pipes, fds = fds[:2], fds[2:]
+            for req, pipes in got:
                 pid = os.fork()
                 if pid == 0:
                     _child(req, pipes[0], pipes[1], sock)

@@ -134,26 +134,18 @@ def _serve(sock: socket.socket, parent: int) -> None:
     os.dup2(devnull, 1)  # the CLI's stdout is the user's: never held open by us
     os.close(devnull)
     status: dict[int, int] = {}  # worker pid -> the write end of its status pipe
-    buf = b""
-    pending: list[int] = []  # a request's fds arrive with its first bytes
+    requests = FdRequests(sock, 4)
     while os.getppid() == parent:
         ready, _, _ = select.select([sock], [], [], 0.1)
         if ready:
-            try:
-                msg, got, _, _ = socket.recv_fds(sock, 1 << 20, 8)
-            except OSError:
+            got = requests.read()
+            if got is None:
                 break
-            if not msg:
-                break
-            buf += msg
-            pending += got
-            while b"\n" in buf and len(pending) >= 4:
-                line, _, buf = buf.partition(b"\n")
-                req = json.loads(line)
-                fds, pending = pending[:4], pending[4:]
+            for i, (req, fds) in enumerate(got):
                 pid = os.fork()
                 if pid == 0:
-                    _become_worker(req, fds, {sock.fileno(), *status.values(), *pending})
+                    later = [fd for _, f in got[i + 1 :] for fd in f]
+                    _become_worker(req, fds, {sock.fileno(), *status.values(), *later, *requests.pending})
                 for fd in fds[:3]:
                     os.close(fd)
                 status[pid] = fds[3]  # the worker writes its pid here once it leads its session; we, its exit code
@@ -173,6 +165,33 @@ def _serve(sock: socket.socket, parent: int) -> None:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+class FdRequests:
+    """JSON-line requests on a unix socket, each with `nfds` file descriptors that arrive with its first bytes."""
+
+    def __init__(self, sock: socket.socket, nfds: int) -> None:
+        self.sock = sock
+        self.nfds = nfds
+        self._buf = b""
+        self.pending: list[int] = []  # fds received for requests not yet complete
+
+    def read(self) -> list[tuple[dict[str, Any], list[int]]] | None:
+        """The requests one receive completes (call when the socket is readable); None once the peer is gone."""
+        try:
+            msg, got, _, _ = socket.recv_fds(self.sock, 1 << 20, 2 * self.nfds)
+        except OSError:
+            return None
+        if not msg:
+            return None
+        self._buf += msg
+        self.pending += got
+        out = []
+        while b"\n" in self._buf and len(self.pending) >= self.nfds:
+            line, _, self._buf = self._buf.partition(b"\n")
+            out.append((json.loads(line), self.pending[: self.nfds]))
+            self.pending = self.pending[self.nfds :]
+        return out
 
 
 def _write(fd: int, text: str) -> None:
