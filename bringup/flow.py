@@ -63,7 +63,7 @@ def execute_cases(
     `record(store, run_id)` stores what planning found beside the cases, once the run row exists."""
     from bringup.api import AfterRun, post_runs
     from bringup.runner import execute, make_executor
-    from bringup.runner.process import WorkerSpec
+    from bringup.runner.process import WorkerSpec, thread_env
 
     args = sess.args
     check_outputs(args)
@@ -197,15 +197,6 @@ def summarize_by_suite(results: list[CaseResult], console: Console, store: Store
 
             console.print(case_table(name, rs, []))
     return extras
-
-
-def thread_env(workers: int) -> dict[str, str]:
-    """N workers on one host share its cores: each gets cores/N intra-op threads (torch would give every
-    worker all cores, and N workers would fight over them). A user's OMP_NUM_THREADS wins."""
-    if workers <= 1 or "OMP_NUM_THREADS" in os.environ:
-        return {}
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return {"OMP_NUM_THREADS": str(max(1, cores // workers))}
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:

@@ -115,3 +115,20 @@ def test_the_cli_forks_its_workers_and_a_library_call_does_not(tmp_path: Path) -
     assert p.stdout.strip().splitlines()[-1] == "0 None", p.stdout[-2000:] + p.stderr[-2000:]
     (log,) = db.parent.glob("*/logs/worker-*.log")
     assert log.read_text().startswith("=== worker started from scratch (no launcher in this process)")
+
+
+def test_workers_share_the_cores_and_a_users_setting_stands(monkeypatch) -> None:
+    """N workers on one host: cores/N intra-op threads and inductor compile processes each (at least 1); one
+    worker is left alone; a user's own OMP_NUM_THREADS / TORCHINDUCTOR_COMPILE_THREADS are not overridden."""
+    import os
+
+    from bringup.runner.process import thread_env
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)), raising=False)
+    assert thread_env(1) == {}
+    assert thread_env(2) == {"OMP_NUM_THREADS": "4", "TORCHINDUCTOR_COMPILE_THREADS": "4"}
+    assert thread_env(16) == {"OMP_NUM_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert thread_env(2) == {"TORCHINDUCTOR_COMPILE_THREADS": "4"}
