@@ -10,6 +10,7 @@ PYTEST_ARGS ?=
 # pytest-xdist workers for `make test` / `make test-slow` (each test's own subprocesses use the cores too:
 # 2 on this project's 2-core machines took the suite from 34 to 20.5 min; once workers were forked, not started,
 # a test waits more than it computes: 3 took it from 25:41 to 19:43, same code, cold caches, 2026-12-03);
+# each of the N shares the cores (tests/conftest.py: cores/N threads for torch and inductor's compile pool);
 # PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 3
 XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
