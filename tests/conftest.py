@@ -38,7 +38,6 @@ def _trust_the_proved_vec_isa() -> None:
         os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
 
 
-
 def _share_the_cores() -> None:
     """`make test` runs N tests at once (pytest-xdist; N = PYTEST_XDIST_WORKER_COUNT, set in each worker before
     this import, before torch loads). Each test's processes get cores/N threads, intra-op and inductor compile
