@@ -35,11 +35,13 @@ import torch
 
 from bringup.checks.module_replay import Call, ModuleRecorder, Replayed, judged_modules, replay
 from bringup.checks.module_rule import DITHERS, TensorVerdict, judge_tensor, module_tolerance
-from bringup.checks.parity import scale_floor
+from bringup.checks.parity import judged_dtype, scale_floor
 from bringup.precision import Precision
 
 # dynamo's per-code cache: every module compiled alone goes through one wrapper's code object, and
 # its recompile limit (8) would silently run the 9th module eagerly: raised, and hitting it raises.
+# one fp32 rounding: the dither of a module judged at fp32 (module_rule's fp32 tolerance)
+FP32_DITHER = module_tolerance(torch.float32).dither
 _DYNAMO_LIMITS = {"recompile_limit": 100_000, "accumulated_recompile_limit": 100_000,
                   "fail_on_recompile_limit_hit": True}  # fmt: skip
 
@@ -51,6 +53,7 @@ class ModuleVerdict:
     tensors: list[TensorVerdict] = field(default_factory=list)
     note: str = ""  # why it was not judged (a replay that raised), or ""
     calls: int = 1  # times it ran in the step (up to module_replay.MAX_CALLS of them judged together)
+    fp32: bool = False  # judged at fp32 in a low-precision run: the program computes it in fp32 (_fp32_throughout)
 
     @property
     def judged(self) -> bool:
@@ -69,6 +72,11 @@ class ModuleVerdict:
     def score(self) -> float:
         w = self.worst
         return w.score if w is not None else 0.0
+
+    def why(self) -> str:
+        w = self.worst
+        text = w.summary() if w is not None else (self.note or "?")
+        return f"{text} [judged at fp32: computed in fp32 throughout]" if self.fp32 else text
 
 
 @dataclass
@@ -114,10 +122,9 @@ class ModuleReport:
         w = self.worst
         if bad:
             first = bad[0]
-            ft = first.worst
             head = f"module check ({self.label}): {len(bad)}/{n} modules off; first {first.name} ({first.cls})"
-            return f"{head}: {ft.summary() if ft else '?'}"
-        tail = f"; closest {w[0].name} {w[1].summary()}" if w else ""
+            return f"{head}: {first.why()}"
+        tail = f"; closest {w[0].name} {w[0].why()}" if w else ""
         return f"module check ({self.label}): {n} modules ok{tail}"
 
     def fields(self) -> dict[str, Any]:
@@ -125,11 +132,10 @@ class ModuleReport:
         w = self.worst
         return {
             "label": self.label, "ok": self.ok, "modules": len(self.modules), "judged": len(self.judged),
-            "failed": [{"module": m.name, "class": m.cls, "why": (m.worst.summary() if m.worst else m.note)}
-                       for m in self.failed][:20],
+            "failed": [{"module": m.name, "class": m.cls, "why": m.why()} for m in self.failed][:20],
             "not_judged": [{"module": m.name, "why": m.note} for m in self.modules if m.note][:20],
             "score": round(self.score, 4) if math.isfinite(self.score) else None,
-            "worst": None if w is None else f"{w[0].name} {w[1].summary()}", "seconds": round(self.seconds, 3),
+            "worst": None if w is None else f"{w[0].name} {w[0].why()}", "seconds": round(self.seconds, 3),
         }  # fmt: skip
 
 
@@ -163,6 +169,11 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(old)
 
 
+def _coarser(a: torch.dtype, b: torch.dtype) -> bool:
+    """`a` rounds coarser than `b` (a larger machine epsilon)."""
+    return torch.finfo(a).eps > torch.finfo(b).eps
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0][:200] if text else ''}"
@@ -185,6 +196,7 @@ class ModuleCheck:
         self.calls: dict[str, Call] = {}
         self.eager: dict[str, Replayed | str] = {}
         self._refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str] | None = None
+        self._fp32: dict[str, list[Replayed]] = {}  # calls computed in fp32 throughout: their fp32 dithers
         self._state: dict[int, torch.Tensor] = {}
         self.record_s = 0.0
         self.reference_s = 0.0
@@ -256,22 +268,45 @@ class ModuleCheck:
     def _references(self, refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str],
                     cpu: torch.device) -> None:  # fmt: skip
         dither = module_tolerance(self.prec).dither
+        low = _coarser(judged_dtype(self.prec), torch.float32)
         off = lambda: contextlib.nullcontext()
+        self._fp32 = {}
         for name, call in self.calls.items():
             try:
+                with _seeded():
+                    base = replay(call, self._cpu_copy(call.module, self.prec.param_dtype), cpu,
+                                  self._autocast("cpu"), dtypes=low)  # fmt: skip
+                fp32 = low and not any(_coarser(d, torch.float32) for d in base.dtypes)
                 with _default_dtype(torch.float64):
                     m64 = self._cpu_copy(call.module, torch.float64)
                     with _seeded():
                         r64 = replay(call, m64, cpu, off, dtype=torch.float64)
-                    r64d = []
-                    for k in range(DITHERS):
+                    r64d, r64d32 = [], []
+                    for k, d in itertools.product(range(DITHERS), [dither, *([FP32_DITHER] if fp32 else [])]):
                         with _seeded():
-                            r64d.append(replay(call, m64, cpu, off, dtype=torch.float64, dither=dither, seed=k + 1))
-                with _seeded():
-                    base = replay(call, self._cpu_copy(call.module, self.prec.param_dtype), cpu, self._autocast("cpu"))
+                            one = replay(call, m64, cpu, off, dtype=torch.float64, dither=d, seed=k + 1)
+                        (r64d if d == dither else r64d32).append(one)
+                if fp32:
+                    self._fp32[name] = r64d32
                 refs[name] = (r64, base, r64d)
             except Exception as e:
                 refs[name] = f"the cpu reference could not replay it: {_first_line(e)}"
+
+    def _fp32_throughout(self, names: list[str], device: dict[str, Replayed | str]) -> bool:
+        """A module the program computes in fp32 in a low-precision run, judged at fp32: the trusted run
+        rounded every floating result of every op of each of its calls (forward and backward, casts
+        included) to fp32 or wider, and the device gave back every output and gradient in fp32 or wider.
+        Under autocast that is a norm on the fp32 residual stream, rotary angles (autocast off, on
+        purpose): a correct device's error there is fp32's, and a bend of 0.3% is 30x it, where the
+        run's bf16 floor (3 x eps / sqrt(12) = 0.7%) would hide it. A device whose own autocast list
+        runs such a module in bf16 returns bf16 tensors, and is judged at the run's precision."""
+        for n in names:
+            got = device.get(n)
+            if n not in self._fp32 or not isinstance(got, Replayed):
+                return False
+            if any(_coarser(t.dtype, torch.float32) for t in got.tensors.values() if t.is_floating_point()):
+                return False
+        return True
 
     def judge(self, label: str, device: dict[str, Replayed | str]) -> ModuleReport:
         t0 = time.perf_counter()
@@ -291,8 +326,11 @@ class ModuleCheck:
                         note = rb if isinstance(rb, str) else str(got)
                         break
                     runs.append((got, rb[0], rb[1], rb[2]))
-                tensors = [] if note else judge_calls(runs, self.prec)
-                verdict = ModuleVerdict(mod, cls, tensors, note)
+                fp32 = not note and self._fp32_throughout(names, device)
+                if fp32:
+                    runs = [(g, r, b, self._fp32[n]) for n, (g, r, b, _) in zip(names, runs, strict=True)]
+                tensors = [] if note else judge_calls(runs, torch.float32 if fp32 else self.prec)
+                verdict = ModuleVerdict(mod, cls, tensors, note, fp32=fp32)
                 verdict.calls = self.calls[names[0]].calls
                 rep.modules.append(verdict)
         rep.seconds = time.perf_counter() - t0

@@ -183,6 +183,8 @@ class Replayed:
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # the float inputs (cpu), by name
     seconds: float = 0.0
+    # with replay(dtypes=True): the dtype of every floating result of every aten op it ran, forward and backward
+    dtypes: set[torch.dtype] = field(default_factory=set)
 
 
 def _cast(t: Any, device: torch.device, dtype: torch.dtype | None, dither: float = 0.0,
@@ -225,6 +227,20 @@ class _Dither(TorchDispatchMode):
         return tree_unflatten([self._one(t, ins) for t in flat], spec)
 
 
+class _Dtypes(TorchDispatchMode):
+    """Notes the dtype of every floating result of every aten op (forward and backward): which precisions
+    a computation actually rounded to, casts included."""
+
+    def __init__(self, seen: set[torch.dtype]) -> None:
+        super().__init__()
+        self.seen = seen
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        self.seen.update(t.dtype for t in tree_flatten(out)[0] if _float(t))
+        return out
+
+
 @contextlib.contextmanager
 def _kept_buffers(module: torch.nn.Module) -> Iterator[None]:
     """A train-mode forward updates some buffers (BatchNorm's running stats): put them back after."""
@@ -247,13 +263,15 @@ def replay(
     fn: Callable[..., Any] | None = None,
     dither: float = 0.0,
     seed: int = 1,
+    dtypes: bool = False,
 ) -> Replayed:
     """Run `call` again through `module` (or `fn`, e.g. the module compiled) on `device`, its floating
     inputs cast to `dtype` (None: as recorded), under `autocast()`; then the gradients of its floating
     inputs that required grad and of its parameters, given the recorded output gradients (cast to each
     output's dtype). `dither`: inputs, output gradients and every intermediate result (forward and
     backward) each multiplied by (1 + dither x N(0, 1)) (seeded): what rounding everything once costs
-    this module (its conditioning). Raises what the module raises."""
+    this module (its conditioning). `dtypes`: note in `Replayed.dtypes` the dtype of every floating
+    result of every op it ran. Raises what the module raises."""
     import time
 
     t0 = time.perf_counter()
@@ -271,7 +289,12 @@ def replay(
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     out_res = Replayed()
     out_res.inputs = {call.in_names[i]: v.detach().to("cpu") for i, v in enumerate(new) if _float(v)}
-    with _kept_buffers(module), _Dither(dither, gen) if dither and gen is not None else contextlib.nullcontext():
+    mode: Any = contextlib.nullcontext()
+    if dither and gen is not None:
+        mode = _Dither(dither, gen)
+    elif dtypes:
+        mode = _Dtypes(out_res.dtypes)
+    with _kept_buffers(module), mode:
         with autocast():
             out = (module if fn is None else fn)(*args, **kwargs)
         outs = _float_outputs(out)

@@ -14,6 +14,7 @@ backends do. bench/verdict_power.py measures it over 30 models and many bends.
 
 from __future__ import annotations
 
+import copy
 import sys
 from functools import cache
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 import torch
 
 import bringup.models  # noqa: F401  (torchvision shim first)
+from bringup.checks.module_check import ModuleCheck
 from bringup.checks.module_replay import ModuleRecorder, judged_modules
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "zoo"))
@@ -119,3 +121,43 @@ def test_replays_leave_the_step_alone() -> None:
     g0, b0, _ = step(False)
     g1, b1, n = step(True)
     assert n == 4 and all(torch.equal(a, b) for a, b in zip(g0 + b0, g1 + b1, strict=True))
+
+
+def test_amp_modules_computed_in_fp32_are_judged_at_fp32() -> None:
+    """Under amp-bf16 llama's norms (on the fp32 residual stream), its embedding and its rotary angles
+    are computed in fp32 throughout: judged at fp32. A norm's gradient bent by 2% along the direction
+    the norm removes (bwd_norm: ~0.3% relative RMS, orthogonal to the gradient, under the bf16 floor
+    of 0.7%) is caught there; the honest aot_eager of test_compiled_regions_bend_caught_aot_eager_not
+    passes the same modules at fp32."""
+    base_mc = _setup("llama", "amp-bf16")[7]
+    honest = base_mc.judge_compiled("aot_eager")
+    at_fp32 = {m.name for m in honest.modules if m.fp32}
+    assert {"model.embed_tokens", "model.rotary_emb", "model.layers.0.input_layernorm", "model.norm"} <= at_fp32
+    assert not any(".mlp." in n or "_proj" in n for n in at_fp32), at_fp32  # matmuls round to bf16
+    assert honest.ok, honest.summary()
+    before = bb.BEND_CALLS["bwd_norm"]
+    bent = base_mc.judge_compiled(bb.bend_backend("bwd_norm", 0.02), label="compiled (bend)")
+    assert bb.BEND_CALLS["bwd_norm"] > before
+    assert not bent.ok and bent.first_failed.fp32 and "norm" in bent.first_failed.name, bent.summary()
+    assert "judged at fp32" in bent.summary()
+
+
+def test_a_device_that_returns_bf16_is_judged_at_the_runs_precision() -> None:
+    """The fp32 judgement needs both sides: the trusted run computed the module in fp32 and the device
+    gave back fp32. A device whose own autocast list runs the module in bf16 (its tensors come back
+    bf16) is judged at the run's bf16 tolerance, where its rounding is allowed."""
+    torch.manual_seed(0)
+    norm = torch.nn.LayerNorm(64)
+    x = torch.randn(32, 64, requires_grad=True)
+    mc = ModuleCheck(norm, sz.as_precision("amp-bf16"), CPU, modules={"norm": norm})
+    with mc.recording():
+        with torch.autocast("cpu", torch.bfloat16):
+            norm(x).pow(2).sum().backward()
+    assert mc.judge_eager().modules[0].fp32
+    rounded = {n: copy.copy(r) for n, r in mc.eager.items()}
+    for r in rounded.values():
+        r.tensors = {k: t.to(torch.bfloat16) for k, t in r.tensors.items()}
+    rep = mc.judge("bf16 device", rounded)
+    assert not rep.modules[0].fp32 and rep.ok, rep.summary()
+    mc._fp32_throughout = lambda *a: True  # without the device's side of the rule: its rounding flagged
+    assert not mc.judge("bf16 device at fp32", rounded).ok
