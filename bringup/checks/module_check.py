@@ -134,6 +134,7 @@ class ModuleReport:
             "label": self.label, "ok": self.ok, "modules": len(self.modules), "judged": len(self.judged),
             "failed": [{"module": m.name, "class": m.cls, "why": m.why()} for m in self.failed][:20],
             "not_judged": [{"module": m.name, "why": m.note} for m in self.modules if m.note][:20],
+            "judged_fp32": sum(m.fp32 for m in self.modules),
             "score": round(self.score, 4) if math.isfinite(self.score) else None,
             "worst": None if w is None else f"{w[0].name} {w[0].why()}", "seconds": round(self.seconds, 3),
         }  # fmt: skip

@@ -20,6 +20,9 @@ mean where that noise has none. Four checks, each with its standard error measur
    backend that rounds at other points than cpu eager (inductor's decomposed BatchNorm backward: 4x cpu's
    error on a timm block's conv grad) pays that multiple.
    fp32: floor 1e-4 (the order of reductions, not rounding, sets fp32's error: parity.py's reason).
+   A module a low-precision run computes in fp32 throughout (amp's norms and rotary angles: the
+   trusted run's every op result and the device's tensors fp32) is judged with fp32's tolerance
+   (module_check.ModuleCheck._fp32_throughout).
 2. Direction (the scale along the reference, parity.py's bias): <got - ref, ref> / <ref, ref>.
 3. Conditional mean given the reference value: the elements sorted by ref into Q equal-count bins,
    in each bin mean(got - ref) / RMS(ref). A sharper gate, a temperature or an epsilon moves whole
