@@ -113,3 +113,32 @@ def quiet_import_noise() -> None:
 
     for name in _NOISY_IMPORT_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+# transformers >= 5.25 with `kernels` (its new dependency) turns some module-level functions into module
+# instances (`@use_kernel_forward_from_hub("rotary_pos_emb") def apply_rotary_pos_emb`): each an instance
+# of a class made inside `kernels`' `_create_func_module`, so named `_create_func_module.<locals>.Func`.
+# dynamo records the class in every traced node's nn_module_stack and guards the instance's type, and an
+# ahead-of-time compile pickles both: `Can't pickle local object '_create_func_module.<locals>.Func'`, then
+# "cannot be saved into torch.compile() package since it's defined in local scope", on every such model.
+# Each class is made a top-level one of its model's module (`<module>.Func_<function name>`, what pickle
+# and dynamo's guard serialization accept), before the compile and before a saved function is loaded (a new
+# process makes the same class when it imports the model's module; this gives it the same name).
+_LOCAL_FUNC = "_create_func_module.<locals>.Func"
+
+
+def name_kernel_funcs() -> int:
+    """Give every kernels Func class held by a loaded transformers module a top-level name; how many were
+    newly named."""
+    n = 0
+    for mod_name, mod in list(sys.modules.items()):
+        if not mod_name.startswith("transformers.models.") or mod is None:
+            continue
+        for name, obj in list(vars(mod).items()):
+            cls = type(obj)
+            if cls.__qualname__ == _LOCAL_FUNC:  # not yet named
+                top = f"Func_{name}"
+                cls.__module__, cls.__name__, cls.__qualname__ = mod_name, top, top
+                setattr(mod, top, cls)
+                n += 1
+    return n

@@ -337,7 +337,10 @@ def build_full(data: dict[str, Any], name: str, device: torch.device, dtype: tor
         cls = model_class(task, arch)
         snap = str(Path(weights[0]).parent)
         try:
-            model = cls.from_pretrained(snap, config=cfg, dtype=dtype)
+            # use_kernels=False: transformers >= 5.25 swaps in Hub kernels (downloaded at run time) by default
+            # when `kernels` is installed, and its model.train() then refuses any device kernels does not
+            # list (testdev, a new backend): the model judged is transformers' own torch code
+            model = cls.from_pretrained(snap, config=cfg, dtype=dtype, use_kernels=False)
         except Exception as e:
             raise mz.ConfigError(f"load {snap}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
         model = model.to(device)
