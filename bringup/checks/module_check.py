@@ -38,10 +38,10 @@ from bringup.checks.module_rule import DITHERS, TensorVerdict, judge_tensor, mod
 from bringup.checks.parity import judged_dtype, scale_floor
 from bringup.precision import Precision
 
-# dynamo's per-code cache: every module compiled alone goes through one wrapper's code object, and
-# its recompile limit (8) would silently run the 9th module eagerly: raised, and hitting it raises.
 # one fp32 rounding: the dither of a module judged at fp32 (module_rule's fp32 tolerance)
 FP32_DITHER = module_tolerance(torch.float32).dither
+# dynamo's per-code cache: every module compiled alone goes through one wrapper's code object, and
+# its recompile limit (8) would silently run the 9th module eagerly: raised, and hitting it raises.
 _DYNAMO_LIMITS = {"recompile_limit": 100_000, "accumulated_recompile_limit": 100_000,
                   "fail_on_recompile_limit_hit": True}  # fmt: skip
 

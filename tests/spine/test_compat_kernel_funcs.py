@@ -29,7 +29,7 @@ def test_a_local_kernel_func_class_gets_a_picklable_top_level_name(monkeypatch) 
         raise AssertionError("a local class pickled: this test no longer shows the failure it is about")
     except (AttributeError, pickle.PicklingError):
         pass
-    assert name_kernel_funcs() == 1
+    assert name_kernel_funcs() >= 1  # ours, and those of any real transformers module loaded in this process
     assert cls.__qualname__ == cls.__name__ == "Func_apply_rotary_pos_emb" and cls.__module__ == mod.__name__
     assert mod.Func_apply_rotary_pos_emb is cls and pickle.loads(pickle.dumps(cls)) is cls
     assert name_kernel_funcs() == 0  # named once
