@@ -175,6 +175,17 @@ def _coarser(a: torch.dtype, b: torch.dtype) -> bool:
     return torch.finfo(a).eps > torch.finfo(b).eps
 
 
+def _dithered(call: Call, m64: torch.nn.Module, d: float) -> list[Replayed]:
+    """DITHERS float64 replays of `call` on cpu with every input and intermediate rounded once at random
+    (relative RMS `d`), each with its own seed."""
+    out = []
+    for k in range(DITHERS):
+        with _seeded():
+            out.append(replay(call, m64, torch.device("cpu"), contextlib.nullcontext, dtype=torch.float64,
+                              dither=d, seed=k + 1))  # fmt: skip
+    return out
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0][:200] if text else ''}"
@@ -282,13 +293,9 @@ class ModuleCheck:
                     m64 = self._cpu_copy(call.module, torch.float64)
                     with _seeded():
                         r64 = replay(call, m64, cpu, off, dtype=torch.float64)
-                    r64d, r64d32 = [], []
-                    for k, d in itertools.product(range(DITHERS), [dither, *([FP32_DITHER] if fp32 else [])]):
-                        with _seeded():
-                            one = replay(call, m64, cpu, off, dtype=torch.float64, dither=d, seed=k + 1)
-                        (r64d if d == dither else r64d32).append(one)
-                if fp32:
-                    self._fp32[name] = r64d32
+                    r64d = _dithered(call, m64, dither)
+                    if fp32:
+                        self._fp32[name] = _dithered(call, m64, FP32_DITHER)
                 refs[name] = (r64, base, r64d)
             except Exception as e:
                 refs[name] = f"the cpu reference could not replay it: {_first_line(e)}"

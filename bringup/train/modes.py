@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from bringup.compat import name_kernel_funcs
+
 
 def nested_regions(model: torch.nn.Module, backend: str, dynamic: bool | None = None) -> torch.nn.Module:
     """Each decoder block's class gets a subclass whose forward is a nested compile region (one per
@@ -54,15 +56,11 @@ class AOTModel(torch.nn.Module):
         if load is not None:
             import io
 
-            from bringup.compat import name_kernel_funcs
-
             name_kernel_funcs()  # the names the saved graphs and guards use for the model's classes (compat.py)
             self.fn = torch.compiler.load_compiled_function(io.BytesIO(load), f_globals=globals())
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> _Loss:
         if self.fn is None:
-            from bringup.compat import name_kernel_funcs
-
             name_kernel_funcs()  # the graphs it saves name the model's classes (compat.py)
             compiled = torch.compile(lm_loss, fullgraph=True, backend=self.backend, dynamic=self.dynamic,
                                      options={"guard_filter_fn": portable_guards})  # fmt: skip
