@@ -7,6 +7,7 @@ Nothing is downloaded: configs come from the config classes' defaults, weights f
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -109,8 +110,18 @@ def _allowed_ids(vocab: int, avoid: set[int]) -> torch.Tensor:
     return ids
 
 
+ZIPF_S = 1.1  # text's rank-frequency exponent is ~1: the few most frequent tokens fill a large share of a batch
+
+
 def _tokens(allowed: torch.Tensor, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
-    return allowed[torch.randint(0, allowed.numel(), shape, generator=g)]
+    """Token ids drawn by rank-frequency, as in text: P(k-th allowed id) ~ 1 / k^ZIPF_S. Uniform ids over a
+    tiny model's vocabulary (256) almost never repeat within a 2 x 16 batch; text repeats its frequent tokens
+    in every sentence, and an embedding's backward must accumulate every occurrence of a row: a device that
+    drops or races those updates is only seen on a batch that repeats ids."""
+    n = allowed.numel()
+    p = torch.arange(1, n + 1, dtype=torch.float64).pow(-ZIPF_S)
+    k = math.prod(shape)
+    return allowed[torch.multinomial(p, k, replacement=True, generator=g)].reshape(shape)
 
 
 def first_float(out: Any) -> torch.Tensor | None:
