@@ -32,7 +32,16 @@ mean where that noise has none. Four checks, each with its standard error measur
    within the bin. An error only in backward multiplies the gradient by a function of the input
    (grad_out x f'(x)); since grad_out has either sign, only a per-bin scale sees it.
 
-2-4 are judged like parity's bias: the device's statistic must lie in [min(0, trusted's),
+5. Conditional scale and mean given the position along the tensor's last two axes (features / columns,
+   and tokens / rows): the axis cut into Q contiguous blocks, in each block <got - ref, ref> / <ref, ref>
+   and mean(got - ref) / RMS(ref). Rounding does not depend on where an element sits; a kernel bug in a
+   vector loop's tail, one tile of a matmul or attention, one head, or some positions does, and pooled
+   over the whole tensor it is diluted by the share it touches. Its floor is a whole rounding, eps / 2
+   (not eps / sqrt(12)): one block may be a single column or row whose scalar (a per-row normaliser, a
+   per-column scale) a correct device rounds once, anywhere in its +-half ulp. Judged on activations (a
+   module's outputs and its inputs' gradients), not on parameter gradients (module_check says why).
+
+2-5 are judged like parity's bias: the device's statistic must lie in [min(0, trusted's),
 max(0, trusted's)] (a device more accurate than cpu eager lands between the trusted run and 0)
 widened by `floor` x the bin's RMS(ref) / RMS(ref) + `z` standard errors. The floor is a scale a
 correct implementation may carry, a constant or a per-row statistic (a norm's rsqrt, an attention
@@ -91,6 +100,7 @@ class ModuleTolerance:
     z: float  # noise allowance of the statistics, in standard errors
     reason: str
     dither: float = 0.0  # one rounding (relative RMS): the module's inputs perturbed by this measure its conditioning
+    whole_rounding: float = 0.0  # eps / 2: the largest relative error of one round-to-nearest (check 5's floor)
 
 
 MODULE_TOLERANCES: dict[torch.dtype, ModuleTolerance] = {
@@ -98,17 +108,18 @@ MODULE_TOLERANCES: dict[torch.dtype, ModuleTolerance] = {
         3.0, 1e-4, 1e-5, 6.0,
         "fp32: the order of reductions sets the error (parity.py's float32 reason): size floor 1e-4, "
         "scale floor 1e-5 (a backend that reorders shifts a tensor's bias by ~1e-7..1e-6)",
-        dither=_rounding(torch.float32),
+        dither=_rounding(torch.float32), whole_rounding=torch.finfo(torch.float32).eps / 2,
     ),
     torch.bfloat16: ModuleTolerance(
         3.0, _rounding(torch.bfloat16), _rounding(torch.bfloat16), 6.0,
         "bf16: one round-to-nearest has relative RMS <= eps/sqrt(12) = 2.3e-3; a correct device may round "
         "once where cpu eager is exact, and may carry a scale rounded once",
-        dither=_rounding(torch.bfloat16),
+        dither=_rounding(torch.bfloat16), whole_rounding=torch.finfo(torch.bfloat16).eps / 2,
     ),
     torch.float16: ModuleTolerance(
         3.0, _rounding(torch.float16), _rounding(torch.float16), 6.0,
         "fp16: as bf16, eps/sqrt(12) = 2.8e-4", dither=_rounding(torch.float16),
+        whole_rounding=torch.finfo(torch.float16).eps / 2,
     ),
 }  # fmt: skip
 
@@ -125,7 +136,7 @@ class TensorVerdict:
     bound: float
     trusted_rel_rmse: float
     score: float  # > 1 fails: max(size / bound, worst statistic's distance past its margin / the margin's noise part)
-    check: str  # the worst check: size | bias | value | input
+    check: str  # the worst check: size | bias | value | input | position
     stat: float = 0.0  # the worst statistic's value (fraction of RMS(ref); a relative scale for bias / input)
     trusted_stat: float = 0.0
     margin: float = 0.0  # its floor + z standard errors
@@ -140,7 +151,8 @@ class TensorVerdict:
             return (f"{self.name}: rel_rmse {self.rel_rmse:.3g} (bound {self.bound:.3g}; trusted "
                     f"{self.trusted_rel_rmse:.3g})")  # fmt: skip
         what = {"bias": "bias", "value": "conditional mean given the reference value",
-                "input": "conditional scale given the input"}[self.check]  # fmt: skip
+                "input": "conditional scale given the input",
+                "position": "scale or mean of one block"}[self.check]  # fmt: skip
         return (f"{self.name}: {what} {self.stat:+.3g} vs trusted {self.trusted_stat:+.3g} (margin {self.margin:.3g}; "
                 f"rel_rmse {self.rel_rmse:.3g}){' ' + self.why if self.why else ''}")  # fmt: skip
 
@@ -197,13 +209,15 @@ def _stat(kind: str, e: torch.Tensor, eb: torch.Tensor, r: torch.Tensor, bins: t
 
 
 def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Tensor, precision: Any,
-                 covariate: torch.Tensor | None = None, scale_floor: float = 0.0,
-                 dithered: Sequence[torch.Tensor] = ()) -> TensorVerdict:  # fmt: skip
+                 covariate: torch.Tensor | None = None, scale_floor: float = 0.0, dithered: Sequence[torch.Tensor] = (),
+                 shape: Sequence[int] | None = None, positional: bool = True) -> TensorVerdict:  # fmt: skip
     """The module rule on one tensor (module doc). `covariate`: the module input this tensor is
     elementwise aligned with (same shape), if any; `scale_floor`: the RMS under which the reference is
     numerically zero; `dithered`: float64 results with every input and intermediate perturbed by one
     rounding (the tolerance's `dither`, DITHERS seeds), whose largest distance from `ref` is what
-    rounding everything once costs here."""
+    rounding everything once costs here; `shape`: the layout of the tensors when they come flattened (a
+    module's calls stacked), for check 5's axes; `positional`: False leaves check 5 out (a parameter's
+    gradient: module_check says why)."""
     tol = module_tolerance(precision)
     gross = tolerance_for(precision).gross
     if tuple(got.shape) != tuple(ref.shape) or tuple(base.shape) != tuple(ref.shape):
@@ -254,6 +268,9 @@ def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Te
         tests.append(("value", _stat("mean", e, eb, r, _bins(r, q), q, scale, tol.floor, chunk, k)))
         if x is not None:
             tests.append(("input", _stat("proj", e, eb, r, _bins(x, q), q, scale, tol.floor, chunk, k)))
+    if positional:
+        layout = tuple(shape) if shape is not None and math.prod(shape) == ref.numel() else tuple(ref.shape)
+        tests += _position_tests(layout, keep, e, eb, r, scale, max(tol.floor, tol.whole_rounding), chunk, k)
     worst = size
     for check, st in tests:
         se = st.var.sqrt()
@@ -265,9 +282,33 @@ def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Te
         i = int(torch.argmax(score))
         s = float(score[i])
         if s > worst.score:
-            worst = TensorVerdict(name, s <= 1.0, err, bound, berr, s, check, float(st.got[i]), float(st.base[i]),
-                                  float(st.floor[i] + noise[i]), n)  # fmt: skip
+            kind, _, where = check.partition(":")
+            worst = TensorVerdict(name, s <= 1.0, err, bound, berr, s, kind, float(st.got[i]), float(st.base[i]),
+                                  float(st.floor[i] + noise[i]), n, why=f"({where}, block {i + 1}/{len(st.got)})"
+                                  if where else "")  # fmt: skip
     if worst is size:
         return size
     return TensorVerdict(name, worst.ok and size.ok, err, bound, berr, worst.score, worst.check, worst.stat,
-                         worst.trusted_stat, worst.margin, n)  # fmt: skip
+                         worst.trusted_stat, worst.margin, n, why=worst.why)  # fmt: skip
+
+
+def _position_tests(shape: tuple[int, ...], keep: torch.Tensor, e: torch.Tensor, eb: torch.Tensor, r: torch.Tensor,
+                    scale: float, floor: float, chunk: torch.Tensor, k: int) -> list[tuple[str, _Stat]]:  # fmt: skip
+    """Check 5: per contiguous block of the last and the second-to-last axis, the scale and the mean."""
+    out: list[tuple[str, _Stat]] = []
+    n = int(r.numel())
+    for axis in (-1, -2):
+        if len(shape) < -axis:
+            continue
+        size = shape[axis]
+        q = min(MAX_BINS, size, n // BIN_SIZE)
+        if q < 2:
+            continue
+        view = [1] * len(shape)
+        view[axis] = size
+        coord = torch.arange(size).view(view).expand(shape).reshape(-1)[keep]
+        bins = coord * q // size
+        label = f"position:{'last axis' if axis == -1 else 'second-to-last axis'}"
+        out.append((f"{label}, scale", _stat("proj", e, eb, r, bins, q, scale, floor, chunk, k)))
+        out.append((f"{label}, mean", _stat("mean", e, eb, r, bins, q, scale, floor, chunk, k)))
+    return out

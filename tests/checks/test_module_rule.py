@@ -1,9 +1,9 @@
 """The module rule (bringup/checks/module_rule.py) on synthetic tensors: what one module computes, three
 times (device, float64, trusted cpu run at the same precision), with the rounding a bf16 kernel makes.
 
-A bend of a function (a sharper gate, a gradient taken at the wrong point) is caught where the size rule
-(and parity.py's rule) lets it through; rounding, per-row scale rounding and a device more accurate
-than cpu eager are not flagged.
+A bend of a function (a sharper gate, a gradient taken at the wrong point, a vector tail's wrong gate) is
+caught where the size rule (and parity.py's rule) lets it through; rounding, per-row and per-column scale
+rounding and a device more accurate than cpu eager are not flagged.
 """
 
 from __future__ import annotations
@@ -85,6 +85,38 @@ def test_per_row_scale_rounding_is_not_flagged() -> None:
     got = _bf16(ref * rows)
     v = judge_tensor("norm", got, ref, _bf16(ref), BF16, covariate=ref)
     assert v.ok, v.summary()
+
+
+def test_a_bug_in_a_vector_tail_is_caught_by_position() -> None:
+    """A kernel whose scalar tail (the last eighth of the features) computes a 3%-sharper gate: pooled over
+    the whole tensor its error is diluted eightfold and every pooled statistic passes it; the blocks of
+    the last axis see it whole (check 5)."""
+    x = _bf16(_x(64 * 128, seed=6).view(64, 128))
+    ref = F.silu(x)
+    bent = ref.clone()
+    bent[:, -16:] = x[:, -16:] * torch.sigmoid(1.03 * x[:, -16:])
+    got, base = _bf16(bent), _bf16(ref)
+    pooled = judge_tensor("silu", got, ref, base, BF16, covariate=x, positional=False)
+    assert pooled.ok, "the pooled checks must miss it for this test to mean anything: " + pooled.summary()
+    v = judge_tensor("silu", got, ref, base, BF16, covariate=x)
+    assert not v.ok and v.check == "position" and "last axis" in v.why, v.summary()
+    flat = judge_tensor("silu", got.flatten(), ref.flatten(), base.flatten(), BF16, covariate=x.flatten(),
+                        shape=(64, 128))  # fmt: skip
+    assert not flat.ok and flat.check == "position", "a module's stacked calls keep their layout: " + flat.summary()
+
+
+def test_a_scalar_per_row_or_column_rounded_once_is_not_flagged_by_position() -> None:
+    """A correct kernel may round one scalar per row (a norm's rsqrt, a softmax's sum) or per column anywhere
+    in its +-half ulp: a block of one row or one column then carries up to eps / 2 of scale."""
+    gen = torch.Generator().manual_seed(7)
+    eps = torch.finfo(BF16).eps
+    for shape in ((16, 512), (512, 16)):
+        ref = torch.randn(*shape, dtype=torch.float64, generator=gen)
+        rows = 1 + (torch.rand(shape[0], 1, dtype=torch.float64, generator=gen) * 2 - 1) * eps / 2
+        cols = 1 + (torch.rand(1, shape[1], dtype=torch.float64, generator=gen) * 2 - 1) * eps / 2
+        for scaled in (ref * rows, ref * cols):
+            v = judge_tensor("norm", _bf16(scaled), ref, _bf16(ref), BF16, covariate=ref)
+            assert v.ok, f"{shape}: {v.summary()}"
 
 
 def test_more_accurate_than_the_trusted_run_is_not_flagged() -> None:
