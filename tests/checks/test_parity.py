@@ -241,8 +241,8 @@ def test_llama_families_low_precision(family: str, dtype: str) -> None:
     (bench/verdict_power.py's families) are flagged on a tiny llama in mixed and pure bf16, by the zoo's
     own judgement: the whole-model rule, and the module check where that passes. (The temperature error
     is visible because the zoo's init keeps attention logits at unit scale: models/testable_init.py.) On
-    the zoo's text-like tokens (Zipf: a few ids fill much of a batch) the whole-model rule alone lets
-    `act` and `ascale` at 1% through in bf16 (scores 0.77-0.89); the module check flags them."""
+    text-like tokens (Zipf: a few ids fill much of a batch, tried 2026-12-03) the whole-model rule alone
+    let `act` and `ascale` at 1% through in bf16 (scores 0.77-0.89) and the module check flagged them."""
     flagged, nodes, why = _judge("llama", dtype, pb.family_backend(family), modules=True)
     assert nodes > 0, f"{family} rewrote no node of llama"
     assert flagged, f"llama {dtype} {family}: {nodes} node(s) perturbed, not flagged ({why})"
