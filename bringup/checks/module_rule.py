@@ -6,7 +6,7 @@ is the module's own: one to a few roundings, so a bend of one function stands ou
 
 A correct implementation rounds: its error is noise, zero-mean given anything about the value it
 rounds. A wrong one computes another function: its error is a function of the inputs, so it has a
-mean where that noise has none. Four checks, each with its standard error measured on the tensor:
+mean where that noise has none. Five checks, each with its standard error measured on the tensor:
 
 1. Size: rel_rmse(got) = RMSE(got - ref) / RMS(ref) <= `multiplier` x max(rel_rmse(base), `rounding`,
    amplified rounding). `rounding` = eps / sqrt(12) (bf16/fp16): the relative RMS of one
