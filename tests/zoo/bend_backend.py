@@ -127,7 +127,7 @@ class _BwdGate(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         with torch.enable_grad():
             xr = x.detach().requires_grad_(True)
-            y = ctx.fn(xr * ctx.a) if ctx.squash else ctx.fn(xr * ctx.a) / ctx.a
+            y = _sharper(ctx.fn, xr, ctx.a, ctx.squash)
             (gx,) = torch.autograd.grad(y, xr, g)
         return gx, None, None, None
 
@@ -186,6 +186,32 @@ class _BwdRsqrt(torch.autograd.Function):
         return (1 - ctx.d) * (-0.5) * g * r * r * r, None
 
 
+def _sharper(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, a: float, squash: bool) -> torch.Tensor:
+    """The a-times sharper gate: f(a x) for a squashing function, f(a x) / a for a gated one (x * gate(x))."""
+    return fn(x * a) if squash else fn(x * a) / a
+
+
+def _activation(func: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                compute: Callable[[torch.Tensor, Callable[[torch.Tensor], torch.Tensor], bool], torch.Tensor],
+                min_features: int = 0) -> Any:  # fmt: skip
+    """An activation call (gated or squashing) computed by `compute(x, fn, squash)`, `fn` the exact
+    out-of-place function with the call's other arguments; an in-place call gets the result written back.
+    NotImplemented for a non-float input, or one whose last axis is shorter than `min_features`."""
+    x, rest, kw = _split(args, kwargs)
+    if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+        return NotImplemented
+    if min_features and (x.dim() < 1 or x.shape[-1] < min_features):
+        return NotImplemented
+    inplace = bool(kw.pop("inplace", False)) or getattr(func, "__name__", "").endswith("_")
+    plain = getattr(torch, name) if inplace and name in SQUASH else func
+    out = compute(x, lambda t: plain(t, *rest, **kw), name in SQUASH)
+    if inplace:
+        with torch.no_grad():
+            x.copy_(out)
+        return x
+    return out
+
+
 def _layer_norm_parts(b: inspect.BoundArguments) -> tuple[torch.Tensor, int, Any, Any, float]:
     a = b.arguments
     return a["input"], len(tuple(a["normalized_shape"])), a.get("weight"), a.get("bias"), float(a.get("eps") or 1e-5)
@@ -206,22 +232,10 @@ def bend(family: str, d: float, func: Callable[..., Any], args: tuple[Any, ...],
         return held_out(family, d, func, args, kwargs)
     name = _name(func)
     a = 1.0 + d
-    if family in ("gate", "bwd_gate") and name in GATED + SQUASH:
-        x, rest, kw = _split(args, kwargs)
-        if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
-            return NotImplemented
-        inplace = bool(kw.pop("inplace", False)) or getattr(func, "__name__", "").endswith("_")
-        plain = getattr(torch, name) if inplace and name in SQUASH else func
-        fn = lambda t: plain(t, *rest, **kw)
-        if family == "gate":
-            out = fn(x * a) if name in SQUASH else fn(x * a) / a
-        else:
-            out = _BwdGate.apply(x, fn, a, name in SQUASH)
-        if inplace:
-            with torch.no_grad():
-                x.copy_(out)
-            return x
-        return out
+    if family == "gate" and name in GATED + SQUASH:
+        return _activation(func, name, args, kwargs, lambda x, fn, squash: _sharper(fn, x, a, squash))
+    if family == "bwd_gate" and name in GATED + SQUASH:
+        return _activation(func, name, args, kwargs, lambda x, fn, squash: _BwdGate.apply(x, fn, a, squash))
     if family == "softmax_temp" and name == "softmax":
         x, rest, kw = _split(args, kwargs)
         return func(x * a, *rest, **kw)
@@ -455,21 +469,12 @@ def _held_out_2(family: str, d: float, func: Callable[..., Any], args: tuple[Any
         x, rest, kw = _split(args, kwargs)
         return func(x * (1 + d), *rest, **kw)
     if family == "ho2_tail_gate" and name in GATED + SQUASH:
-        x, rest, kw = _split(args, kwargs)
-        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 1 and x.shape[-1] >= 8):
-            return NotImplemented
-        inplace = bool(kw.pop("inplace", False)) or getattr(func, "__name__", "").endswith("_")
-        plain = getattr(torch, name) if name in SQUASH else getattr(F, name)
-        t = x.shape[-1] // 8
-        a = 1.0 + d
-        head, tail = x[..., :-t], x[..., -t:]
-        bent = plain(tail * a, *rest, **kw) if name in SQUASH else plain(tail * a, *rest, **kw) / a
-        out = torch.cat([plain(head, *rest, **kw), bent], -1)
-        if inplace:
-            with torch.no_grad():
-                x.copy_(out)
-            return x
-        return out
+
+        def tail(x: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor], squash: bool) -> torch.Tensor:
+            t = x.shape[-1] // 8  # the last eighth: what a vector loop of 8 leaves to its scalar tail
+            return torch.cat([fn(x[..., :-t]), _sharper(fn, x[..., -t:], 1.0 + d, squash)], -1)
+
+        return _activation(func, name, args, kwargs, tail, min_features=8)
     if family == "ho2_bwd_linear_shift" and name == "linear":
         b = {**dict(zip(("input", "weight", "bias"), args, strict=False)), **kwargs}  # F.linear is a builtin
         x, w = b["input"], b["weight"]
