@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -203,10 +204,20 @@ def _cast(t: Any, device: torch.device, dtype: torch.dtype | None, dither: float
     return t
 
 
+def _one_rounding(dtype: torch.dtype) -> float:
+    """The relative RMS of one round-to-nearest to `dtype`: eps / sqrt(12)."""
+    return torch.finfo(dtype).eps / math.sqrt(12)
+
+
 class _Dither(TorchDispatchMode):
     """Every floating result of every aten op (forward and backward), except views and in-place results,
     multiplied by (1 + d x N(0, 1)): a computation that rounds each intermediate once, at random, with
-    one rounding's relative RMS d (a stochastic model of rounding, in float64)."""
+    one rounding's relative RMS (a stochastic model of rounding, in float64). A float64 result stands
+    for a value the run holds at its own precision: `d`, that precision's rounding. A result the
+    module's own code cast to a narrower float (an RMSNorm's `.to(torch.float32)` and what it computes
+    from it, rotary angles) is held there in the run too, whatever the run's precision: it is rounded
+    as that dtype rounds (fp32: 2e-8), not as bf16 (2e-3). The cast back is a float64 result and
+    rounds at `d`, as the run's cast back to bf16 does."""
 
     def __init__(self, d: float, gen: torch.Generator) -> None:
         super().__init__()
@@ -215,8 +226,9 @@ class _Dither(TorchDispatchMode):
     def _one(self, t: Any, ins: set[int]) -> Any:
         if not (isinstance(t, torch.Tensor) and t.is_floating_point()) or t.untyped_storage().data_ptr() in ins:
             return t
-        noise = torch.randn(t.shape, generator=self.gen, dtype=torch.float64).to(t.device, t.dtype)
-        return t * (1 + self.d * noise)
+        d = self.d if t.dtype == torch.float64 else min(self.d, _one_rounding(t.dtype))
+        noise = torch.randn(t.shape, generator=self.gen, dtype=torch.float64).to(t.device)
+        return (t.double() * (1 + d * noise)).to(t.dtype)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))

@@ -136,7 +136,7 @@ class TensorVerdict:
     bound: float
     trusted_rel_rmse: float
     score: float  # > 1 fails: max(size / bound, worst statistic's distance past its margin / the margin's noise part)
-    check: str  # the worst check: size | bias | value | input | position
+    check: str  # the worst check: size | bias | value | input | position | along
     stat: float = 0.0  # the worst statistic's value (fraction of RMS(ref); a relative scale for bias / input)
     trusted_stat: float = 0.0
     margin: float = 0.0  # its floor + z standard errors
@@ -152,7 +152,8 @@ class TensorVerdict:
                     f"{self.trusted_rel_rmse:.3g})")  # fmt: skip
         what = {"bias": "bias", "value": "conditional mean given the reference value",
                 "input": "conditional scale given the input",
-                "position": "scale or mean of one block"}[self.check]  # fmt: skip
+                "position": "scale or mean of one block",
+                "along": "error along the input, row by row (relative RMS)"}[self.check]  # fmt: skip
         return (f"{self.name}: {what} {self.stat:+.3g} vs trusted {self.trusted_stat:+.3g} (margin {self.margin:.3g}; "
                 f"rel_rmse {self.rel_rmse:.3g}){' ' + self.why if self.why else ''}")  # fmt: skip
 
@@ -268,10 +269,13 @@ def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Te
         tests.append(("value", _stat("mean", e, eb, r, _bins(r, q), q, scale, tol.floor, chunk, k)))
         if x is not None:
             tests.append(("input", _stat("proj", e, eb, r, _bins(x, q), q, scale, tol.floor, chunk, k)))
+    layout = tuple(shape) if shape is not None and math.prod(shape) == ref.numel() else tuple(ref.shape)
     if positional:
-        layout = tuple(shape) if shape is not None and math.prod(shape) == ref.numel() else tuple(ref.shape)
         tests += _position_tests(layout, keep, e, eb, r, scale, max(tol.floor, tol.whole_rounding), chunk, k)
     worst = size
+    along = _along_input(name, layout, keep, e, eb, r, x, scale, tol, err, bound, berr)
+    if along is not None and along.score > worst.score:
+        worst = along
     for check, st in tests:
         se = st.var.sqrt()
         lo = torch.minimum(st.base, torch.zeros_like(st.base)) - st.floor
@@ -290,6 +294,63 @@ def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Te
         return size
     return TensorVerdict(name, worst.ok and size.ok, err, bound, berr, worst.score, worst.check, worst.stat,
                          worst.trusted_stat, worst.margin, n, why=worst.why)  # fmt: skip
+
+
+# check 6 needs rows of at least this many features (a projection per row; shorter rows leave the
+# error's direction too little room to differ from noise) and at least this many rows (the noise part's
+# relative spread, 1 / sqrt(2 x rows), under 1/6)
+ALONG_MIN_FEATURES = 8
+ALONG_MIN_ROWS = 16
+
+
+def _along_input(name: str, layout: tuple[int, ...], keep: torch.Tensor, e: torch.Tensor, eb: torch.Tensor,
+                 r: torch.Tensor, x: torch.Tensor | None, scale: float, tol: ModuleTolerance, err: float,
+                 bound: float, berr: float) -> TensorVerdict | None:  # fmt: skip
+    """Check 6: the error along the module's input, row by row (rows: the last axis). In each row the
+    input's direction with the reference's own direction taken out (u: x minus its projection on ref,
+    unit length), the error's component c = <e, u>; S = sqrt(sum c^2 / (n scale^2)) is the relative RMS of
+    the error that lies along the input and that no per-row scale of the output explains.
+
+    A wrong function of a row's values (a norm's backward with its projection term off, a wrong epsilon
+    or temperature inside a per-row reduction) puts its whole error there, with a sign that changes from
+    row to row (so checks 2-5, which average it, see nothing), while rounding spreads over all of a row's
+    h directions and leaves 1 / sqrt(h) of its size along u. Allowed: the trusted run's S, one rounding of
+    a per-row scalar (`floor`, eps / sqrt(12) RMS over rows: a normaliser or a projection coefficient a
+    correct device rounds once, on a term no larger than the row), and the device's own noise along u
+    (sum of e_i^2 u_i^2 per row: what independent errors put there, heavy tails included), widened by z
+    times its relative spread 1 / sqrt(2 rows). None where the tensor has no input of its shape, NaN/inf
+    elements, rows under ALONG_MIN_FEATURES or fewer than ALONG_MIN_ROWS rows."""
+    if x is None or len(layout) < 2 or not bool(keep.all()):
+        return None
+    h = layout[-1]
+    n = int(r.numel())
+    rows = n // h if h else 0
+    if h < ALONG_MIN_FEATURES or rows < ALONG_MIN_ROWS:
+        return None
+    rr, xx = r.view(rows, h), x.view(rows, h)
+    proj = (xx * rr).sum(1, keepdim=True) / (rr * rr).sum(1, keepdim=True).clamp_min(1e-300)
+    xo = xx - proj * rr
+    norm = xo.norm(dim=1, keepdim=True)
+    ok = (norm.squeeze(1) > 1e-6 * xx.norm(dim=1)) & (norm.squeeze(1) > 0)
+    m = int(ok.sum())
+    if m < ALONG_MIN_ROWS:
+        return None
+    u = (xo / norm.clamp_min(1e-300))[ok]
+    denom = n * scale * scale
+
+    def along(err_: torch.Tensor) -> tuple[float, float]:
+        ee = err_.view(rows, h)[ok]
+        c = (ee * u).sum(1)
+        return math.sqrt(float(c.pow(2).sum()) / denom), math.sqrt(float((ee * ee * u * u).sum()) / denom)
+
+    s_got, noise_got = along(e)
+    s_base, _ = along(eb)
+    noise = noise_got * (1.0 + tol.z / math.sqrt(2 * m))
+    margin = s_base + tol.floor + noise
+    past = max(0.0, s_got - margin + noise)
+    score = past / max(noise, 1e-300)
+    return TensorVerdict(name, score <= 1.0, err, bound, berr, score, "along", s_got, s_base, margin, n,
+                         why=f"(rows of {h}, {m} rows)")  # fmt: skip
 
 
 def _position_tests(shape: tuple[int, ...], keep: torch.Tensor, e: torch.Tensor, eb: torch.Tensor, r: torch.Tensor,

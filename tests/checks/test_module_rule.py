@@ -1,9 +1,10 @@
 """The module rule (bringup/checks/module_rule.py) on synthetic tensors: what one module computes, three
 times (device, float64, trusted cpu run at the same precision), with the rounding a bf16 kernel makes.
 
-A bend of a function (a sharper gate, a gradient taken at the wrong point, a vector tail's wrong gate) is
-caught where the size rule (and parity.py's rule) lets it through; rounding, per-row and per-column scale
-rounding and a device more accurate than cpu eager are not flagged.
+A bend of a function (a sharper gate, a gradient taken at the wrong point, a vector tail's wrong gate, a
+norm's backward off along each row's input) is caught where the size rule (and parity.py's rule) lets it
+through; rounding, per-row and per-column scale rounding, a per-row scalar rounded once and a device more
+accurate than cpu eager are not flagged.
 """
 
 from __future__ import annotations
@@ -117,6 +118,57 @@ def test_a_scalar_per_row_or_column_rounded_once_is_not_flagged_by_position() ->
         for scaled in (ref * rows, ref * cols):
             v = judge_tensor("norm", _bf16(scaled), ref, _bf16(ref), BF16, covariate=ref)
             assert v.ok, f"{shape}: {v.summary()}"
+
+
+def _rms_norm_grad(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, d: float = 0.0,
+                   coef: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    """The gradient of RMSNorm(x) * w given g, in float64: the gradient through the variance (the term that
+    projects the row's own direction out) times (1 - d); `coef` multiplies that term per row (a correct
+    kernel that rounds the per-row projection coefficient)."""
+    xr = x.clone().requires_grad_(True)
+    var = xr.pow(2).mean(-1, keepdim=True)
+    var = var.detach() + (1 - d) * (var - var.detach())
+    (grad,) = torch.autograd.grad(xr * torch.rsqrt(var + 1e-6) * w, xr, g)
+    if coef is None:
+        return grad
+    plain = g * w * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)  # the gradient without the projection
+    return plain + (grad - plain) * coef
+
+
+def _norm_rows(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    x = _bf16(torch.randn(256, 64, dtype=torch.float64, generator=gen) * 1.5)
+    w = _bf16(1 + 0.1 * torch.randn(64, dtype=torch.float64, generator=gen))
+    g = _bf16(torch.randn(256, 64, dtype=torch.float64, generator=gen))
+    return x, w, g
+
+
+def test_a_norms_backward_off_along_the_input_is_caught_row_by_row() -> None:
+    """RMSNorm's backward with its variance term 4% short: the error in each row lies along that row's input,
+    with a sign that changes from row to row. Its size is within 3x the trusted run's and every pooled or
+    blockwise statistic (checks 2-5) averages it away; along the input, row by row (check 6), it is the
+    whole error against rounding's 1 / sqrt(64) of it."""
+    x, w, g = _norm_rows(8)
+    ref = _rms_norm_grad(x, w, g)
+    got, base = _bf16(_rms_norm_grad(x, w, g, d=0.04)), _bf16(ref)
+    v = judge_tensor("grad.in.0", got, ref, base, BF16, covariate=x)
+    assert v.rel_rmse < v.bound, "the bend must be invisible by size for this test to mean anything"
+    assert not v.ok and v.check == "along", v.summary()
+
+
+def test_a_per_row_scalar_rounded_once_is_not_flagged_along_the_input() -> None:
+    """A correct kernel may round the per-row projection coefficient of a norm's backward (anywhere in its
+    +-half ulp) or a forward norm's per-row rsqrt: the first moves each row along its input by one rounding
+    of a term no larger than the row, the second along the output (which check 6 takes out)."""
+    eps = torch.finfo(BF16).eps
+    x, w, g = _norm_rows(9)
+    ref = _rms_norm_grad(x, w, g)
+    coef = 1 + (torch.rand(256, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(10)) * 2 - 1) * eps / 2
+    v = judge_tensor("grad.in.0", _bf16(_rms_norm_grad(x, w, g, coef=coef)), ref, _bf16(ref), BF16, covariate=x)
+    assert v.ok, v.summary()
+    out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    v = judge_tensor("out.0", _bf16(out * coef), out, _bf16(out), BF16, covariate=x)
+    assert v.ok, v.summary()
 
 
 def test_more_accurate_than_the_trusted_run_is_not_flagged() -> None:
