@@ -6,7 +6,7 @@ is the module's own: one to a few roundings, so a bend of one function stands ou
 
 A correct implementation rounds: its error is noise, zero-mean given anything about the value it
 rounds. A wrong one computes another function: its error is a function of the inputs, so it has a
-mean where that noise has none. Five checks, each with its standard error measured on the tensor:
+mean where that noise has none. Six checks, each with its standard error measured on the tensor:
 
 1. Size: rel_rmse(got) = RMSE(got - ref) / RMS(ref) <= `multiplier` x max(rel_rmse(base), `rounding`,
    amplified rounding). `rounding` = eps / sqrt(12) (bf16/fp16): the relative RMS of one
@@ -14,11 +14,12 @@ mean where that noise has none. Five checks, each with its standard error measur
    eps / sqrt(12)): a module the trusted run computes exactly (an embedding lookup) may still be rounded
    once by a correct device. Amplified rounding: the float64 module with its inputs, output gradients
    and every intermediate result of every op (forward and backward) perturbed by one rounding (relative
-   N(0, eps / sqrt(12)): a stochastic model of a computation that rounds everything once), against
-   float64: the largest of DITHERS draws. A well-conditioned module keeps it near a few roundings; an
-   ill-conditioned one (BatchNorm's backward over 8 values per channel) multiplies it, and a correct
-   backend that rounds at other points than cpu eager (inductor's decomposed BatchNorm backward: 4x cpu's
-   error on a timm block's conv grad) pays that multiple.
+   N(0, eps / sqrt(12)): a stochastic model of a computation that rounds everything once; a value the
+   module's own code casts to fp32, an RMSNorm's statistics, is rounded as fp32 rounds, since the run
+   holds it there too), against float64: the largest of DITHERS draws. A well-conditioned module keeps it
+   near a few roundings; an ill-conditioned one (BatchNorm's backward over 8 values per channel)
+   multiplies it, and a correct backend that rounds at other points than cpu eager (inductor's
+   decomposed BatchNorm backward: 4x cpu's error on a timm block's conv grad) pays that multiple.
    fp32: floor 1e-4 (the order of reductions, not rounding, sets fp32's error: parity.py's reason).
    A module a low-precision run computes in fp32 throughout (amp's norms and rotary angles: the
    trusted run's every op result and the device's tensors fp32) is judged with fp32's tolerance
@@ -40,6 +41,14 @@ mean where that noise has none. Five checks, each with its standard error measur
    (not eps / sqrt(12)): one block may be a single column or row whose scalar (a per-row normaliser, a
    per-column scale) a correct device rounds once, anywhere in its +-half ulp. Judged on activations (a
    module's outputs and its inputs' gradients), not on parameter gradients (module_check says why).
+
+6. The error along the module's input, row by row (rows: the last axis; tensors shaped like one of its
+   inputs): in each row the input's direction with the reference's own direction taken out, the error's
+   component along it, pooled over rows as a relative RMS. A wrong function of a row's values (a norm's
+   backward with its projection term off, a wrong constant in a per-row reduction) puts its whole error
+   there, with a sign that changes from row to row, so 2-5, which average, see nothing; rounding leaves
+   1 / sqrt(row length) of itself there. Allowed: the trusted run's, one rounding of a per-row scalar
+   (eps / sqrt(12) as an RMS over rows) and the device's own noise there (`_along_input`).
 
 2-5 are judged like parity's bias: the device's statistic must lie in [min(0, trusted's),
 max(0, trusted's)] (a device more accurate than cpu eager lands between the trusted run and 0)
@@ -307,16 +316,18 @@ def _along_input(name: str, layout: tuple[int, ...], keep: torch.Tensor, e: torc
                  r: torch.Tensor, x: torch.Tensor | None, scale: float, tol: ModuleTolerance, err: float,
                  bound: float, berr: float) -> TensorVerdict | None:  # fmt: skip
     """Check 6: the error along the module's input, row by row (rows: the last axis). In each row the
-    input's direction with the reference's own direction taken out (u: x minus its projection on ref,
-    unit length), the error's component c = <e, u>; S = sqrt(sum c^2 / (n scale^2)) is the relative RMS of
+    input's direction with the reference's own direction and the constant one taken out (u: x, both
+    centred, minus its projection on ref, unit length), the error's component c = <e, u>;
+    S = sqrt(sum c^2 / (n scale^2)) is the relative RMS of
     the error that lies along the input and that no per-row scale of the output explains.
 
     A wrong function of a row's values (a norm's backward with its projection term off, a wrong epsilon
     or temperature inside a per-row reduction) puts its whole error there, with a sign that changes from
     row to row (so checks 2-5, which average it, see nothing), while rounding spreads over all of a row's
     h directions and leaves 1 / sqrt(h) of its size along u. Allowed: the trusted run's S, one rounding of
-    a per-row scalar (`floor`, eps / sqrt(12) RMS over rows: a normaliser or a projection coefficient a
-    correct device rounds once, on a term no larger than the row), and the device's own noise along u
+    a per-row scalar (`floor`, eps / sqrt(12) RMS over rows: a projection coefficient a correct device
+    rounds once, on a term no larger than the row; a per-row scale or mean, e.g. a normaliser, lies along
+    the reference or the constant and is taken out), and the device's own noise along u
     (sum of e_i^2 u_i^2 per row: what independent errors put there, heavy tails included), widened by z
     times its relative spread 1 / sqrt(2 rows). None where the tensor has no input of its shape, NaN/inf
     elements, rows under ALONG_MIN_FEATURES or fewer than ALONG_MIN_ROWS rows."""
@@ -328,8 +339,9 @@ def _along_input(name: str, layout: tuple[int, ...], keep: torch.Tensor, e: torc
     if h < ALONG_MIN_FEATURES or rows < ALONG_MIN_ROWS:
         return None
     rr, xx = r.view(rows, h), x.view(rows, h)
-    proj = (xx * rr).sum(1, keepdim=True) / (rr * rr).sum(1, keepdim=True).clamp_min(1e-300)
-    xo = xx - proj * rr
+    rc, xc = rr - rr.mean(1, keepdim=True), xx - xx.mean(1, keepdim=True)  # the constant direction out too
+    proj = (xc * rc).sum(1, keepdim=True) / (rc * rc).sum(1, keepdim=True).clamp_min(1e-300)
+    xo = xc - proj * rc
     norm = xo.norm(dim=1, keepdim=True)
     ok = (norm.squeeze(1) > 1e-6 * xx.norm(dim=1)) & (norm.squeeze(1) > 0)
     m = int(ok.sum())

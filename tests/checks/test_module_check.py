@@ -142,6 +142,23 @@ def test_amp_modules_computed_in_fp32_are_judged_at_fp32() -> None:
     assert "judged at fp32" in bent.summary()
 
 
+def test_a_norms_backward_bent_in_bf16_is_caught_along_its_input() -> None:
+    """In bf16 llama's norms are bf16 at their edges and judged at bf16. Their gradient bent by 4% along
+    the direction the norm removes is, in every row, a multiple of the input with a sign that changes
+    from row to row: orthogonal to the gradient, without a mean, its size under 3x one rounding (checks
+    1-5 pass it). Check 6, the error along the input row by row, catches it; the honest aot_eager of
+    test_compiled_regions_bend_caught_aot_eager_not passes the same norms."""
+    base_mc = _setup("llama", "bf16")[7]
+    before = bb.BEND_CALLS["bwd_norm"]
+    bent = base_mc.judge_compiled(bb.bend_backend("bwd_norm", 0.04), label="compiled (bend)")
+    assert bb.BEND_CALLS["bwd_norm"] > before
+    assert not bent.ok, bent.summary()
+    first = bent.first_failed
+    assert "layernorm" in first.name and not first.fp32, bent.summary()
+    failed = [t for t in first.tensors if not t.ok]
+    assert failed and all(t.check == "along" and t.rel_rmse < t.bound for t in failed), bent.summary()
+
+
 def test_a_device_that_returns_bf16_is_judged_at_the_runs_precision() -> None:
     """The fp32 judgement needs both sides: the trusted run computed the module in fp32 and the device
     gave back fp32. A device whose own autocast list runs the module in bf16 (its tensors come back
