@@ -28,18 +28,20 @@ std::atomic<bool>& flag() {
 // A queued call: true when it ran, false when it was skipped (nobody holds its outputs).
 using Item = std::function<bool()>;
 
+// Never destroyed (runtime.cpp's g_allocator says why): a queued item holds tensors whose free calls the
+// allocator, and the autograd engine's device thread may still queue at exit.
 std::mutex& queue_mu() {
-  static std::mutex mu;
+  static auto& mu = *new std::mutex;
   return mu;
 }
 std::deque<Item>& queue() {
-  static std::deque<Item> q;
+  static auto& q = *new std::deque<Item>;
   return q;
 }
 std::atomic<int64_t> pending{0};
 // One run of the queue at a time (the autograd engine's device thread queues too): items run in order.
 std::mutex& run_mu() {
-  static std::mutex mu;
+  static auto& mu = *new std::mutex;
   return mu;
 }
 thread_local bool tls_running = false;

@@ -155,7 +155,10 @@ class TestdevAllocator final : public c10::DeviceAllocator {
   std::vector<DeviceStats> stats_;
 };
 
-TestdevAllocator g_allocator;
+// Never destroyed (as every static here that another thread or a late free may touch): at exit the
+// autograd engine's device threads and tensors freed by other libraries' static destructors may still
+// call in, after this library's statics would have been destroyed (in an unspecified order).
+TestdevAllocator& g_allocator = *new TestdevAllocator;
 
 void TestdevAllocator::release(void* ctx) {
   auto* a = static_cast<Allocation*>(ctx);
@@ -254,13 +257,13 @@ class TestdevGenerator final : public at::CPUGeneratorImpl {
 };
 
 const at::Generator& default_generator(c10::DeviceIndex index) {
-  static std::vector<at::Generator> gens = [] {
+  static auto& gens = *new std::vector<at::Generator>([] {
     std::vector<at::Generator> v;
     for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
       v.push_back(at::make_generator<TestdevGenerator>(i));
     }
     return v;
-  }();
+  }());
   const auto i = index < 0 ? current_device() : index;
   check_index(i);
   return gens[i];
@@ -313,12 +316,12 @@ std::atomic<bool>& fallback_flag() {
 }
 
 std::mutex& counts_mu() {
-  static std::mutex mu;
+  static auto& mu = *new std::mutex;
   return mu;
 }
 
 std::map<std::string, FallbackStat>& counts() {
-  static std::map<std::string, FallbackStat> c;
+  static auto& c = *new std::map<std::string, FallbackStat>;
   return c;
 }
 
@@ -348,11 +351,11 @@ void count_fallback(const std::string& op, int64_t to_host, int64_t to_device) {
 // ---- numeric faults ------------------------------------------------------------------------------
 namespace {
 std::mutex& faults_mu() {
-  static std::mutex mu;
+  static auto& mu = *new std::mutex;
   return mu;
 }
 Faults& faults_state() {
-  static Faults f;
+  static auto& f = *new Faults;
   return f;
 }
 std::atomic<bool>& faults_flag() {
