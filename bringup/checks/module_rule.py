@@ -307,7 +307,7 @@ def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Te
 
 # check 6 needs rows of at least this many features (a projection per row; shorter rows leave the
 # error's direction too little room to differ from noise) and at least this many rows (the noise part's
-# relative spread, 1 / sqrt(2 x rows), under 1/6)
+# relative spread, 1 / sqrt(2 x rows), under a fifth)
 ALONG_MIN_FEATURES = 8
 ALONG_MIN_ROWS = 16
 
