@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
+from bringup.checks.module_rule import one_rounding
 from bringup.precision import Precision
 
 
@@ -204,11 +204,6 @@ def _cast(t: Any, device: torch.device, dtype: torch.dtype | None, dither: float
     return t
 
 
-def _one_rounding(dtype: torch.dtype) -> float:
-    """The relative RMS of one round-to-nearest to `dtype`: eps / sqrt(12)."""
-    return torch.finfo(dtype).eps / math.sqrt(12)
-
-
 class _Dither(TorchDispatchMode):
     """Every floating result of every aten op (forward and backward), except views and in-place results,
     multiplied by (1 + d x N(0, 1)): a computation that rounds each intermediate once, at random, with
@@ -226,7 +221,7 @@ class _Dither(TorchDispatchMode):
     def _one(self, t: Any, ins: set[int]) -> Any:
         if not (isinstance(t, torch.Tensor) and t.is_floating_point()) or t.untyped_storage().data_ptr() in ins:
             return t
-        d = self.d if t.dtype == torch.float64 else min(self.d, _one_rounding(t.dtype))
+        d = self.d if t.dtype == torch.float64 else min(self.d, one_rounding(t.dtype))
         noise = torch.randn(t.shape, generator=self.gen, dtype=torch.float64).to(t.device)
         return (t.double() * (1 + d * noise)).to(t.dtype)
 

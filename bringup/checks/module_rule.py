@@ -95,7 +95,8 @@ BIN_SIZE = 128
 MAX_BINS = 16
 
 
-def _rounding(dtype: torch.dtype) -> float:
+def one_rounding(dtype: torch.dtype) -> float:
+    """The relative RMS of one round-to-nearest to `dtype`: eps / sqrt(12)."""
     return torch.finfo(dtype).eps / math.sqrt(12)
 
 
@@ -117,17 +118,17 @@ MODULE_TOLERANCES: dict[torch.dtype, ModuleTolerance] = {
         3.0, 1e-4, 1e-5, 6.0,
         "fp32: the order of reductions sets the error (parity.py's float32 reason): size floor 1e-4, "
         "scale floor 1e-5 (a backend that reorders shifts a tensor's bias by ~1e-7..1e-6)",
-        dither=_rounding(torch.float32), whole_rounding=torch.finfo(torch.float32).eps / 2,
+        dither=one_rounding(torch.float32), whole_rounding=torch.finfo(torch.float32).eps / 2,
     ),
     torch.bfloat16: ModuleTolerance(
-        3.0, _rounding(torch.bfloat16), _rounding(torch.bfloat16), 6.0,
+        3.0, one_rounding(torch.bfloat16), one_rounding(torch.bfloat16), 6.0,
         "bf16: one round-to-nearest has relative RMS <= eps/sqrt(12) = 2.3e-3; a correct device may round "
         "once where cpu eager is exact, and may carry a scale rounded once",
-        dither=_rounding(torch.bfloat16), whole_rounding=torch.finfo(torch.bfloat16).eps / 2,
+        dither=one_rounding(torch.bfloat16), whole_rounding=torch.finfo(torch.bfloat16).eps / 2,
     ),
     torch.float16: ModuleTolerance(
-        3.0, _rounding(torch.float16), _rounding(torch.float16), 6.0,
-        "fp16: as bf16, eps/sqrt(12) = 2.8e-4", dither=_rounding(torch.float16),
+        3.0, one_rounding(torch.float16), one_rounding(torch.float16), 6.0,
+        "fp16: as bf16, eps/sqrt(12) = 2.8e-4", dither=one_rounding(torch.float16),
         whole_rounding=torch.finfo(torch.float16).eps / 2,
     ),
 }  # fmt: skip
