@@ -344,7 +344,7 @@ def _along_input(name: str, layout: tuple[int, ...], keep: torch.Tensor, e: torc
     proj = (xc * rc).sum(1, keepdim=True) / (rc * rc).sum(1, keepdim=True).clamp_min(1e-300)
     xo = xc - proj * rc
     norm = xo.norm(dim=1, keepdim=True)
-    ok = (norm.squeeze(1) > 1e-6 * xx.norm(dim=1)) & (norm.squeeze(1) > 0)
+    ok = norm.squeeze(1) > 1e-6 * xx.norm(dim=1)  # > 0 too: a row whose input is all along ref and 1 is left out
     m = int(ok.sum())
     if m < ALONG_MIN_ROWS:
         return None
