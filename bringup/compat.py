@@ -142,3 +142,52 @@ def name_kernel_funcs() -> int:
                 setattr(mod, top, cls)
                 n += 1
     return n
+
+
+# torch's autograd engine runs the backward of a non-cpu device on a device thread (one per index), and
+# torch >= 2.13 stashes a Python object (a contextvars context) in the thread-local state that every graph
+# task copies. The device thread can drop the last reference to a finished graph task after backward()
+# has returned on the main thread; when that is during interpreter finalization, its GIL acquire exits the
+# thread by a forced unwind through a noexcept destructor: std::terminate ("terminate called without an
+# active exception", exit -6 / 134) after every result was written. Seen in CI on testdev (a tiny backward
+# then exit: 35 of 40 runs pinned to one core). At exit, while Python is still whole, one tiny backward per
+# device thread through the engine itself (no Python object in its graph task) runs only after that thread
+# finished the loop iteration, and so dropped the graph task, of everything queued before it. Its tensors
+# are kept alive to the end (a leaked reference): none of their releases can fall to a device thread.
+_DRAIN: set[tuple[str, int | None]] = set()
+_DRAIN_KEEP: list[object] = []
+
+
+def drain_autograd_threads_at_exit(device_type: str, index: int | None = None) -> None:
+    """At exit, wait for the autograd device thread that serves `device_type:index` (None: the current
+    index) to finish every backward queued before exit (above). Idempotent; a no-op for cpu and meta."""
+    if device_type in ("cpu", "meta"):
+        return
+    if not _DRAIN:
+        import atexit
+        import ctypes
+
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(_DRAIN_KEEP))
+        atexit.register(_drain_autograd_threads)
+    _DRAIN.add((device_type, index))
+
+
+def _drain_autograd_threads() -> None:
+    import torch
+
+    engine = torch.autograd.Variable._execution_engine
+    for device_type, index in sorted(_DRAIN, key=str):
+        try:
+            is_initialized = getattr(torch.get_device_module(device_type), "is_initialized", None)
+        except Exception:
+            is_initialized = None
+        if callable(is_initialized) and not is_initialized():
+            continue  # never initialized in this process: no backward ran there, and none is started now
+        try:
+            with torch.enable_grad():
+                x = torch.zeros((), dtype=torch.float32, device=torch.device(device_type, index), requires_grad=True)
+                y, grad = x * 1, torch.ones((), dtype=torch.float32, device=x.device)
+                _DRAIN_KEEP.extend((x, y, grad))
+                engine.run_backward((y,), (grad,), False, False, (), True, True)
+        except Exception:  # a finished run's exit must not end in a traceback; the drain is best effort
+            pass

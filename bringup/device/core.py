@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from bringup.compat import drain_autograd_threads_at_exit
 from bringup.device.names import available_accelerator, built_accelerator, privateuse1_name
 from bringup.device.peaks import PeakFlops
 from bringup.errors import BadInput
@@ -208,4 +209,5 @@ def resolve_device(spec: str | None) -> Device:
     dev = Device(dtype, idx)
     if idx is not None and idx >= dev.count():
         raise BadInput(f"device {spec!r} does not exist: {dev.count()} {dtype} device(s) present")
+    drain_autograd_threads_at_exit(dtype, idx)  # a backward on it must not abort this process's exit
     return dev

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from bringup.compat import drain_autograd_threads_at_exit
 from bringup.testdev import runtime
 from bringup.testdev.build import load_extension
 
@@ -66,6 +67,8 @@ def register() -> None:
     if current != NAME:
         torch.utils.rename_privateuse1_backend(NAME)
     torch._register_device_module(NAME, runtime)
+    for index in range(runtime.device_count()):  # every process that runs a backward here exits cleanly
+        drain_autograd_threads_at_exit(NAME, index)
     if not hasattr(torch.Tensor, f"is_{NAME}"):
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
