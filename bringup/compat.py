@@ -145,15 +145,16 @@ def name_kernel_funcs() -> int:
 
 
 # torch's autograd engine runs the backward of a non-cpu device on a device thread (one per index), and
-# torch >= 2.13 stashes a Python object (a contextvars context) in the thread-local state that every graph
-# task copies. The device thread can drop the last reference to a finished graph task after backward()
-# has returned on the main thread; when that is during interpreter finalization, its GIL acquire exits the
-# thread by a forced unwind through a noexcept destructor: std::terminate ("terminate called without an
-# active exception", exit -6 / 134) after every result was written. Seen in CI on testdev (a tiny backward
-# then exit: 35 of 40 runs pinned to one core). At exit, while Python is still whole, one tiny backward per
-# device thread through the engine itself (no Python object in its graph task) runs only after that thread
-# finished the loop iteration, and so dropped the graph task, of everything queued before it. Its tensors
-# are kept alive to the end (a leaked reference): none of their releases can fall to a device thread.
+# torch 2.13 and 2.14 (not 2.7 nor 2.9) stash a Python object (a contextvars context) in the thread-local
+# state that every graph task copies. The device thread can drop the last reference to a finished graph
+# task after backward() has returned on the main thread; when that is during interpreter finalization, its
+# GIL acquire exits the thread by a forced unwind through a noexcept destructor: std::terminate ("terminate
+# called without an active exception", exit -6 / 134) after every result was written. Seen in CI on
+# testdev (a tiny backward then exit: 35 of 40 runs pinned to one core). At exit, while Python is still
+# whole, one tiny backward per device thread through the engine itself (no Python object in its graph
+# task) runs only after that thread finished the loop iteration, and so dropped the graph task, of
+# everything queued before it. Its tensors are kept alive to the end (a leaked reference): none of their
+# releases can fall to a device thread.
 _DRAIN: set[tuple[str, int | None]] = set()
 _DRAIN_KEEP: list[object] = []
 

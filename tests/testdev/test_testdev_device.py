@@ -159,7 +159,7 @@ def test_detector_on_cpu_reports_no_fallbacks() -> None:
 
 def test_a_backward_just_before_exit_never_aborts_the_exit(testdev_built: None) -> None:
     """A non-cpu backward runs on torch's autograd device thread, which can drop the finished graph task
-    (holding a Python object since torch 2.13) while the interpreter finalizes: std::terminate at exit,
+    (holding a Python object in torch 2.13 and 2.14) while the interpreter finalizes: std::terminate at exit,
     every result already printed (bringup/compat.py, drain_autograd_threads_at_exit, says why). Pinned to
     one core the race was lost in 35 of 40 runs before the drain; four runs, lazy mode in two."""
     code = """
