@@ -204,7 +204,7 @@ def _cast(t: Any, device: torch.device, dtype: torch.dtype | None, dither: float
     return t
 
 
-class _Dither(TorchDispatchMode):
+class Dither(TorchDispatchMode):
     """Every floating result of every aten op (forward and backward), except views and in-place results,
     multiplied by (1 + d x N(0, 1)): a computation that rounds each intermediate once, at random, with
     one rounding's relative RMS (a stochastic model of rounding, in float64). A float64 result stands
@@ -298,7 +298,7 @@ def replay(
     out_res.inputs = {call.in_names[i]: v.detach().to("cpu") for i, v in enumerate(new) if _float(v)}
     mode: Any = contextlib.nullcontext()
     if dither and gen is not None:
-        mode = _Dither(dither, gen)
+        mode = Dither(dither, gen)
     elif dtypes:
         mode = _Dtypes(out_res.dtypes)
     with _kept_buffers(module), mode:

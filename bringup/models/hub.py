@@ -258,14 +258,14 @@ def tiny_kwargs(cfg: Any) -> tuple[str, dict[str, Any]]:
     return mt, small
 
 
-def build_tiny(data: dict[str, Any], name: str, seed: int = 0) -> mz.Built:
+def build_tiny(data: dict[str, Any], name: str, seed: int = 0, bs: mz.BatchSpec | None = None) -> mz.Built:
     cfg = make_config(data, name)
     task, _ = task_of(data)
     try:
         small = tiny_config_of(cfg)
     except Exception as e:
         raise mz.ConfigError(f"tiny config: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    built = mz.build_hf(small.model_type, task, seed=seed, cfg=small)
+    built = mz.build_hf(small.model_type, task, bs, seed=seed, cfg=small)
     built.note = f"{name} (tiny: {built.note})"
     return built
 
@@ -360,4 +360,6 @@ def build_full(data: dict[str, Any], name: str, device: torch.device, dtype: tor
 
 
 def batches_for(model: torch.nn.Module, task: str, batch: int, seq: int, seed: int) -> Any:
-    return mz.hf_batches(model, task, mz.BatchSpec(batch=batch, seq=seq), seed)
+    """A full-size model's step batches: text-like (models/batches.py), the padded and the packed layout on
+    alternate steps (every step of a full-size run is compared, one microbatch per step keeps it one forward)."""
+    return mz.hf_batches(model, task, mz.BatchSpec(batch=batch, seq=seq, alternate=True), seed)

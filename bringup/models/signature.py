@@ -224,7 +224,7 @@ def quiet_transformers() -> Any:
     return old
 
 
-def build(task: str, config: dict[str, Any], seed: int = 0) -> mz.Built:
+def build(task: str, config: dict[str, Any], seed: int = 0, bs: mz.BatchSpec | None = None) -> mz.Built:
     """The tiny model of a signature: exactly its config (the case carries it), the zoo's tiny build."""
     from transformers import AutoConfig
 
@@ -235,7 +235,7 @@ def build(task: str, config: dict[str, Any], seed: int = 0) -> mz.Built:
         cfg = AutoConfig.for_model(mt, **{k: v for k, v in config.items() if k != "model_type"})
     except Exception as e:
         raise mz.ConfigError(f"signature config: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    return mz.build_hf(mt, task, seed=seed, cfg=cfg)
+    return mz.build_hf(mt, task, bs, seed=seed, cfg=cfg)
 
 
 def explain(model_type: str) -> dict[str, Any]:

@@ -13,7 +13,16 @@ from typing import Any
 
 import torch
 
-from bringup.models.zoo_config import DROPOUT, NOT_PASSED, OVERRIDES, shrink_dict, special_token_ids, tiny_config
+from bringup.models import batches
+from bringup.models.zoo_config import (
+    DROPOUT,
+    NOT_PASSED,
+    OVERRIDES,
+    fit_positions,
+    shrink_dict,
+    special_token_ids,
+    tiny_config,
+)
 
 PARAM_LIMIT = 5_000_000  # the issue's ceiling per tiny model
 
@@ -69,10 +78,18 @@ def all_types() -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class BatchSpec:
+    """How a model is fed (text models: bringup/models/batches.py). `batch`: rows per (micro)batch; `seq`:
+    tokens per row; `inputs`: "text" (ids by rank-frequency, padded and packed microbatches) or "uniform"
+    (the zoo's old layout: uniform ids, full rows, 16 tokens by default); `alternate`: one microbatch per
+    step instead of both (the full-size zoo, whose every step is compared)."""
+
     batch: int = 2
-    seq: int = 16
+    seq: int = 32
     image: int = 32
     audio_samples: int = 4000
+    inputs: str = "text"
+    alternate: bool = False
+    left_pad: bool = True  # False: padded rows on the right only (a float64 reference that left padding breaks)
 
 
 @dataclass
@@ -102,23 +119,22 @@ def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _allowed_ids(vocab: int, avoid: set[int]) -> torch.Tensor:
-    ids = torch.tensor([i for i in range(vocab) if i not in avoid], dtype=torch.long)
-    if ids.numel() == 0:
-        raise ConfigError(f"no token ids left in a vocabulary of {vocab}")
-    return ids
-
-
 def _tokens(allowed: torch.Tensor, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
-    """Uniform token ids. Not text-like on purpose, for now: ids drawn by rank-frequency (Zipf 1.1, tried
-    2026-12-03) repeat tokens as text does, which an embedding backward's accumulation needs to be seen
-    (uniform ids over 256 almost never repeat within a 2 x 16 batch), but they made the whole-model rule
-    flag two correct backends (upcast, sdpa_math) on mixtral in amp-bf16: its router's weight gradient,
-    numerically ~0, 2.5% of the scale floor off where the bound is 1.56% (docs/zoo.md "Tiny configs")."""
+    """Uniform token ids: the `inputs="uniform"` layout only (text batches: bringup/models/batches.py)."""
     return allowed[torch.randint(0, allowed.numel(), shape, generator=g)]
 
 
+MICRO_OUT = "_micro_outputs"  # call_kwargs' output for a step of microbatches: {MICRO_OUT: [output, ...]}
+
+
 def first_float(out: Any) -> torch.Tensor | None:
+    if isinstance(out, dict) and MICRO_OUT in out:  # the microbatches' logits, one after the other (same rows)
+        parts = [first_float(o) for o in out[MICRO_OUT]]
+        if any(p is None for p in parts):
+            return None
+        if len({tuple(p.shape[1:]) for p in parts}) != 1:  # type: ignore[union-attr]
+            return parts[0]
+        return torch.cat(parts)  # type: ignore[arg-type]
     if isinstance(out, torch.Tensor):
         return out if out.is_floating_point() else None
     if hasattr(out, "logits") and isinstance(getattr(out, "logits", None), torch.Tensor):
@@ -151,6 +167,12 @@ def _target_mse(out: Any, batch: dict[str, Any]) -> torch.Tensor:
 
 
 def hf_loss(out: Any, batch: dict[str, Any]) -> torch.Tensor:
+    """The model's own loss (its labels), else the generic objective; over microbatches, their mean (each a
+    mean over its own labelled tokens, as a job that accumulates microbatches of a step averages them)."""
+    if isinstance(out, dict) and MICRO_OUT in out:
+        parts = batches.micro(batch) or []
+        losses = [hf_loss(o, b) for o, b in zip(out[MICRO_OUT], parts, strict=True)]
+        return torch.stack(losses).mean()
     loss = getattr(out, "loss", None)
     if isinstance(loss, torch.Tensor):
         return loss
@@ -160,6 +182,11 @@ def hf_loss(out: Any, batch: dict[str, Any]) -> torch.Tensor:
 
 
 def call_kwargs(model: torch.nn.Module, batch: dict[str, Any]) -> Any:
+    """model(**batch) (keys starting with "_" are not inputs); a step of microbatches calls the model once per
+    microbatch: {MICRO_OUT: [output, ...]}."""
+    parts = batches.micro(batch)
+    if parts is not None:
+        return {MICRO_OUT: [call_kwargs(model, b) for b in parts]}
     return model(**{k: v for k, v in batch.items() if not k.startswith("_")})
 
 
@@ -184,6 +211,7 @@ def build_hf(model_type: str, task: str = "causal-lm", bs: BatchSpec | None = No
         cfg = cfg if cfg is not None else tiny_config(model_type)
     except Exception as e:
         raise ConfigError(f"tiny config: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    fit_positions(cfg, bs.seq)
     auto = hf_model_class(task)
 
     def make() -> torch.nn.Module:
@@ -214,6 +242,9 @@ def _sdpa_ok(auto: Any, cfg: Any) -> bool:
 
 
 def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> Callable[[int], dict[str, Any]]:
+    """step -> the model's inputs (cpu; floats in fp32), seeded per step. Text models are fed like a training
+    job (bringup/models/batches.py): ids by rank-frequency, padded rows with their mask, and for causal LMs
+    packed documents, each step both (a padded and a packed microbatch) unless `bs.alternate`."""
     cfg = model.config
     tcfg = text_config(cfg)
     main = getattr(model, "main_input_name", "input_ids")
@@ -229,20 +260,63 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
     num_labels = int(getattr(cfg, "num_labels", 2) or 2)
     ov = OVERRIDES.get(str(getattr(cfg, "model_type", "")))
     hints = ov.inputs if ov is not None else {}
+    if main == "input_ids" and not vocab:
+        raise ConfigError("no vocab_size for a text model")
+    tokens: batches.TokenSpec | None = None
+    if main == "input_ids" or (main == "input_features" and vocab):
+        try:
+            tokens = batches.token_spec(tcfg, int(vocab), avoid, sig, seed)  # type: ignore[arg-type]
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+    text = main == "input_ids" and bs.inputs == "text" and not hints.get("pixel_values")
+    # the padded and packed layouts for text tasks whose labels (if any) follow the tokens or the row
+    layout = text and task in ("causal-lm", "masked-lm", "seq2seq-lm", "sequence-classification",
+                               "token-classification", "base")  # fmt: skip
+    pack = layout and task == "causal-lm"
+    steps = (
+        batches.step_batches(tokens, bs.batch, bs.seq, seed, pack, bs.alternate, bs.left_pad)
+        if layout and tokens
+        else None
+    )
+
+    def ids(g: torch.Generator) -> torch.Tensor:
+        assert tokens is not None
+        if bs.inputs == "text":
+            return batches.zipf_ids(tokens, bs.batch * bs.seq, g).reshape(bs.batch, bs.seq)
+        return _tokens(tokens.allowed, (bs.batch, bs.seq), g)
+
+    def text_batch(step: int) -> dict[str, Any]:
+        assert steps is not None and tokens is not None
+        out = steps(step)
+        g = _generator(seed * 1000 + step + 500_001)  # labels and extras: their own stream
+        for b in batches.micro(out) or [out]:
+            tok_labels = b.pop("labels")
+            if task in ("causal-lm", "masked-lm") and "labels" in sig:
+                b["labels"] = tok_labels
+            elif task == "seq2seq-lm" and "labels" in sig:
+                b["labels"] = ids(g)
+                if "decoder_input_ids" in sig:  # explicit: some configs lack decoder_start_token_id
+                    b["decoder_input_ids"] = torch.cat([b["labels"][:, :1], b["labels"][:, :-1]], dim=1)
+            elif task == "sequence-classification" and "labels" in sig:
+                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+            elif task == "token-classification" and "labels" in sig:
+                lab = torch.randint(0, num_labels, (bs.batch, bs.seq), generator=g)
+                b["labels"] = lab.masked_fill(tok_labels == batches.IGNORE, batches.IGNORE)
+            elif task == "base" and "decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False):
+                b["decoder_input_ids"] = ids(g)
+        return out
 
     def batch(step: int) -> dict[str, Any]:
+        if steps is not None:
+            return text_batch(step)
         g = _generator(seed * 1000 + step + 1)
         b: dict[str, Any] = {}
         if main == "input_ids":
-            if not vocab:
-                raise ConfigError("no vocab_size for a text model")
-            allowed = _allowed_ids(int(vocab), avoid)
-            ids = _tokens(allowed, (bs.batch, bs.seq), g)
-            b["input_ids"] = ids
+            b["input_ids"] = x = ids(g)
             if task in ("causal-lm", "masked-lm", "image-text-to-text") and "labels" in sig:
-                b["labels"] = ids.clone()
+                b["labels"] = x.clone()
             elif task == "seq2seq-lm" and "labels" in sig:
-                b["labels"] = _tokens(allowed, (bs.batch, bs.seq), g)
+                b["labels"] = ids(g)
                 if "decoder_input_ids" in sig:  # explicit: some configs lack decoder_start_token_id
                     b["decoder_input_ids"] = torch.cat([b["labels"][:, :1], b["labels"][:, :-1]], dim=1)
             elif task == "sequence-classification" and "labels" in sig:
@@ -250,7 +324,7 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
             elif task == "token-classification" and "labels" in sig:
                 b["labels"] = torch.randint(0, num_labels, (bs.batch, bs.seq), generator=g)
             elif task == "base" and "decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False):
-                b["decoder_input_ids"] = _tokens(allowed, (bs.batch, bs.seq), g)
+                b["decoder_input_ids"] = ids(g)
             if hints.get("pixel_values"):
                 b["pixel_values"] = _pixel_values(cfg, bs, g)
         elif main == "pixel_values":
@@ -271,10 +345,9 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
             mel = int(getattr(cfg, "num_mel_bins", 16) or 16)
             frames = 2 * int(getattr(cfg, "max_source_positions", 16) or 16)
             b["input_features"] = torch.randn(bs.batch, mel, frames, generator=g)
-            if "decoder_input_ids" in sig and vocab:
-                allowed = _allowed_ids(int(vocab), avoid)
+            if "decoder_input_ids" in sig and tokens is not None:
                 key = "labels" if task == "speech-seq2seq" and "labels" in sig else "decoder_input_ids"
-                b[key] = _tokens(allowed, (bs.batch, bs.seq), g)
+                b[key] = ids(g)
         else:
             raise ConfigError(f"no input recipe for main input {main!r}")
         return b
@@ -337,7 +410,7 @@ def build_timm(name: str, image: int | None = 64, batch: int = 2, seed: int = 0,
 
 
 # ---- user models ---------------------------------------------------------------------------------
-def build_fn(entry: str, seed: int = 0, batch: int = 2) -> Built:
+def build_fn(entry: str, seed: int = 0, batch: int = 2, bs: BatchSpec | None = None) -> Built:
     """`module:function` returning an nn.Module (a transformers model is fed like hf-causal) or a
     tuple (module, example_inputs) with a tensor, a tuple of tensors or a dict of them."""
     import importlib
@@ -358,7 +431,7 @@ def build_fn(entry: str, seed: int = 0, batch: int = 2) -> Built:
     if example is None:
         if getattr(model, "config", None) is None:
             raise ConfigError(f"{entry}: return (module, example_inputs) for a model that is not a transformers model")
-        return Built(model, hf_batches(model, "causal-lm", BatchSpec(batch=batch), seed), call_kwargs, hf_loss,
+        return Built(model, hf_batches(model, "causal-lm", bs or BatchSpec(batch=batch), seed), call_kwargs, hf_loss,
                      first_float, note=type(model).__name__)  # fmt: skip
 
     def make_batch(step: int) -> dict[str, Any]:
@@ -385,7 +458,7 @@ def _jitter(example: Any, g: torch.Generator) -> Any:
     return example
 
 
-def build_hf_json(path: str, seed: int = 0) -> Built:
+def build_hf_json(path: str, seed: int = 0, bs: BatchSpec | None = None) -> Built:
     """An HF config JSON (needs "model_type"): built as given when it has <= PARAM_LIMIT params,
     else shrunk like the hf sources (a full-size config.json would not fit a cpu float64 reference)."""
     import json
@@ -416,7 +489,7 @@ def build_hf_json(path: str, seed: int = 0) -> Built:
     if n > PARAM_LIMIT:
         small = {k: v for k, v in shrink_dict(cfg.to_dict()).items() if k not in NOT_PASSED}
         cfg = AutoConfig.for_model(model_type, **small)
-    return build_hf(model_type, task, seed=seed, cfg=cfg)
+    return build_hf(model_type, task, bs, seed=seed, cfg=cfg)
 
 
 def _no_dropout_defaults(model_type: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -134,11 +134,11 @@ OVERRIDES: dict[str, Override] = {
                               "rotary embedding is sized by head_dim, applied to the qk_rope_head_dim (8) part"),
     "xmod": Override({"default_language": "en_XX"},
                      "X-MOD routes through a per-language adapter and refuses to run without a language"),
-    "reformer": Override({"is_decoder": True, "axial_pos_shape": [4, 4], "axial_pos_embds_dim": [32, 32],
-                          "max_position_embeddings": 16, "local_attn_chunk_length": 4,
+    "reformer": Override({"is_decoder": True, "axial_pos_shape": [4, 8], "axial_pos_embds_dim": [32, 32],
+                          "max_position_embeddings": 32, "local_attn_chunk_length": 4,
                           "lsh_attn_chunk_length": 4, "num_buckets": 2, "attention_head_size": 16,
                           "attn_layers": ["local", "local"]},
-                         "an LM head needs is_decoder; in training the sequence length (16) must equal the "
+                         "an LM head needs is_decoder; in training the sequence length (32, the zoo's rows) must equal the "
                          "product of axial_pos_shape and be a multiple of the chunk lengths (as the tester). "
                          "Local attention only: LSH bucketing is discontinuous (fp32 and fp64 pick other "
                          "buckets: 76% grad error with a fixed hash_seed), so no run can match float64"),
@@ -344,6 +344,26 @@ def special_token_ids(cfg: Any) -> set[int]:
 
     visit(cfg.to_dict())
     return out
+
+
+def fit_positions(cfg: Any, n: int) -> None:
+    """Raise every position-count field of `cfg` (and its sub-configs) below `n` to `n`: a tiny model keeps
+    SIZES.positions (256) unless its rows are longer (`zoo --seq`)."""
+    from transformers import PretrainedConfig
+
+    seen: set[int] = set()
+
+    def visit(c: Any) -> None:
+        if id(c) in seen:
+            return
+        seen.add(id(c))
+        for k, v in list(vars(c).items()):
+            if isinstance(v, PretrainedConfig):
+                visit(v)
+            elif ROLE_OF.get(k) == "positions" and isinstance(v, int) and not isinstance(v, bool) and v < n:
+                setattr(c, k, n)
+
+    visit(cfg)
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,10 @@ SIZES = ("tiny", "full")
 REFERENCES = ("cpu", "baseline", "none")
 FULL_STEPS = 3
 FULL_BATCH, FULL_SEQ = 2, 64
+# tiny models: rows per microbatch and tokens per row (a step runs a padded and a packed microbatch:
+# bringup/models/batches.py); the old uniform layout ran 2 x 16
+TINY_BATCH, TINY_SEQ, UNIFORM_SEQ = 2, 32, 16
+INPUTS = ("text", "uniform")
 DEFAULT_STEPS = 4
 DEFAULT_TIMEOUT = 600.0  # each case's wall-clock limit (--case-budget; dest `timeout`, its old spelling)
 FULL_TIMEOUT = 3600.0  # --size full's, unless --case-budget is given
@@ -50,8 +54,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="--size full: cpu (a cpu fp32 run of the first steps; default without --baseline) | "
         "baseline (the --baseline bundle only; default with it) | none (compiled vs eager only)",
     )
-    p.add_argument("--batch", type=int, default=FULL_BATCH, help=f"--size full: batch (default {FULL_BATCH})")
-    p.add_argument("--seq", type=int, default=FULL_SEQ, help=f"--size full: sequence length (default {FULL_SEQ})")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help=f"rows per batch (tiny: per microbatch; default {TINY_BATCH}; --size full {FULL_BATCH})",
+    )
+    p.add_argument(
+        "--seq",
+        type=int,
+        default=None,
+        help=f"tokens per row (default {TINY_SEQ}; --size full {FULL_SEQ}): raise it to judge long rows (rotary "
+        "at large angles, softmax over long rows, sliding windows)",
+    )
+    p.add_argument(
+        "--inputs",
+        default="text",
+        choices=INPUTS,
+        help="text (default): token ids by rank-frequency as in text, padded rows (left and right, with "
+        "attention_mask) and packed documents (position_ids restarting), as training jobs feed; uniform: the old "
+        "layout (uniform ids, full unpadded rows, one document per row)",
+    )
     add_filter(p, "models")
     add_limit(p, "models")
     p.add_argument("--steps", type=int, default=None, metavar="K",

@@ -31,11 +31,16 @@ class Entry:
 
 
 def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, seed: int = 0,
-              baseline: Any = None, noise_seeds: int = NOISE_SEEDS,
-              module_check: bool | None = None) -> Case:  # fmt: skip
-    """One tiny case: `baseline` is a BaselineIndex (zoo/baseline.py) or None; `module_check` None is auto."""
+              baseline: Any = None, noise_seeds: int = NOISE_SEEDS, module_check: bool | None = None,
+              inputs: str = "text", batch: int = 0, seq: int = 0) -> Case:  # fmt: skip
+    """One tiny case: `baseline` is a BaselineIndex (zoo/baseline.py) or None; `module_check` None is auto;
+    `inputs` how a text model is fed (bringup/models/batches.py); `batch` / `seq` 0: the tiny defaults."""
     params: dict[str, Any] = {"source": e.source, "model": e.model, "task": e.task, "dtype": dtype,
-                              "steps": steps, "backend": backend, "seed": seed}  # fmt: skip
+                              "steps": steps, "backend": backend, "seed": seed, "inputs": inputs}  # fmt: skip
+    if batch:
+        params["batch"] = batch
+    if seq:
+        params["seq"] = seq
     if noise_seeds != NOISE_SEEDS:  # the default stays out of the params: existing case ids stay stable
         params["noise_seeds"] = noise_seeds
     if module_check is not None:  # auto stays out of the params

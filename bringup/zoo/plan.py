@@ -18,7 +18,17 @@ from bringup.options import check_compile_backend
 from bringup.precision import Precision, parse_precision
 from bringup.zoo import hub as zoo_hub
 from bringup.zoo import modules as zoo_modules
-from bringup.zoo.args import DEFAULT_STEPS, DEFAULT_TIMEOUT, FULL_STEPS, FULL_TIMEOUT, NOISE_SEEDS
+from bringup.zoo.args import (
+    DEFAULT_STEPS,
+    DEFAULT_TIMEOUT,
+    FULL_BATCH,
+    FULL_SEQ,
+    FULL_STEPS,
+    FULL_TIMEOUT,
+    NOISE_SEEDS,
+    TINY_BATCH,
+    TINY_SEQ,
+)
 from bringup.zoo.baseline import load_baseline
 from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
 
@@ -27,6 +37,9 @@ from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
 QUICK = (("hf", "llama", "causal-lm"), ("hf", "gpt2", "causal-lm"), ("hf", "qwen3", "causal-lm"),
          ("timm", "test_resnet", ""))  # fmt: skip
 FULL_EXTRA_TIMM = 8  # `bringup run --full`: all hf-causal types and the first timm models
+# tiny models' --batch / --seq: a float64 reference and the module check hold every activation of a step on the
+# host; beyond these a tiny case stops being tiny (MIN_TINY_SEQ: a padded row keeps a document of >= 4 tokens)
+MAX_TINY_BATCH, MIN_TINY_SEQ, MAX_TINY_SEQ = 16, 8, 4096
 
 
 # ---- sources --------------------------------------------------------------------------------------
@@ -129,6 +142,9 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         args.steps = FULL_STEPS if size == "full" else DEFAULT_STEPS
     if getattr(args, "timeout", None) is None:  # --case-budget not given: the size's own default
         args.timeout = FULL_TIMEOUT if size == "full" else DEFAULT_TIMEOUT
+    if size == "full":
+        args.batch = FULL_BATCH if getattr(args, "batch", None) is None else args.batch
+        args.seq = FULL_SEQ if getattr(args, "seq", None) is None else args.seq
     sweep = zoo_hub.is_sweep(args.source)
     zoo_hub.check_options(args)
     zoo_hub.check_ranks(getattr(args, "nproc", 1), device)
@@ -140,6 +156,13 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if getattr(args, "reference", None) is not None and not (sweep and getattr(args, "full_top", 0)):
         raise BadInput("--reference applies to --size full (and --full-top); tiny models are judged against float64 "
                        "on cpu")  # fmt: skip
+    batch, seq = getattr(args, "batch", None), getattr(args, "seq", None)
+    if batch is not None and not 1 <= batch <= MAX_TINY_BATCH:
+        raise BadInput(f"--batch must be 1..{MAX_TINY_BATCH} rows for tiny models (default {TINY_BATCH}), got {batch}")
+    if seq is not None and not MIN_TINY_SEQ <= seq <= MAX_TINY_SEQ:
+        raise BadInput(f"--seq must be {MIN_TINY_SEQ}..{MAX_TINY_SEQ} tokens for tiny models (default {TINY_SEQ}), "
+                       f"got {seq}")  # fmt: skip
+    args.batch, args.seq = batch or 0, seq or 0
     noise_seeds = getattr(args, "noise_seeds", NOISE_SEEDS)
     if noise_seeds is None or not 0 <= noise_seeds <= 16:
         raise BadInput(f"--noise-seeds must be 0..16, got {noise_seeds}")
@@ -159,8 +182,9 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if baseline is not None:
         baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
     module_check = zoo_modules.from_arg(args)
-    return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds, module_check)
-            for e in entries]  # fmt: skip
+    inputs = getattr(args, "inputs", "text") or "text"
+    return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds, module_check,
+                      inputs, args.batch, args.seq) for e in entries]  # fmt: skip
 
 
 def _select(entries: list[Any], pattern: Any, args: argparse.Namespace) -> list[Any]:

@@ -27,7 +27,7 @@ __all__ = ["as_precision", "build_model", "measure_noise", "run_model", "train_r
 LOGIT_SAMPLES = 16
 
 
-def build_model(params: ZooSpec | dict[str, Any]) -> Any:
+def build_model(params: ZooSpec | dict[str, Any], left_pad: bool = True) -> Any:
     """The model of a case, initialised so that every operator matters to the result (seeded): Linear
     weights at N(0, 1/fan_in) so attention is not uniform and activations see unit-size inputs
     (models/testable_init.py), and all-zero parameters (biases, norm offsets) drawn small
@@ -36,37 +36,45 @@ def build_model(params: ZooSpec | dict[str, Any]) -> Any:
     from bringup.models import zoo as mz
 
     spec = ZooSpec.of(params)
-    built = _build_model(spec)
+    built = _build_model(spec, left_pad)
     seed = spec.seed
     testable_init.fan_in_init(built.model, seed)
     mz.nonzero_init(built.model, seed)
     return built
 
 
-def _build_model(spec: ZooSpec) -> Any:
+def batch_spec(spec: ZooSpec, left_pad: bool = True) -> Any:
+    """How a tiny case's text model is fed (bringup/models/batches.py)."""
+    from bringup.models import zoo as mz
+
+    return mz.BatchSpec(batch=spec.rows, seq=spec.tokens, inputs=spec.inputs, left_pad=left_pad)
+
+
+def _build_model(spec: ZooSpec, left_pad: bool = True) -> Any:
     from bringup.models import zoo as mz
 
     src, model, seed = spec.source, spec.model, spec.seed
+    bs = batch_spec(spec, left_pad)
     if src == "hf":
-        return mz.build_hf(model, spec.task or "causal-lm", seed=seed)
+        return mz.build_hf(model, spec.task or "causal-lm", bs, seed=seed)
     if src == "timm":
         from bringup.models import timm_zoo
 
         return timm_zoo.build(model, seed=seed)
     if src == "fn":
-        return mz.build_fn(model, seed=seed)
+        return mz.build_fn(model, seed=seed, bs=bs)
     if src == "hf-json":
-        return mz.build_hf_json(model, seed=seed)
+        return mz.build_hf_json(model, seed=seed, bs=bs)
     if src in ("hub", "hub-top"):
         from bringup.models import hub
 
-        return hub.build_tiny(config_data(spec), model, seed=seed)
+        return hub.build_tiny(config_data(spec), model, seed=seed, bs=bs)
     if src == "hub-sig":  # a Hub sweep's signature: exactly its tiny config (zoo/hub.py)
         from bringup.models import signature
 
         if spec.config is None:
             raise mz.ConfigError("a hub-sig case without its config")
-        return signature.build(spec.task or "causal-lm", spec.config, seed=seed)
+        return signature.build(spec.task or "causal-lm", spec.config, seed=seed, bs=bs)
     raise mz.ConfigError(f"unknown source {src!r}")
 
 
@@ -86,6 +94,23 @@ def logits_digest(t: torch.Tensor | None) -> dict[str, Any] | None:
         "std": float(fin.std()) if n > 1 else 0.0, "abs_max": float(fin.abs().max()) if n else math.nan,
         "sample": [float(v) for v in x[idx]],
     }  # fmt: skip
+
+
+def _left_padded(batch: dict[str, Any]) -> bool:
+    from bringup.models import batches
+
+    for b in batches.micro(batch) or [batch]:
+        m = b.get("attention_mask")
+        if isinstance(m, torch.Tensor) and bool((m[:, 0] == 0).any()):
+            return True
+    return False
+
+
+def describe_inputs(batch: dict[str, Any], inputs: str) -> dict[str, Any]:
+    """What step 0 fed the model (a pass says what was covered): bringup/models/batches.py describe()."""
+    from bringup.models import batches
+
+    return batches.describe(batch, inputs)
 
 
 def _series(curve: list[float]) -> list[tuple[int, float]]:
@@ -125,12 +150,25 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     r.fields["note"] = built.note
     init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
     # -- a. reference --
+    left_pad = True
     try:
         batches = [built.make_batch(i) for i in range(steps)]
         ref = train_run(built, init, batches, cpu, torch.float64, round_to=dtype.param_dtype)
+        if not finite_curve(ref.curve) and _left_padded(batches[0]):
+            # eager attention casts its scores to fp32 for the softmax: float64's mask minimum becomes -inf,
+            # and a left-padded row's pad queries (every key masked) turn NaN. Pad on the right only.
+            left_pad = False
+            built = build_model(spec, left_pad=False)
+            init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
+            batches = [built.make_batch(i) for i in range(steps)]
+            ref = train_run(built, init, batches, cpu, torch.float64, round_to=dtype.param_dtype)
+            r.fields["inputs_note"] = ("left padding dropped: the float64 reference turns NaN on a left-padded row "
+                                       "(fully masked pad queries)")  # fmt: skip
     except Exception as e:
         r.error = traceback.format_exc()
         return fail(r, Status.REF_FAIL, f"reference: {first_line(e)}")
+    if fed := describe_inputs(batches[0], spec.inputs):
+        r.fields["inputs_fed"] = fed
     if not finite_curve(ref.curve):
         return fail(r, Status.REF_FAIL, "reference: non-finite loss in float64")
     r.series["loss.ref"] = _series(ref.curve)
@@ -161,10 +199,11 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
             return fail(r, Status.REF_FAIL, f"reference: cpu eager in {spec.dtype} drifts off float64 over "
                          f"{len(ref.curve)} steps ({drift.summary()}): ill-conditioned training at this "
                          "precision")  # fmt: skip
-        noise = measure_noise(spec, dtype, steps, spec.noise_seeds)
+        noise = measure_noise(spec, dtype, steps, spec.noise_seeds, left_pad)
         r.fields["noise_seeds"] = noise.seeds
         if noise.errors:
             r.fields["noise_errors"] = noise.errors
+        add_dither(noise, built, init, batches[0], ref, dtype)
         torch.manual_seed(spec.seed)
     else:
         noise = TrustedNoise()
@@ -258,7 +297,31 @@ def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[st
     return out
 
 
-def measure_noise(params: ZooSpec | dict[str, Any], prec: Precision, steps: int, n: int) -> TrustedNoise:
+DITHER_DRAWS = 2  # the module check's "rounding everything once" takes the larger of 2 draws too
+
+
+def add_dither(noise: TrustedNoise, built: Any, init: dict[str, torch.Tensor], batch0: dict[str, Any], ref: RunOut,
+               prec: Precision, draws: int = DITHER_DRAWS) -> None:  # fmt: skip
+    """The case's float64 step 0 again, every op result (forward and backward) rounded once at random at the
+    run's precision (checks/module_replay.py: Dither), `draws` times: per tensor, the error a correct device
+    that rounds at other points than cpu eager may have (checks/parity.py: Noise.dither), kept in `noise`."""
+    from bringup.checks.module_replay import Dither
+    from bringup.checks.module_rule import one_rounding
+    from bringup.checks.parity import Noise, dither_noise
+
+    d = one_rounding(prec.compute_dtype)
+    runs = []
+    for k in range(draws):
+        gen = torch.Generator().manual_seed(k + 1)
+        out = train_run(built, init, [batch0], torch.device("cpu"), torch.float64, round_to=prec.param_dtype,
+                        step_context=lambda g=gen: Dither(d, g))  # fmt: skip
+        runs.append(out.tensors)
+    for name, errs in dither_noise(runs, ref.tensors, prec).items():
+        noise.tensors[name] = dataclasses.replace(noise.tensors.get(name) or Noise(), dither=errs)
+
+
+def measure_noise(params: ZooSpec | dict[str, Any], prec: Precision, steps: int, n: int,
+                  left_pad: bool = True) -> TrustedNoise:  # fmt: skip
     """Build the same model under `n` other seeds (other init, other batches) and run the float64
     reference and the trusted run at `prec` on each: per tensor, how far correct runs at this
     precision are from float64 (checks/parity.py: trusted_noise). A seed whose trusted run is itself
@@ -274,7 +337,7 @@ def measure_noise(params: ZooSpec | dict[str, Any], prec: Precision, steps: int,
     for k in range(1, n + 1):
         s = seed0 + 7919 * k  # far from the small seeds users pick
         try:
-            built = build_model(dataclasses.replace(spec, seed=s))
+            built = build_model(dataclasses.replace(spec, seed=s), left_pad)
             init = {k2: v.detach().clone() for k2, v in built.model.state_dict().items()}
             batches = [built.make_batch(i) for i in range(steps)]
             ref = train_run(built, init, batches, cpu, torch.float64, round_to=prec.param_dtype)

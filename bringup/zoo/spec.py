@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from bringup.precision import Precision, parse_precision
-from bringup.zoo.args import DEFAULT_STEPS, NOISE_SEEDS
+from bringup.zoo.args import DEFAULT_STEPS, NOISE_SEEDS, TINY_BATCH, TINY_SEQ, UNIFORM_SEQ
 
 SOURCES = ("hf-causal", "hf-all", "timm", "hub-top")
 
@@ -30,7 +30,10 @@ class ZooSpec:
     module_check: bool | None = None  # None: auto (decided on the device, zoo/modules.py)
     baseline: dict[str, Any] | None = None  # what the worker needs of a --baseline bundle (zoo/baseline.py)
     config: dict[str, Any] | None = None  # hub-sig: the signature's tiny config
-    # --size full / --full-top
+    # how a text model is fed (bringup/models/batches.py): "text" (ids by rank-frequency, padded and packed
+    # microbatches) or "uniform" (the old layout: what a stored run without the key ran)
+    inputs: str = "uniform"
+    # --size full / --full-top; tiny: 0 is the default (TINY_BATCH rows of TINY_SEQ tokens per microbatch)
     size: str = "tiny"
     batch: int = 0
     seq: int = 0
@@ -48,7 +51,8 @@ class ZooSpec:
             dtype=str(p.get("dtype", "fp32")), steps=int(p.get("steps", DEFAULT_STEPS)),
             backend=str(p.get("backend") or "none"), seed=int(p.get("seed", 0)),
             noise_seeds=int(p.get("noise_seeds", NOISE_SEEDS)), module_check=p.get("module_check"),
-            baseline=p.get("baseline") or None, config=p.get("config"), size=str(p.get("size") or "tiny"),
+            baseline=p.get("baseline") or None, config=p.get("config"), inputs=str(p.get("inputs") or "uniform"),
+            size=str(p.get("size") or "tiny"),
             batch=int(p.get("batch") or 0), seq=int(p.get("seq") or 0), weights=str(p.get("weights") or "random"),
             reference=str(p.get("reference") or "cpu"), nproc=int(p.get("nproc", 1)),
             device_memory_gib=float(p["device_memory_gib"]) if p.get("device_memory_gib") else None,
@@ -62,6 +66,16 @@ class ZooSpec:
     @property
     def prec(self) -> Precision:
         return parse_precision(self.dtype)
+
+    @property
+    def rows(self) -> int:
+        """Rows per (micro)batch of a tiny case."""
+        return self.batch or TINY_BATCH
+
+    @property
+    def tokens(self) -> int:
+        """Tokens per row of a tiny case (the old uniform layout ran 16)."""
+        return self.seq or (TINY_SEQ if self.inputs == "text" else UNIFORM_SEQ)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
