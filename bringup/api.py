@@ -69,6 +69,7 @@ CAPABILITIES: tuple[str, ...] = (
     "bringup.profile",
     "bringup.selftest",
     "bringup.localize",
+    "bringup.bisect",
 )
 
 

@@ -242,9 +242,12 @@ def _resume_planned(sess: Any) -> int:
     from bringup.api import get_suite
     from bringup.flow import execute_cases, summarize_by_suite
 
+    command = sess.resume_run.command
+    tool = _commands().get(command)
+    if tool is not None and hasattr(module := importlib.import_module(tool[0]), "resume"):
+        return int(module.resume(sess))  # a tool that plans its own rounds (bisect) continues from its stored plan
     with sess.open_store() as st:
         pending = st.pending(sess.resume_run.run_id)
-    command = sess.resume_run.command
     sess.console.print(f"resuming {sess.resume_run.run_id} ({command}): {len(pending)} unfinished case(s)")
     if command == "run":
         from bringup import orchestrate
