@@ -44,8 +44,19 @@ FAULTS_HELP = (
     "at 1.02x), shift:OP=B (that argument + B: shift:rsqrt=1e-5 a norm's epsilon off), approx:OP (OP's "
     "approximate='none' computed as 'tanh': approx:gelu the tanh form where the exact one was asked), "
     "bf16_matmul (mm/bmm/addmm: inputs and every partial sum rounded to bf16), drop_scale (scale "
-    "arguments ignored: _scaled_mm scale_a/scale_b, the sdpa kernels' scale, addmm alpha/beta)"
+    "arguments ignored: _scaled_mm scale_a/scale_b, the sdpa kernels' scale, addmm alpha/beta); faults only real "
+    "inputs expose: lastwrite:OP (a repeated index keeps only its last write instead of accumulating; OP one of "
+    "embedding_dense_backward, index_put (= _index_put_impl_, accumulate=True), index_add, scatter_add), "
+    "sdpa_mask_as_causal (the fused attention kernel serves an explicit attn_mask with its causal kernel), "
+    "count_ignored:OP (OP nll_loss or nll_loss2d: the mean divides by every target, ignore_index ones too), "
+    "blockscan:cumsum=N (cumsum restarts every N elements along its dim: the carry between blocks dropped)"
 )
+# The ops each fault of that family acts on (the base names the CPU fallback sees; index_put_'s accumulating path
+# runs as _index_put_impl_ on testdev).
+LASTWRITE_OPS = ("embedding_dense_backward", "_index_put_impl_", "index_add", "scatter_add")
+COUNT_IGNORED_OPS = ("nll_loss", "nll_loss2d")
+BLOCKSCAN_OPS = ("cumsum",)
+FLAGS = ("bf16_matmul", "drop_scale", "sdpa_mask_as_causal")
 
 # The ops with a native testdev kernel besides memory/copy/view plumbing (documentation and tests;
 # the dispatcher's registrations are the source of truth).
@@ -83,25 +94,53 @@ class Faults:
     args: dict[str, float] = field(default_factory=dict)  # "aten::_softmax" -> 1.01: its input x 1.01
     shifts: dict[str, float] = field(default_factory=dict)  # "aten::rsqrt" -> 1e-5: its input + 1e-5
     approx: tuple[str, ...] = ()  # "aten::gelu": approximate="none" computed as "tanh"
+    lastwrite: tuple[str, ...] = ()  # "aten::embedding_dense_backward": a repeated index keeps its last write only
+    sdpa_mask_as_causal: bool = False  # the fused attention kernel: an explicit mask served by the causal kernel
+    count_ignored: tuple[str, ...] = ()  # "aten::nll_loss": the mean divides by every target, ignored ones too
+    blockscan: dict[str, int] = field(default_factory=dict)  # "aten::cumsum" -> 8: the scan restarts every 8
 
     def __bool__(self) -> bool:
-        return bool(self.scales) or self.bf16_matmul or self.drop_scale or bool(self.args or self.shifts or self.approx)
+        return bool(self.spec())
 
     def spec(self) -> str:
         parts = [f"scale:{op}={f:g}" for op, f in sorted(self.scales.items())]
         parts += [f"arg:{op}={f:g}" for op, f in sorted(self.args.items())]
         parts += [f"shift:{op}={b:g}" for op, b in sorted(self.shifts.items())]
         parts += [f"approx:{op}" for op in sorted(self.approx)]
-        parts += [n for n, on in (("bf16_matmul", self.bf16_matmul), ("drop_scale", self.drop_scale)) if on]
+        parts += [f"lastwrite:{op}" for op in sorted(self.lastwrite)]
+        parts += [f"count_ignored:{op}" for op in sorted(self.count_ignored)]
+        parts += [f"blockscan:{op}={n}" for op, n in sorted(self.blockscan.items())]
+        parts += [n for n in FLAGS if getattr(self, n)]
         return ",".join(parts)
 
 
+def _base(op: str) -> str:
+    """'aten::index_add_.out' -> 'index_add' (an op's name without namespace, overload and in-place mark)."""
+    return op.rpartition("::")[2].partition(".")[0].rstrip("_")
+
+
+def _one_of(item: str, op: str, allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> str:
+    """The dispatcher name ("aten::...") of `op` if its base is one of `allowed` (or an alias of one)."""
+    base = _base(op)
+    base = (aliases or {}).get(base, base)
+    for name in allowed:
+        if _base(name) == base:
+            return f"aten::{name}"
+    raise ValueError(
+        f"testdev fault {item!r}: {op!r} is not one of {', '.join(allowed)}; {FAULTS_ENV} is a {FAULTS_HELP}"
+    )
+
+
 def parse_faults(spec: str) -> Faults:
-    """'scale:gelu=1.01,arg:silu=1.02,shift:rsqrt=1e-5,approx:gelu,bf16_matmul,drop_scale' -> Faults;
+    """'scale:gelu=1.01,arg:silu=1.02,shift:rsqrt=1e-5,approx:gelu,lastwrite:embedding_dense_backward,
+    count_ignored:nll_loss,blockscan:cumsum=8,bf16_matmul,drop_scale,sdpa_mask_as_causal' -> Faults;
     ValueError (one line) on anything else."""
     maps: dict[str, dict[str, float]] = {"scale": {}, "arg": {}, "shift": {}}
     approx: list[str] = []
-    flags = {"bf16_matmul": False, "drop_scale": False}
+    lastwrite: list[str] = []
+    count_ignored: list[str] = []
+    blockscan: dict[str, int] = {}
+    flags = dict.fromkeys(FLAGS, False)
     for raw in spec.split(","):
         item = raw.strip()
         if not item:
@@ -116,6 +155,20 @@ def parse_faults(spec: str) -> Faults:
         if kind == "approx" and op and not eq:
             approx.append(name)
             continue
+        if kind == "lastwrite" and op and not eq:
+            lastwrite.append(_one_of(item, op, LASTWRITE_OPS, {"index_put": "_index_put_impl"}))
+            continue
+        if kind == "count_ignored" and op and not eq:
+            count_ignored.append(_one_of(item, op, COUNT_IGNORED_OPS))
+            continue
+        if kind == "blockscan" and op and eq:
+            block = int(factor) if factor.strip().isdigit() else 0
+            if block < 1:
+                raise ValueError(
+                    f"testdev fault {item!r}: the block must be a positive integer; {FAULTS_ENV} is a {FAULTS_HELP}"
+                )
+            blockscan[_one_of(item, op, BLOCKSCAN_OPS)] = block
+            continue
         try:
             value = float(factor)
         except ValueError:
@@ -123,19 +176,44 @@ def parse_faults(spec: str) -> Faults:
         if kind not in maps or not eq or not op or not value == value:
             raise ValueError(f"testdev fault {item!r} not understood; {FAULTS_ENV} is a {FAULTS_HELP}")
         maps[kind][name] = value
-    return Faults(maps["scale"], **flags, args=maps["arg"], shifts=maps["shift"], approx=tuple(sorted(set(approx))))
+    return Faults(
+        maps["scale"],
+        flags["bf16_matmul"],
+        flags["drop_scale"],
+        args=maps["arg"],
+        shifts=maps["shift"],
+        approx=tuple(sorted(set(approx))),
+        lastwrite=tuple(sorted(set(lastwrite))),
+        sdpa_mask_as_causal=flags["sdpa_mask_as_causal"],
+        count_ignored=tuple(sorted(set(count_ignored))),
+        blockscan=blockscan,
+    )
 
 
 def set_faults(faults: Faults | str | None) -> None:
     """Switch numeric faults on in this process (None / "" / Faults(): all off)."""
     f = parse_faults(faults) if isinstance(faults, str) else (faults or Faults())
     load_extension().set_faults(dict(f.scales), f.bf16_matmul, f.drop_scale, dict(f.args), dict(f.shifts),
-                                list(f.approx))  # fmt: skip
+                                list(f.approx), list(f.lastwrite), f.sdpa_mask_as_causal, list(f.count_ignored),
+                                dict(f.blockscan))  # fmt: skip
 
 
 def faults() -> Faults:
-    scales, bf16_matmul, drop_scale, args, shifts, approx = load_extension().faults()
-    return Faults(dict(scales), bool(bf16_matmul), bool(drop_scale), dict(args), dict(shifts), tuple(sorted(approx)))
+    scales, bf16_matmul, drop_scale, args, shifts, approx, lastwrite, causal, ignored, blockscan = (
+        load_extension().faults()
+    )
+    return Faults(
+        dict(scales),
+        bool(bf16_matmul),
+        bool(drop_scale),
+        dict(args),
+        dict(shifts),
+        tuple(sorted(approx)),
+        tuple(sorted(lastwrite)),
+        bool(causal),
+        tuple(sorted(ignored)),
+        {str(k): int(v) for k, v in blockscan.items()},
+    )
 
 
 def fallback_enabled() -> bool:

@@ -1,5 +1,6 @@
 // testdev kernels: the ops a backend must have (empty, copy, views, resize, set_), a few native compute
-// kernels, the global boxed CPU fallback for everything else, and autocast registrations.
+// kernels, a fused attention kernel (SDPA's overrideable backend), the global boxed CPU fallback for everything
+// else, and autocast registrations.
 //
 // Native compute kernels see device memory as CPU tensors (from_blob over the same host memory) and
 // write their results into testdev memory: no transfer happens, which is what a native kernel means.
@@ -10,7 +11,10 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/SDPBackend.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/transformers/attention.h>
+#include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -353,6 +357,105 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
   return {to_device(gi, dev), to_device(gw, dev), to_device(gb, dev)};
 }
 
+// ---- fused attention ------------------------------------------------------------------------------
+// Like a real backend's flash kernel: SDPA asks the device which backend serves an input (_fused_sdp_choice);
+// testdev answers `overrideable` where its kernel can take the input and `math` elsewhere (float64, dropout,
+// a mask that needs a gradient, ...: the decomposed path every op of which testdev has), and serves
+// `_scaled_dot_product_fused_attention_overrideable` (+ backward) with cpu's flash-attention kernels on the device
+// memory. Grouped-query attention (fewer key / value heads) is native to those kernels.
+bool fused_attention_fits(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& mask,
+                          double dropout_p, bool is_causal, bool enable_gqa) {
+  if (!at::globalContext().userEnabledOverrideableSDP()) return false;  // sdpa_kernel() without OVERRIDEABLE
+  if (q.is_nested() || k.is_nested() || v.is_nested()) return false;
+  const auto dt = q.scalar_type();
+  if (dt != at::kFloat && dt != at::kBFloat16 && dt != at::kHalf) return false;  // no float64 kernel
+  if (k.scalar_type() != dt || v.scalar_type() != dt) return false;
+  if (dropout_p > 0.0) return false;  // the math path draws the dropout
+  const bool with_mask = mask.has_value() && mask->defined();
+  if (with_mask && is_causal) return false;  // the math path raises its error
+  if (with_mask && mask->scalar_type() != at::kBool && mask->scalar_type() != dt) return false;
+  const sdp::sdp_params params{q, k, v, with_mask ? mask : std::nullopt, dropout_p, is_causal, enable_gqa};
+  if (!sdp::check_tensor_shapes(params, false)) return false;  // 4-D (B, H, S, D)
+  if (!sdp::check_batch_size_and_num_heads_dense<true>(params, false)) return false;  // GQA with enable_gqa
+  if (!sdp::check_attn_mask_shape(params, false)) return false;  // 2-D or 4-D, broadcastable; no gradient
+  if (!sdp::check_nonzero_sequence_lengths_dense(params, false)) return false;
+  if (!(q.sym_size(-1) == k.sym_size(-1) && q.sym_size(-1) == v.sym_size(-1))) return false;
+  return q.sym_stride(-1) == 1 && k.sym_stride(-1) == 1 && v.sym_stride(-1) == 1;
+}
+
+int64_t fused_sdp_choice(const Tensor& query, const Tensor& key, const Tensor& value,
+                         const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
+                         std::optional<double> /*scale*/, bool enable_gqa) {
+  const bool fits = fused_attention_fits(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa);
+  return static_cast<int64_t>(fits ? at::SDPBackend::overrideable : at::SDPBackend::math);
+}
+
+// The mask and causality the kernel runs with. Fault sdpa_mask_as_causal: an explicit mask is served by the causal
+// kernel (the mask ignored), forward and backward alike.
+std::pair<std::optional<Tensor>, bool> attention_masking(const Tensor& attn_bias, bool is_causal) {
+  if (!attn_bias.defined()) return {std::nullopt, is_causal};
+  if (faults_active() && faults().sdpa_mask_as_causal) return {std::nullopt, true};
+  return {as_cpu(attn_bias), is_causal};
+}
+
+std::optional<double> attention_scale(std::optional<double> scale) {
+  return drop_scale_on() ? std::optional<double>(1.0) : scale;  // fault drop_scale: scores left unscaled
+}
+
+// A device tensor shaped and laid out like `like` holding `cpu`.
+Tensor device_like(const Tensor& cpu, const Tensor& like) {
+  Tensor out = at::empty_like(like);
+  as_cpu(out).copy_(cpu);
+  return out;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor>
+fused_attention(const Tensor& query, const Tensor& key, const Tensor& value, const std::optional<Tensor>& attn_bias,
+                double dropout_p, bool is_causal, bool return_debug_mask, std::optional<double> scale) {
+  lazy::flush();  // reads device memory: what is queued runs first
+  TORCH_CHECK(dropout_p == 0.0, "testdev fused attention: dropout_p must be 0, got ", dropout_p,
+              " (SDPA takes the math path for dropout)");
+  TORCH_CHECK(!return_debug_mask, "testdev fused attention: return_debug_mask is not supported");
+  const Tensor bias = attn_bias.value_or(Tensor());
+  const auto dev = common_device({&query, &key, &value, &bias}, "fused attention");
+  TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4,
+              "testdev fused attention: expected 4-D (batch, heads, seq, head_dim) query, key and value");
+  const c10::DeviceGuard guard(dev);
+  const auto [mask, causal] = attention_masking(bias, is_causal);
+  auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(as_cpu(query), as_cpu(key), as_cpu(value), 0.0,
+                                                                    causal, mask, attention_scale(scale));
+  Tensor o = device_like(out, query);  // the layout the op's meta kernel gives (query's)
+  Tensor l = at::empty(lse.sizes(), lse.options().device(dev));
+  as_cpu(l).copy_(lse);
+  apply_scale("aten::_scaled_dot_product_fused_attention_overrideable", o);
+  const auto ids = query.options().dtype(at::kLong);
+  return {o,   l, Tensor(), Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)), at::zeros({}, ids),
+          at::zeros({}, ids), Tensor()};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
+    const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_bias,
+    std::array<bool, 4> grad_input_mask, const Tensor& out, const Tensor& logsumexp, const Tensor& /*cum_seq_q*/,
+    const Tensor& /*cum_seq_k*/, c10::SymInt /*max_q*/, c10::SymInt /*max_k*/, double dropout_p, bool is_causal,
+    const Tensor& /*philox_seed*/, const Tensor& /*philox_offset*/, std::optional<double> scale) {
+  lazy::flush();  // reads device memory: what is queued runs first
+  TORCH_CHECK(dropout_p == 0.0, "testdev fused attention backward: dropout_p must be 0, got ", dropout_p);
+  TORCH_CHECK(!grad_input_mask[3], "testdev fused attention: no gradient for attn_mask (SDPA takes the math path)");
+  const auto dev = common_device({&grad_out, &query, &key, &value, &out, &logsumexp, &attn_bias},
+                                 "fused attention backward");
+  const c10::DeviceGuard guard(dev);
+  const auto [mask, causal] = attention_masking(attn_bias, is_causal);
+  auto [gq, gk, gv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+      as_cpu(grad_out), as_cpu(query), as_cpu(key), as_cpu(value), as_cpu(out), as_cpu(logsumexp), 0.0, causal, mask,
+      attention_scale(scale));
+  std::tuple<Tensor, Tensor, Tensor, Tensor> grads{device_like(gq, query), device_like(gk, key),
+                                                   device_like(gv, value), Tensor()};
+  for (const Tensor& g : {std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)}) {
+    apply_scale("aten::_scaled_dot_product_fused_attention_overrideable_backward", g);
+  }
+  return grads;
+}
+
 // ---- the CPU fallback ----------------------------------------------------------------------------
 int64_t device_bytes(const c10::IValue& v) {
   auto one = [](const Tensor& t) -> int64_t {
@@ -441,6 +544,144 @@ void scale_returns(const std::string& name, size_t n_returns, torch::jit::Stack*
   }
 }
 
+// ---- faults only real inputs expose --------------------------------------------------------------
+// The positions among `n` writes to `targets` (1-D int64, in the order a serial kernel makes them) that a later
+// write to the same target overwrites: all but the last write of each target.
+Tensor overwritten_writes(const Tensor& targets) {
+  const int64_t n = targets.numel();
+  Tensor lost = at::zeros({n}, targets.options().dtype(at::kBool));
+  if (n < 2) return lost;
+  const auto sorted = targets.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false);  // equal targets in order
+  const Tensor& keys = std::get<0>(sorted);
+  const Tensor& perm = std::get<1>(sorted);
+  lost.index_put_({perm.narrow(0, 0, n - 1)}, keys.narrow(0, 0, n - 1).eq(keys.narrow(0, 1, n - 1)));
+  return lost;
+}
+
+c10::IValue& argument(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t i) {
+  return (*stack)[stack->size() - op.schema().arguments().size() + i];
+}
+
+int64_t int_argument(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t i) {
+  const c10::IValue& v = argument(op, stack, i);
+  return v.isInt() ? v.toInt() : v.toSymInt().expect_int();
+}
+
+// Fault lastwrite:OP on an index-accumulating op: a duplicate index keeps only its last write (a scatter-add whose
+// read-add-write races, the last writer winning: self[i] + v_last instead of self[i] + the sum of every v). Done by
+// zeroing the values of the writes a later one overwrites before the exact kernel runs: with no repeated index
+// nothing changes, bit for bit.
+//   embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq): a repeated token
+//     id's gradient row is its last occurrence's (padding_idx still gets none; scale_grad_by_freq still divides by
+//     the id's count)
+//   _index_put_impl_(self, indices, values, accumulate, unsafe) with accumulate=True (index_put_(accumulate=True),
+//     the backward of x[idx]); index_add.out(self, dim, index, source, alpha); scatter_add.out(self, dim, index, src)
+void lose_repeated_writes(const c10::OperatorHandle& op, const std::string& name, torch::jit::Stack* stack) {
+  const std::string base = name.substr(0, name.find('.'));
+  if (base == "aten::embedding_dense_backward") {
+    const Tensor grad = argument(op, stack, 0).toTensor();
+    const Tensor ids = as_cpu(argument(op, stack, 1).toTensor()).reshape(-1).to(at::kLong);
+    const Tensor lost = overwritten_writes(ids);
+    if (!lost.any().item<bool>()) return;
+    const Tensor rows = as_cpu(grad).reshape({ids.numel(), -1}).masked_fill(lost.unsqueeze(1), 0);
+    argument(op, stack, 0) = c10::IValue(to_device(rows.reshape(grad.sizes()), grad.device()));
+  } else if (base == "aten::_index_put_impl_") {
+    if (!argument(op, stack, 3).toBool()) return;  // accumulate=False: a plain store already keeps one write
+    const Tensor self = argument(op, stack, 0).toTensor();
+    c10::List<std::optional<Tensor>> indices;
+    for (const auto& t : argument(op, stack, 1).toOptionalTensorList().vec()) {
+      indices.push_back(t ? std::optional<Tensor>(as_cpu(*t)) : std::nullopt);
+    }
+    // the flat position in `self` each written value lands on, in the indexing result's (row-major) order
+    const Tensor targets = at::arange(self.numel(), at::kLong).view(self.sizes()).index(indices);
+    const Tensor lost = overwritten_writes(targets.reshape(-1));
+    if (!lost.any().item<bool>()) return;
+    const Tensor values = argument(op, stack, 2).toTensor();
+    const Tensor kept = as_cpu(values).expand(targets.sizes()).masked_fill(lost.view(targets.sizes()), 0);
+    argument(op, stack, 2) = c10::IValue(to_device(kept.contiguous(), values.device()));
+  } else if (base == "aten::index_add") {
+    const Tensor source = argument(op, stack, 3).toTensor();
+    if (source.dim() == 0) return;
+    const int64_t dim = at::maybe_wrap_dim(int_argument(op, stack, 1), source.dim());
+    const Tensor lost = overwritten_writes(as_cpu(argument(op, stack, 2).toTensor()).reshape(-1).to(at::kLong));
+    if (!lost.any().item<bool>()) return;
+    const Tensor kept = as_cpu(source).index_fill(dim, lost.nonzero().reshape(-1), 0);
+    argument(op, stack, 3) = c10::IValue(to_device(kept, source.device()));
+  } else if (base == "aten::scatter_add") {
+    const Tensor self = argument(op, stack, 0).toTensor();
+    const Tensor index = as_cpu(argument(op, stack, 2).toTensor()).to(at::kLong);
+    const Tensor src = argument(op, stack, 3).toTensor();
+    if (index.dim() == 0 || index.numel() == 0) return;
+    const int64_t dim = at::maybe_wrap_dim(int_argument(op, stack, 1), index.dim());
+    // target of index[p]: p with its `dim` coordinate replaced by index[p], flattened over self's (row-major) shape
+    std::vector<int64_t> strides(self.dim(), 1);
+    for (int64_t d = self.dim() - 2; d >= 0; --d) strides[d] = strides[d + 1] * self.size(d + 1);
+    Tensor targets = index * strides[dim];
+    for (int64_t d = 0; d < index.dim(); ++d) {
+      if (d == dim) continue;
+      std::vector<int64_t> shape(index.dim(), 1);
+      shape[d] = index.size(d);
+      targets = targets + at::arange(index.size(d), at::kLong).mul(strides[d]).view(shape);
+    }
+    const Tensor lost = overwritten_writes(targets.reshape(-1));
+    if (!lost.any().item<bool>()) return;
+    Tensor kept = as_cpu(src).clone();
+    Tensor part = kept;  // the elements of src the index reads
+    for (int64_t d = 0; d < index.dim(); ++d) part = part.narrow(d, 0, index.size(d));
+    part.masked_fill_(lost.view(index.sizes()), 0);
+    argument(op, stack, 3) = c10::IValue(to_device(kept, src.device()));
+  }
+}
+
+// Fault count_ignored:nll_loss on nll_loss_forward (and nll_loss2d_forward), reduction mean: the mean divides by
+// every target, the ignored ones (ignore_index) counted too, each with weight 1. The kernel runs with
+// reduction=sum; `count_ignored_after` divides and returns that count as total_weight, which the backward
+// (nll_loss_backward divides by the total_weight the forward returned) then uses too. Returns the number of ignored
+// targets (0: nothing changed).
+int64_t count_ignored_before(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (int_argument(op, stack, 3) != at::Reduction::Mean) return 0;
+  const Tensor target = as_cpu(argument(op, stack, 1).toTensor());
+  const int64_t ignored = target.eq(int_argument(op, stack, 4)).sum().item<int64_t>();
+  if (ignored > 0) argument(op, stack, 3) = c10::IValue(static_cast<int64_t>(at::Reduction::Sum));
+  return ignored;
+}
+
+void count_ignored_after(int64_t ignored, torch::jit::Stack* stack) {
+  const Tensor output = as_cpu((*stack)[stack->size() - 2].toTensor());
+  const Tensor total_weight = as_cpu((*stack)[stack->size() - 1].toTensor());
+  total_weight.add_(static_cast<double>(ignored));
+  output.div_(total_weight);
+}
+
+// Fault blockscan:cumsum=N: the scan restarts every N elements along its dim (a blocked parallel scan that drops
+// the carry between blocks): out[k] = sum of x over k's block up to k. Where every carry is 0 (a scan of zeros
+// up to each block's start: unpacked rows' document flags) nothing changes.
+struct ScanInput {
+  Tensor x;  // a host copy of the input (cumsum_ overwrites it)
+  int64_t dim = 0;
+  int64_t block = 0;
+};
+
+ScanInput blockscan_before(const c10::OperatorHandle& op, const std::string& name, torch::jit::Stack* stack) {
+  const int64_t block = blockscan_fault(name);
+  if (block <= 0) return {};
+  const Tensor x = argument(op, stack, 0).toTensor();
+  if (x.dim() == 0) return {};
+  const int64_t dim = at::maybe_wrap_dim(int_argument(op, stack, 1), x.dim());
+  if (x.size(dim) <= block) return {};
+  return {as_cpu(x).clone(), dim, block};
+}
+
+void blockscan_after(const ScanInput& in, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!in.x.defined()) return;
+  const Tensor out = as_cpu(torch::jit::last(*stack, op.schema().returns().size())[0].toTensor());
+  const int64_t n = in.x.size(in.dim);
+  for (int64_t start = in.block; start < n; start += in.block) {
+    const int64_t len = std::min(in.block, n - start);
+    out.narrow(in.dim, start, len).copy_(at::cumsum(in.x.narrow(in.dim, start, len), in.dim, out.scalar_type()));
+  }
+}
+
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string name = c10::toString(op.schema().operator_name());
   TORCH_CHECK_NOT_IMPLEMENTED(fallback_enabled(), "testdev has no kernel for '", name,
@@ -449,11 +690,16 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (faulty && faults().drop_scale) drop_scale_arguments(op, stack);
   if (faulty) scale_input_argument(op, name, stack);
   if (faulty) approximate_argument(op, name, stack);
+  if (faulty && lastwrite_fault(name)) lose_repeated_writes(op, name, stack);
+  const int64_t ignored = faulty && count_ignored_fault(name) ? count_ignored_before(op, stack) : 0;
+  const ScanInput scan = faulty ? blockscan_before(op, name, stack) : ScanInput{};
   int64_t to_host = 0;
   for (const auto& v : torch::jit::last(*stack, op.schema().arguments().size())) to_host += device_bytes(v);
   at::native::cpu_fallback(op, stack);
   int64_t to_device = 0;
   for (const auto& v : torch::jit::last(*stack, op.schema().returns().size())) to_device += device_bytes(v);
+  if (ignored > 0) count_ignored_after(ignored, stack);
+  blockscan_after(scan, op, stack);
   if (faulty) scale_returns(name, op.schema().returns().size(), stack);
   count_fallback(name, to_host, to_device);
 }
@@ -493,7 +739,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("zero_", bt::lazy::deferrable(TORCH_FN(bt::zero_)));
   m.impl("convolution_overrideable", TORCH_FN(bt::convolution_overrideable));
   m.impl("convolution_backward_overrideable", TORCH_FN(bt::convolution_backward_overrideable));
+  m.impl("_fused_sdp_choice", TORCH_FN(bt::fused_sdp_choice));
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(bt::fused_attention));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(bt::fused_attention_backward));
 }
+
+// scaled_dot_product_attention asks the device's _fused_sdp_choice_stub (not the dispatcher op) for a backend.
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &bt::fused_sdp_choice)
+}  // namespace at::native
 
 // Copies resolve conjugate / negative views themselves (as_cpu carries the bits to the CPU copy);
 // without these fallthroughs the Conjugate fallback would materialise the source with clone(),

@@ -386,7 +386,8 @@ void set_faults(const Faults& f) {
   std::lock_guard<std::mutex> g(faults_mu());
   faults_state() = f;
   faults_flag().store(!f.scales.empty() || f.bf16_matmul || f.drop_scale || !f.args.empty() || !f.shifts.empty() ||
-                      !f.approx.empty());
+                      !f.approx.empty() || !f.lastwrite.empty() || f.sdpa_mask_as_causal ||
+                      !f.count_ignored.empty() || !f.blockscan.empty());
 }
 
 bool faults_active() { return faults_flag().load(std::memory_order_relaxed); }
@@ -436,6 +437,33 @@ bool approx_fault(const std::string& op) {
   return false;
 }
 
+bool lastwrite_fault(const std::string& op) {
+  if (!faults_active()) return false;
+  std::lock_guard<std::mutex> g(faults_mu());
+  for (const auto& pattern : faults_state().lastwrite) {
+    if (arg_matches(pattern, op)) return true;
+  }
+  return false;
+}
+
+bool count_ignored_fault(const std::string& op) {
+  if (!faults_active()) return false;
+  std::lock_guard<std::mutex> g(faults_mu());
+  for (const auto& pattern : faults_state().count_ignored) {
+    if (op_base(pattern) + "_forward" == op_base(op)) return true;  // the loss "aten::nll_loss": its nll_loss_forward
+  }
+  return false;
+}
+
+int64_t blockscan_fault(const std::string& op) {
+  if (!faults_active()) return 0;
+  std::lock_guard<std::mutex> g(faults_mu());
+  for (const auto& [pattern, block] : faults_state().blockscan) {
+    if (arg_matches(pattern, op)) return block;
+  }
+  return 0;
+}
+
 }  // namespace bringup_testdev
 
 namespace py = pybind11;
@@ -459,7 +487,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "set_faults",
       [](const std::map<std::string, double>& scales, bool bf16_matmul, bool drop_scale,
          const std::map<std::string, double>& args, const std::map<std::string, double>& shifts,
-         const std::vector<std::string>& approx) {
+         const std::vector<std::string>& approx, const std::vector<std::string>& lastwrite, bool sdpa_mask_as_causal,
+         const std::vector<std::string>& count_ignored, const std::map<std::string, int64_t>& blockscan) {
         bt::Faults f;
         f.scales = scales;
         f.bf16_matmul = bf16_matmul;
@@ -467,14 +496,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         f.args = args;
         f.shifts = shifts;
         f.approx = approx;
+        f.lastwrite = lastwrite;
+        f.sdpa_mask_as_causal = sdpa_mask_as_causal;
+        f.count_ignored = count_ignored;
+        f.blockscan = blockscan;
         bt::set_faults(f);
       },
       py::arg("scales"), py::arg("bf16_matmul"), py::arg("drop_scale"),
       py::arg("args") = std::map<std::string, double>{}, py::arg("shifts") = std::map<std::string, double>{},
-      py::arg("approx") = std::vector<std::string>{});
+      py::arg("approx") = std::vector<std::string>{}, py::arg("lastwrite") = std::vector<std::string>{},
+      py::arg("sdpa_mask_as_causal") = false, py::arg("count_ignored") = std::vector<std::string>{},
+      py::arg("blockscan") = std::map<std::string, int64_t>{});
   m.def("faults", [] {
     const bt::Faults f = bt::faults();
-    return std::make_tuple(f.scales, f.bf16_matmul, f.drop_scale, f.args, f.shifts, f.approx);
+    return py::make_tuple(f.scales, f.bf16_matmul, f.drop_scale, f.args, f.shifts, f.approx, f.lastwrite,
+                          f.sdpa_mask_as_causal, f.count_ignored, f.blockscan);
   });
   m.def("fault_factor", &bt::fault_factor);
   m.def("set_lazy", &bt::lazy::set_enabled);

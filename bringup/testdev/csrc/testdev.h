@@ -60,6 +60,17 @@ struct Faults {
   // op patterns whose `approximate` argument "none" becomes "tanh" (approx:gelu: the tanh form where the exact
   // one was asked; approx:gelu_backward: in the backward only)
   std::vector<std::string> approx;
+  // Faults only real inputs expose (repeated ids, explicit masks, ignored targets, packed rows):
+  // op patterns whose duplicate writes lose all but the last (embedding_dense_backward, _index_put_impl_ with
+  // accumulate=True, index_add, scatter_add): self[i] + v_last where the op asks self[i] + the sum of every v
+  std::vector<std::string> lastwrite;
+  // the fused attention kernel serves an explicit attn_mask with its causal kernel (the mask ignored)
+  bool sdpa_mask_as_causal = false;
+  // loss patterns ("aten::nll_loss", "aten::nll_loss2d") whose mean divides by every target, ignored ones too
+  std::vector<std::string> count_ignored;
+  // op pattern -> block: the scan (cumsum) restarts every `block` elements along its dim (the carry between
+  // blocks dropped)
+  std::map<std::string, int64_t> blockscan;
 };
 Faults faults();
 void set_faults(const Faults& f);
@@ -68,5 +79,8 @@ double fault_factor(const std::string& op);  // product of the matching scales (
 double arg_factor(const std::string& op);    // product of the matching `args` factors (1.0: none)
 double arg_shift(const std::string& op);     // sum of the matching `shifts` (0.0: none)
 bool approx_fault(const std::string& op);    // a matching `approx` pattern
+bool lastwrite_fault(const std::string& op);  // a matching `lastwrite` pattern
+bool count_ignored_fault(const std::string& op);  // a `count_ignored` loss whose forward `op` is (nll_loss_forward)
+int64_t blockscan_fault(const std::string& op);  // the matching `blockscan` block (0: none)
 
 }  // namespace bringup_testdev
