@@ -18,6 +18,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +68,44 @@ def resume(sess: Any) -> int:
     return drive(sess, opts, spec, resumed=True)
 
 
+@contextmanager
+def ray_session(executor: str, workers: int, address: str | None) -> Iterator[None]:
+    """With --executor ray: one Ray connection for the whole bisection (each round's executor finds it and
+    leaves it up; a local instance is started once, not per round), shut down at the end if started here."""
+    if executor != "ray":
+        yield
+        return
+    import logging
+    import os
+
+    import ray
+
+    from bringup.runner.ray import check_reachable
+
+    if ray.is_initialized():
+        yield
+        return
+    quiet: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
+    if address:
+        check_reachable(address)
+        try:
+            ray.init(address=address, **quiet)
+        except Exception as e:
+            raise BadInput(f"--ray-address {address}: {type(e).__name__}: {e}".splitlines()[0]) from None
+    else:
+        ray.init(address="local", num_cpus=max(len(os.sched_getaffinity(0)), workers), **quiet)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
 def drive(sess: Any, opts: Any, spec: Any, resumed: bool = False) -> int:
+    with ray_session(opts.executor, opts.workers, opts.ray_address):
+        return _drive(sess, opts, spec, resumed)
+
+
+def _drive(sess: Any, opts: Any, spec: Any, resumed: bool) -> int:
     from bringup.bisect import answer
     from bringup.bisect.envs import EnvCache
     from bringup.provenance import run_info

@@ -6,7 +6,8 @@ in ONE pip call (so nothing pinned is moved by what comes after), then the insta
 against every pin (pip's resolver may not move a pinned package; this catches an index that serves
 something else), then the pinned packages imported. bringup itself, when a stored case must run there,
 goes in last from a wheel built once from this tree, with --no-deps (its dependencies are part of the
-requirement set).
+requirement set). A new env holds what `python -m venv` gives (setuptools, from this Python's own bundled
+wheel, on Python <= 3.11) but no pip of its own: the driver's pip installs into it (`pip --python`).
 
 Layout under the cache root: `<key>/` the venv (complete once `<key>/bringup-env.json` exists), `<key>.lock`
 (exclusive while building, shared while a candidate runs in it: pruning never removes an env in use).
@@ -80,7 +81,21 @@ class EnvRequest:
     @property
     def key(self) -> str:
         impl = f"{platform.python_implementation()}-{platform.python_version()}-{sysconfig.get_platform()}"
-        return digest({"requirements": sorted(self.requirements), "python": impl, "inherit": list(self.inherit)})
+        seeds = [Path(w).name for w in venv_seeds()]
+        return digest(
+            {"requirements": sorted(self.requirements), "python": impl, "inherit": list(self.inherit), "seeds": seeds}
+        )
+
+
+def venv_seeds() -> list[str]:
+    """What `python -m venv` puts in a new env besides pip, from the wheels this Python bundles (ensurepip):
+    setuptools up to Python 3.11 (torch 2.9's inductor imports it to build its C++). Installed from the
+    file, offline, in the same pip call as the candidate."""
+    import ensurepip
+
+    if sys.version_info >= (3, 12):
+        return []
+    return sorted(str(w) for w in (Path(ensurepip.__file__).parent / "_bundled").glob("setuptools-*.whl"))[:1]
 
 
 @dataclass
@@ -260,7 +275,7 @@ class EnvCache:
             ]
             for d in req.find_links:
                 pip += ["--find-links", d]
-            rc, out = _run([*pip, *req.requirements], log, left(), pip_env)
+            rc, out = _run([*pip, *req.requirements, *venv_seeds()], log, left(), pip_env)
             if rc == 124:
                 raise EnvFailed(f"install over its budget ({budget_s:g} s)")
             if rc != 0:

@@ -31,7 +31,7 @@ from bringup.bisect.plan import FLAKY, SKIP
 from bringup.bisect.spec import Settings, Target
 
 _FIGURE = re.compile(r"^\s*(?P<label>[^:]{1,120}?):\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
-_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)(:|$)")
 TAIL_LINES = 20
 
 
@@ -95,6 +95,16 @@ def figures(text: str) -> dict[str, float]:
     return out
 
 
+def uncaught(out: str) -> str:
+    """The exception line of the last traceback Python printed (an uncaught exception), or ""."""
+    at = out.rfind("Traceback (most recent call last)")
+    if at < 0:
+        return ""
+    lines = [ln.rstrip() for ln in out[at:].splitlines()[1:]]
+    found = [ln for ln in lines if _RAISED.match(ln)]
+    return found[-1].strip() if found else ""
+
+
 def repro_outcome(rc: int, out: str, late: bool, wall: float, budget: float, fail_status: str) -> RunOutcome:
     lines = [ln.rstrip() for ln in out.splitlines() if ln.strip()]
     last = lines[-1].strip() if lines else ""
@@ -112,8 +122,9 @@ def repro_outcome(rc: int, out: str, late: bool, wall: float, budget: float, fai
         return RunOutcome("pass", last[:300], rc, wall, figs, tail)
     if rc == 125:
         return RunOutcome(SKIP, f"the repro cannot test this version (exit 125): {last[:200]}", rc, wall, figs, tail)
-    if "Traceback (most recent call last)" in out and _RAISED.match(last):
-        return RunOutcome("error", f"the repro raised: {last[:300]}", rc, wall, figs, tail)
+    raised = uncaught(out)
+    if rc == 1 and raised:
+        return RunOutcome("error", f"the repro raised: {raised[:300]}", rc, wall, figs, tail)
     return RunOutcome(fail_status, f"{last[:300]} (exit {rc})", rc, wall, figs, tail)
 
 

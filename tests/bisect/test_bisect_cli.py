@@ -186,3 +186,34 @@ def test_the_repro_fixture_runs_alone(tmp_path: Path) -> None:
         timeout=60,
     )
     assert p.returncode == 1 and "scale error: 0.01" in p.stdout
+
+
+@pytest.mark.slow  # cheap form: the search's slots and env budget in test_plan.py (in-process, no Ray)
+@pytest.mark.xdist_group("ray")  # one local Ray instance at a time
+def test_ray_runs_candidates_in_parallel(tmp_path: Path) -> None:
+    write_wheels(tmp_path / "wheels", versions(9), fault_from="0.6.0")
+    repro = write_repro(tmp_path / "repro.py")
+    p = run_cli(
+        [
+            "--executor",
+            "ray",
+            "--workers",
+            "3",
+            "bisect",
+            str(repro),
+            "--wheels",
+            str(tmp_path / "wheels"),
+            "--repeat",
+            "1",
+            "--json",
+            str(tmp_path / "answer.json"),
+        ],
+        tmp_path,
+        env=_env(tmp_path),
+        timeout=600,
+    )
+    assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:])
+    ans = load_json(tmp_path / "answer.json")
+    assert ans["first_new"]["version"] == "0.6.0" and ans["last_old"]["version"] == "0.5.0"
+    rounds = [ln for ln in p.stdout.splitlines() if ln.startswith("bisect: running ")]
+    assert rounds[1].count(f"{PKG}==") == 3, rounds  # after the endpoints: three candidates at once
