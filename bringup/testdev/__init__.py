@@ -8,12 +8,14 @@
 runs every suite on a device that is neither cpu nor cuda. It behaves like a young backend: host
 memory behind its own allocator (with statistics), a device guard with events (torch.Event,
 torch.accelerator), native kernels for empty/copy/views and a few compute ops (add, sub, mul, div,
-mm, bmm, addmm, fill_, zero_), and a global CPU fallback for every other op. With
+mm, bmm, addmm, fill_, zero_), a fused attention kernel (SDPA's overrideable backend, on cpu's flash
+kernels), and a global CPU fallback for every other op. With
 BRINGUP_TESTDEV_FALLBACK=0 those other ops raise NotImplementedError instead.
 
 Numeric faults, off by default, make it a *wrong* device on demand (CI proves each suite catches them):
 BRINGUP_TESTDEV_FAULTS="scale:gelu=1.01,bf16_matmul,drop_scale" (read at load, so workers inherit it)
-or set_faults(...) in-process; see FAULTS_HELP.
+or set_faults(...) in-process; see FAULTS_HELP. Some only real inputs expose (repeated ids, explicit masks,
+ignored targets, packed rows): lastwrite:OP, sdpa_mask_as_causal, count_ignored:nll_loss, blockscan:cumsum=N.
 
 Lazy mode, off by default, makes it execute like PyTorch/XLA (BRINGUP_TESTDEV_LAZY=1 at load, or
 set_lazy(True)): the native compute kernels queue until synchronize, an event, or a read (a copy, .item(),
