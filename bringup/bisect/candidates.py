@@ -144,6 +144,18 @@ def from_wheels(directory: str, between: Sequence[str] | None) -> tuple[list[Can
     return out, f"{name}: the {len(out)} builds in {d}"
 
 
+def split_set(line: str) -> list[str]:
+    """'torch==2.9.0 torchvision==0.24.0' -> two requirements; spaces around operators and commas stay inside
+    one ('torch >= 2.9, < 3' is one)."""
+    out: list[str] = []
+    for tok in line.split():
+        if out and (tok[0] in "=<>!~,;@" or out[-1][-1] in "=<>!~,;@"):
+            out[-1] += tok
+        else:
+            out.append(tok)
+    return out
+
+
 def from_sets(sets: Sequence[str], sets_file: str | None) -> tuple[list[Candidate], str]:
     """Explicit requirement sets (`--set` in order, then the lines of `--sets FILE`)."""
     lines = list(sets)
@@ -152,12 +164,12 @@ def from_sets(sets: Sequence[str], sets_file: str | None) -> tuple[list[Candidat
             text = Path(sets_file).read_text()
         except OSError as e:
             raise BadInput(f"--sets {sets_file}: {e.strerror or e}") from None
-        lines += [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+        lines += [re.split(r"(?:^|\s)#", ln, maxsplit=1)[0].strip() for ln in text.splitlines()]
     out: list[Candidate] = []
     for line in (ln for ln in lines if ln.strip()):
-        reqs = tuple(sorted(normalize(r, "--set") for r in line.split()))
-        label = " ".join(line.split())
-        out.append(Candidate(label, reqs))
+        words = split_set(line)
+        reqs = tuple(sorted(normalize(r, "--set") for r in words))
+        out.append(Candidate(" ".join(words), reqs))
     keys = [c.requirements for c in out]
     if len(set(keys)) != len(keys):
         raise BadInput("--set: the same requirement set is given twice")

@@ -90,7 +90,7 @@ class EnvRequest:
 def venv_seeds() -> list[str]:
     """What `python -m venv` puts in a new env besides pip, from the wheels this Python bundles (ensurepip):
     setuptools up to Python 3.11 (torch 2.9's inductor imports it to build its C++). Installed from the
-    file, offline, in the same pip call as the candidate."""
+    file, offline, before the candidate (whose requirements may then upgrade it, as in a fresh venv)."""
     import ensurepip
 
     if sys.version_info >= (3, 12):
@@ -275,7 +275,12 @@ class EnvCache:
             ]
             for d in req.find_links:
                 pip += ["--find-links", d]
-            rc, out = _run([*pip, *req.requirements, *venv_seeds()], log, left(), pip_env)
+            seeds = venv_seeds()
+            if seeds:  # as `python -m venv` would have them, then free to move (a requirement may need newer)
+                rc, out = _run([*pip, "--no-deps", "--no-index", *seeds], log, left(), pip_env)
+                if rc != 0:
+                    raise EnvFailed(f"pip: seeding the env failed: {pip_reason(out)}")
+            rc, out = _run([*pip, *req.requirements], log, left(), pip_env)
             if rc == 124:
                 raise EnvFailed(f"install over its budget ({budget_s:g} s)")
             if rc != 0:
