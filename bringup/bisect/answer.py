@@ -111,6 +111,9 @@ def _name(rows: list[dict[str, Any]], i: int | None) -> str:
 def message(con: Conclusion, rows: list[dict[str, Any]]) -> str:
     flaky = [rows[i]["label"] for i in con.flaky]
     tail = f"; flaky (not a verdict): {', '.join(flaky)}" if flaky else ""
+    if con.other:
+        others = ", ".join(f"{rows[i]['label']} ({rows[i].get('verdict')})" for i in con.other)
+        tail += f"; a third verdict, stepped over: {others}"
     if con.kind == FOUND:
         return (
             f"{_name(rows, con.first_new)} is the first {con.new}; {_name(rows, con.last_old)}, the last before "
@@ -124,10 +127,10 @@ def message(con: Conclusion, rows: list[dict[str, Any]]) -> str:
     if con.kind == NO_CHANGE:
         return f"no change between the endpoints: {con.note} ({rows[0]['label']}, {rows[-1]['label']}){tail}"
     if con.kind == AMBIGUOUS:
-        why = ", ".join(f"{rows[i]['label']} ({rows[i].get('outcome')})" for i in con.between[:-1])
+        why = ", ".join(f"{rows[i]['label']} ({rows[i].get('verdict')})" for i in con.between[:-1])
         return (
             f"the change from {con.old} to {con.new} is at one of: {why}, or {rows[con.between[-1]]['label']} "
-            f"(untestable candidates lie between {_name(rows, con.last_old)} and it)"
+            f"(candidates that cannot tell lie between {_name(rows, con.last_old)} and it)"
         )
     if con.kind == ENDPOINT:
         return f"cannot bisect: {con.note}{tail}"
@@ -175,6 +178,7 @@ def build(
         "flaky": [rows[i]["label"] for i in con.flaky],
         "skipped": [{"label": rows[i]["label"], "reason": rows[i].get("reason", "")} for i in con.skipped],
         "nonmonotone": [rows[i]["label"] for i in con.nonmonotone],
+        "other": [{"label": rows[i]["label"], "verdict": rows[i].get("verdict")} for i in con.other],
         "conclusion": con.to_json(),
         "candidates": rows,
         "followups": followups(results),

@@ -118,6 +118,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the stored run a case TARGET is taken from (default: the latest that has it)",
     )
     s.add_argument(
+        "--new-verdict",
+        default=None,
+        metavar="STATUS",
+        help="look for the first candidate with this verdict (e.g. fail_numeric): one with a third verdict "
+        "(it crashes, it does not compile) is stepped over like a skip and named",
+    )
+    s.add_argument(
         "--fail-status",
         choices=FAIL_STATUSES,
         default="fail_numeric",
@@ -208,6 +215,7 @@ class BisectOptions:
     every: bool
     repeat: int
     max_envs: int | None
+    new_verdict: str | None
     from_run: str | None
     fail_status: str
     target_device: str | None
@@ -240,6 +248,7 @@ class BisectOptions:
             every=bool(args.every),
             repeat=int(args.repeat),
             max_envs=args.max_envs,
+            new_verdict=args.new_verdict,
             from_run=args.from_run,
             fail_status=args.fail_status,
             target_device=args.target_device,

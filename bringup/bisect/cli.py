@@ -191,7 +191,7 @@ def search(store: Any, run_id: str, spec: Any, executors: Any, run_dir: Path, wi
     before = -1
     while True:
         seen = seen_from(store.results(run_id, "bisect"))
-        st = plan.step(k, seen, width, spec.every, spec.max_envs)
+        st = plan.step(k, seen, width, spec.every, spec.max_envs, spec.new_verdict)
         if st.done is not None:
             return st.done
         if len(seen) == before:

@@ -59,6 +59,7 @@ class Conclusion:
     skipped: tuple[int, ...] = ()
     flaky: tuple[int, ...] = ()
     nonmonotone: tuple[int, ...] = ()  # candidates after the change that show the old verdict again
+    other: tuple[int, ...] = ()  # with a new verdict asked for: candidates with a third one (stepped over)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +74,7 @@ class Conclusion:
             "skipped": list(self.skipped),
             "flaky": list(self.flaky),
             "nonmonotone": list(self.nonmonotone),
+            "other": list(self.other),
         }
 
 
@@ -86,16 +88,24 @@ class Step:
 class _State:
     seen: Mapping[int, Seen]
     k: int
+    new_verdict: str | None = None
     skipped: tuple[int, ...] = field(default=())
     flaky: tuple[int, ...] = field(default=())
+    other: tuple[int, ...] = field(default=())
 
     def __post_init__(self) -> None:
         self.skipped = tuple(sorted(i for i, s in self.seen.items() if s.verdict == SKIP))
         self.flaky = tuple(sorted(i for i, s in self.seen.items() if s.verdict == FLAKY))
+        old = self.seen[0].verdict if 0 in self.seen and self.seen[0].stable else None
+        if self.new_verdict is not None and old is not None:
+            keep = (old, self.new_verdict)
+            self.other = tuple(sorted(i for i, s in self.seen.items() if i and s.stable and s.verdict not in keep))
 
     def verdict(self, i: int) -> str | None:
+        """The candidate's verdict as the search counts it: None for a skip, a flake, or (with `new_verdict`)
+        a third verdict, which says nothing about the one asked for."""
         s = self.seen.get(i)
-        return s.verdict if s is not None and s.stable else None
+        return s.verdict if s is not None and s.stable and i not in self.other else None
 
 
 def max_envs_bound(k: int) -> int:
@@ -104,9 +114,17 @@ def max_envs_bound(k: int) -> int:
     return 2 + (k - 1).bit_length() if k > 1 else k
 
 
-def step(k: int, seen: Mapping[int, Seen], width: int = 1, every: bool = False, max_envs: int | None = None) -> Step:
-    """What to do next with k candidates (k >= 2) after `seen`."""
-    st = _State(seen, k)
+def step(
+    k: int,
+    seen: Mapping[int, Seen],
+    width: int = 1,
+    every: bool = False,
+    max_envs: int | None = None,
+    new_verdict: str | None = None,
+) -> Step:
+    """What to do next with k candidates (k >= 2) after `seen`. `new_verdict`: only that verdict is the change
+    looked for; a candidate with a third one is stepped over like a skip (and named)."""
+    st = _State(seen, k, None if every else new_verdict)
     budget = None if max_envs is None else max(0, max_envs - len(seen))
     if every:
         todo = tuple(i for i in range(k) if i not in seen)
@@ -119,13 +137,16 @@ def step(k: int, seen: Mapping[int, Seen], width: int = 1, every: bool = False, 
             return Step(done=Conclusion(BUDGET, note=f"--max-envs {max_envs} cannot cover both endpoints"))
         return Step(run=ends)
     old, new = st.verdict(0), st.verdict(k - 1)
-    if old is None or new is None:
+    if old is None or new is None or (new_verdict is not None and old == new_verdict):
         which = ", ".join(
             f"{'old' if i == 0 else 'new'} endpoint {seen[i].verdict}"
+            + (f", not {new_verdict}" if i in st.other else "")
             for i in (0, k - 1)
-            if seen[i].verdict in (SKIP, FLAKY)
+            if seen[i].verdict in (SKIP, FLAKY) or i in st.other
         )
-        return Step(done=Conclusion(ENDPOINT, old, new, note=which, skipped=st.skipped, flaky=st.flaky))
+        if new_verdict is not None and old == new_verdict:
+            which = f"the old endpoint is already {new_verdict}"
+        return Step(done=Conclusion(ENDPOINT, old, new, note=which, skipped=st.skipped, flaky=st.flaky, other=st.other))
     if old == new:
         return Step(
             done=Conclusion(NO_CHANGE, old, new, note=f"both endpoints are {old}", skipped=st.skipped, flaky=st.flaky)
@@ -148,6 +169,7 @@ def step(k: int, seen: Mapping[int, Seen], width: int = 1, every: bool = False, 
                 skipped=st.skipped,
                 flaky=st.flaky,
                 nonmonotone=back,
+                other=st.other,
             )
         )
     w = max(1, min(width, len(untested)))
@@ -165,6 +187,7 @@ def step(k: int, seen: Mapping[int, Seen], width: int = 1, every: bool = False, 
                     skipped=st.skipped,
                     flaky=st.flaky,
                     nonmonotone=back,
+                    other=st.other,
                 )
             )
         w = affordable(w, hi - lo, budget)

@@ -58,7 +58,22 @@ def build_spec(opts: BisectOptions, db: Path) -> BisectSpec:
         localize=opts.localize,
         source=source,
         followup_budget_s=opts.followup_budget_s,
+        new_verdict=new_verdict(opts.new_verdict),
     )
+
+
+def new_verdict(name: str | None) -> str | None:
+    from bringup.case import Status
+
+    if name is None:
+        return None
+    try:
+        status = Status(name)
+    except ValueError:
+        raise BadInput(f"--new-verdict {name!r}: not a status ({', '.join(s.value for s in Status)})") from None
+    if status in (Status.REF_FAIL,):
+        raise BadInput("--new-verdict ref_fail: a candidate that says nothing is a skip, not a verdict")
+    return status.value
 
 
 def resolve_target(opts: BisectOptions, db: Path) -> Target:

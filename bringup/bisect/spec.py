@@ -191,6 +191,7 @@ class BisectSpec:
     localize: str = "auto"
     source: str = ""  # how the candidates were chosen, in words (the answer says it)
     followup_budget_s: float = 3600.0
+    new_verdict: str | None = None
 
     def env_requirements(self, c: Candidate) -> tuple[str, ...]:
         """The exact requirement set of c's environment: the candidate's, --with, bringup's own (a stored case)."""
@@ -208,6 +209,7 @@ class BisectSpec:
             "localize": self.localize,
             "source": self.source,
             "followup_budget_s": self.followup_budget_s,
+            "new_verdict": self.new_verdict,
         }
 
     @classmethod
@@ -222,6 +224,7 @@ class BisectSpec:
             str(d.get("localize", "auto")),
             str(d.get("source", "")),
             float(d.get("followup_budget_s", 3600.0)),
+            d.get("new_verdict"),
         )
 
 

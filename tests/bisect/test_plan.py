@@ -87,3 +87,28 @@ def test_slots_run_points_in_parallel_and_the_env_budget_falls_back_to_halves() 
 def test_max_envs_spent_says_where_the_change_lies() -> None:
     con, order = drive(20, lambda i: "pass" if i < 13 else "fail_numeric", max_envs=3)
     assert con.kind == plan.BUDGET and len(order) == 3 and 13 in con.between
+
+
+def test_a_new_verdict_asked_for_steps_over_a_third_one() -> None:
+    # pass, pass, error (does not compile), fail_numeric...: the first change is the error; asked for
+    # fail_numeric, the error is stepped over and named, and the answer is where fail_numeric starts
+    verdicts = ["pass", "pass", "error", "error", "fail_numeric", "fail_numeric", "fail_numeric"]
+    assert drive(7, verdicts.__getitem__)[0].first_new == 2
+    step = lambda k, seen, w, e, m: plan.step(k, seen, w, e, m, new_verdict="fail_numeric")
+    seen: dict[int, Seen] = {}
+    while (st := step(7, seen, 1, False, None)).done is None:
+        seen.update({i: Seen(i, verdicts[i]) for i in st.run})
+    con = st.done
+    assert (con.kind, con.first_new, con.last_old, con.new) == (plan.AMBIGUOUS, 4, 1, "fail_numeric")
+    assert con.between == (2, 3, 4) and set(con.other) <= {2, 3} and con.other
+    verdicts[2] = verdicts[3] = "pass"
+    seen = {}
+    while (st := step(7, seen, 1, False, None)).done is None:
+        seen.update({i: Seen(i, verdicts[i]) for i in st.run})
+    assert (st.done.kind, st.done.first_new) == (plan.FOUND, 4)
+    # the new endpoint has a third verdict: not the change asked for
+    con, _ = drive(3, ["pass", "pass", "crash"].__getitem__, max_envs=None)
+    assert con.kind == plan.FOUND
+    assert (
+        plan.step(3, {0: Seen(0, "pass"), 2: Seen(2, "crash")}, new_verdict="fail_numeric").done.kind == plan.ENDPOINT
+    )
