@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "zoo"))
 
 import bend_backend as bb  # noqa: E402
+import datapath_backend as dp  # noqa: E402
 import perturb_backend as pb  # noqa: E402
 
 import bringup.models  # noqa: E402,F401  (torchvision shim first)
@@ -66,6 +67,7 @@ from bringup.precision import parse_precision  # noqa: E402
 from bringup.zoo import judge as zj  # noqa: E402
 from bringup.zoo import run as sz  # noqa: E402
 from bringup.zoo.args import NOISE_SEEDS  # noqa: E402
+from bringup.zoo.spec import ZooSpec  # noqa: E402
 
 QUICK = [("hf", "llama"), ("hf", "gpt2"), ("hf", "qwen3"), ("timm", "test_resnet")]
 # 26 causal-LM types beyond the quick zoo: dense, GQA/MQA, MoE, parallel blocks, ALiBi, eager-softmax
@@ -147,17 +149,17 @@ def _probe(built: Any, init: Any, batch: Any, prec: Any) -> set[str]:
 
 
 def run_model(src: str, model: str, prec_name: str, families: list[str], clean: list[str], steps: int,
-              noise_seeds: int, inject: str = "mode", module_check: bool = True) -> list[dict[str, Any]]:  # fmt: skip
+              noise_seeds: int, inject: str = "mode", module_check: bool = True,
+              inputs: str = "text") -> list[dict[str, Any]]:  # fmt: skip
     prec = parse_precision(prec_name)
-    params = {"source": src, "model": model, "task": "causal-lm", "seed": 0}
-    head = {"model": model, "precision": prec_name}
+    spec = ZooSpec(source=src, model=model, task="causal-lm" if src == "hf" else "", dtype=prec_name, steps=steps,
+                   seed=0, noise_seeds=noise_seeds, inputs=inputs)  # fmt: skip
+    head = {"model": model, "precision": prec_name, "inputs": inputs}
     cpu = torch.device("cpu")
     t0 = time.monotonic()
     try:
-        built = sz.build_model(params)
-        init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
-        batches = [built.make_batch(i) for i in range(steps)]
-        ref = sz.train_run(built, init, batches, cpu, torch.float64, round_to=prec.param_dtype)
+        prep = sz.prepare(spec)  # the zoo's own: build, batches, float64 reference (right padding only if needed)
+        built, init, batches, ref = prep.built, prep.init, prep.batches, prep.ref
         base_mc = _new_check(built, prec) if module_check else None
         base = sz.train_run(built, init, batches, cpu, prec, module_check=base_mc)
     except Exception as e:  # a model the zoo itself would call ref_fail
@@ -165,7 +167,8 @@ def run_model(src: str, model: str, prec_name: str, families: list[str], clean: 
     gross = parity(base.tensors, ref.tensors, prec, trusted=True)
     if not gross.ok:
         return [{**head, "run": "setup", "status": "ref_fail", "why": f"trusted run off float64: {gross.summary()}"}]
-    noise = sz.measure_noise(params, prec, steps, noise_seeds)
+    noise = sz.measure_noise(spec, prec, steps, noise_seeds, prep.left_pad)
+    sz.add_dither(noise, built, init, batches[0], ref, prec)
     calls = _probe(built, init, batches[0], prec)
     rows = [{**head, "run": "setup", "status": "ok", "seconds": round(time.monotonic() - t0, 1),
              "noise_seeds": noise.seeds, "noise_errors": noise.errors}]  # fmt: skip
@@ -253,16 +256,19 @@ def _cell(rows: list[dict[str, Any]], run: str, p: str, key: str = "flagged") ->
 def _label(run: str) -> str:
     b = _bend(run)
     if b is not None:
-        desc = bb.FAMILIES.get(b[0]) or bb.HELD_OUT.get(b[0], "")
+        desc = bb.FAMILIES.get(b[0]) or bb.HELD_OUT.get(b[0]) or dp.DATAPATH.get(b[0], "")
         return f"{run} ({desc.split(':')[0]})"
     return f"{run} ({pb.FAMILIES.get(run, '')})"
 
 
 def _group(run: str) -> str:
-    """scaling (perturb_backend.FAMILIES), bending (bend_backend.FAMILIES) or held-out (bend_backend.HELD_OUT)."""
+    """scaling (perturb_backend.FAMILIES), bending (bend_backend.FAMILIES), held-out (bend_backend.HELD_OUT) or
+    datapath (datapath_backend.DATAPATH: what only a job's batches exercise)."""
     b = _bend(run)
     if b is None:
         return "scaling"
+    if b[0] in dp.DATAPATH:
+        return "datapath"
     return "held-out" if b[0] in bb.HELD_OUT else "bending"
 
 
@@ -397,34 +403,42 @@ def report(rows: list[dict[str, Any]], families: list[str], clean: list[str], pr
     """Every table: the families the rule was developed on (scaling, bending) and the correct backends, then
     the held-out families on their own (written after the rule was frozen), by strength, by family and
     effect, the resolution, power by effect, and the module check's cost."""
-    dev = [f for f in families if _group(f) != "held-out"]
+    dev = [f for f in families if _group(f) not in ("held-out", "datapath")]
     held = [f for f in families if _group(f) == "held-out"]
+    data = [f for f in families if _group(f) == "datapath"]
     parts = [table(rows, dev, clean, precisions)]
     if held:
         parts.append("held-out families (written after the module rule was frozen; measured only):\n"
                      + table(rows, held, [], precisions))  # fmt: skip
+    if data:
+        parts.append("data-path families (what only a job's batches exercise; measured only):\n"
+                     + table(rows, data, [], precisions))  # fmt: skip
     parts += [family_table(rows, precisions, ("scaling", "bending")), family_table(rows, precisions, ("held-out",)),
+              family_table(rows, precisions, ("datapath",)),
               resolution_table(rows, precisions), effect_table(rows, precisions, groups=("scaling", "bending")),
-              effect_table(rows, precisions, groups=("held-out",)), cost_table(rows, precisions)]  # fmt: skip
+              effect_table(rows, precisions, groups=("held-out",)),
+              effect_table(rows, precisions, groups=("datapath",)), cost_table(rows, precisions)]  # fmt: skip
     return "\n\n".join(parts)
 
 
-def _families(arg: str, strengths: str | None, held_out: bool) -> list[str]:
+def _families(arg: str, strengths: str | None, held_out: bool, datapath: bool = False) -> list[str]:
     out: list[str] = []
     names = [f for f in arg.split(",") if f]
     if held_out:
         names += [f for f in bb.HELD_OUT if f not in names]
+    if datapath:
+        names += [f for f in dp.DATAPATH if f not in names]
     for f in names:
         if f in pb.FAMILIES:
             out.append(f)
-        elif f in bb.FAMILIES or f in bb.HELD_OUT:
+        elif f in bb.FAMILIES or f in bb.HELD_OUT or f in dp.DATAPATH:
             ds = list(bb.STRENGTHS.get(f, (0.01,)))
             if strengths == "min":  # the smallest strength of each family (a resolution bound: caught there, or not)
                 ds = [min(ds, key=abs)]
             elif strengths:
                 ds = [float(x) for x in strengths.split(",")]
             out += [f"{f}@{d:g}" for d in ds]
-        elif _bend(f) is not None and _bend(f)[0] in {**bb.FAMILIES, **bb.HELD_OUT}:  # type: ignore[index]
+        elif _bend(f) is not None and _bend(f)[0] in {**bb.FAMILIES, **bb.HELD_OUT, **dp.DATAPATH}:  # type: ignore[index]
             out.append(f)
         else:
             raise ValueError(f"unknown family {f!r}; one of {', '.join([*pb.FAMILIES, *bb.FAMILIES, *bb.HELD_OUT])}")
@@ -440,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strengths", default=None,
                     help="comma list: every bending family's strengths; 'min': each one's smallest")  # fmt: skip
     ap.add_argument("--held-out", action="store_true", help="add the held-out bending families (bend_backend.HELD_OUT)")
+    ap.add_argument("--datapath", action="store_true",
+                    help="add the data-path families (datapath_backend.DATAPATH: only real batches exercise them)")
     ap.add_argument("--clean", default=",".join(CLEAN), help="correct backends to check for false failures")
     ap.add_argument("--models", default=None, help="comma list (timm names start with test_); default quick zoo + LMS")
     ap.add_argument("--limit", type=int, default=None, help="at most N models")
@@ -449,13 +465,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inject", choices=["mode", "compile"], default="mode",
                     help="how families are injected: mode = a dispatch / torch-function mode in eager (default, no "
                     "tracing); compile = a dynamo backend rewriting the graphs (~20x slower per run)")  # fmt: skip
+    ap.add_argument("--inputs", choices=["text", "uniform"], default="text",
+                    help="the zoo's batches (text: Zipf ids, padded and packed microbatches; uniform: the old layout)")
     ap.add_argument("--json", default="verdict_power.json")
     ap.add_argument("--append", action="store_true", help="append to --json instead of starting it afresh")
     ap.add_argument("--table-only", action="store_true", help="print the tables of an existing --json")
     a = ap.parse_args(argv)
     precisions = [p for p in a.precisions.split(",") if p]
     try:
-        families = _families(a.families, a.strengths, a.held_out)
+        families = _families(a.families, a.strengths, a.held_out, a.datapath)
     except ValueError as e:
         ap.error(str(e))
     clean = [c for c in a.clean.split(",") if c]
@@ -483,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     for src, m in models:
         for p in precisions:
-            new = run_model(src, m, p, families, clean, a.steps, a.noise_seeds, a.inject, a.module_check == "on")
+            new = run_model(src, m, p, families, clean, a.steps, a.noise_seeds, a.inject, a.module_check == "on",
+                            a.inputs)  # fmt: skip
             rows += new
             with out.open("a") as fh:
                 for r in new:

@@ -30,7 +30,8 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
         raise BadInput(f"localize: --source fn needs module:function, got {args.model!r}")
     dtype = TORCH_DTYPE_NAMES[args.dtype]  # torch's name in the case (its id, and stored runs, as before)
     params = {"source": args.source, "model": args.model, "task": args.task if args.source == "hf" else "",
-              "dtype": dtype, "seed": args.seed, "backend": args.compile_backend or ""}  # fmt: skip
+              "dtype": dtype, "seed": args.seed, "backend": args.compile_backend or "",
+              "inputs": "text"}  # fmt: skip  (the zoo's step 0 as a job feeds it: bringup/models/batches.py)
     if args.compile_backend:
         check_compile_backend(args.compile_backend)
     mode = f" {args.compile_backend}" if args.compile_backend else ""

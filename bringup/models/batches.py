@@ -2,9 +2,10 @@
 
 A verdict sees only what its inputs exercise. Uniform ids that never repeat, full rows, one document per
 row and positions always 0..n-1 leave a device's data path unjudged: an embedding backward that loses the
-updates of a repeated id, an attention kernel that serves an explicit mask with its causal kernel, a rotary
-embedding that ignores `position_ids`, a loss that counts ignored targets all compute the right numbers on
-such a batch. So each step of a text model is fed what jobs feed:
+updates of a repeated id, an attention kernel that serves an explicit mask with its causal kernel, learned
+positions read at 0..n-1 whatever `position_ids` say, a blocked scan that drops its carry (transformers numbers
+packed documents with a cumsum) all compute the right numbers on such a batch, and a loss that counts ignored
+targets is off by one target per row only. So each step of a text model is fed what jobs feed:
 
 - **ids by rank-frequency**, as text has them (Zipf, exponent ZIPF_EXPONENT over the ids the model may see,
   ranks mapped to ids by a permutation fixed per model seed): a batch repeats its frequent ids many times.
@@ -146,6 +147,17 @@ def packed(spec: TokenSpec, rows: int, seq: int, g: torch.Generator) -> dict[str
     if spec.takes_positions:
         out["position_ids"] = pos
     return out
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    """A (step) batch's tensors on `device`, microbatches included."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(v, device) for v in batch)
+    return batch
 
 
 def micro(batch: dict[str, Any]) -> list[dict[str, Any]] | None:

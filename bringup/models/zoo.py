@@ -19,6 +19,7 @@ from bringup.models.zoo_config import (
     NOT_PASSED,
     OVERRIDES,
     fit_positions,
+    fit_window,
     shrink_dict,
     special_token_ids,
     tiny_config,
@@ -212,6 +213,8 @@ def build_hf(model_type: str, task: str = "causal-lm", bs: BatchSpec | None = No
     except Exception as e:
         raise ConfigError(f"tiny config: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
     fit_positions(cfg, bs.seq)
+    if bs.inputs == "text":
+        fit_window(cfg, bs.seq)
     auto = hf_model_class(task)
 
     def make() -> torch.nn.Module:

@@ -138,8 +138,8 @@ OVERRIDES: dict[str, Override] = {
                           "max_position_embeddings": 32, "local_attn_chunk_length": 4,
                           "lsh_attn_chunk_length": 4, "num_buckets": 2, "attention_head_size": 16,
                           "attn_layers": ["local", "local"]},
-                         "an LM head needs is_decoder; in training the sequence length (32, the zoo's rows) must equal the "
-                         "product of axial_pos_shape and be a multiple of the chunk lengths (as the tester). "
+                         "an LM head needs is_decoder; in training the sequence length (32: the zoo's rows) must "
+                         "equal the product of axial_pos_shape and be a multiple of the chunk lengths (as the tester). "
                          "Local attention only: LSH bucketing is discontinuous (fp32 and fp64 pick other "
                          "buckets: 76% grad error with a fixed hash_seed), so no run can match float64"),
     "gemma3n_text": Override({"num_kv_shared_layers": 0},
@@ -362,6 +362,31 @@ def fit_positions(cfg: Any, n: int) -> None:
                 visit(v)
             elif ROLE_OF.get(k) == "positions" and isinstance(v, int) and not isinstance(v, bool) and v < n:
                 setattr(c, k, n)
+
+    visit(cfg)
+
+
+WINDOW_KEYS = ("sliding_window",)
+
+
+def fit_window(cfg: Any, seq: int) -> None:
+    """A sliding window as long as the rows never slides: every `sliding_window` (and its sub-configs') of at
+    least `seq` tokens becomes seq // 2 (>= 4), so the windowed layers attend to less than the whole row. Half,
+    not less: a right-padded row's pad run (at most a third of it: models/batches.py) then always has a real
+    token in its window; a pad query with none is fully masked, which eager attention turns NaN in float64."""
+    from transformers import PretrainedConfig
+
+    seen: set[int] = set()
+
+    def visit(c: Any) -> None:
+        if id(c) in seen:
+            return
+        seen.add(id(c))
+        for k, v in list(vars(c).items()):
+            if isinstance(v, PretrainedConfig):
+                visit(v)
+            elif k in WINDOW_KEYS and isinstance(v, int) and not isinstance(v, bool) and v >= seq:
+                setattr(c, k, max(4, seq // 2))
 
     visit(cfg)
 

@@ -2,8 +2,10 @@
 is finite", and so what makes the compiled modes' loss band (numerics.py, around eager) mean anything.
 
 What is compared with what: the same model (same seed, built on cpu and then moved, so both sides
-start from the same weights), the same first REF_STEPS learnable batches (DATA_SEED), the same AdamW,
-run eager (a) on the device in the case's precision and (b) on cpu in the reference precision:
+start from the same weights), the same first REF_STEPS batches (DATA_SEED) fed like a training job's (ids
+by rank-frequency, a padded microbatch with its attention_mask and a packed one with restarting
+position_ids: bringup/models/batches.py, check_batches), the same AdamW, run eager (a) on the device in the
+case's precision and (b) on cpu in the reference precision:
   - the loss at each of the REF_STEPS steps (`loss.step<i>`: the optimizer's updates included),
   - every parameter's gradient after the first backward (`grad.<name>`),
 judged by `bringup.checks.parity.parity` in the case's compute dtype (its tolerance table, its bias
@@ -42,7 +44,8 @@ from typing import Any
 import torch
 
 from bringup.device import Device
-from bringup.models import lm, tying
+from bringup.models import batches, lm, tying
+from bringup.models import zoo as mz
 from bringup.precision import PRECISIONS, Precision, parse_precision
 from bringup.train.spec import TrainSpec
 
@@ -145,7 +148,7 @@ def first_steps(spec: TrainSpec, overrides: list[str], device: torch.device, pre
     model.train()
     _no_dropout(model)
     batch, seq = check_shape(spec)
-    data = list(lm.synthetic_batches(lm.vocab_size(model), batch, seq, REF_STEPS, DATA_SEED, learnable=True))
+    data, step = check_batches(model, batch, seq, DATA_SEED)
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
     scaler = prec.grad_scaler(device.type)
     out: dict[str, torch.Tensor] = {}
@@ -154,11 +157,11 @@ def first_steps(spec: TrainSpec, overrides: list[str], device: torch.device, pre
         torch.set_default_dtype(torch.float64)
     mc = module_check(model) if module_check is not None else None
     try:
-        for i, tokens in enumerate(data):
-            tokens = tokens.to(device)
+        for i, b in enumerate(data):
+            b = batches.to_device(b, device)
             with mc.recording() if mc is not None and i == 0 else contextlib.nullcontext():
                 with prec.autocast(device.type):
-                    loss = model(input_ids=tokens, labels=tokens).loss
+                    loss = step(model, b)
                 (scaler.scale(loss) if scaler is not None else loss).backward()
             if scaler is not None:
                 scaler.unscale_(opt)
@@ -178,6 +181,18 @@ def first_steps(spec: TrainSpec, overrides: list[str], device: torch.device, pre
     finally:
         torch.set_default_dtype(old)
     return out, broken
+
+
+def check_batches(model: torch.nn.Module, batch: int, seq: int, seed: int) -> tuple[list[Any], Any]:
+    """The check's REF_STEPS step batches and how a step computes its loss. A transformers model is fed like a
+    training job (bringup/models/batches.py): ids by rank-frequency, a padded microbatch (left and right padding,
+    attention_mask) and a packed one (documents with restarting position_ids), `batch` rows split between them;
+    the loss is their mean. A user's own module (no config) gets the learnable token chain of the loop."""
+    if getattr(model, "config", None) is None:
+        data = list(lm.synthetic_batches(lm.vocab_size(model), batch, seq, REF_STEPS, seed, learnable=True))
+        return data, lambda m, tokens: m(input_ids=tokens, labels=tokens).loss
+    make = mz.hf_batches(model, "causal-lm", mz.BatchSpec(batch=max(1, batch // 2), seq=seq), seed)
+    return [make(i) for i in range(REF_STEPS)], lambda m, b: mz.hf_loss(mz.call_kwargs(m, b), b)
 
 
 def check_eager(spec: TrainSpec, device: Device) -> RefCheck:

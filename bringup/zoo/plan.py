@@ -37,6 +37,13 @@ from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
 QUICK = (("hf", "llama", "causal-lm"), ("hf", "gpt2", "causal-lm"), ("hf", "qwen3", "causal-lm"),
          ("timm", "test_resnet", ""))  # fmt: skip
 FULL_EXTRA_TIMM = 8  # `bringup run --full`: all hf-causal types and the first timm models
+# hf-causal's long rows: one case per attention family at LONG_SEQ tokens (every row of its two microbatches), so
+# rotary at large angles, softmax over long rows, windows that slide and long reductions are judged in the default
+# sweep; the tiny width keeps them cheap (each type chosen among its family's for a float64 step of seconds).
+LONG_SEQ = 512
+LONG = (("llama", "full attention"), ("mistral", "sliding window"), ("gemma2", "alternating sliding / full, softcap"),
+        ("deepseek_v3", "multi-head latent attention"), ("minimax", "linear attention hybrid"),
+        ("zamba2", "SSM (mamba2) hybrid"))  # fmt: skip
 # tiny models' --batch / --seq: a float64 reference and the module check hold every activation of a step on the
 # host; beyond these a tiny case stops being tiny (MIN_TINY_SEQ: a padded row keeps a document of >= 4 tokens)
 MAX_TINY_BATCH, MIN_TINY_SEQ, MAX_TINY_SEQ = 16, 8, 4096
@@ -47,6 +54,11 @@ def hf_causal() -> list[Entry]:
     from bringup.models import zoo as mz
 
     return [Entry("hf", t, "causal-lm") for t in mz.causal_types()]
+
+
+def long_entries() -> list[Entry]:
+    """hf-causal's long-row cases (LONG): `TYPE@512`."""
+    return [Entry("hf", t, "causal-lm", label=f"{t}@{LONG_SEQ}") for t, _ in LONG]
 
 
 def _hf_all() -> list[Entry]:
@@ -177,14 +189,17 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if sweep:
         return zoo_hub.build_cases(args, prec, backend, noise_seeds, pattern)
     baseline = load_baseline(args.baseline) if args.baseline else None
+    inputs = getattr(args, "inputs", "text") or "text"
     entries = entries_for(args.source)
+    if args.source == "hf-causal" and not args.seq and inputs == "text" and not args.baseline and args.limit is None:
+        entries += long_entries()  # the long rows of the default sweep (LONG)
     entries = _select(entries, pattern, args)
     if baseline is not None:
         baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
     module_check = zoo_modules.from_arg(args)
-    inputs = getattr(args, "inputs", "text") or "text"
     return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds, module_check,
-                      inputs, args.batch, args.seq) for e in entries]  # fmt: skip
+                      inputs, args.batch, LONG_SEQ if e.label.endswith(f"@{LONG_SEQ}") else args.seq)
+            for e in entries]  # fmt: skip
 
 
 def _select(entries: list[Any], pattern: Any, args: argparse.Namespace) -> list[Any]:
@@ -242,4 +257,6 @@ def run_cases(device: Device, quick: bool) -> list[Case]:
         entries = [Entry(s, m, t) for s, m, t in QUICK]
         return [make_case(e, "fp32", 3, device.default_compile_backend, 300.0) for e in entries]
     entries = hf_causal() + timm_entries()[:FULL_EXTRA_TIMM]
-    return [make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT) for e in entries]
+    cases = [make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT) for e in entries]
+    return cases + [make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT, seq=LONG_SEQ)
+                    for e in long_entries()]  # fmt: skip

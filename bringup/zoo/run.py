@@ -96,6 +96,38 @@ def logits_digest(t: torch.Tensor | None) -> dict[str, Any] | None:
     }  # fmt: skip
 
 
+@dataclasses.dataclass
+class Prepared:
+    """A case's model, its initial state, its K step batches and the float64 reference run on them."""
+
+    built: Any
+    init: dict[str, torch.Tensor]
+    batches: list[dict[str, Any]]
+    ref: RunOut
+    left_pad: bool = True
+    note: str = ""
+
+
+LEFT_PAD_NOTE = "left padding dropped: the float64 reference turns NaN on a left-padded row (fully masked pad queries)"
+
+
+def prepare(spec: ZooSpec, built: Any = None) -> Prepared:
+    """Build (unless given), draw the step batches and run the float64 reference. A reference that a left-padded
+    row turns non-finite is run again with right padding only (`left_pad` False, said in `note`): eager attention
+    casts its scores to fp32 for the softmax, float64's mask minimum becomes -inf there, and a left-padded row's pad
+    queries (every key masked) turn NaN. Raises what building or the reference raises."""
+    prec, cpu = spec.prec, torch.device("cpu")
+    for left_pad in (True, False):
+        built = built if built is not None else build_model(spec, left_pad)
+        init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
+        batches = [built.make_batch(i) for i in range(spec.steps)]
+        ref = train_run(built, init, batches, cpu, torch.float64, round_to=prec.param_dtype)
+        if finite_curve(ref.curve) or not left_pad or not _left_padded(batches[0]):
+            return Prepared(built, init, batches, ref, left_pad, "" if left_pad else LEFT_PAD_NOTE)
+        built = None
+    raise AssertionError("unreachable")
+
+
 def _left_padded(batch: dict[str, Any]) -> bool:
     from bringup.models import batches
 
@@ -148,25 +180,15 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         return fail(r, Status.REF_FAIL, f"config: {first_line(e)}")
     r.fields["params"] = param_count(built.model)
     r.fields["note"] = built.note
-    init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
     # -- a. reference --
-    left_pad = True
     try:
-        batches = [built.make_batch(i) for i in range(steps)]
-        ref = train_run(built, init, batches, cpu, torch.float64, round_to=dtype.param_dtype)
-        if not finite_curve(ref.curve) and _left_padded(batches[0]):
-            # eager attention casts its scores to fp32 for the softmax: float64's mask minimum becomes -inf,
-            # and a left-padded row's pad queries (every key masked) turn NaN. Pad on the right only.
-            left_pad = False
-            built = build_model(spec, left_pad=False)
-            init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
-            batches = [built.make_batch(i) for i in range(steps)]
-            ref = train_run(built, init, batches, cpu, torch.float64, round_to=dtype.param_dtype)
-            r.fields["inputs_note"] = ("left padding dropped: the float64 reference turns NaN on a left-padded row "
-                                       "(fully masked pad queries)")  # fmt: skip
+        prep = prepare(spec, built)
     except Exception as e:
         r.error = traceback.format_exc()
         return fail(r, Status.REF_FAIL, f"reference: {first_line(e)}")
+    built, init, batches, ref, left_pad = prep.built, prep.init, prep.batches, prep.ref, prep.left_pad
+    if prep.note:
+        r.fields["inputs_note"] = prep.note
     if fed := describe_inputs(batches[0], spec.inputs):
         r.fields["inputs_fed"] = fed
     if not finite_curve(ref.curve):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from bringup.case import CaseResult, Status
 from bringup.device import Device
@@ -167,14 +168,32 @@ def _load_init(model: torch.nn.Module, init: dict[str, torch.Tensor], device: to
     return model
 
 
+class Float64Softmax(TorchFunctionMode):
+    """The float64 reference's softmax stays float64 where the model asks for an fp32 one (transformers' eager
+    attention: `softmax(scores, dtype=torch.float32)`, for low-precision stability). Cast to fp32, float64's
+    mask minimum (-1.8e308) becomes -inf, and a query with every key masked (a left-padded row's pad queries, a
+    pad run longer than a sliding window) turns NaN where fp32 and bf16 runs, whose minimum stays finite, get a
+    uniform row; and the reference would round the probabilities to fp32."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if kwargs.get("dtype") == torch.float32 and getattr(func, "__name__", "") == "softmax":
+            x = args[0] if args else kwargs.get("input")
+            if isinstance(x, torch.Tensor) and x.dtype == torch.float64:
+                kwargs = {**kwargs, "dtype": torch.float64}
+        return func(*args, **kwargs)
+
+
 @contextmanager
 def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
     """The float64 reference also creates its own tensors (masks, `torch.full(finfo.min)`, position
-    tables) in float64: some models build them with the default dtype. Restored afterwards."""
+    tables) in float64: some models build them with the default dtype, and keeps its softmax in float64
+    (Float64Softmax). Restored afterwards."""
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype if dtype == torch.float64 else old)
     try:
-        yield
+        with Float64Softmax() if dtype == torch.float64 else nullcontext():
+            yield
     finally:
         torch.set_default_dtype(old)
 

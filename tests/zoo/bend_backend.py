@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import datapath_backend as dp
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
@@ -228,6 +229,8 @@ def _affine(y: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
 def bend(family: str, d: float, func: Callable[..., Any], args: tuple[Any, ...],
          kwargs: dict[str, Any]) -> Any:  # fmt: skip
     """The bent result of `func(*args, **kwargs)`, or NotImplemented when this family leaves it alone."""
+    if family in dp.DATAPATH:
+        return dp.bend(family, d, func, args, kwargs)
     if family in HELD_OUT:
         return held_out(family, d, func, args, kwargs)
     name = _name(func)
@@ -290,7 +293,8 @@ def _softmax_with(x: torch.Tensor, dim: int, exp: Callable[[torch.Tensor], torch
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     e = exp(xf - m)
     den = e.sum(dim, keepdim=True) + (quiet * torch.exp(-m) if quiet else 0.0)
-    return (e / den).to(out_dtype or x.dtype)
+    # a row with every score masked (-inf: a left-padded row's pad queries) is 0, as torch's SDPA defines it
+    return torch.where(den > 0, e / den.clamp_min(torch.finfo(den.dtype).tiny), 0.0).to(out_dtype or x.dtype)
 
 
 def _wobble(d: float) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -508,6 +512,8 @@ def _held_out_applies(family: str, name: str) -> bool:
 
 def applies(family: str, func: Any) -> bool:
     name = _name(func)
+    if family in dp.DATAPATH:
+        return dp.applies(family, func)
     if family in HELD_OUT:
         return _held_out_applies(family, name)
     return {
@@ -519,8 +525,8 @@ def applies(family: str, func: Any) -> bool:
 
 
 def _check(family: str) -> None:
-    if family not in FAMILIES and family not in HELD_OUT:
-        raise ValueError(f"unknown bend family {family!r}; one of {', '.join([*FAMILIES, *HELD_OUT])}")
+    if family not in FAMILIES and family not in HELD_OUT and family not in dp.DATAPATH:
+        raise ValueError(f"unknown bend family {family!r}; one of {', '.join([*FAMILIES, *HELD_OUT, *dp.DATAPATH])}")
 
 
 class BendMode(TorchFunctionMode):
@@ -609,5 +615,6 @@ STRENGTHS.update(
         "ho2_mask_leak": (0.001, 0.01, 0.03),
     }
 )
-assert set(STRENGTHS) == set(FAMILIES) | set(HELD_OUT)
+STRENGTHS.update(dp.STRENGTHS)  # the data-path families (datapath_backend.py): what only real batches exercise
+assert set(STRENGTHS) == set(FAMILIES) | set(HELD_OUT) | set(dp.DATAPATH)
 _ = F  # F.* are what models call; kept imported for readers of the matching names
