@@ -60,6 +60,9 @@ def main(argv: list[str]) -> int:
 
     def test() -> bool:
         env = os.environ.copy()
+        # The bisector's state files: torch <= 2.12's do_bisect moves them to a temp dir of its own, which the
+        # test run reads only as its cache dir (torch 2.13's `run` keeps them in the cache dir itself)
+        env["TORCHINDUCTOR_CACHE_DIR"] = bis.in_process_cache or env.get("TORCHINDUCTOR_CACHE_DIR", "")
         backend, subsystem = bis.get_backend(), bis.get_subsystem()
         if backend:
             env["TORCH_COMPILE_BACKEND"] = backend
