@@ -32,6 +32,7 @@ from bringup.bisect.spec import Settings, Target
 
 _FIGURE = re.compile(r"^\s*(?P<label>[^:]{1,120}?):\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)(:|$)")
+_COMPILER_ERROR = re.compile(r":\d+:\d+: error: (.+)")
 TAIL_LINES = 20
 
 
@@ -124,7 +125,9 @@ def repro_outcome(rc: int, out: str, late: bool, wall: float, budget: float, fai
         return RunOutcome(SKIP, f"the repro cannot test this version (exit 125): {last[:200]}", rc, wall, figs, tail)
     raised = uncaught(out)
     if rc == 1 and raised:
-        return RunOutcome("error", f"the repro raised: {raised[:300]}", rc, wall, figs, tail)
+        cc = _COMPILER_ERROR.search(out)  # a C++ compile error's own first line says more than the exception's
+        why = f"{raised[:200]} (first compiler error: {cc.group(1).strip()[:120]})" if cc else raised[:300]
+        return RunOutcome("error", f"the repro raised: {why}", rc, wall, figs, tail)
     return RunOutcome(fail_status, f"{last[:300]} (exit {rc})", rc, wall, figs, tail)
 
 
