@@ -24,11 +24,14 @@ import torch
 
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import chain, classify, first_line
+from bringup.checks.module_rule import one_rounding
 from bringup.device import Device
+from bringup.flex.dither import dithered_attention
 from bringup.flex.mods import AttnShape, ModError, build_mod, default_scale, reference_for
-from bringup.flex.reference import dense_attention, gather_kv, gather_q, ref_slices
+from bringup.flex.reference import dense_attention, gather_kv, gather_q, ref_slices, trusted_attention
+from bringup.flex.reweight import reweight_coefs
 from bringup.flex.spec import FlexSpec
-from bringup.flex.tolerance import attn_reason, check_attention
+from bringup.flex.tolerance import MODULE_RULE_DTYPES, attn_reason, check_attention, failed_checks
 from bringup.precision import parse_precision
 
 SEED = 0
@@ -256,10 +259,17 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         dense, origin = reference_for(p.mod, shape)
         scale = default_scale(shape.head_dim)
         ref = dense_attention(cpu["q"], cpu["k"], cpu["v"], dense, scale, slices, cpu.get("do"))
-        # the trusted run: the same dense attention rounded to the case dtype at every step (cpu)
+        # the trusted run at the case precision (cpu; reference.trusted_attention says how it rounds)
         trusted = None
         if dtype != torch.float64:
-            trusted = dense_attention(cpu["q"], cpu["k"], cpu["v"], dense, scale, slices, cpu.get("do"), dtype)
+            trusted = trusted_attention(cpu["q"], cpu["k"], cpu["v"], dense, scale, slices, cpu.get("do"), dtype)
+        # bf16 / fp16: the module rule's "rounding everything once" (flex/dither.py)
+        dithered: list[dict[str, torch.Tensor]] = []
+        n_dithered = 0
+        if dtype in MODULE_RULE_DTYPES:
+            dithered, n_dithered = dithered_attention(
+                cpu["q"], cpu["k"], cpu["v"], dense, scale, slices, cpu.get("do"), one_rounding(dtype), ref
+            )
     except Exception as e:
         r = result(Status.REF_FAIL, f"reference: {first_line(e)}")
         r.error = traceback.format_exc()
@@ -270,7 +280,16 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     if backward:
         mine |= {"dq": gather_q(shape, slices, got["dq"].cpu()), "dk": gather_kv(slices, got["dk"].cpu()),
                  "dv": gather_kv(slices, got["dv"].cpu())}  # fmt: skip
-    check = check_attention(mine, ref, dtype, trusted)
+    inputs = {
+        "q": gather_q(shape, slices, cpu["q"]),
+        "k": gather_kv(slices, cpu["k"]),
+        "v": gather_kv(slices, cpu["v"]),
+    }
+    reweights: list[Any] = []  # the output's reweighting check (flex/reweight.py), bf16 / fp16
+    if dtype in MODULE_RULE_DTYPES and trusted is not None and not nonfinite and mine["out"].shape == ref["out"].shape:
+        errors = {"device": mine["out"].double() - ref["out"], "trusted": trusted["out"] - ref["out"]}
+        reweights = reweight_coefs(cpu["q"], cpu["k"], cpu["v"], dense, scale, slices, ref["out"], errors)
+    check = check_attention(mine, ref, dtype, trusted, dithered, inputs, reweights)
 
     # ---- verdict ------------------------------------------------------------------------------------
     if eager_why:
@@ -311,6 +330,10 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         "calls": calls,
         "compile_cache": cache,
         "tolerance": {c.name: c.bound for c in check.tensors},
+        "rule": "module" if dtype in MODULE_RULE_DTYPES and trusted is not None else "parity",
+        "failed_checks": failed_checks(check),
+        "closest": attn_reason(check) if check.ok else "",
+        "dithered_slices": f"{n_dithered}/{len(slices)}" if n_dithered else None,
     })  # fmt: skip
     del got, out
     device.empty_cache()

@@ -231,8 +231,10 @@ def alibi(shape: AttnShape, device: torch.device) -> FlexMod:
     n = shape.q_heads
 
     def dense(s: Tensor, b: int, h: Tensor, q: Tensor, kv: Tensor) -> Tensor:
-        slope = torch.pow(2.0, -(h.to(torch.float64) + 1) * 8.0 / n)
-        return (s + (kv - q).to(torch.float64) * slope).masked_fill(~_causal(q, kv), NEG_INF)
+        # in the scores' dtype, as the kernel's score_mod computes it (float64 in the reference; fp32 where
+        # flex/dither.py holds the scores in fp32, so its dither rounds the bias as fp32 rounds)
+        slope = torch.pow(2.0, -(h.to(s.dtype) + 1) * 8.0 / n)
+        return (s + (kv - q).to(s.dtype) * slope).masked_fill(~_causal(q, kv), NEG_INF)
 
     return FlexMod("alibi", score_mod=generate_alibi_bias(n), mask_mod=causal_mask, dense=dense, mask_broadcast=True)
 
@@ -246,10 +248,10 @@ def softcap(shape: AttnShape, device: torch.device) -> FlexMod:
 def head_bias(shape: AttnShape, device: torch.device) -> FlexMod:
     table64 = head_bias_table(shape)
     table = table64.to(torch.float32).to(device)  # fp32 like the kernel's scores
-    ref = table64.to(torch.float32).to(torch.float64)  # the very values the device sees
+    ref = table64.to(torch.float32)  # the very values the device sees, held in fp32 as the kernel holds them
 
     def dense(s: Tensor, b: int, h: Tensor, q: Tensor, kv: Tensor) -> Tensor:
-        return s + ref[h, kv]
+        return s + ref[h, kv].to(s.dtype)  # fp32 values: exact in float64 and fp32 scores
 
     return FlexMod("head_bias", score_mod=generate_head_bias(table), dense=dense)
 

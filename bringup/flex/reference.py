@@ -58,11 +58,39 @@ def gather_kv(slices: list[Slice], t: Tensor) -> Tensor:
 
 
 def _softmax_rows(scores: Tensor) -> Tensor:
-    m = scores.amax(-1, keepdim=True)
+    # the row max only steadies exp: its gradient is 0 exactly, and through amax's backward (gradient / count
+    # of elements equal to the max) a dithered max (flex/dither.py) would divide 0 by 0
+    m = scores.detach().amax(-1, keepdim=True)
     dead = torch.isneginf(m)
     p = torch.exp(scores - torch.where(dead, torch.zeros_like(m), m))
     z = p.sum(-1, keepdim=True)
     return p / torch.where(dead, torch.ones_like(z), z)
+
+
+def attend_rows(
+    qs: Tensor,
+    ks: Tensor,
+    vs: Tensor,
+    dense: DenseRef,
+    scale: float,
+    batch: int,
+    heads: Tensor,
+    r0: int,
+    compute: torch.dtype,
+    working: torch.dtype,
+) -> Tensor:
+    """Rows r0 : r0 + len of one slice's attention: qs (rep, rows, D) against ks, vs (S, D). Scores and
+    softmax held in `working`, the probabilities rounded to `compute` for P @ V (FlexAttention's eager math
+    path: working fp32, compute the case dtype)."""
+    rep, n, S = qs.shape[0], qs.shape[1], ks.shape[0]
+    s = torch.matmul(qs.to(working), ks.to(working).transpose(0, 1)) * scale
+    s = dense(s, batch, heads.view(rep, 1, 1), torch.arange(r0, r0 + n).view(1, n, 1), torch.arange(S).view(1, 1, S))
+    return torch.matmul(_softmax_rows(s.to(working)).to(compute), vs.to(compute))
+
+
+def row_chunk(shape_rep: int, seq: int) -> int:
+    """Query rows per chunk: at most _MAX_SCORES scores live at once."""
+    return max(1, _MAX_SCORES // max(1, shape_rep * seq))
 
 
 def dense_attention(
@@ -74,16 +102,17 @@ def dense_attention(
     slices: list[Slice],
     grad_out: Tensor | None = None,
     compute_dtype: torch.dtype = torch.float64,
+    working_dtype: torch.dtype | None = None,
 ) -> dict[str, Tensor]:
     """q (B, Hq, S, D), k/v (B, Hkv, S, D) on cpu. Returns 'out' (and 'dq', 'dk', 'dv' when grad_out is
-    given), computed in `compute_dtype`, returned in float64, each stacked over `slices` as gather_q /
-    gather_kv do."""
+    given), computed in `compute_dtype` (scores and softmax in `working_dtype`, default the same), returned
+    in float64, each stacked over `slices` as gather_q / gather_kv do."""
     cd = compute_dtype
+    wd = working_dtype or cd
     B, Hq, S, D = q.shape
     Hkv = k.shape[1]
     rep = Hq // Hkv
-    rows = max(1, _MAX_SCORES // max(1, rep * S))
-    kv_idx = torch.arange(S).view(1, 1, S)
+    rows = row_chunk(rep, S)
     outs, dqs, dks, dvs = [], [], [], []
     for sl in slices:
         heads = torch.arange(sl.kv_head * rep, (sl.kv_head + 1) * rep)
@@ -97,9 +126,7 @@ def dense_attention(
         for r0 in range(0, S, rows):
             r1 = min(S, r0 + rows)
             with torch.set_grad_enabled(want_grad):
-                s = torch.matmul(qs[:, r0:r1], ks.transpose(0, 1)) * scale
-                s = dense(s, sl.batch, heads.view(rep, 1, 1), torch.arange(r0, r1).view(1, r1 - r0, 1), kv_idx)
-                o = torch.matmul(_softmax_rows(s.to(cd)), vs)
+                o = attend_rows(qs[:, r0:r1], ks, vs, dense, scale, sl.batch, heads, r0, cd, wd)
             if want_grad:
                 assert grad_out is not None
                 go = grad_out[sl.batch, heads, r0:r1].to(cd)
@@ -113,4 +140,31 @@ def dense_attention(
     res = {"out": torch.stack(outs)}
     if grad_out is not None:
         res |= {"dq": torch.stack(dqs), "dk": torch.stack(dks), "dv": torch.stack(dvs)}  # type: ignore[arg-type]
+    return res
+
+
+def trusted_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    dense: DenseRef,
+    scale: float,
+    slices: list[Slice],
+    grad_out: Tensor | None,
+    dtype: torch.dtype,
+) -> dict[str, Tensor]:
+    """The trusted run at the case precision `dtype`, on cpu. The output as FlexAttention's eager math path
+    computes it (scores and softmax in fp32, the probabilities rounded to `dtype` for P @ V, the output
+    rounded): cpu eager FlexAttention at that precision, the zoo's trusted run for a module. The gradients
+    by autograd through the same attention rounded to `dtype` at every step (scores, softmax, dS, the
+    matmuls): a device's backward kernel rounds P and dS to `dtype` before its matmuls (FlexAttention's
+    math backward and its kernels do), and cpu has no FlexAttention backward to take as the trusted run,
+    so the gradients' trusted run rounds at least wherever a kernel may. fp32 / fp64: one computation in
+    `dtype` throughout."""
+    if dtype in (torch.float32, torch.float64):
+        return dense_attention(q, k, v, dense, scale, slices, grad_out, dtype)
+    res = dense_attention(q, k, v, dense, scale, slices, None, dtype, torch.float32)
+    if grad_out is not None:
+        grads = dense_attention(q, k, v, dense, scale, slices, grad_out, dtype)
+        res |= {n: grads[n] for n in ("dq", "dk", "dv")}
     return res
