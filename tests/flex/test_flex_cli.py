@@ -144,3 +144,40 @@ def test_privateuse1_device_is_unsupported_not_a_crash(cli, tmp_path: Path) -> N
     assert len(cases) == 2 and all(c["backward"] for c in cases)  # auto: on, the device type isn't cpu/mps
     assert [c["status"] for c in cases] == ["unsupported"] * 2, cases
     assert "only supported on" in cases[0]["reason"]
+
+
+# ---- bf16: the module rule, end to end ------------------------------------------------------------------
+# the quick matrix's causal b1 s512 h4/4 case, the one where the old bf16 rule (a 2-eps size floor and a
+# bias envelope) passed a softmax scale 1% off
+SCALE_CASE = "head_dim: 64\nbackward: off\ncases:\n  - {mod: causal, batch: 1, seq: 512, heads: [4, 4]}\n"
+BEND = {"PYTHONPATH": str(Path(__file__).parent)}  # tests/flex/flex_bend.py: perturbing flex backends
+CHECKS = ("size", "bias", "value", "input", "position", "lanes", "along", "reweight")  # RuleTensor.check
+
+
+def _one_case(cli, tmp_path: Path, backend: str) -> dict:
+    (tmp_path / "one.yaml").write_text(SCALE_CASE)
+    args = "--import flex_bend --device cpu flex --matrix one.yaml --dtype bf16 --json out.json --backend".split()
+    p = cli(*args, backend, env=BEND, timeout=600)
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    (case,) = load_json(tmp_path / "out.json")["cases"]
+    return case
+
+
+def test_bf16_softmax_scale_1pct_off_is_fail_numeric_by_the_module_rule(cli, tmp_path: Path) -> None:
+    """flex_bend_scale (FlexAttention's scale x 1.01 inside an aot_eager graph): the case the old rule
+    passed fails, the reason and the recorded fields naming the check that saw it."""
+    case = _one_case(cli, tmp_path, "flex_bend_scale")
+    assert case["status"] == "fail_numeric", (case["status"], case["reason"])
+    assert case["rule"] == "module" and case["dithered_slices"] == "4/4"
+    bad = case["failed_checks"]
+    assert bad and all(b["check"] in CHECKS for b in bad), bad
+    assert re.match(rf"out\[\d\] off \(({'|'.join(CHECKS)})\): ", case["reason"]), case["reason"]
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_bf16_correct_backends_pass_the_same_case(cli, tmp_path: Path, backend: str) -> None:
+    """The cheap form of "a correct backend is never flagged" (bench/flex_power.py measures it over the quick
+    and the default matrix, and correct variants that round elsewhere)."""
+    case = _one_case(cli, tmp_path, backend)
+    assert case["status"] == "pass", (case["status"], case["reason"])
+    assert case["rule"] == "module" and case["failed_checks"] == [] and case["closest"].startswith("ok; closest out[")

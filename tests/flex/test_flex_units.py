@@ -25,7 +25,7 @@ from bringup.flex.mods import (
     document_lengths,
     reference_for,
 )
-from bringup.flex.reference import Slice, dense_attention, gather_kv, gather_q, ref_slices
+from bringup.flex.reference import Slice, dense_attention, gather_kv, gather_q, ref_slices, trusted_attention
 from bringup.flex.tolerance import ATTN_TOLERANCES, attn_reason, check_attention, worst
 
 # ---- matrices and planning --------------------------------------------------------------------------
@@ -363,7 +363,7 @@ def test_bf16_flex_forward_is_judged_against_a_trusted_run_and_a_1pct_scale_fail
     direction: the old fixed 2e-2 rel-RMSE bound let a 1.9% error through)."""
     shape, x, dense, slices = _bf16_case()
     ref = dense_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices)
-    trusted = dense_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices, None, torch.bfloat16)
+    trusted = trusted_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices, None, torch.bfloat16)
     good = _flex_bf16(shape, x)
     ok = check_attention({"out": gather_q(shape, slices, good["out"])}, ref, torch.bfloat16, trusted)
     assert ok.ok, attn_reason(ok)
