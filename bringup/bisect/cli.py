@@ -205,10 +205,10 @@ def search(store: Any, run_id: str, spec: Any, executors: Any, run_dir: Path, wi
 def followup_plan(spec: Any, con: Any) -> list[tuple[int, str]]:
     """On the failing side of the (first) change: PyTorch's compiler bisector for a compiled target, bringup
     localize for a stored zoo case (each when asked, or by default when it applies)."""
-    from bringup.bisect.plan import EVERY, FOUND
+    from bringup.bisect.plan import AMBIGUOUS, EVERY, FOUND
 
-    if con.kind not in (FOUND, EVERY) or con.first_new is None or con.last_old is None:
-        return []
+    if con.kind not in (FOUND, EVERY, AMBIGUOUS) or con.first_new is None or con.last_old is None:
+        return []  # (ambiguous: the first candidate seen with the new verdict, which has it for sure)
     index = con.first_new if con.new != "pass" else con.last_old
     out = []
     if spec.compiler_bisect == "on" or (spec.compiler_bisect == "auto" and spec.target.compiles):
