@@ -127,7 +127,7 @@ def test_a_kill_mid_bisection_then_resume_runs_nothing_twice(tmp_path: Path) -> 
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and proc.poll() is None:
-            if db.exists() and _q(db, "SELECT count(*) FROM cases")[0][0] >= 2:
+            if _finished(db) >= 2:
                 break
             time.sleep(0.2)
         assert proc.poll() is None, "the bisection ended before it could be killed"
@@ -166,6 +166,14 @@ def test_a_stored_case_is_rerun_in_each_env(tmp_path: Path) -> None:
     assert ans["first_new"]["version"] == "0.4.0" and ans["first_new"]["verdict"] == "fail_numeric"
     assert "plugin 0.4.0: scale error 0.01" in ans["first_new"]["reason"]
     assert ans["first_new"]["figures"]["max_rel_err"] == pytest.approx(0.01)
+
+
+def _finished(db: Path) -> int:
+    """Candidates stored so far (0 while the database or its tables are still being made)."""
+    try:
+        return int(_q(db, "SELECT count(*) FROM cases")[0][0]) if db.exists() else 0
+    except sqlite3.OperationalError:
+        return 0
 
 
 def _q(db: Path, sql: str) -> list[tuple]:
