@@ -250,10 +250,16 @@ def train(p: dict[str, Any], device: Device, prec: Precision, steps: int, rank: 
     opt = torch.optim.AdamW(model.parameters(), lr=FULL_LR)
     series: dict[str, Any] = {"loss": [], "grad_norm": [], "logits_std": [], "grad_norms0": {}, "seconds": 0.0}
 
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    takes_items = "num_items_in_batch" in params or any(q.kind is q.VAR_KEYWORD for q in params.values())
+
     def batch_at(i: int) -> dict[str, Any]:
         full = make(i)
-        return {k: (v[rank * per : (rank + 1) * per] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == gb
+        part = {k: (v[rank * per : (rank + 1) * per] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == gb
                     else v) for k, v in full.items()}  # fmt: skip
+        return {**part, **global_items(full, world)} if takes_items else part
 
     def at_step0(loss: torch.Tensor, logits: torch.Tensor | None) -> None:
         series["grad_norms0"] = _grad_norms(model)
@@ -279,6 +285,19 @@ def _moments(t: torch.Tensor | None, device: torch.device) -> list[torch.Tensor]
         return [torch.zeros((), dtype=torch.float64, device=device)] * 3
     x = t.detach().to(device, torch.float64).flatten()
     return [torch.tensor(float(x.numel()), dtype=torch.float64, device=x.device), x.sum(), (x * x).sum()]
+
+
+def global_items(full: dict[str, Any], world: int) -> dict[str, Any]:
+    """What makes each rank's loss a share of the whole batch's: a causal LM's loss is a mean over its labelled
+    tokens, and rows labelled unevenly (padding, packed documents' first tokens) give ranks unequal counts, so the
+    mean of the ranks' means (what FSDP2's averaged gradients compute) is not the single-device step. transformers
+    divides the summed loss by `num_items_in_batch` when given: the global count / world, so that the average over
+    the ranks is the global mean, as HF Trainer and TorchTitan normalise data-parallel losses."""
+    labels = full.get("labels")
+    if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
+        return {}
+    count = int((labels[:, 1:] != -100).sum())  # the shifted labels a causal LM's loss reads
+    return {"num_items_in_batch": torch.tensor(count / world, dtype=torch.float32)} if count else {}
 
 
 def _grad_norms(model: torch.nn.Module) -> dict[str, float]:

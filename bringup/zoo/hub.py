@@ -34,6 +34,7 @@ from bringup.models import signature as sg
 from bringup.models.hub_index import OK, Entry, HubIndex
 from bringup.precision import Precision
 from bringup.store import DEFAULT_DB
+from bringup.zoo.args import FULL_BATCH, FULL_SEQ
 from bringup.zoo.hub_args import DEFAULT_WORKERS, INDEX_NAME, add_arguments  # noqa: F401 (the face)
 
 PREFIXES = (hf.SEARCH_PREFIX, hf.LIST_PREFIX)
@@ -69,9 +70,11 @@ def check_options(args: argparse.Namespace) -> None:
         raise BadInput("--nproc and --device-memory apply to full-size runs (--size full, or --full-top K in a Hub "
                        "sweep); tiny models run on one device")  # fmt: skip
     batch, seq, nproc = getattr(args, "batch", None), getattr(args, "seq", None), getattr(args, "nproc", 1)
-    if full and batch is not None and seq is not None and (batch < 1 or seq < 2):
+    batch = FULL_BATCH if batch is None else batch
+    seq = FULL_SEQ if seq is None else seq
+    if full and (batch < 1 or seq < 2):
         raise BadInput(f"--batch must be >= 1 and --seq >= 2, got {batch} and {seq}")
-    if full and batch is not None and nproc > 1 and batch % nproc:
+    if full and nproc > 1 and batch % nproc:
         raise BadInput(f"--batch {batch} does not split over --nproc {nproc} ranks (each rank takes batch / nproc "
                        f"rows of the global batch): use a multiple of {nproc}")  # fmt: skip
     hf.parse_limits(getattr(args, "hub_rate", None))

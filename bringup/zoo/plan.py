@@ -174,7 +174,6 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if seq is not None and not MIN_TINY_SEQ <= seq <= MAX_TINY_SEQ:
         raise BadInput(f"--seq must be {MIN_TINY_SEQ}..{MAX_TINY_SEQ} tokens for tiny models (default {TINY_SEQ}), "
                        f"got {seq}")  # fmt: skip
-    args.batch, args.seq = batch or 0, seq or 0
     noise_seeds = getattr(args, "noise_seeds", NOISE_SEEDS)
     if noise_seeds is None or not 0 <= noise_seeds <= 16:
         raise BadInput(f"--noise-seeds must be 0..16, got {noise_seeds}")
@@ -191,14 +190,14 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     baseline = load_baseline(args.baseline) if args.baseline else None
     inputs = getattr(args, "inputs", "text") or "text"
     entries = entries_for(args.source)
-    if args.source == "hf-causal" and not args.seq and inputs == "text" and not args.baseline and args.limit is None:
+    if args.source == "hf-causal" and not seq and inputs == "text" and not args.baseline and args.limit is None:
         entries += long_entries()  # the long rows of the default sweep (LONG)
     entries = _select(entries, pattern, args)
     if baseline is not None:
         baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
     module_check = zoo_modules.from_arg(args)
     return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds, module_check,
-                      inputs, args.batch, LONG_SEQ if e.label.endswith(f"@{LONG_SEQ}") else args.seq)
+                      inputs, batch or 0, LONG_SEQ if e.label.endswith(f"@{LONG_SEQ}") else seq or 0)
             for e in entries]  # fmt: skip
 
 

@@ -279,7 +279,7 @@ def test_full_size_baseline_round_trip(tmp_path: Path, offline_cache: Path, brin
         assert c["cpu_reference"]["status"] == want and c["baseline_check"]["status"] == want, c
         if faults:
             assert c["status"] == "fail_numeric" and c["reason"].startswith("eager: vs cpu fp32"), c
-            assert c["cpu_reference"]["max_rel_dev"] > 1e-3  # the per-parameter grad norms carry the 1%
+            assert c["cpu_reference"]["max_rel_dev"] > 5e-4  # the per-parameter grad norms carry the 1% (bound 2e-4)
         else:
             assert c["status"] == "fallback" and c["cpu_reference"]["max_rel_dev"] < 1e-5, c
     p = bringup_inproc("--device", "cpu", "zoo", "--source", "hub:acme/tiny-llama", "--size", "full", "--seq", "32",
