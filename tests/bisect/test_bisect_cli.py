@@ -96,6 +96,20 @@ def test_an_endpoint_a_constraint_refuses_is_said_so(tmp_path: Path) -> None:
     assert ans["figures"]["environments"] == 2  # the endpoints, nothing else
 
 
+def test_a_run_past_its_budget_is_budget_and_sets_are_candidates(tmp_path: Path) -> None:
+    """Explicit requirement sets as candidates; a run past --run-budget is killed and is `budget`: here both
+    endpoints, so there is nothing to bisect (exit 1, said)."""
+    write_wheels(tmp_path / "wheels", versions(4), fault_from="0.4.0")
+    repro = write_repro(tmp_path / "repro.py")
+    env = _env(tmp_path, PIP_FIND_LINKS=str(tmp_path / "wheels"), FAKEPLUGIN_SLEEP="30")
+    sets = ["--set", f"{PKG}==0.1.0", "--set", f"{PKG}==0.3.0"]
+    p, ans = _bisect(tmp_path, str(repro), *sets, "--repeat", "1", "--run-budget", "2", rc=1, env=env)
+    assert ans["result"] == "no_change" and ans["old"]["verdict"] == ans["new"]["verdict"] == "budget"
+    assert "over the run budget (2 s)" in ans["candidates"][0]["reason"]
+    assert [c["installed"] for c in ans["candidates"]] == [{PKG: "0.1.0"}, {PKG: "0.3.0"}]
+    assert "no change between the endpoints: both endpoints are budget" in p.stdout
+
+
 def test_a_flaky_candidate_is_reported_and_never_picked(tmp_path: Path) -> None:
     write_wheels(tmp_path / "wheels", versions(6), fault_from="0.4.0", flaky=["0.3.0"])
     repro = write_repro(tmp_path / "repro.py")

@@ -128,3 +128,47 @@ def test_release_notes_from_the_metadata_else_the_github_release() -> None:
         release_notes(env, Candidate("numpy==2.0.0", ("numpy==2.0.0",), "2.0.0")) == env.urls["numpy"]["release notes"]
     )
     assert release_notes(env, Candidate("a b", ("torch==2.9.0", "torchvision==0.24.0"))) is None  # a set: no version
+
+
+def test_a_moved_pin_is_refused() -> None:
+    from bringup.bisect.envs import EnvFailed
+
+    req = EnvRequest(("torch==2.9.0",))
+    EnvCache._check_pin("torch", "==2.9.0", {"version": "2.9.0+cu128"}, req)  # a local build of the pin is the pin
+    with pytest.raises(EnvFailed, match="pip moved a pinned package: torch ==2.9.0 asked, 2.13.0 installed"):
+        EnvCache._check_pin("torch", "==2.9.0", {"version": "2.13.0"}, req)
+    url = "file:///w/bringup_fakeplugin-0.4.0-py3-none-any.whl#sha256=00"
+    with pytest.raises(EnvFailed, match="0.4.0 asked, 0.3.0 installed"):
+        EnvCache._check_pin("bringup-fakeplugin", url, {"version": "0.3.0"}, req)
+
+
+def test_which_follow_ups_run_and_where(tmp_path: Path) -> None:
+    from bringup.bisect.cli import followup_plan
+    from bringup.bisect.plan import AMBIGUOUS, FOUND, NO_CHANGE, Conclusion
+    from bringup.bisect.spec import BisectSpec, Settings, Target
+
+    compiled = tmp_path / "c.py"
+    compiled.write_text("import torch\nf = torch.compile(lambda x: x)\n")
+    eager = tmp_path / "e.py"
+    eager.write_text("import re\nre.compile('x')\n")
+    settings = Settings(1, 1.0, 1.0, str(tmp_path), 1.0, (), "fail_numeric")
+    zoo = {
+        "suite": "zoo",
+        "name": "llama",
+        "params": {"source": "hf-causal", "model": "llama", "dtype": "float32", "backend": "inductor"},
+    }
+    for target, kinds in (
+        (Target("repro", str(compiled)), ["compiler_bisect"]),
+        (Target("repro", str(eager)), []),
+        (Target("case", case=zoo), ["compiler_bisect", "localize"]),
+    ):
+        spec = BisectSpec((), target, settings)
+        assert [k for _, k in followup_plan(spec, Conclusion(FOUND, "pass", "fail_numeric", 2, 3))] == kinds
+    spec = BisectSpec((), Target("case", case=zoo), settings)
+    assert Target("case", case=zoo).zoo_model["source"] == "hf"
+    # the failing side: the first new version, or, for a fix (new verdict pass), the last old one
+    assert {i for i, _ in followup_plan(spec, Conclusion(FOUND, "fail_compile", "pass", 5, 6))} == {5}
+    assert {i for i, _ in followup_plan(spec, Conclusion(AMBIGUOUS, "pass", "fail_numeric", 1, 6, (2, 3, 6)))} == {6}
+    assert followup_plan(spec, Conclusion(NO_CHANGE, "pass", "pass")) == []
+    off = BisectSpec((), Target("case", case=zoo), settings, compiler_bisect="off", localize="off")
+    assert followup_plan(off, Conclusion(FOUND, "pass", "fail_numeric", 2, 3)) == []
