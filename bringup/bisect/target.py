@@ -32,6 +32,7 @@ from bringup.bisect.spec import Settings, Target
 
 _FIGURE = re.compile(r"^\s*(?P<label>[^:]{1,120}?):\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)(:|$)")
+_PATH = re.compile(r"(?<![\w.])/(?:[^\s/:]+/)+([^\s/:]+)")
 _COMPILER_ERROR = re.compile(r":\d+:\d+: error: (.+)")
 TAIL_LINES = 20
 
@@ -108,7 +109,7 @@ def uncaught(out: str) -> str:
 
 def repro_outcome(rc: int, out: str, late: bool, wall: float, budget: float, fail_status: str) -> RunOutcome:
     lines = [ln.rstrip() for ln in out.splitlines() if ln.strip()]
-    last = lines[-1].strip() if lines else ""
+    last = _PATH.sub(r"\1", lines[-1].strip()) if lines else ""  # a generated file's folders say nothing
     tail = "\n".join(lines[-TAIL_LINES:])
     figs = figures(out)
     if late:
