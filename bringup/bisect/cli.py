@@ -207,9 +207,12 @@ def followup_plan(spec: Any, con: Any) -> list[tuple[int, str]]:
     localize for a stored zoo case (each when asked, or by default when it applies)."""
     from bringup.bisect.plan import AMBIGUOUS, EVERY, FOUND
 
-    if con.kind not in (FOUND, EVERY, AMBIGUOUS) or con.first_new is None or con.last_old is None:
+    if con.kind == EVERY and con.first_new is None and con.newest is not None and con.new != "pass":
+        index = con.newest  # every candidate fails the same way: on the newest (is it fixed? not yet: why)
+    elif con.kind not in (FOUND, EVERY, AMBIGUOUS) or con.first_new is None or con.last_old is None:
         return []  # (ambiguous: the first candidate seen with the new verdict, which has it for sure)
-    index = con.first_new if con.new != "pass" else con.last_old
+    else:
+        index = con.first_new if con.new != "pass" else con.last_old
     out = []
     if spec.compiler_bisect == "on" or (spec.compiler_bisect == "auto" and spec.target.compiles):
         out.append((index, "compiler_bisect"))

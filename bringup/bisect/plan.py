@@ -60,6 +60,7 @@ class Conclusion:
     flaky: tuple[int, ...] = ()
     nonmonotone: tuple[int, ...] = ()  # candidates after the change that show the old verdict again
     other: tuple[int, ...] = ()  # with a new verdict asked for: candidates with a third one (stepped over)
+    newest: int | None = None  # every: the newest candidate with a verdict
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +76,7 @@ class Conclusion:
             "flaky": list(self.flaky),
             "nonmonotone": list(self.nonmonotone),
             "other": list(self.other),
+            "newest": self.newest,
         }
 
 
@@ -230,6 +232,7 @@ def _every(st: _State, note: str = "") -> Conclusion:
         new,
         first[0] if first else None,
         first[1] if first else None,
+        newest=stable[-1] if stable else None,
         changes=changes,
         note=note,
         skipped=st.skipped,

@@ -144,7 +144,7 @@ def test_a_moved_pin_is_refused() -> None:
 
 def test_which_follow_ups_run_and_where(tmp_path: Path) -> None:
     from bringup.bisect.cli import followup_plan
-    from bringup.bisect.plan import AMBIGUOUS, FOUND, NO_CHANGE, Conclusion
+    from bringup.bisect.plan import AMBIGUOUS, EVERY, FOUND, NO_CHANGE, Conclusion
     from bringup.bisect.spec import BisectSpec, Settings, Target
 
     compiled = tmp_path / "c.py"
@@ -170,5 +170,8 @@ def test_which_follow_ups_run_and_where(tmp_path: Path) -> None:
     assert {i for i, _ in followup_plan(spec, Conclusion(FOUND, "fail_compile", "pass", 5, 6))} == {5}
     assert {i for i, _ in followup_plan(spec, Conclusion(AMBIGUOUS, "pass", "fail_numeric", 1, 6, (2, 3, 6)))} == {6}
     assert followup_plan(spec, Conclusion(NO_CHANGE, "pass", "pass")) == []
+    # --all, every candidate failing the same way: on the newest one
+    assert {i for i, _ in followup_plan(spec, Conclusion(EVERY, "fail_compile", "fail_compile", newest=8))} == {8}
+    assert followup_plan(spec, Conclusion(EVERY, "pass", "pass", newest=8)) == []
     off = BisectSpec((), Target("case", case=zoo), settings, compiler_bisect="off", localize="off")
     assert followup_plan(off, Conclusion(FOUND, "pass", "fail_numeric", 2, 3)) == []
