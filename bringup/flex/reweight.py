@@ -148,9 +148,10 @@ def reweight_coefs(
     ref_out: Tensor,
     errors: dict[str, Tensor],
 ) -> list[dict[str, Coefs]]:
-    """Per slice, per named error (a stacked (n, rep, S, D) tensor minus nothing: the error itself, e.g. the
-    device's out minus ref_out), the coefficients along the reweighting directions (module doc). q, k, v
-    as the device got them (cpu), ref_out the float64 reference output stacked over slices."""
+    """Per slice, per named error (a stacked (n, rep, S, D) tensor: the device's out minus ref_out, say),
+    the coefficients along the reweighting directions (module doc), over the slice's q heads together and,
+    with more than one, each head alone (named "<error>.h<j>"). q, k, v as the device got them (cpu),
+    ref_out the float64 reference output stacked over slices."""
     rep = q.shape[1] // k.shape[1]
     S = q.shape[2]
     rows = _rows(rep, S, len(slices))
@@ -168,7 +169,11 @@ def reweight_coefs(
             heads,
             rows,
         )
-        res.append({n: _coefs(a, e[i][:, rows].reshape(-1, e.shape[-1])) for n, e in errors.items()})
+        one = {n: _coefs(a, e[i][:, rows].reshape(-1, e.shape[-1])) for n, e in errors.items()}
+        R = len(rows)
+        for h in range(rep if rep > 1 else 0):  # each q head alone too: "name.h<j>"
+            one |= {f"{n}.h{h}": _coefs(a[:, h * R : (h + 1) * R], e[i][h, rows]) for n, e in errors.items()}
+        res.append(one)
     return res
 
 

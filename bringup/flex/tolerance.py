@@ -15,8 +15,11 @@ gradients rounding every step). The rule's checks, as the zoo has them:
     the input (COVARIATE: a gradient's own input, q for the output); 5. scale and mean per block of the
     last two axes (rows, features); 6. the error along the input, row by row;
 each against the trusted run's on the same inputs, with a floor of one rounding and 6 standard errors.
-Flex adds one thing, LANES (below): check 5 again with the rows and the features taken modulo 16. A
-failing slice names its check (RuleTensor.check: size, bias, value, input, position, lanes, along).
+Flex adds two: LANES (below), check 5 again with the rows and the features taken modulo 16; and for the
+output, flex/reweight.py's check, the error along what a reweighting of the probabilities by a function
+of the score or of the key's position would do (the bugs of a score and softmax path look like noise to
+checks 2-6 on random inputs; that doc says why). A failing slice names its check (RuleTensor.check:
+size, bias, value, input, position, lanes, along, reweight).
 Without a trusted run, or in fp32 / fp64, the rule below, unchanged.
 
 fp32 with a trusted run: the rule of bringup/checks/parity.py, per tensor: the error's size against
@@ -81,7 +84,7 @@ class RuleTensor(TensorParity):
     which of the rule's checks is the worst (`check`: size, bias, value, input, position, along) and its
     score (> 1 fails; the rule's, not parity's size-and-bias score)."""
 
-    check: str = "size"
+    check: str = "size"  # size | bias | value | input | position | lanes | along | reweight
     rule_score: float = 0.0
     judged: bool = True
 
@@ -212,6 +215,10 @@ MODULE_RULE_DTYPES = (torch.bfloat16, torch.float16)
 # the input row by row): the input it is elementwise aligned with. A gradient's own input (the zoo's rule);
 # for the output, q: out has q's layout, row for row (q row i makes out row i)
 COVARIATE: Mapping[str, str] = MappingProxyType({"out": "q", "dq": "q", "dk": "k", "dv": "v"})
+# tensors made per q head (out, dq: (rep, S, D) per slice, each head's rows its own): judged per slice and per
+# q head, so that one head's fault (a score_mod's term for one head index, one head's scale) is not diluted by
+# the rep - 1 heads that share its kv head (16/2 heads: 8 per slice). dk / dv sum over the heads: per slice.
+Q_SIDE = ("out", "dq")
 
 
 def _module_rule(
@@ -245,19 +252,28 @@ def _module_rule(
             label = name if r.shape[0] < 2 else f"{name}[{i}]"
             cov = x[i] if x is not None and tuple(x.shape) == tuple(r.shape) else None
             draws = [d[name][i] for d in dithered if name in d and tuple(d[name].shape) == tuple(r.shape)]
+            rw = reweights[i] if name == "out" and i < len(reweights) else {}
             t = _rule_tensor(label, name, g[i], r[i], b[i], dt, cov, floor, draws)
-            if name == "out" and i < len(reweights):
-                t = _with_reweighting(t, reweights[i], dt)
-            out.append(t)
+            out.append(_with_reweighting(t, rw, dt))
+            if name not in Q_SIDE or r.dim() != 4 or r.shape[1] < 2:
+                continue
+            for h in range(r.shape[1]):  # each q head alone: a head's own fault is not diluted by the others'
+                hc = None if cov is None else cov[h]
+                th = _rule_tensor(
+                    f"{label}.h{h}", name, g[i][h], r[i][h], b[i][h], dt, hc, floor, [d[h] for d in draws]
+                )
+                out.append(_with_reweighting(th, rw, dt, f".h{h}"))
     return ParityReport(all(t.ok for t in out), out)
 
 
-def _with_reweighting(t: RuleTensor, coefs: dict[str, Coefs], dt: torch.dtype) -> RuleTensor:
-    """The output's slice with flex/reweight.py's check: the worse of the two names the check."""
-    if "device" not in coefs or "trusted" not in coefs or not t.judged:
+def _with_reweighting(t: RuleTensor, coefs: dict[str, Coefs], dt: torch.dtype, head: str = "") -> RuleTensor:
+    """The output's slice (or one q head of it: head ".h<j>") with flex/reweight.py's check: the worse of the
+    two names the check."""
+    dev, tr = coefs.get(f"device{head}"), coefs.get(f"trusted{head}")
+    if dev is None or tr is None or not t.judged:
         return t
     tol = module_tolerance(dt)
-    w = judge_reweighting(coefs["device"], coefs["trusted"], tol.floor, tol.z)
+    w = judge_reweighting(dev, tr, tol.floor, tol.z)
     if w.score <= t.score:
         return t
     why = f"{w.summary()}; rel_rmse {t.rel_rmse:.3g}"
