@@ -61,6 +61,7 @@ from bringup.runner.worker import WorkerContext  # noqa: E402
 
 PRECISIONS = ("fp32", "bf16", "amp-bf16")
 CORRECT = ("eager", "aot_eager", "inductor", *fb.CORRECT)
+STRENGTHS = {**fb.FAMILIES, **fb.HELD_OUT}
 APPLICABLE = 2.0  # effect >= this x the correct bf16 run's error (the goal's threshold)
 # mods whose score derivative is 1 (masks, additive biases): flash_backward's synthetic backward needs it
 BWD_MODS = ("noop", "causal", "sliding_window", "prefix_lm", "document_mask", "alibi", "head_bias")
@@ -69,13 +70,15 @@ BWD_SHAPES = (AttnShape(2, 256, 4, 2, 64), AttnShape(1, 512, 4, 4, 64))
 
 def _matrix(name: str) -> Matrix:
     """quick, default, or sample: the default matrix's seq-1024 cases (all 8 mods, batch 1 and 4, 16/16 and
-    16/2 heads: what a 2-core cpu runs in reasonable time; seq 4096 / 8192 hold 1-4 G scores per case)."""
+    16/2 heads, batch 1 first: what a 2-core cpu runs in hours; seq 4096 / 8192 hold 1-4 G scores per case,
+    and aot_eager's dense scores at seq 8192, batch 4 are 17 GB)."""
     if name == "quick":
         return quick_matrix()
     full = default_matrix()
     if name == "default":
         return full
-    return Matrix("sample", tuple(c for c in full.cases if c.seq == 1024))
+    # batch 1 first: an interrupted run has covered every mod and both head layouts at batch 1
+    return Matrix("sample", tuple(sorted((c for c in full.cases if c.seq == 1024), key=lambda c: c.batch)))
 
 
 def _backend_name(family: str, d: float) -> str:
@@ -152,25 +155,40 @@ def _emit(path: Path | None, row: dict[str, Any]) -> None:
             f.write(line + "\n")
 
 
+def _done(paths: list[Path]) -> set[tuple[Any, ...]]:
+    """The runs an earlier, interrupted invocation already wrote to the rows file (--resume skips them)."""
+    out: set[tuple[Any, ...]] = set()
+    for p in paths:
+        for line in p.read_text().splitlines() if p.exists() else []:
+            r = json.loads(line)
+            out.add((r["case"], r.get("backend") or r.get("family"), r.get("strength")))
+    return out
+
+
 def forward_rows(args: argparse.Namespace, ctx: WorkerContext) -> Iterator[dict[str, Any]]:
     matrix = _matrix(args.matrix)
     specs = matrix.cases[: args.limit] if args.limit else matrix.cases
     effects: dict[tuple[str, str, float], float] = {}
+    done = _done([Path(p) for p in args.json[:1]]) if args.resume else set()
     for spec in specs:
         one = Matrix(matrix.name, (spec,))
         for prec in args.precisions:
             base = {"section": "forward", "matrix": args.matrix, "precision": prec}
             for backend in args.correct:
                 case = suite.plan(one, Device("cpu"), dtype=prec, backward="off", backend=_correct_name(backend))[0]
+                if (case.name, backend, None) in done:
+                    continue
                 yield (
                     base | {"case": case.name, "mod": spec.mod, "kind": "correct", "backend": backend} | _run(case, ctx)
                 )
             if args.no_power:
                 continue
             for family in args.families:
-                for d in fb.FAMILIES[family]:
+                for d in STRENGTHS[family]:
                     name = _backend_name(family, d)
                     case = suite.plan(one, Device("cpu"), dtype=prec, backward="off", backend=name)[0]
+                    if (case.name, family, d) in done:
+                        continue
                     key = (case.name.rsplit(" ", 1)[0], family, d)
                     if key not in effects:
                         effects[key] = _effect(case, family, d)
@@ -282,21 +300,24 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"\n== {section}: flagged / applicable (effect >= {APPLICABLE:g} x the correct bf16 run's error)")
         fams = sorted({r["family"] for r in sec if r["kind"] == "family"})
         lines.append(f"{'family':<18}" + "".join(f"{p:>22}" for p in precs))
-        tot: dict[str, list[int]] = {p: [0, 0] for p in precs}
-        below: dict[str, list[int]] = {p: [0, 0] for p in precs}
+        tot = {g: {p: [0, 0] for p in precs} for g in ("all", "held", "below")}
         for fam in fams:
             cells = []
             for p in precs:
                 app = [r for r in sec if r["kind"] == "family" and r["family"] == fam and r["precision"] == p]
                 a, f, b, bf = _count(app, err, section)
-                tot[p][0] += f
-                tot[p][1] += a
-                below[p][0] += bf
-                below[p][1] += b
+                for g, add in (
+                    ("all", (f, a)),
+                    ("below", (bf, b)),
+                    ("held", (f, a) if fam.startswith("ho_") else (0, 0)),
+                ):
+                    tot[g][p][0] += add[0]
+                    tot[g][p][1] += add[1]
                 cells.append(f"{f}/{a}" + (f" (+{bf}/{b} below)" if b else ""))
             lines.append(f"{fam:<18}" + "".join(f"{c:>22}" for c in cells))
-        lines.append(f"{'all families':<18}" + "".join(f"{f'{t[0]}/{t[1]}':>22}" for t in tot.values()))
-        lines.append(f"{'  below threshold':<18}" + "".join(f"{f'{t[0]}/{t[1]}':>22}" for t in below.values()))
+        names = {"all": "all families", "held": "  held out (ho_)", "below": "  below threshold"}
+        for g, name in names.items():
+            lines.append(f"{name:<18}" + "".join(f"{f'{t[0]}/{t[1]}':>22}" for t in tot[g].values()))
         lines.append(f"\n== {section}: false failures of correct backends (any status but pass)")
         for p in precs:
             cor = [r for r in sec if r["kind"] == "correct" and r["precision"] == p]
@@ -338,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--matrix", default="quick", choices=("quick", "default", "sample"))
     ap.add_argument("--precisions", default=",".join(PRECISIONS))
     ap.add_argument("--families", default=",".join(fb.FAMILIES))
+    ap.add_argument("--held-out", action="store_true", help="add flex_bend.HELD_OUT (written after the rule froze)")
     ap.add_argument("--families-bwd", default="", help="backward families (default: all)")
     ap.add_argument("--correct", default=",".join(CORRECT))
     ap.add_argument("--no-power", action="store_true", help="correct backends only (false failures)")
@@ -345,9 +367,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="first N cases of the matrix")
     ap.add_argument("--json", nargs="*", default=[], help="rows file(s): appended to; --table-only reads them")
     ap.add_argument("--table-only", action="store_true")
+    ap.add_argument("--resume", action="store_true", help="skip the runs the --json rows file already has")
     args = ap.parse_args(argv)
     args.precisions = [p for p in args.precisions.split(",") if p]
-    args.families = [f for f in args.families.split(",") if f]
+    args.families = [f for f in args.families.split(",") if f] + (list(fb.HELD_OUT) if args.held_out else [])
     args.families_bwd = [f for f in args.families_bwd.split(",") if f]
     args.correct = [c for c in args.correct.split(",") if c]
     paths = [Path(p) for p in args.json]

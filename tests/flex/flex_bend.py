@@ -56,6 +56,15 @@ FAMILIES: dict[str, tuple[float, ...]] = {
     "lse_row": (0.005, 0.01, 0.02, 0.05),
     "p_trunc": (2.0**-12, 2.0**-10, 2.0**-8),
 }
+# written after the rule was frozen (commit fc8234a) and only measured (bench/flex_power.py --held-out)
+HELD_OUT: dict[str, tuple[float, ...]] = {
+    "ho_bias_scale": (0.01, 0.02, 0.05, 0.1),  # a score_mod's own term (bias, cap) x (1 + d)
+    "ho_kv_tail": (0.005, 0.01, 0.02, 0.05),  # the last eighth of the keys' scores + d
+    "ho_p_hash": (0.0025, 0.005, 0.01, 0.02),  # P x (1 + d x +-1 by a hash), after normalising
+    "ho_head_temp": (0.005, 0.01, 0.02, 0.05),  # the first q head of each kv group: scale x (1 + d)
+    "ho_diag": (0.005, 0.01, 0.02, 0.05),  # the diagonal's probability x (1 - d), renormalised
+    "ho_acc_bf16": (1 / 64, 1 / 32, 1 / 16),  # P @ V accumulated in bf16, rounded after every 1/d keys
+}
 CORRECT = ("upcast", "flash", "flash_rev", "splitkv", "prescale")
 DEFAULT_STRENGTH = 0.01
 BLOCK = 64  # key block of the online-softmax families
@@ -161,7 +170,22 @@ def _bend_scores(post: Tensor, raw: Tensor, family: str, d: float) -> Tensor:
         return post + d * rel.to(post.dtype) / nkv
     if family == "mask_leak" and d > 0:
         return _leak(post, raw, d)
+    if family == "ho_bias_scale":
+        return torch.where(torch.isfinite(post), raw + (post - raw) * (1 + d), post)
+    if family == "ho_kv_tail":
+        out = post.clone()
+        out[..., -max(1, nkv // 8) :] += d
+        return out
     return post
+
+
+def _acc_bf16(p: Tensor, v: Tensor, dtype: torch.dtype, wp: torch.dtype, block: int) -> Tensor:
+    """P @ V with the accumulator held in bf16: rounded after every `block` keys."""
+    acc = torch.zeros(p.shape[:-1] + (v.shape[-1],), dtype=wp, device=p.device)
+    for s0 in range(0, p.shape[-1], block):
+        part = p[..., s0 : s0 + block].to(dtype).to(wp) @ v[..., s0 : s0 + block, :].to(dtype).to(wp)
+        acc = (acc + part).to(torch.bfloat16).to(wp)
+    return acc
 
 
 def attend(post: Tensor, raw: Tensor, v: Tensor, dtype: torch.dtype, family: str, d: float) -> Tensor:
@@ -171,6 +195,8 @@ def attend(post: Tensor, raw: Tensor, v: Tensor, dtype: torch.dtype, family: str
     post = _bend_scores(post, raw, family, d)
     if family in ("flash", "flash_rev", "rescale"):
         out = _online(post, v, dtype, wp, family, d)
+    elif family == "ho_acc_bf16" and d > 0:
+        out = _acc_bf16(_normalised(torch.exp(post - _row_max(post))), v, dtype, wp, max(1, round(1 / d)))
     elif family == "splitkv":
         out = _splitkv(post, v, dtype, wp)
     else:
@@ -179,6 +205,14 @@ def attend(post: Tensor, raw: Tensor, v: Tensor, dtype: torch.dtype, family: str
             num = p.clone()
             num[..., BLOCK : 2 * BLOCK] *= 1 + d
             out = _pv(num, v, dtype, wp, family, d) / p.sum(-1, keepdim=True).clamp_min(1e-300)
+        elif family == "ho_p_hash":
+            pn = _normalised(p)
+            out = _pv(pn * (1 + d * _hash_sign(pn.shape[-2], pn.shape[-1], pn.device).to(wp)), v, dtype, wp, "", 0)
+        elif family == "ho_diag":
+            n = min(p.shape[-2], p.shape[-1])
+            p = p.clone()
+            p[..., torch.arange(n), torch.arange(n)] *= 1 - d
+            out = _pv(_normalised(p), v, dtype, wp, family, d)
         else:
             out = _pv(_normalised(p), v, dtype, wp, family, d)
     if family == "tail":
@@ -216,6 +250,12 @@ def flex_impl(family: str, d: float) -> Callable[..., tuple[Tensor, Tensor, Tens
         raw, post = _math_attention_inner(
             q, k2, v2, score_mod, block_mask, s_eff, kernel_options, score_bufs, mask_bufs
         )
+        if family == "ho_head_temp":  # the first q head of each kv group computed at scale x (1 + d)
+            raw2, post2 = _math_attention_inner(
+                q, k2, v2, score_mod, block_mask, scale * (1 + d), kernel_options, score_bufs, mask_bufs
+            )
+            raw, post = raw.clone(), post.clone()
+            raw[:, ::g], post[:, ::g] = raw2[:, ::g], post2[:, ::g]
         out = attend(post, raw, v2, q.dtype, family, d)
         lse = torch.logsumexp(post, -1) / math.log(2)
         return out.to(q.dtype), lse, post.amax(-1) / math.log(2)
@@ -247,7 +287,7 @@ def bend_backend(family: str, d: float = DEFAULT_STRENGTH) -> Any:
     return aot_autograd(fw_compiler=compiler)
 
 
-for _name in (*FAMILIES, *CORRECT):
+for _name in (*FAMILIES, *HELD_OUT, *CORRECT):
     register_backend(name=f"flex_bend_{_name}", compiler_fn=bend_backend(_name))
 
 
