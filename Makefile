@@ -26,14 +26,16 @@ XLA_EXPECT ?= .ci/expect-xla.yaml
 
 setup: $(STAMP)
 
-# torch is installed on its own first (a CPU build from local disk here; `TORCH=x.y.z` to change) and
-# pinned with a constraint, so no dependency can pull another torch (e.g. a multi-GB CUDA build).
+# torch is installed on its own first, by pip (which reads this machine's pip configuration: a CPU build from
+# local disk here; `TORCH=x.y.z` to change) and pinned with a constraint, so no dependency can pull another torch
+# (e.g. a multi-GB CUDA build). The rest goes in with uv (resolves and downloads in parallel: 7 s where pip took
+# 1 min 49 s here, 2026-12-04), under the same constraint: the torch already installed satisfies it.
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q --upgrade pip uv
 	$(BIN)/python -m pip install -q "torch==$(TORCH)"
 	echo "torch==$(TORCH)" > $(VENV)/constraints.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[test,timm]"
+	$(BIN)/uv pip install -q --python $(BIN)/python -c $(VENV)/constraints.txt -e ".[test,timm]"
 	rm -f $(VENV)/.bringup-installed-torch-*
 	touch $@
 

@@ -209,7 +209,7 @@ class ModuleCheck:
         self.eager: dict[str, Replayed | str] = {}
         self._refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str] | None = None
         self._fp32: dict[str, list[Replayed]] = {}  # calls computed in fp32 throughout: their fp32 dithers
-        self._state: dict[int, torch.Tensor] = {}
+        self._state: dict[str, torch.Tensor] = {}  # name -> its value at the recorded step
         self.record_s = 0.0
         self.reference_s = 0.0
 
@@ -227,8 +227,7 @@ class ModuleCheck:
             yield self
         t0 = time.perf_counter()
         self.calls = rec.calls
-        self._state = {id(t): t.detach().to("cpu", copy=True)
-                       for t in itertools.chain(self.model.parameters(), self.model.buffers())}  # fmt: skip
+        self._state = {name: t.detach().to("cpu", copy=True) for name, t in self._named()}
         self._refs = None
         if replay_eager:
             self.eager = self._replay_device(None)
@@ -248,11 +247,24 @@ class ModuleCheck:
                 out[name] = f"the device's replay raised {_first_line(e)}"
         return out
 
+    def _named(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The model's parameters and buffers by name (a name, not the tensor object, is what the recorded state
+        is kept under: a run in another dtype replaces a module's buffers by new tensors, and a freed tensor's
+        id can come back on an unrelated one)."""
+        yield from self.model.named_parameters()
+        yield from self.model.named_buffers()
+
+    def _snapshot(self, t: torch.Tensor, names: dict[int, str]) -> torch.Tensor | None:
+        """The recorded value of the model's tensor `t` (None: not recorded, or no longer that shape)."""
+        snap = self._state.get(names.get(id(t), ""))
+        return snap if snap is not None and snap.shape == t.shape else None
+
     def _cpu_copy(self, module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
         """The module on cpu in `dtype`, with its parameters and buffers as they were at the recorded step."""
         memo: dict[int, Any] = {}
+        names = {id(t): n for n, t in self._named()}
         for t in itertools.chain(module.parameters(), module.buffers()):
-            snap = self._state.get(id(t))
+            snap = self._snapshot(t, names)
             if snap is not None:
                 v = snap.clone()
                 param = isinstance(t, torch.nn.Parameter)
@@ -353,11 +365,13 @@ class ModuleCheck:
     def _recorded_state(self) -> Iterator[None]:
         """The model's parameters and buffers at the recorded step while the block runs (a run may have
         trained it on since), its own values back after."""
-        live = [t for t in itertools.chain(self.model.parameters(), self.model.buffers()) if id(t) in self._state]
+        names = {id(t): n for n, t in self._named()}
+        pairs = [(t, snap) for _, t in self._named() if (snap := self._snapshot(t, names)) is not None]
+        live = [t for t, _ in pairs]
         now = [t.detach().clone() for t in live]
         with torch.no_grad():
-            for t in live:
-                t.copy_(self._state[id(t)])
+            for t, snap in pairs:
+                t.copy_(snap)
         try:
             yield
         finally:

@@ -45,8 +45,8 @@ correct device that rounds at other points than cpu eager; its error joins the s
 A reference that is numerically zero (RMS under max(FLOOR_REL, FLOOR_EPS x eps) x the median RMS of
 all compared tensors: a key bias's gradient under softmax cancels exactly, so what any run computes is
 rounding residue) is measured against that floor, without a bias check; its size floor is the
-precision's size floor at the scale of the terms that cancel (the median RMS), not at the floor. `trusted=True` judges the
-trusted run itself (cpu eager in the run dtype) for gross errors only (`gross`).
+precision's size floor at the scale of the terms that cancel (the median RMS), not at the floor.
+`trusted=True` judges the trusted run itself (cpu eager in the run dtype) for gross errors only (`gross`).
 A NaN/inf where the reference is finite, a shape mismatch or a missing tensor always fails.
 The numbers, each with its reason, are in TOLERANCES; tests/checks/test_parity.py proves the rule on
 tiny models: a 1.01 scale of one aten op kind (mm, softmax, norm, activation, add, sdpa) is flagged,
