@@ -167,8 +167,7 @@ def run_model(src: str, model: str, prec_name: str, families: list[str], clean: 
     gross = parity(base.tensors, ref.tensors, prec, trusted=True)
     if not gross.ok:
         return [{**head, "run": "setup", "status": "ref_fail", "why": f"trusted run off float64: {gross.summary()}"}]
-    noise = sz.measure_noise(spec, prec, steps, noise_seeds, prep.left_pad)
-    sz.add_dither(noise, built, init, batches[0], ref, prec)
+    noise = sz.trusted_noise(spec, prep)
     calls = _probe(built, init, batches[0], prec)
     rows = [{**head, "run": "setup", "status": "ok", "seconds": round(time.monotonic() - t0, 1),
              "noise_seeds": noise.seeds, "noise_errors": noise.errors}]  # fmt: skip

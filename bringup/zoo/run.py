@@ -6,6 +6,7 @@ verdicts zoo/judge.py's.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
@@ -161,7 +162,6 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     t_case = time.monotonic()
     spec = ZooSpec.from_params(case.params)
     dtype = spec.prec
-    steps = spec.steps
     backend = spec.backend
     dev: Device = ctx.device
     cpu = torch.device("cpu")
@@ -186,7 +186,7 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     except Exception as e:
         r.error = traceback.format_exc()
         return fail(r, Status.REF_FAIL, f"reference: {first_line(e)}")
-    built, init, batches, ref, left_pad = prep.built, prep.init, prep.batches, prep.ref, prep.left_pad
+    built, init, batches, ref = prep.built, prep.init, prep.batches, prep.ref
     if prep.note:
         r.fields["inputs_note"] = prep.note
     if fed := describe_inputs(batches[0], spec.inputs):
@@ -221,11 +221,10 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
             return fail(r, Status.REF_FAIL, f"reference: cpu eager in {spec.dtype} drifts off float64 over "
                          f"{len(ref.curve)} steps ({drift.summary()}): ill-conditioned training at this "
                          "precision")  # fmt: skip
-        noise = measure_noise(spec, dtype, steps, spec.noise_seeds, left_pad)
+        noise = trusted_noise(spec, prep)
         r.fields["noise_seeds"] = noise.seeds
         if noise.errors:
             r.fields["noise_errors"] = noise.errors
-        add_dither(noise, built, init, batches[0], ref, dtype)
         torch.manual_seed(spec.seed)
     else:
         noise = TrustedNoise()
@@ -319,6 +318,14 @@ def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[st
     return out
 
 
+def trusted_noise(spec: ZooSpec, prep: Prepared) -> TrustedNoise:
+    """What correct runs at the case's precision look like, per tensor: the trusted run under `spec.noise_seeds`
+    more seeds (measure_noise) and the case's own float64 step rounded elsewhere (add_dither)."""
+    noise = measure_noise(spec, spec.prec, spec.steps, spec.noise_seeds, prep.left_pad)
+    add_dither(noise, prep.built, prep.init, prep.batches[0], prep.ref, spec.prec)
+    return noise
+
+
 DITHER_DRAWS = 2  # the module check's "rounding everything once" takes the larger of 2 draws too
 
 
@@ -332,6 +339,9 @@ def add_dither(noise: TrustedNoise, built: Any, init: dict[str, torch.Tensor], b
     from bringup.checks.parity import Noise, dither_noise
 
     d = one_rounding(prec.compute_dtype)
+    # on a copy: a float64 run leaves the model in float64, and a module check recorded before (the trusted run's,
+    # on cpu) replays the live modules
+    built = dataclasses.replace(built, model=copy.deepcopy(built.model))
     runs = []
     for k in range(draws):
         gen = torch.Generator().manual_seed(k + 1)

@@ -34,6 +34,7 @@ from bringup.zoo import judge as zj
 from bringup.zoo import modules as zoo_modules
 from bringup.zoo import run as sz
 from bringup.zoo.args import NOISE_SEEDS
+from bringup.zoo.spec import ZooSpec
 
 STEPS = 2
 CPU = torch.device("cpu")
@@ -42,16 +43,14 @@ CPU = torch.device("cpu")
 @cache
 def _setup(model: str, dtype: str) -> tuple:
     src = "fn" if ":" in model else "hf"
-    params = {"source": src, "model": model, "task": "causal-lm", "seed": 0}
-    built = sz.build_model(params)
-    init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
-    batches = [built.make_batch(i) for i in range(STEPS)]
     prec = sz.as_precision(dtype)
-    ref = sz.train_run(built, init, batches, CPU, torch.float64, round_to=prec.param_dtype)
+    spec = ZooSpec(source=src, model=model, task="causal-lm", dtype=prec.name, steps=STEPS, seed=0,
+                   noise_seeds=NOISE_SEEDS, inputs="text")  # fmt: skip
+    prep = sz.prepare(spec)  # the zoo's own: batches fed like a job's, the float64 reference
+    built, init, batches, ref = prep.built, prep.init, prep.batches, prep.ref
     base_mc = zoo_modules.new_check(built.model, prec, CPU)
     base = sz.train_run(built, init, batches, CPU, prec, module_check=base_mc)
-    noise = sz.measure_noise(params, prec, STEPS, NOISE_SEEDS)
-    return built, init, batches, prec, ref, base, noise, base_mc
+    return built, init, batches, prec, ref, base, sz.trusted_noise(spec, prep), base_mc
 
 
 def _eager(model: str, dtype: str, ctx: Any) -> tuple[bool, Any, Any]:

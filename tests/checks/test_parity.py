@@ -32,6 +32,7 @@ from bringup.zoo import judge as zj
 from bringup.zoo import modules as zoo_modules
 from bringup.zoo import run as sz
 from bringup.zoo.args import NOISE_SEEDS
+from bringup.zoo.spec import ZooSpec
 
 DTYPES = {"fp32": "fp32", "bf16": "bf16", "amp-bf16": "amp-bf16"}
 KINDS = ("mm", "softmax", "norm", "act", "add", "sdpa")
@@ -167,18 +168,15 @@ def _src(model: str) -> str:
 
 @cache
 def _setup(model: str, dtype: str) -> tuple:
-    """Exactly the zoo's set-up: float64 reference, trusted cpu eager run at the precision, and the
-    trusted run under NOISE_SEEDS more seeds."""
-    params = {"source": _src(model), "model": model, "task": "causal-lm", "seed": 0}
-    built = sz.build_model(params)
-    init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
-    batches = [built.make_batch(i) for i in range(STEPS)]
+    """Exactly the zoo's set-up: text-like batches, float64 reference, trusted cpu eager run at the precision, the
+    trusted run under NOISE_SEEDS more seeds and the float64 step rounded elsewhere."""
     prec = sz.as_precision(DTYPES[dtype])
-    cpu = torch.device("cpu")
-    ref = sz.train_run(built, init, batches, cpu, torch.float64, round_to=prec.param_dtype)
-    base = sz.train_run(built, init, batches, cpu, prec)
-    noise = sz.measure_noise(params, prec, STEPS, NOISE_SEEDS)
-    return built, init, batches, ref, base, noise
+    spec = ZooSpec(source=_src(model), model=model, task="causal-lm", dtype=prec.name, steps=STEPS, seed=0,
+                   noise_seeds=NOISE_SEEDS, inputs="text")  # fmt: skip
+    prep = sz.prepare(spec)  # the zoo's own: batches fed like a job's, the float64 reference
+    built, init, batches, ref = prep.built, prep.init, prep.batches, prep.ref
+    base = sz.train_run(built, init, batches, torch.device("cpu"), prec)
+    return built, init, batches, ref, base, sz.trusted_noise(spec, prep)
 
 
 @cache

@@ -23,7 +23,7 @@ def test_ids_repeat_as_text_does_and_never_hit_a_special_id() -> None:
     counts = torch.bincount(ids)
     assert int(counts[3:].max()) >= 5  # the most frequent body id repeats many times within one step
     body = pk["input_ids"][pk["labels"] != bt.IGNORE]
-    assert not bool(((body == 0)).any())  # no pad inside a document
+    assert not bool((body == 0).any())  # no pad inside a document
     assert int((ids == 1).sum()) == int((pk["position_ids"] == 0).sum()) + 2  # bos opens every document
 
 
