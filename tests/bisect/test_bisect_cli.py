@@ -182,6 +182,25 @@ def test_a_stored_case_is_rerun_in_each_env(tmp_path: Path) -> None:
     assert ans["first_new"]["figures"]["max_rel_err"] == pytest.approx(0.01)
 
 
+@pytest.mark.slow  # ~80 s (bringup's wheel built from this tree); cheap form: test_a_stored_case_is_rerun_in_each_env
+def test_a_stored_case_without_bringups_dependencies_is_a_skip(tmp_path: Path) -> None:
+    """Without --inherit-site each env gets bringup from a wheel built once from this tree, and bringup's own
+    dependencies from the index: with no index reachable (PIP_NO_INDEX), pip cannot install them, so every
+    candidate is a skip with pip's reason, and the bisection says it cannot bisect."""
+    from bringup.case import Case
+    from bringup.store import Store
+
+    write_wheels(tmp_path / "wheels", versions(2), fault_from="0.2.0")
+    with Store(tmp_path / "b.db") as st:
+        rid = st.new_run("fakeplug", ["fakeplug"], "cpu", "cpu", {"imports": []})
+        st.plan(rid, [Case("fakeplug", "scale", {"x": 1}, "bringup_fakeplugin:run_case", budget_s=120)])
+    _, ans = _bisect(tmp_path, "fakeplug/scale", "--wheels", str(tmp_path / "wheels"), "--repeat", "1", rc=1)
+    assert ans["result"] == "endpoint_unusable" and len(ans["skipped"]) == 2
+    assert all("Could not find a version that satisfies" in s["reason"] for s in ans["skipped"])
+    wheels = list((tmp_path / "envs" / "bringup-wheels").glob("*/bringup-*.whl"))
+    assert len(wheels) == 1  # built once, for both candidates
+
+
 def _finished(db: Path) -> int:
     """Candidates stored so far (0 while the database or its tables are still being made)."""
     try:
