@@ -160,10 +160,13 @@ def write_outputs(
     from bringup.console import final_line
     from bringup.files import write_json
     from bringup.report.contract import contract
+    from bringup.report.portable import travelling
 
     data = contract(run, results, extras)
     run_dir.mkdir(parents=True, exist_ok=True)
-    summary = write_json(run_dir / "summary.json", data)
+    # summary.json travels (paths relative to the run's folder, roots named); --json, written where the
+    # user asked on this machine, and the store keep the absolute paths
+    summary = write_json(run_dir / "summary.json", travelling(data, run.info, run_dir))
     store.update_run_info(run.run_id, summary=str(summary))
     args = sess.args
     if getattr(args, "json", None):

@@ -241,7 +241,10 @@ def write_outputs(
     run = store.get_run(run_id)
     results = store.results(run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    summary = write_json(run_dir / "summary.json", contract(run, results, {"bisect": ans}))
+    from bringup.report.portable import travelling
+
+    data = travelling(contract(run, results, {"bisect": ans}), run.info, run_dir)  # summary.json travels
+    summary = write_json(run_dir / "summary.json", data)
     store.update_run_info(run_id, summary=str(summary))
     page = html.write_report(store, run_id, run_dir / "report.html")
     if json_path:

@@ -1,28 +1,103 @@
-"""`bringup export RUN --out bundle.json`: a run as a portable bundle (the format: bringup/bundle.py)."""
+"""`bringup export [RUN] --out FILE [--format F]`: a run as a portable bundle (the format: bringup/bundle.py),
+or as the files other tools read (bringup/report/exports/: PyTorch's benchmark records, a support table,
+`set_test_configs` for PyTorch's device-generic tests; docs/ecosystem.md).
+
+RUN is a run id in --db (default: the latest run) or a bundle file. Every file is rendered in memory first
+and each is written atomically, after every output path was checked: bad input (no such run or store, a
+bad bundle, a format with nothing to say about this run, an unwritable --out) is one line, exit code 2, and
+nothing written.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
+from pathlib import Path
 from typing import Any
 
-from bringup.bundle import make_bundle
-from bringup.store import Store
+from bringup.errors import BadInput
+
+FORMATS = ("bundle", "benchmark-records", "support-table", "pytorch-tests")
 
 
 # ---- `bringup export` ----------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", nargs="?", default=None, help="run id (default: the latest run in --db)")
-    p.add_argument("--out", required=True, metavar="FILE", help="bundle path (JSON)")
+    p.add_argument("run", nargs="?", default=None,
+                   help="run id (default: the latest run in --db), or a bundle file")  # fmt: skip
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="the file to write (support-table: FILE.md and FILE.csv; pytorch-tests: FILE.py and "
+                        "FILE.json)")  # fmt: skip
+    p.add_argument("--format", default="bundle", choices=FORMATS,
+                   help="bundle (default: the run, portable JSON), benchmark-records (PyTorch's benchmark "
+                        "database JSON), support-table (per op and dtype, Markdown + CSV), pytorch-tests "
+                        "(set_test_configs for PyTorch's device-generic tests)")  # fmt: skip
+    p.add_argument("--margin", type=float, default=None, metavar="X",
+                   help="pytorch-tests: tolerance = X times the largest error measured (default 2)")  # fmt: skip
+
+
+def _load(sess: Any, run_arg: str | None) -> tuple[Any, list[Any], dict[str, Any], Path | None]:
+    """(run, results, the bundle's data, the run's folder or None for a bundle file)."""
+    from bringup.bundle import FORMAT, VERSION, load_bundle, make_bundle
+    from bringup.report.cli import looks_like_file
+    from bringup.store import Store
+
+    if run_arg and looks_like_file(run_arg):
+        run, results = load_bundle(run_arg)
+        data = {"format": FORMAT, "version": VERSION, "run": run.to_json(), "cases": [r.to_json() for r in results]}
+        return run, results, data, None
+    try:
+        with Store(sess.db, create=False) as st:
+            run_id = run_arg or st.latest_run_id()
+            data = make_bundle(st, run_id)
+            run, results = st.get_run(run_id), st.results(run_id)
+            return run, results, data, (st.path.parent / run_id).absolute()
+    except sqlite3.DatabaseError as e:
+        raise BadInput(f"{sess.db} is not a usable bringup database ({e})") from e
+
+
+def render(fmt: str, run: Any, results: list[Any], data: dict[str, Any], out: Path,
+           margin: float | None = None) -> dict[Path, str]:  # fmt: skip
+    """{path: text} of every file the format writes (raises BadInput when the run has nothing for it)."""
+    from bringup.files import dumps
+
+    if fmt == "bundle":
+        return {out: dumps(data)}
+    if fmt == "benchmark-records":
+        from bringup.report.exports.benchmark import records
+
+        return {out: dumps(records(run, results))}
+    if fmt == "support-table":
+        from bringup.report.exports.support import support_table
+
+        table = support_table(run, results)
+        return {out.with_suffix(".md"): table.markdown(), out.with_suffix(".csv"): table.csv()}
+    if fmt == "pytorch-tests":
+        from bringup.report.exports.pytorch_tests import DEFAULT_MARGIN, test_configs
+
+        cfg = test_configs(run, results, DEFAULT_MARGIN if margin is None else margin)
+        return {out.with_suffix(".py"): cfg.python(), out.with_suffix(".json"): dumps(cfg.to_json())}
+    raise BadInput(f"--format {fmt}: not one of {', '.join(FORMATS)}")  # argparse's choices catch it first
 
 
 def main(sess: Any) -> int:
-    from bringup.files import atomic_write_text, check_output_path, dumps
+    from bringup.files import atomic_write_text, check_output_path
+    from bringup.report.portable import travelling
 
     args = sess.args
+    fmt = getattr(args, "format", "bundle")
+    margin = getattr(args, "margin", None)
+    if margin is not None and (fmt != "pytorch-tests" or not 1.0 <= margin < float("inf")):
+        raise BadInput("--margin: only with --format pytorch-tests, and at least 1")
     check_output_path(args.out, "--out")
-    with Store(sess.db, create=False) as st:
-        run_id = args.run or st.latest_run_id()
-        data = make_bundle(st, run_id)
-    atomic_write_text(args.out, dumps(data))
-    sess.console.print(f"exported run {run_id} ({len(data['cases'])} cases) to {args.out}", highlight=False)
+    run, results, data, run_dir = _load(sess, args.run)
+    if run_dir is not None:  # from the store: the bundle travels (paths relative to the run's folder)
+        data = travelling(data, run.info, run_dir)
+    files = render(fmt, run, results, data, Path(args.out), margin)
+    for path in files:
+        check_output_path(str(path), "--out")
+    for path, text in files.items():
+        atomic_write_text(path, text)
+    where = ", ".join(str(p) for p in files)
+    what = "" if fmt == "bundle" else f" as {fmt}"
+    sess.console.print(f"exported run {run.run_id} ({len(results)} cases){what} to {where}", highlight=False)
     return 0

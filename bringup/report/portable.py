@@ -126,3 +126,16 @@ def recorded_run_dir(info: Mapping[str, Any]) -> str | None:
     """The run's folder as it was when the run wrote its summary (`info["summary"]` is a file in it)."""
     s = info.get("summary")
     return str(Path(s).parent) if isinstance(s, str) and os.path.isabs(s) else None
+
+
+def travelling(value: Any, info: Mapping[str, Any], run_dir: str | os.PathLike[str]) -> Any:
+    """`value` (summary.json's data, a bundle) with no path of the machine that ran it: the run's folder (where
+    it is now, and where it was when it wrote its summary) relative to that folder (`./artifacts/...`, its
+    parent `..`), then the run's recorded roots and this machine's named ($PYTHON, $BRINGUP, $TMPDIR, `.`, `~`),
+    then any other machine's home / temp / site-packages. The store keeps the absolute paths."""
+    rd = Path(os.path.abspath(run_dir))
+    dirs: list[str | os.PathLike[str]] = [rd]
+    if (was := recorded_run_dir(info)) is not None and os.path.normpath(was) != str(rd):
+        dirs.append(was)
+    recorded = info.get("paths")
+    return portable(recorded if isinstance(recorded, Mapping) else {}, out_dir=rd, run_dirs=dirs).data(value)
