@@ -28,6 +28,8 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
         raise BadInput("localize: give a model")
     if args.source == "fn" and ":" not in args.model:
         raise BadInput(f"localize: --source fn needs module:function, got {args.model!r}")
+    if args.source == "hf":
+        _check_model_type(args.model)
     dtype = TORCH_DTYPE_NAMES[args.dtype]  # torch's name in the case (its id, and stored runs, as before)
     params = {"source": args.source, "model": args.model, "task": args.task if args.source == "hf" else "",
               "dtype": dtype, "seed": args.seed, "backend": args.compile_backend or "",
@@ -36,6 +38,20 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
         check_compile_backend(args.compile_backend)
     mode = f" {args.compile_backend}" if args.compile_backend else ""
     return [Case("localize", f"{args.model} {dtype}{mode}", params, "bringup.localize.cli:run_case", args.budget)]
+
+
+def _check_model_type(model: str) -> None:
+    """`--source hf` builds a tiny model of a transformers model type: a name transformers does not know is
+    bad input (one line, exit 2, nothing written), not a case whose reference failed."""
+    import difflib
+
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if model not in CONFIG_MAPPING_NAMES:
+        near = difflib.get_close_matches(model, list(CONFIG_MAPPING_NAMES), n=3)
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        raise BadInput(f"localize: {model!r} is not a transformers model type{hint}; --source timm or fn for "
+                       "other models")  # fmt: skip
 
 
 def run_case(case: Case, ctx: Any) -> CaseResult:

@@ -51,8 +51,8 @@ class HubRef:
 def parse_ref(text: str, where: str) -> HubRef:
     """`org/name` or `org/name@revision`; anything else is BadInput naming `where`."""
     s = text.strip()
-    ident, _, rev = s.partition("@")
-    if not _ID.fullmatch(ident) or (rev and not _REV.fullmatch(rev)) or ident.count("/") > 1:
+    ident, at, rev = s.partition("@")
+    if not _ID.fullmatch(ident) or (at and not _REV.fullmatch(rev)) or ident.count("/") > 1:
         raise BadInput(f"{where}: {s!r} is not a Hub model id (ORG/NAME or ORG/NAME@REVISION)")
     return HubRef(ident, rev or None)
 

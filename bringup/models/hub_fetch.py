@@ -124,8 +124,8 @@ def read_id_list(spec: str) -> list[ListedId]:
         if not line:
             continue
         head, *rest = line.split()
-        ident, _, rev = head.removeprefix("hub:").partition("@")
-        if not _ID.fullmatch(ident) or ident.count("/") > 1 or (rev and not _REV.fullmatch(rev)):
+        ident, at, rev = head.removeprefix("hub:").partition("@")
+        if not _ID.fullmatch(ident) or ident.count("/") > 1 or (at and not _REV.fullmatch(rev)):
             raise BadInput(f"--source {spec}:{i}: {head!r} is not a Hub model id (ORG/NAME or ORG/NAME@REVISION)")
         meta: dict[str, int] = {}
         for tok in rest:

@@ -67,3 +67,10 @@ def test_localize_on_a_clean_device_finds_nothing(cli, tmp_path: Path, testdev_b
 
 def test_localize_bad_input_is_one_line(cli) -> None:
     assert_one_line_error(cli("--device", "cpu", "localize", "x", "--source", "fn"), "module:function")
+
+
+def test_localize_unknown_model_type_is_bad_input(bringup_inproc, tmp_path: Path) -> None:
+    """Not a case whose reference failed: one line naming the close types, exit 2, nothing written."""
+    p = bringup_inproc("--device", "cpu", "localize", "lama")
+    assert_one_line_error(p, "did you mean llama")
+    assert not (tmp_path / "bringup-results").exists()

@@ -40,6 +40,7 @@ def test_bad_option_real_process(tmp_path: Path) -> None:
         (["--timeout", "0"], "argument --timeout"),  # the old spelling
         (["--seed", "-1"], "argument --seed"),
         (["--limit", "x"], "argument --limit: expected a positive integer"),
+        (["--source", "hub:org/name@"], "is not a Hub model id"),  # an empty revision: refused, no network
     ],
 )
 def test_bad_option(zoo, tmp_path: Path, args: list[str], needle: str) -> None:
