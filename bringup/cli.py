@@ -71,6 +71,9 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
                    help="worker processes (default 1)")  # fmt: skip
     p.add_argument("--allow-unsupported", action="store_true", default=d if suppress else False,
                    help="'unsupported' cases don't make the exit code 1")  # fmt: skip
+    p.add_argument("--fallback", action="append", default=d if suppress else None, metavar="[SUITE=]POLICY",
+                   help="what a CPU fallback is: gap (default: as each suite judges it) or error (a failure in "
+                        "every case, ops named); SUITE=POLICY for one suite; repeatable")  # fmt: skip
     _output_options(p, suppress)
     from bringup.api import post_runs
 

@@ -67,6 +67,7 @@ def execute_cases(
 
     args = sess.args
     check_outputs(args)
+    policy = fallback_policy(args, sess.resume_run)
     # the post-run steps asked for (bringup.api.PostRun): a bad option is exit 2 before any work
     steps = [(p, st) for p in post_runs() if (st := p.prepare(args, sess.device)) is not None]
     code: int | None = None
@@ -97,7 +98,7 @@ def execute_cases(
                            highlight=False)  # fmt: skip
         old = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
         try:
-            execute(store, run_id, cases, executor, run_dir)
+            execute(store, run_id, cases, executor, run_dir, policy=policy.apply if policy.active else None)
         except (KeyboardInterrupt, _Terminated):
             executor.shutdown()
             store.end_run(run_id, "interrupted")
@@ -136,6 +137,18 @@ def execute_cases(
     if code is not None:
         return code
     return exit_code(results, bool(getattr(args, "allow_unsupported", False)))
+
+
+def fallback_policy(args: argparse.Namespace, resumed: RunInfo | None = None) -> Any:
+    """The run's `--fallback` (bringup/runner/fallback_policy.py; a resumed run keeps the one it was started
+    with unless given again); a bad value or suite: BadInput (exit 2)."""
+    from bringup.api import suites
+    from bringup.runner.fallback_policy import FallbackPolicy
+
+    values = getattr(args, "fallback", None)
+    if values is None and resumed is not None:
+        values = (resumed.info.get("options") or {}).get("fallback")
+    return FallbackPolicy.parse(values, [s.name for s in suites()])
 
 
 def exit_code(results: Sequence[CaseResult], allow_unsupported: bool = False) -> int:

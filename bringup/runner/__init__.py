@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -49,9 +49,11 @@ def execute(
     executor: Executor,
     run_dir: Path,
     console: Console | None = None,
+    policy: Callable[[CaseResult], CaseResult] | None = None,
 ) -> list[CaseResult]:
     """Run the cases of `run_id` that are not finished yet. Returns the results of this call only;
-    the full picture is always `store.results(run_id)`."""
+    the full picture is always `store.results(run_id)`. `policy` (the run's `--fallback`) may change a
+    result before it is stored."""
     store.plan(run_id, cases)
     done = store.finished_ids(run_id)
     todo = [c for c in cases if c.case_id not in done]
@@ -72,6 +74,8 @@ def execute(
             progress.update(task, current=f"{c.suite}/{c.name}")
 
         def on_result(r: CaseResult) -> None:
+            if policy is not None:
+                r = policy(r)
             store.record(run_id, r)  # committed at once: a crash of anything later loses nothing
             out.append(r)
             progress.advance(task)

@@ -91,9 +91,23 @@ def is_not_implemented(exc: BaseException) -> bool:
     return is_unsupported(exc)
 
 
+def _backend_fallbacks(ctx: Any) -> dict[str, int] | None:
+    """The backend's own count of CPU-fallback calls so far (None: its adapter keeps none)."""
+    fn = getattr(getattr(ctx, "device", None), "fallback_counts", None)
+    try:
+        return fn() if fn is not None else None
+    except Exception:
+        return None
+
+
 def run_one(case: Case, ctx: WorkerContext) -> CaseResult:
-    """Call the case's entry; our own exceptions become `error` with the traceback kept."""
+    """Call the case's entry; our own exceptions become `error` with the traceback kept. Where the backend
+    counts its CPU fallbacks, what it counted over the case is kept as `backend_fallback_ops` (what
+    `--fallback error` judges, bringup/runner/fallback_policy.py)."""
+    from bringup.runner.fallback_policy import counter_delta
+
     t0 = time.perf_counter()
+    before = _backend_fallbacks(ctx)
     try:
         fn = load_entry(case.entry)
         result = fn(case, ctx)
@@ -111,6 +125,8 @@ def run_one(case: Case, ctx: WorkerContext) -> CaseResult:
         line = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         result = CaseResult.for_case(case, status, line, error=traceback.format_exc())
     result.wall_s = time.perf_counter() - t0
+    if fell := counter_delta(before, _backend_fallbacks(ctx) if before is not None else None):
+        result.fields.setdefault("backend_fallback_ops", fell)
     return result
 
 
