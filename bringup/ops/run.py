@@ -150,6 +150,45 @@ def _identical(a: Any, b: Any) -> bool:
     return True
 
 
+# torch.testing's default (rtol, atol) per dtype: what PyTorch's own tests compare a device with cpu by
+_TESTING_TOLERANCES = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
+                       torch.float64: (1e-7, 1e-7), torch.complex64: (1.3e-6, 1e-5)}  # fmt: skip
+
+
+def error_vs_cpu(pairs: list[tuple[Any, Any]]) -> dict[str, Any] | None:
+    """How far the device's floating outputs are from cpu's in the same dtype (what PyTorch's test_compare_cpu
+    checks): the largest |got - ref|, the largest |got - ref| / |ref|, and `atol_needed`: the smallest atol
+    that, with torch.testing's default rtol for the output's dtype, passes every finite value (0 when the
+    default atol would do); `rtol`, `default_atol`: those defaults. None: no floating output compared."""
+    worst: dict[str, Any] | None = None
+    for got, ref in pairs:
+        for g, r in zip(tree_flatten(got)[0], tree_flatten(ref)[0], strict=False):
+            if not (isinstance(g, torch.Tensor) and isinstance(r, torch.Tensor)) or g.shape != r.shape:
+                continue
+            if not (r.is_floating_point() or r.is_complex()) or r.numel() == 0:
+                continue
+            try:
+                gd, rd = dense(g).detach().cpu(), dense(r).detach().cpu()
+            except Exception:
+                continue
+            wide = torch.complex128 if rd.is_complex() else torch.float64
+            gd, rd = gd.to(wide), rd.to(wide)
+            ok = torch.isfinite(gd) & torch.isfinite(rd)
+            if not bool(ok.any()):
+                continue
+            d, mag = (gd - rd).abs()[ok], rd.abs()[ok]
+            rtol, atol = _TESTING_TOLERANCES.get(r.dtype, (1.3e-6, 1e-5))
+            rel = (d / mag)[mag > 0]
+            e = {"max_abs": float(d.max()), "max_rel": float(rel.max()) if rel.numel() else 0.0,
+                 "atol_needed": max(0.0, float((d - rtol * mag).max())), "rtol": rtol, "default_atol": atol,
+                 "dtype": str(r.dtype).removeprefix("torch.")}  # fmt: skip
+            if worst is None:
+                worst = e
+            else:
+                worst = {**worst, **{k: max(worst[k], e[k]) for k in ("max_abs", "max_rel", "atol_needed")}}
+    return worst
+
+
 def run_op(case: Case, ctx: Any) -> CaseResult:
     from bringup.checks.fallbacks import FallbackDetector
 
@@ -211,6 +250,8 @@ def run_op(case: Case, ctx: Any) -> CaseResult:
             continue
         outcomes.append((i, Status.FAIL_NUMERIC, f"sample {i}: {why}") if why else (i, Status.PASS, ""))
     fell_back = sorted(rep.fallback_ops)
+    if (err := error_vs_cpu([(got, ref) for _, got, ref, rnd in outs if not rnd])) is not None:
+        fields["error_vs_cpu"] = err  # what `export --format pytorch-tests` sizes tolerances from
     fields |= {
         "random": any(r for *_, r in refs),
         "float64_reference": sum(v is not None for v in refs64.values()),

@@ -72,9 +72,9 @@ def render(fmt: str, run: Any, results: list[Any], data: dict[str, Any], out: Pa
         table = support_table(run, results)
         return {out.with_suffix(".md"): table.markdown(), out.with_suffix(".csv"): table.csv()}
     if fmt == "pytorch-tests":
-        from bringup.report.exports.pytorch_tests import DEFAULT_MARGIN, test_configs
+        from bringup.report.exports.pytorch_tests import DEFAULT_MARGIN, pytorch_test_configs
 
-        cfg = test_configs(run, results, DEFAULT_MARGIN if margin is None else margin)
+        cfg = pytorch_test_configs(run, results, DEFAULT_MARGIN if margin is None else margin)
         return {out.with_suffix(".py"): cfg.python(), out.with_suffix(".json"): dumps(cfg.to_json())}
     raise BadInput(f"--format {fmt}: not one of {', '.join(FORMATS)}")  # argparse's choices catch it first
 
