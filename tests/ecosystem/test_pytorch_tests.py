@@ -47,9 +47,15 @@ def results() -> list[CaseResult]:
 def test_what_the_config_says() -> None:
     cfg = pytorch_test_configs(RUN, results()).to_json()
     assert cfg["op_allowlist"] == ["add", "mul", "sin"] and cfg["test_exclusions"] == {}
-    assert cfg["excluded_ops"] == {"linalg.svd": "float32: bringup: unsupported: NotImplementedError: aten::_linalg_svd"}
+    assert cfg["excluded_ops"] == {
+        "linalg.svd": "float32: bringup: unsupported: NotImplementedError: aten::_linalg_svd"
+    }
     sin = cfg["op_overrides"]["sin"]
-    assert sin[0] == {"kind": "skip", "dtypes": ["bfloat16"], "reason": "bringup: fail_numeric: sample 0: 400/400 values off"}
+    assert sin[0] == {
+        "kind": "skip",
+        "dtypes": ["bfloat16"],
+        "reason": "bringup: fail_numeric: sample 0: 400/400 values off",
+    }
     assert sin[1]["kind"] == "tolerance" and sin[1]["atol"] == 6.2e-4 and sin[1]["rtol"] == 1.3e-6
     assert (sin[1]["cls_name"], sin[1]["test_name"]) == ("TestCommon", "test_compare_cpu")
     assert "add" not in cfg["op_overrides"] and "mul" not in cfg["op_overrides"]  # nothing to override

@@ -135,7 +135,9 @@ class DeviceTestConfigs:
         return "\n".join(lines) + "\n"
 
 
-def pytorch_test_configs(run: RunInfo, results: Sequence[CaseResult], margin: float = DEFAULT_MARGIN) -> DeviceTestConfigs:
+def pytorch_test_configs(
+    run: RunInfo, results: Sequence[CaseResult], margin: float = DEFAULT_MARGIN
+) -> DeviceTestConfigs:
     ops: dict[str, OpConfig] = {}
     for r in results:
         if r.suite != "ops" or "op" not in r.params or r.status is Status.REF_FAIL:
