@@ -27,6 +27,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="'unsupported' cases don't count as failures")  # fmt: skip
     c.add_argument("--update", action="store_true",
                    help="then rewrite FILE from that run (as `--update-expect` would have; comments kept)")  # fmt: skip
+    for name, what in (("import", "read a torch-xpu-ops expected-accuracy CSV into an expectations file"),
+                       ("export", "write a section as a torch-xpu-ops expected-accuracy CSV")):  # fmt: skip
+        x = sub.add_parser(name, help=what)
+        if name == "import":
+            x.add_argument("csv", metavar="FILE.csv", help="the CSV (name,float32,bfloat16,float16,amp_bf16,amp_fp16)")
+            x.add_argument("--out", required=True, metavar="FILE",
+                           help="the expectations file to write (an existing one gets the section added)")  # fmt: skip
+        else:
+            x.add_argument("--expect", dest="expect_file", required=True, metavar="FILE", help="the expectations file")
+            x.add_argument("--out", required=True, metavar="FILE.csv", help="the CSV to write")
+        x.add_argument("--device", dest="xpu_device", default="*", help="the section's device type (default *)")
+        x.add_argument("--torch", dest="xpu_torch", default="*", help="the section's torch version (default *)")
+        x.add_argument("--dtype", dest="xpu_dtype", default="fp32",
+                       help="the CSV column: fp32, bf16, fp16, amp-bf16, amp-fp16 (default fp32)")  # fmt: skip
+        x.add_argument("--suite", dest="xpu_suite", default="zoo", help="the suite of the cases (default zoo)")
 
 
 def _repeats(st: Any, run_id: str) -> list[list[Any]]:
@@ -51,7 +66,9 @@ def main(sess: Any) -> int:
 
     args = sess.args
     if args.expect_cmd is None:
-        raise BadInput("expect: give an action: init or check")
+        raise BadInput("expect: give an action: init, check, import or export")
+    if args.expect_cmd in ("import", "export"):
+        return _xpu(sess, args)
     if not sess.db.exists():
         raise BadInput(f"no result database at {sess.db}")
     with Store(sess.db, create=False) as st:
@@ -108,3 +125,47 @@ def _check(sess: Any, args: argparse.Namespace, run: Any, results: list[Any], re
     sess.console.print(f"--update: {f.path}: {n['added']} added, {n['changed']} changed, {n['removed']} removed; "
                        f"against it run {run.run_id} exits {after.exit_code()}", highlight=False)  # fmt: skip
     return after.exit_code()
+
+
+def _xpu(sess: Any, args: argparse.Namespace) -> int:
+    """`expect import FILE.csv --out FILE` / `expect export --expect FILE --out FILE.csv` (expect/xpu_csv.py)."""
+    from pathlib import Path
+
+    from ruamel.yaml.comments import CommentedMap
+
+    from bringup.expect import xpu_csv
+    from bringup.expect.file import ExpectFile
+    from bringup.files import atomic_write_text, check_output_path
+
+    xpu_csv.column_of(args.xpu_dtype)  # a bad --dtype: exit 2 before anything is read
+    check_output_path(args.out, "--out")
+    if args.expect_cmd == "import":
+        if not Path(args.csv).is_file():
+            raise BadInput(f"{args.csv}: no such file")
+        out = Path(args.out)
+        f = ExpectFile.load(out) if out.exists() else ExpectFile.new(out)
+        devices = f.doc.setdefault("devices", CommentedMap())
+        if devices.get(args.xpu_device) is None:
+            devices[args.xpu_device] = CommentedMap()
+        if devices[args.xpu_device].get(args.xpu_torch) is None:
+            devices[args.xpu_device][args.xpu_torch] = CommentedMap()
+        n = xpu_csv.import_csv(args.csv, devices[args.xpu_device][args.xpu_torch], args.xpu_dtype, args.xpu_suite)
+        f.validate()  # what it writes, it reads back
+        f.save()
+        sess.console.print(f"imported {n['rows']} row(s) of {args.csv} (column {n['column']}) into {out} "
+                           f"({args.xpu_device}/torch {args.xpu_torch})", highlight=False, markup=False)  # fmt: skip
+        for u in n["unknown"]:
+            sess.console.print(f"  cannot map {u}: no bringup status; expected as crash (the note keeps it)",
+                               highlight=False, markup=False)  # fmt: skip
+        return 0
+    f = ExpectFile.load(args.expect_file)
+    sel = f.select(args.xpu_device, args.xpu_torch) if args.xpu_device != "*" else ("*", args.xpu_torch)
+    node = f._section_node(sel) if sel is not None else None
+    if node is None:
+        raise BadInput(f"--expect {f.path}: no section for device {args.xpu_device}, torch {args.xpu_torch}")
+    text, lossy = xpu_csv.export_csv(node, args.xpu_dtype, args.xpu_suite)
+    atomic_write_text(args.out, text)
+    sess.console.print(f"exported {f.path} ({sel[0]}/torch {sel[1]}) to {args.out}", highlight=False, markup=False)
+    for what in lossy:
+        sess.console.print(f"  cannot map {what} (a '# bringup:' comment row says so)", highlight=False, markup=False)
+    return 0
