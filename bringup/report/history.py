@@ -91,6 +91,12 @@ def parse_date(text: str, flag: str, end_of_day: bool = False) -> float:
     return d.timestamp() if d.tzinfo else d.astimezone().timestamp()
 
 
+# The options that change what a run measures (its line on the page, and a move's explanation when they differ).
+ASKED = ("dtype", "compile_backend", "backend", "mode", "modes", "model", "source", "filter", "limit", "size",
+         "matrix", "mods", "dtypes", "quick", "full", "only", "skip", "cache", "nproc", "batch", "seq", "steps",
+         "fallback")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class StoredRun:
     n: int  # its number on the page: 1..N in start order
@@ -102,6 +108,23 @@ class StoredRun:
     @property
     def machine(self) -> str:
         return f"{self.run.device} · {self.run.host}" if self.run.host else self.run.device
+
+    @property
+    def asked(self) -> tuple[tuple[str, str], ...]:
+        """What the run asked for, as dashboards key their lines: the command and the options that change
+        what is measured (ASKED: dtype, compile backend, mode, model set, ...), those given."""
+        opts = self.run.info.get("options")
+        opts = opts if isinstance(opts, dict) else {}
+        out = [("command", self.run.command)]
+        for k in ASKED:
+            v = opts.get(k)
+            if v not in (None, False, [], ""):
+                out.append((k, ",".join(map(str, v)) if isinstance(v, list) else str(v)))
+        return tuple(out)
+
+    @property
+    def ask(self) -> str:
+        return " ".join(v if k == "command" else f"{k}={v}" for k, v in self.asked)
 
     @property
     def build(self) -> dict[str, Any]:
@@ -207,9 +230,13 @@ def pass_rate_lines(runs: Iterable[StoredRun]) -> list[Line]:
             if not judged:
                 continue
             rate = 100.0 * sum(r.status is Status.PASS for r in judged) / len(judged)
-            key = (suite, sr.machine)
+            key = (suite, sr.machine, sr.ask)
             line = lines.setdefault(key, Line("pass_rate", suite, sr.machine, PASS_RATE, True, "%"))
             line.points.append((sr, rate, outcome_line(rs)))
+    asks = Counter((suite, machine) for suite, machine, _ in lines)
+    for (suite, machine, ask), ln in lines.items():
+        if asks[(suite, machine)] > 1:  # runs that asked for different things: one line each, named by it
+            ln.label = f"{machine} · {ask}"
     return list(lines.values())
 
 
@@ -249,10 +276,15 @@ def build_lines(runs: Sequence[StoredRun]) -> list[Line]:
 
 # ---- naming a move --------------------------------------------------------------------------------
 def changes(before: StoredRun, at: StoredRun) -> list[str]:
-    """What the runs recorded differently: torch (version, commit), bringup (version, checkout commit),
-    library versions, the device's name. [] when nothing recorded changed."""
+    """What the runs recorded differently: what they asked for (command, options: StoredRun.asked), torch
+    (version, commit), bringup (version, checkout commit), library versions, the device's name. [] when
+    nothing recorded changed."""
     out = []
     a, b = before.run, at.run
+    oa, ob = dict(before.asked), dict(at.asked)
+    for k in [k for k in ("command", *ASKED) if oa.get(k) != ob.get(k)]:
+        flag = k if k == "command" else "--" + k.replace("_", "-")
+        out.append(f"{flag} {oa.get(k, 'not given')} → {ob.get(k, 'not given')}")
     if a.torch_version != b.torch_version:
         out.append(f"torch {a.torch_version} → {b.torch_version}")
     ga, gb = before.build.get("torch_git"), at.build.get("torch_git")
