@@ -150,13 +150,18 @@ class Store:
 
     def _check_ours(self) -> int:
         """Read-only: the schema version, or BadInput for a foreign or too-new database."""
-        v = self.version
+        # one statement, one snapshot: read apart, another process's migration could commit in between (version
+        # 0 read, then its tables), and a fresh database being created by two processes looked foreign
+        v, tables = self.conn.execute(
+            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)"
+        ).fetchone()
+        v = int(v)
         if v > SCHEMA_VERSION:
             raise BadInput(
                 f"{self.path} has schema v{v}, newer than this bringup understands (v{SCHEMA_VERSION});"
                 " upgrade bringup or use another --db"
             )
-        if v == 0 and self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        if v == 0 and tables:
             raise BadInput(f"{self.path} is an SQLite file but not a bringup database")
         return v
 
