@@ -2,9 +2,9 @@
 
     .venv/bin/python bench/hub_plan.py [--ids 100000] [--seed 0] [--worst 400] [--json FILE]
 
-The warm cache is a Hub index (models/hub_index.py) holding 100k synthetic ids with their config.json, built
+The warm cache is a Hub index (bringup/hub/index.py) holding 100k synthetic ids with their config.json, built
 from the 69 real configs of the shipped catalogue (bringup/models/catalogue/hub_top.json) the way the Hub is
-made (tests/zoo/hub_synth.py), in this mix:
+made (tests/hub/hub_synth.py), in this mix:
 
     70%  fine-tune copies (another _name_or_path, storage dtype, transformers_version, use_cache)
     12%  re-tokenised copies (vocab_size + 1..4096, special token ids moved): a config.json of their own,
@@ -15,8 +15,8 @@ made (tests/zoo/hub_synth.py), in this mix:
      2%  config failures (gated, not found, no config.json, not JSON)
 
 Timed (in this process, after a warm-up that imports transformers' config classes): reading the index, the
-signatures and the dedup (zoo/hub.py plan_ids), and the case list (signature_cases); each reported
-with the number of configs really signed (the memo key, models/signature.py raw_key, skips the rest). The
+signatures and the dedup (hub/plan.py plan_ids), and the case list (zoo/sweep.py signature_cases); each
+reported with the number of configs really signed (the memo key, hub/signature.py raw_key, skips the rest). The
 worst case, every config.json distinct, is extrapolated from the measured cost of signing `--worst` distinct
 configs (no memo hits).
 
@@ -37,11 +37,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bringup.models import hub  # noqa: E402
-from bringup.models import signature as sg  # noqa: E402
-from bringup.models.hub_index import Entry, HubIndex  # noqa: E402
-from bringup.zoo import hub as zoo_hub  # noqa: E402
-from tests.zoo import hub_synth as hs  # noqa: E402
+from bringup.hub import plan as hub_plan  # noqa: E402
+from bringup.hub import refs  # noqa: E402
+from bringup.hub import signature as sg  # noqa: E402
+from bringup.hub.index import Entry, HubIndex  # noqa: E402
+from bringup.zoo import sweep as zoo_sweep  # noqa: E402
+from tests.hub import hub_synth as hs  # noqa: E402
 
 MIX = (("copy", 0.70), ("retok", 0.12), ("resized", 0.08), ("near", 0.08), ("fail", 0.02))
 
@@ -71,7 +72,7 @@ def _near(base: dict, rng: random.Random) -> dict:
 
 def synth_entries(n: int, seed: int) -> tuple[list[Entry], dict[str, int]]:
     rng = random.Random(seed)
-    cat = [e["config"] for e in hub.catalogue()]
+    cat = [e["config"] for e in refs.catalogue()]
     kinds: dict[str, int] = {}
     out = []
     for i in range(n):
@@ -115,22 +116,22 @@ def main() -> int:
         path = Path(d) / "hub-index.db"
         with HubIndex(path) as idx:
             idx.record(entries)
-        zoo_hub.plan_ids(entries[:2000])  # warm-up: config classes imported, as on any machine after one plan
+        hub_plan.plan_ids(entries[:2000])  # warm-up: config classes imported, as on any machine after one plan
         t = time.perf_counter()
         with HubIndex(path) as idx:
             warm = list(idx.all().values())
         read_s = time.perf_counter() - t
     t = time.perf_counter()
-    plan = zoo_hub.plan_ids(warm)
+    plan = hub_plan.plan_ids(warm)
     plan_s = time.perf_counter() - t
     t = time.perf_counter()
-    cases, _ = zoo_hub.signature_cases(plan, "fp32", 4, "inductor", 600.0, 0, 2)
+    cases, _ = zoo_sweep.signature_cases(plan, "fp32", 4, "inductor", 600.0, 0, 2)
     cases_s = time.perf_counter() - t
     # the worst case: every config.json distinct (no memo hit): sign `worst` distinct ones
     rng = random.Random(a.seed + 1)
     distinct = []
     for i in range(a.worst):
-        cfg = copy.deepcopy(rng.choice(warm).config or hub.catalogue()[0]["config"])
+        cfg = copy.deepcopy(rng.choice(warm).config or refs.catalogue()[0]["config"])
         cfg["vocab_size"] = int(cfg.get("vocab_size") or 32000) + 10_000 + i  # a config.json of its own
         distinct.append(cfg)
     signer = sg.Signer()

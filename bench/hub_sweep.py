@@ -3,7 +3,7 @@
     .venv/bin/python bench/hub_sweep.py [--bases 6] [--workers 1] [--executor local|ray] [--warm]
                                         [--zoo-args "--noise-seeds 2 --steps 4"] [--json FILE]
 
-A local Hub stand-in (tests/zoo/hub_standin.py) serves the synthetic repos of tests/zoo/hub_synth.py; the ids of
+A local Hub stand-in (tests/hub/hub_standin.py) serves the synthetic repos of tests/hub/hub_synth.py; the ids of
 the first `--bases` bases (each base with its fine-tune copies, resized variants and 2 near-duplicates: about 3
 signatures per base) are listed in a file and swept with `bringup zoo --source hub-list:FILE` at the zoo's
 defaults (inductor, 2 noise seeds, 4 steps, fp32) unless --zoo-args says otherwise. The inductor cache starts
@@ -32,8 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.zoo import hub_synth as hs  # noqa: E402
-from tests.zoo.hub_standin import StandIn  # noqa: E402
+from tests.hub import hub_synth as hs  # noqa: E402
+from tests.hub.hub_standin import StandIn  # noqa: E402
 
 
 def main() -> int:

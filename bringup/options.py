@@ -92,7 +92,7 @@ def check_compile_backend(name: str, flag: str = "--compile-backend", allow_none
 
 
 # --hub-rate (zoo's Hub sweeps, `bringup hub`): requests per 5-minute window to the Hub's API and /resolve/.
-# Here, torch-free, so that `--help` shows them without importing the Hub code (bringup.models.hub_fetch).
+# Here, torch-free, so that `--help` shows them without importing the Hub code (bringup.hub.fetch).
 FREE_API, FREE_RESOLVE = 1000, 5000  # a free user's requests per window (docs/hub/rate-limits)
 DEFAULT_API, DEFAULT_RESOLVE = 900, 4500  # 90% of those
 

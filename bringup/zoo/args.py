@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 
 from bringup.api import Tool
+from bringup.hub import flags as hub_flags
 from bringup.options import add_case_budget, add_compile_backend, add_dtype, add_filter, add_limit, add_seed
-from bringup.zoo import hub_args as zoo_hub_args
 
 NAME = "zoo"
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
 ORDER = 50
-# `bringup hub`: Hub sweeps without a device (hubcmd.py), a tool beside the zoo's sub-command
-TOOLS = (Tool("hub", "bringup.zoo.hubcmd", "Hub sweeps without a device: fetch configs, plan signatures, export/import",
+# `bringup hub`: Hub sweeps without a device (hub/cmd.py), a tool beside the zoo's sub-command
+TOOLS = (Tool("hub", "bringup.hub.cmd", "Hub sweeps without a device: fetch configs, plan signatures, export/import",
               device=False),)  # fmt: skip
 
 SIZES = ("tiny", "full")
@@ -93,4 +93,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", default=None, metavar="BUNDLE",
                    help="compare curves and outputs with this exported run (bringup export)")  # fmt: skip
     add_seed(p, 0)
-    zoo_hub_args.add_arguments(p)
+    hub_flags.add_arguments(p)

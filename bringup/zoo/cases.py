@@ -1,6 +1,6 @@
 """A zoo case from a model entry: `Entry` (what a source lists) and `make_case` (the tiny case's params, written
 exactly as stored runs have them: case ids stay stable). Used by planning (zoo/plan.py) and the Hub sweep
-(zoo/hub.py).
+(zoo/sweep.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ being reported `unsupported`:
   device/dist.py `backend_for`), as `bringup train --nproc` does;
 - the model: built on the meta device, then materialised one FSDP2 unit at a time on the host (each decoder
   block, then what is left at the root), initialised there exactly as the single-device build does
-  (models/hub.py `build_full`: transformers' own per-module init, then `init_full`'s seeded draw per parameter,
+  (hub/build.py `build_full`: transformers' own per-module init, then `init_full`'s seeded draw per parameter,
   indexed as in the whole model) and handed to `fully_shard` (which moves its shard to the device). No rank ever
   holds more than one block unsharded on the host, and every rank holds 1/N of each parameter on the device;
   the values are those of the unsharded model, so its runs compare with a single-device run or a bundle;
@@ -146,16 +146,16 @@ def build_sharded(data: dict[str, Any], name: str, device: Device, dtype: torch.
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    from bringup.models import hub
+    from bringup.hub import build
     from bringup.models.lm import decoder_layers
 
-    model, task = hub.meta_model(data, name)
+    model, task = build.meta_model(data, name)
     model = model.to(dtype)
     index: dict[str, int] = {}  # parameter name -> init_full's draw index (a tied one: its first name's)
     first: dict[int, int] = {}
     for i, (n, prm) in enumerate(model.named_parameters(remove_duplicate=False)):
         index[n] = first.setdefault(id(prm), i)
-    std = hub.init_std(model.config)
+    std = build.init_std(model.config)
     mesh = init_device_mesh(device.type, (world,))
     try:
         blocks = list(decoder_layers(model))
@@ -183,7 +183,7 @@ def build_sharded(data: dict[str, Any], name: str, device: Device, dtype: torch.
 def _materialise(model: torch.nn.Module, unit: torch.nn.Module, prefix: str, index: dict[str, int], std: float,
                  seed: int) -> None:  # fmt: skip
     """The still-meta parameters and buffers under `unit`, on the host, initialised as build_full does."""
-    from bringup.models import hub
+    from bringup.hub import build
     from bringup.models import zoo as mz
 
     owner = _owner(model, unit)
@@ -206,8 +206,8 @@ def _materialise(model: torch.nn.Module, unit: torch.nn.Module, prefix: str, ind
                 scale = mz.NONZERO_STD if lo == hi else std
                 g = torch.Generator().manual_seed(seed * 1_000_003 + index[full])
                 flat = prm.view(-1)
-                for start in range(0, flat.numel(), hub.INIT_CHUNK):
-                    k = min(hub.INIT_CHUNK, flat.numel() - start)
+                for start in range(0, flat.numel(), build.INIT_CHUNK):
+                    k = min(build.INIT_CHUNK, flat.numel() - start)
                     flat[start : start + k].copy_(torch.randn(k, generator=g) * scale)
 
 
@@ -233,7 +233,7 @@ def train(p: dict[str, Any], device: Device, prec: Precision, steps: int, rank: 
     the pooled series."""
     import torch.distributed as dist
 
-    from bringup.models import hub
+    from bringup.hub import build
     from bringup.models import zoo as mz
     from bringup.zoo.spec import config_data
     from bringup.zoo.steps import FULL_LR, MAX_GRAD_NORM, no_dropout, step_fn, train_steps
@@ -243,7 +243,7 @@ def train(p: dict[str, Any], device: Device, prec: Precision, steps: int, rank: 
     model, task, local = build_sharded(config_data(spec), spec.model, device, prec.param_dtype, seed, world)
     no_dropout(model)
     gb, seq = spec.batch, spec.seq
-    make = hub.batches_for(model, task, gb, seq, seed)
+    make = build.batches_for(model, task, gb, seq, seed)
     per = gb // world
     dev = device.torch_device
     fn = step_fn(mz.call_kwargs, mz.hf_loss, mz.first_float, model, prec, dev.type, backend)

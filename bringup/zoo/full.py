@@ -64,14 +64,14 @@ def tolerance(a: Precision, b: Precision) -> float:
 def run_steps(params: ZooSpec | dict[str, Any], data: dict[str, Any], device: torch.device, prec: Precision, steps: int,
               backend: str | None = None, on_first_step: Any = None) -> FullOut:  # fmt: skip
     """Build the full-size model on `device` and train `steps` AdamW steps (zoo/steps.py's loop); per-step series."""
-    from bringup.models import hub
+    from bringup.hub import build
     from bringup.models import zoo as mz
 
     spec = ZooSpec.of(params)
     seed = spec.seed
-    model, task, how = hub.build_full(data, spec.model, device, prec.param_dtype, seed, weights_for(spec))
+    model, task, how = build.build_full(data, spec.model, device, prec.param_dtype, seed, weights_for(spec))
     no_dropout(model)
-    make = hub.batches_for(model, task, spec.batch, spec.seq, seed)
+    make = build.batches_for(model, task, spec.batch, spec.seq, seed)
     fn = step_fn(mz.call_kwargs, mz.hf_loss, mz.first_float, model, prec, device.type, backend)
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
     out = FullOut(weights=how)
@@ -149,7 +149,8 @@ def _series_of(out: FullOut) -> dict[str, Any]:
 def run_full(case: Case, ctx: Any) -> CaseResult:
     from bringup.checks.errors import classify, first_line
     from bringup.checks.graphs import watch
-    from bringup.models import hub, memory
+    from bringup.hub import build
+    from bringup.models import memory
     from bringup.models.zoo import ConfigError
 
     p = case.params
@@ -169,7 +170,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
     # -- 1. preflight --
     try:
         data = config_data(spec)
-        meta, task = hub.meta_model(data, spec.model)
+        meta, task = build.meta_model(data, spec.model)
     except ConfigError as e:
         return _fail(r, Status.REF_FAIL, f"config: {e}")
     except Exception as e:
@@ -256,7 +257,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
             r.fields["cpu_reference"] = {"status": "the device is cpu in fp32: the eager run is the reference"}
         else:
             cpu = torch.device("cpu")
-            ref_est = memory.estimate(hub.meta_model(data, spec.model)[0], fp32.param_dtype, fp32.compute_dtype,
+            ref_est = memory.estimate(build.meta_model(data, spec.model)[0], fp32.param_dtype, fp32.compute_dtype,
                                       batch, seq, memory.free_memory(cpu))  # fmt: skip
             if ref_est.fits() is False:
                 r.fields["cpu_reference"] = {"status": f"skipped: {ref_est.summary()}"}

@@ -1,6 +1,6 @@
 """The zoo's planning: the models a --source lists (transformers types, timm models, Hub ids, a FILE of
 module:function / config paths / ids), every option validated before any work (bad input: one line, exit 2), one
-case per model (zoo/cases.py), a Hub sweep's through zoo/hub.py, --size full's for zoo/full.py.
+case per model (zoo/cases.py), a Hub sweep's through zoo/sweep.py, --size full's for zoo/full.py.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from typing import Any
 from bringup.case import Case
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
+from bringup.hub import plan as hub_plan
 from bringup.options import check_compile_backend
 from bringup.precision import Precision, parse_precision
-from bringup.zoo import hub as zoo_hub
 from bringup.zoo import modules as zoo_modules
+from bringup.zoo import sweep as zoo_sweep
 from bringup.zoo.args import (
     DEFAULT_STEPS,
     DEFAULT_TIMEOUT,
@@ -76,17 +77,17 @@ def timm_entries() -> list[Entry]:
 
 def _hub_entry(text: str, where: str) -> Entry:
     """A Hub id, resolved now (cache, or the Hub when online): a missing or uncached id is BadInput."""
-    from bringup.models import hub
+    from bringup.hub import build, refs
 
-    ref = hub.parse_ref(text[len(hub.HUB_PREFIX) :] if text.startswith(hub.HUB_PREFIX) else text, where)
-    task, _ = hub.task_of(hub.read_config(hub.resolve(ref), ref.name))
+    ref = refs.parse_ref(text[len(refs.HUB_PREFIX) :] if text.startswith(refs.HUB_PREFIX) else text, where)
+    task, _ = build.task_of(refs.read_config(refs.resolve(ref), ref.name))
     return Entry("hub", ref.name, task)
 
 
 def _hub_top() -> list[Entry]:
-    from bringup.models import hub
+    from bringup.hub import build, refs
 
-    return [Entry("hub-top", e["id"], hub.task_of(e["config"])[0]) for e in hub.catalogue()]
+    return [Entry("hub-top", e["id"], build.task_of(e["config"])[0]) for e in refs.catalogue()]
 
 
 def read_model_file(path: str) -> list[Entry]:
@@ -127,9 +128,9 @@ def entries_for(source: str) -> list[Entry]:
     if source == "hub-top":
         return _hub_top()
     if source.startswith("hub:"):
-        from bringup.models import hub
+        from bringup.hub import refs
 
-        return [_hub_entry(ref.name, f"--source {source}") for ref in hub.parse_ids(source)]
+        return [_hub_entry(ref.name, f"--source {source}") for ref in refs.parse_ids(source)]
     if Path(source).exists():
         return read_model_file(source)
     raise BadInput(f"unknown --source {source!r}: use hf-causal, hf-all, timm, hub-top, hub:ORG/NAME or a FILE "
@@ -157,9 +158,9 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if size == "full":
         args.batch = FULL_BATCH if getattr(args, "batch", None) is None else args.batch
         args.seq = FULL_SEQ if getattr(args, "seq", None) is None else args.seq
-    sweep = zoo_hub.is_sweep(args.source)
-    zoo_hub.check_options(args)
-    zoo_hub.check_ranks(getattr(args, "nproc", 1), device)
+    sweep = hub_plan.is_sweep(args.source)
+    zoo_sweep.check_options(args)
+    zoo_sweep.check_ranks(getattr(args, "nproc", 1), device)
     if size == "full":
         if sweep:
             raise BadInput("--size full with a Hub sweep: use --full-top K (the K most downloaded signatures at "
@@ -186,7 +187,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     pattern = None if args.filter is None else user_regex(args.filter, "--filter")
     backend = check_backend(args.compile_backend or device.default_compile_backend)
     if sweep:
-        return zoo_hub.build_cases(args, prec, backend, noise_seeds, pattern)
+        return zoo_sweep.build_cases(args, prec, backend, noise_seeds, pattern)
     baseline = load_baseline(args.baseline) if args.baseline else None
     inputs = getattr(args, "inputs", "text") or "text"
     entries = entries_for(args.source)
@@ -214,7 +215,7 @@ def _select(entries: list[Any], pattern: Any, args: argparse.Namespace) -> list[
 
 def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) -> list[Case]:
     """--size full: Hub ids or catalogue entries at their real size (zoo/full.py)."""
-    from bringup.models import hub
+    from bringup.hub import refs
 
     if args.steps < 1:
         raise BadInput(f"--steps must be >= 1, got {args.steps}")
@@ -238,7 +239,7 @@ def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) 
     if reference == "none" and backend == "none" and not args.baseline:
         raise BadInput("--reference none with --compile-backend none and no --baseline: nothing would judge the "
                        "run's numerics")  # fmt: skip
-    weights = {e.name: "cache" if e.source == "hub" and hub.weight_files(hub.parse_ref(e.model, "hub")) else "random"
+    weights = {e.name: "cache" if e.source == "hub" and refs.weight_files(refs.parse_ref(e.model, "hub")) else "random"
                for e in entries}  # fmt: skip
     baseline = load_baseline(args.baseline) if args.baseline else None
     cases = []

@@ -67,11 +67,11 @@ def _build_model(spec: ZooSpec, left_pad: bool = True) -> Any:
     if src == "hf-json":
         return mz.build_hf_json(model, seed=seed, bs=bs)
     if src in ("hub", "hub-top"):
-        from bringup.models import hub
+        from bringup.hub import build
 
-        return hub.build_tiny(config_data(spec), model, seed=seed, bs=bs)
-    if src == "hub-sig":  # a Hub sweep's signature: exactly its tiny config (zoo/hub.py)
-        from bringup.models import signature
+        return build.build_tiny(config_data(spec), model, seed=seed, bs=bs)
+    if src == "hub-sig":  # a Hub sweep's signature: exactly its tiny config (zoo/sweep.py)
+        from bringup.hub import signature
 
         if spec.config is None:
             raise mz.ConfigError("a hub-sig case without its config")

@@ -9,6 +9,7 @@ from typing import Any
 
 from bringup.api import Page
 from bringup.case import CaseResult, Status, is_failure
+from bringup.hub import section as hub_section
 from bringup.report import plots
 from bringup.report.html import (
     Col,
@@ -26,7 +27,6 @@ from bringup.report.html import (
     seconds,
 )  # fmt: skip
 from bringup.report.plots import esc
-from bringup.zoo import hub_section as zoo_hub_section
 
 
 def _count(r: CaseResult, name: str) -> float | None:
@@ -74,9 +74,9 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         return {"gb": "1" if gb > 0 else "0", "fb": "1" if fb > 0 else "0", "err": "1" if r.error or r.reason else "0"}
 
     body = [counts_line(rs)]
-    hub = zoo_hub_section.hub_summary(page)
-    if hub is not None:  # a Hub sweep: the answer per id first (zoo/hub_section.py)
-        body.insert(0, zoo_hub_section.render(hub, page))
+    hub = hub_section.hub_summary(page)
+    if hub is not None:  # a Hub sweep: the answer per id first (hub/section.py)
+        body.insert(0, hub_section.render(hub, page))
     reasons = Counter(_reason_key(r) for r in rs if is_failure(r.status) or r.status is Status.REF_FAIL)
     if reasons:
         lis = "".join(f"<li>{n} x {esc(k)}</li>" for k, n in reasons.most_common(15))

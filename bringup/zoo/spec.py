@@ -1,6 +1,6 @@
 """One zoo case as data: `ZooSpec`, a frozen view of a case's params (tiny or full size), read once in the worker
 instead of by key across the files. The params themselves are written by planning (zoo/cases.py, zoo/plan.py,
-zoo/hub.py) exactly as before, so case ids and stored runs stay as they were; the spec reads old and new alike.
+zoo/sweep.py) exactly as before, so case ids and stored runs stay as they were; the spec reads old and new alike.
 """
 
 from __future__ import annotations
@@ -84,25 +84,25 @@ class ZooSpec:
 def config_data(spec: ZooSpec | dict[str, Any]) -> dict[str, Any]:
     """The config.json of a Hub case: carried in the params (a sweep's --full-top case), the catalogue's, or the
     cache's (resolved now)."""
-    from bringup.models import hub
+    from bringup.hub import refs
 
     s = ZooSpec.of(spec)
     if s.hub_config is not None:
         return dict(s.hub_config)
     if s.source == "hub-top":
-        return hub.catalogue_config(s.model)
-    ref = hub.parse_ref(s.model, "hub")
-    return hub.read_config(hub.resolve(ref), ref.name)
+        return refs.catalogue_config(s.model)
+    ref = refs.parse_ref(s.model, "hub")
+    return refs.read_config(refs.resolve(ref), ref.name)
 
 
 def weights_for(spec: ZooSpec | dict[str, Any]) -> list[str] | None:
     """The cached safetensors of a full-size case that planned `weights: cache` (else None: seeded init)."""
-    from bringup.models import hub
+    from bringup.hub import refs
 
     s = ZooSpec.of(spec)
     if s.weights != "cache":
         return None
-    files = hub.weight_files(hub.parse_ref(s.model, "hub"))
+    files = refs.weight_files(refs.parse_ref(s.model, "hub"))
     if not files:
         raise RuntimeError(f"{s.model}: the cached safetensors are gone since planning")
     return files

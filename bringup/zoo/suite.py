@@ -17,16 +17,16 @@ model in an exported run (another machine, say a CUDA box).
 The capability's modules: args.py (the torch-free options), spec.py (a case's params as a frozen ZooSpec),
 cases.py + plan.py (sources and planning), baseline.py (--baseline BUNDLE), steps.py (the one training-step loop),
 run.py (the worker: model preparation, training, noise measurement), judge.py (verdicts), summary.py (the
-terminal summary), section.py (HTML), full.py + fsdp.py (--size full), hub*.py (Hub sweeps), modules.py
-(the module check). This module only registers the capability.
+terminal summary), section.py (HTML), full.py + fsdp.py (--size full), sweep.py (Hub sweeps: one case per
+signature of bringup.hub's plan), modules.py (the module check). This module only registers the capability.
 """
 
 from __future__ import annotations
 
 from bringup.api import Suite, register_suite, specs
 from bringup.zoo import args as face  # the torch-free face (cli)
-from bringup.zoo import hub as zoo_hub
 from bringup.zoo import section as zoo_section
+from bringup.zoo import sweep as zoo_sweep
 from bringup.zoo.plan import build_cases, run_cases
 from bringup.zoo.run import run_model  # noqa: F401 (runs stored before the split name "bringup.zoo.suite:run_model")
 from bringup.zoo.summary import summarize
@@ -40,7 +40,7 @@ register_suite(
         title="Model zoo",
         section=zoo_section.render,
         metrics=specs("params", "graph_breaks", "max_rel_err", "loss_divergence", "compile_s", "peak_mem_bytes"),
-        record_plan=zoo_hub.record_plan,
-        summarize_stored=zoo_hub.summarize_stored,
+        record_plan=zoo_sweep.record_plan,
+        summarize_stored=zoo_sweep.summarize_stored,
     )
 )

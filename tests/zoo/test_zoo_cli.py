@@ -111,7 +111,8 @@ def test_broken_config_is_ref_fail(tmp_path: Path) -> None:
 
 
 # slow (~120 s): a 1%-off baseline failing and a bundle of another shape refused are in `make test` as
-# test_zoo_hub.py::test_full_size_baseline_round_trip and test_hub_sweep.py::test_baseline_compares_per_signature
+# test_zoo_hub.py::test_full_size_baseline_round_trip and
+# tests/hub/test_hub_sweep.py::test_baseline_compares_per_signature
 @pytest.mark.slow
 def test_export_then_baseline_round_trip(tmp_path: Path) -> None:
     first = zoo(tmp_path, "zoo", "--filter", "^(llama|gpt2)$", "--steps", "2", "--compile-backend", "aot_eager", rc=0)

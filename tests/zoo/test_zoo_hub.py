@@ -48,7 +48,7 @@ def by_name(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # ---- pure parts -----------------------------------------------------------------------------------
 def test_parse_ids() -> None:
     from bringup.errors import BadInput
-    from bringup.models.hub import HubRef, parse_ids
+    from bringup.hub.refs import HubRef, parse_ids
 
     assert parse_ids("hub:meta-llama/Llama-3.2-1B,gpt2@main") == [
         HubRef("meta-llama/Llama-3.2-1B"), HubRef("gpt2", "main")]  # fmt: skip
@@ -58,7 +58,7 @@ def test_parse_ids() -> None:
 
 
 def test_task_from_architectures() -> None:
-    from bringup.models.hub import task_of
+    from bringup.hub.build import task_of
 
     cases = {"LlamaForCausalLM": "causal-lm", "BertForMaskedLM": "masked-lm", "T5ForConditionalGeneration":
              "seq2seq-lm", "WhisperForConditionalGeneration": "speech-seq2seq", "ViTForImageClassification":
@@ -72,7 +72,8 @@ def test_task_from_architectures() -> None:
 def test_catalogue_configs_reproduce_published_param_counts() -> None:
     """>= 40 entries, unique ids; every config builds (meta device) with the parameter count its card
     states, within 2%: a wrong hidden size, layer count, head layout or vocabulary moves it."""
-    from bringup.models.hub import catalogue, meta_model
+    from bringup.hub.build import meta_model
+    from bringup.hub.refs import catalogue
 
     entries = catalogue()
     ids = [e["id"] for e in entries]
@@ -89,7 +90,8 @@ def test_catalogue_configs_reproduce_published_param_counts() -> None:
 
 def test_catalogue_count_check_has_power() -> None:
     """The check above fails on a config one hyperparameter off (here: intermediate size 10% low)."""
-    from bringup.models.hub import catalogue, meta_model
+    from bringup.hub.build import meta_model
+    from bringup.hub.refs import catalogue
 
     e = next(x for x in catalogue() if x["id"] == "meta-llama/Llama-3.1-8B")
     cfg = {**e["config"], "intermediate_size": int(e["config"]["intermediate_size"] * 0.9)}
@@ -98,7 +100,8 @@ def test_catalogue_count_check_has_power() -> None:
 
 
 def test_tiny_keeps_gqa_ratio_rope_and_experts() -> None:
-    from bringup.models.hub import catalogue, make_config, tiny_config_of
+    from bringup.hub.build import make_config, tiny_config_of
+    from bringup.hub.refs import catalogue
 
     cat = {e["id"]: e["config"] for e in catalogue()}
     t = tiny_config_of(make_config(cat["meta-llama/Llama-3.1-8B"], "x"))  # 32:8 -> 4:1
@@ -112,7 +115,7 @@ def test_full_init_is_seeded_and_buffers_are_real() -> None:
     """Meta-device build + init: the same seed gives the same weights, another seed others; the
     buffers transformers computes in __init__ (rope inv_freq) equal a plain build's (a meta build that
     left them uninitialised would not)."""
-    from bringup.models.hub import build_full
+    from bringup.hub.build import build_full
 
     data = hubcache.tiny_llama().config.to_dict()
     a, _, how = build_full(data, "t", torch.device("cpu"), torch.float32, seed=1)
@@ -131,7 +134,7 @@ def test_full_init_is_seeded_and_buffers_are_real() -> None:
 
 
 def test_full_loads_cached_safetensors(cache: Path) -> None:
-    from bringup.models.hub import build_full
+    from bringup.hub.build import build_full
 
     snap = cache / "models--acme--tiny-llama" / "snapshots" / hubcache.REV
     data = json.loads((snap / "config.json").read_text())
@@ -144,7 +147,8 @@ def test_full_loads_cached_safetensors(cache: Path) -> None:
 
 
 def test_preflight_numbers_and_nproc() -> None:
-    from bringup.models.hub import catalogue, meta_model
+    from bringup.hub.build import meta_model
+    from bringup.hub.refs import catalogue
     from bringup.models.memory import GIB, estimate
 
     e = next(x for x in catalogue() if x["id"] == "meta-llama/Llama-3.1-8B")

@@ -1,1 +1,1 @@
-"""Shipped model catalogues (package data): hub_top.json, read by bringup.models.hub.catalogue()."""
+"""Shipped model catalogues (package data): hub_top.json, read by bringup.hub.refs.catalogue()."""

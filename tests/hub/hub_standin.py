@@ -1,5 +1,5 @@
 """A local stand-in for the Hugging Face Hub: the endpoints huggingface_hub (2.x) calls for `list_models`,
-`model_info` and `hf_hub_download`, served from synthetic repos (tests/zoo/hub_synth.py). Point `HF_ENDPOINT`
+`model_info` and `hf_hub_download`, served from synthetic repos (tests/hub/hub_synth.py). Point `HF_ENDPOINT`
 at `url`.
 
 - `GET /api/models?search=&author=&filter=&pipeline_tag=&sort=&limit=&expand=...`: the listing, newest-first
@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
-from tests.zoo.hub_synth import Repo
+from tests.hub.hub_synth import Repo
 
 
 @dataclass

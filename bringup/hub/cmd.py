@@ -8,7 +8,7 @@
     bringup hub csv RUN --out FILE                        every id of a stored sweep with its outcome
 
 Every step takes --hub-index (default hub-index.db beside --db); fetch and plan also --hub-workers,
---hub-rate and --hub-refresh (zoo/hub.py). On a cluster without the Hub: `hub export` where the Hub is
+--hub-rate and --hub-refresh (plan.py). On a cluster without the Hub: `hub export` where the Hub is
 reachable, copy the file, `hub import` there, then `zoo --source ...` with HF_HUB_OFFLINE=1 plans from it.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput, user_regex
+from bringup.hub.flags import DEFAULT_WORKERS
 from bringup.options import add_filter, add_limit
-from bringup.zoo.hub_args import DEFAULT_WORKERS
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
 
@@ -63,22 +63,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _entries(args: argparse.Namespace) -> list[Any]:
-    from bringup.zoo import hub as zoo_hub
+    from bringup.hub import plan as hub_plan
 
-    if not zoo_hub.is_sweep(args.source):
+    if not hub_plan.is_sweep(args.source):
         raise BadInput(f"hub {args.hub_action}: --source {args.source!r}: use hub-search:QUERY or hub-list:FILE")
     if args.limit is not None and args.limit < 1:
         raise BadInput(f"--limit must be >= 1, got {args.limit}")
-    zoo_hub.check_options(args)
+    hub_plan.check_options(args)
     pattern = None if args.filter is None else user_regex(args.filter, "--filter")
-    return zoo_hub.resolve(args, pattern)
+    return hub_plan.fetch_entries(args, pattern)
 
 
 def main(sess: Any) -> int:
     # The Hub code (and torch, through bringup.models) is imported here, where work starts: `bringup hub
     # --help` and a mistyped option answer without it.
-    from bringup.models.hub_index import HubIndex
-    from bringup.zoo import hub as zoo_hub
+    from bringup.hub import plan as hub_plan
+    from bringup.hub.index import HubIndex
 
     args = sess.args
     con = sess.console
@@ -86,7 +86,7 @@ def main(sess: Any) -> int:
     if action is None:
         raise BadInput(f"hub: name an action: {', '.join(ACTIONS)}")
     if action == "fields":
-        from bringup.models import signature as sg
+        from bringup.hub import signature as sg
 
         try:
             info = sg.explain(args.model_type)
@@ -95,8 +95,8 @@ def main(sess: Any) -> int:
         con.print_json(json.dumps(info))
         return 0
     if action == "csv":
+        from bringup.hub import summary as zs
         from bringup.store import Store
-        from bringup.zoo import hub_summary as zs
 
         with Store(sess.db, create=False) as st:
             st.get_run(args.run)
@@ -108,7 +108,7 @@ def main(sess: Any) -> int:
         return 0
     args.db = str(sess.db)
     if action == "import":
-        with HubIndex(zoo_hub.index_path(args)) as index:
+        with HubIndex(hub_plan.index_path(args)) as index:
             n = index.import_(args.file)
             con.print(f"imported {n} row(s) into {index.path}; now: {index.counts()}", highlight=False)
         return 0
@@ -119,7 +119,7 @@ def main(sess: Any) -> int:
         keys = None
         if args.source:
             keys = [e.key for e in _entries(args)]
-        with HubIndex(zoo_hub.index_path(args)) as index:
+        with HubIndex(hub_plan.index_path(args)) as index:
             n = index.export(args.out, keys)
         con.print(f"exported {n} row(s) to {args.out}", highlight=False)
         return 0
@@ -128,10 +128,10 @@ def main(sess: Any) -> int:
         con.print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(e.status for e in entries).items())),
                   highlight=False)  # fmt: skip
         return 0
-    plan = zoo_hub.plan_ids(entries)
+    plan = hub_plan.plan_ids(entries)
     by_arch = Counter(plan.sigs[s].architecture for s in plan.sigs)
     con.print(f"{len(plan.rows)} id(s) -> {len(plan.sigs)} signature(s) ({plan.signed} config(s) signed); config "
-              f"failures: {zoo_hub._failure_line(plan) or 'none'}", highlight=False)  # fmt: skip
+              f"failures: {hub_plan.failure_line(plan) or 'none'}", highlight=False)  # fmt: skip
     con.print("signatures by architecture: " + ", ".join(f"{a} {n}" for a, n in by_arch.most_common()),
               highlight=False)  # fmt: skip
     if args.json:

@@ -1,4 +1,4 @@
-"""The computed graph of a built tiny model, as a comparable fingerprint (tests of models/signature.py).
+"""The computed graph of a built tiny model, as a comparable fingerprint (tests of hub/signature.py).
 
 One training step (forward, loss, backward) of the model on its step-0 batch under a TorchDispatchMode that
 records every aten call: the op, the shape and dtype of each tensor argument and every non-tensor argument

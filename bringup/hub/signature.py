@@ -5,14 +5,14 @@ sizes. At the size the zoo runs (`--size tiny`), what a device must compute for 
 
     (task, architecture, tiny config)
 
-- task and architecture from the config's `architectures` through transformers' task mappings (models/hub.py
+- task and architecture from the config's `architectures` through transformers' task mappings (hub/build.py
   task_of): the head, the inputs and the loss;
 - the tiny config: config.json read by transformers' own config class for its model_type (legacy keys
   converted, class defaults filled in: `cls(**config)`, what `from_pretrained` does), serialised with
-  `to_dict()` and shrunk by the zoo's role table (models/zoo_config.py shrink_dict via hub.tiny_kwargs: every size set
-  by its role; the query:kv ratio, rope type and scaling, experts and top-k, layer kinds, activations, norms,
-  biases, tying, sliding windows, soft-caps, every other field kept as the checkpoint has it): the keyword
-  arguments the tiny config is built from (`hub.tiny_config_of`), which the case carries and the worker
+  `to_dict()` and shrunk by the zoo's role table (models/zoo_config.py shrink_dict via build.py tiny_kwargs: every
+  size set by its role; the query:kv ratio, rope type and scaling, experts and top-k, layer kinds, activations,
+  norms, biases, tying, sliding windows, soft-caps, every other field kept as the checkpoint has it): the keyword
+  arguments the tiny config is built from (`build.tiny_config_of`), which the case carries and the worker
   builds from.
 
 So the field list is the config class's own (its dataclass fields, the keys it derives, and any extra key a
@@ -20,7 +20,7 @@ config.json carries: those survive `to_dict` and may be read by the modeling cod
 hand-kept list of "graph fields". Sizes are in it at their tiny value: two checkpoints that differ only in
 width, depth or vocabulary (Llama-3.1-8B and -70B: both 4:1 GQA at tiny size) share a signature. Only the keys
 of `NON_GRAPH` are taken out, each with its reason, each tested not to change the built graph
-(tests/zoo/test_hub_signature.py). The signature is the sha256 of the canonical JSON of the three parts.
+(tests/hub/test_hub_signature.py). The signature is the sha256 of the canonical JSON of the three parts.
 
 The case of a signature carries that tiny config (`graph_config`) and the worker builds exactly it
 (`build`), so two ids with one signature get one build by construction; that this build is what each id's
@@ -43,7 +43,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from bringup.models import hub
+from bringup.hub.build import task_of, tiny_kwargs, zero_dropout
 from bringup.models import zoo as mz
 from bringup.models import zoo_config as zc
 
@@ -70,7 +70,7 @@ RAW_IGNORED = (frozenset(NON_GRAPH) - {"architectures", "auto_map"}) | {"use_cac
 FULL_IGNORED = frozenset({"_name_or_path", "name_or_path", "_commit_hash", "transformers_version", "use_cache",
                           "dtype", "torch_dtype"})  # fmt: skip
 
-# Why an id has no signature (config failures, counted by reason; fetch failures come from models/hub_fetch.py).
+# Why an id has no signature (config failures, counted by reason; fetch failures come from hub/fetch.py).
 BAD_CONFIG = "bad_config"
 UNKNOWN_MODEL_TYPE = "unknown_model_type"
 UNKNOWN_ARCHITECTURE = "unknown_architecture"
@@ -176,8 +176,8 @@ def config_object(raw: dict[str, Any]) -> Any:
     from transformers import CONFIG_MAPPING
 
     # nested values copied: transformers' rope standardisation writes into the rope dicts it is given
-    d = hub.zero_dropout({k: copy.deepcopy(v) if isinstance(v, (dict, list)) else v for k, v in raw.items()
-                         if k not in RAW_IGNORED})  # fmt: skip
+    d = zero_dropout({k: copy.deepcopy(v) if isinstance(v, (dict, list)) else v for k, v in raw.items()
+                      if k not in RAW_IGNORED})  # fmt: skip
     d["use_cache"] = False
     return CONFIG_MAPPING[d["model_type"]](**d)
 
@@ -189,8 +189,8 @@ def sign(raw: dict[str, Any]) -> Signature | ConfigFailure:
         return bad
     mt = str(raw["model_type"])
     try:
-        task, arch = hub.task_of(raw)
-        cfg = graph_config(*hub.tiny_kwargs(config_object(raw)))
+        task, arch = task_of(raw)
+        cfg = graph_config(*tiny_kwargs(config_object(raw)))
     except Exception as e:
         return ConfigFailure(TINY_CONFIG, f"{type(e).__name__}: {e}".splitlines()[0][:300], mt)
     arch_name = arch or architecture_of(raw)

@@ -9,7 +9,7 @@ The fetch: `config.json` of every id (no weights), through `hf_hub_download` (th
 `HF_ENDPOINT`, `HF_HUB_CACHE` and `HF_HUB_OFFLINE`), pinned to the commit the listing returned, concurrently
 (`workers` threads), under a rate limit (`Limits`), with retries and exponential backoff for transient errors
 (5xx, 429, timeouts, connection errors; huggingface_hub retries inside each call too). Every outcome is
-committed to the Hub index (models/hub_index.py) as it arrives: an interrupted fetch loses only the calls in
+committed to the Hub index (hub/index.py) as it arrives: an interrupted fetch loses only the calls in
 flight, and the next run fetches only what is missing (`pending`, `fetch_error`, `not_cached_offline`).
 
 Rate limit (`Limits`): the Hub counts requests per 5-minute window in three buckets; a free user's token
@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
-from bringup.models.hub import _ID, _REV, offline
-from bringup.models.hub_index import OK, PENDING, Entry, HubIndex
+from bringup.hub.index import OK, PENDING, Entry, HubIndex
+from bringup.hub.refs import ID_RE, REV_RE, offline
 from bringup.options import DEFAULT_API, DEFAULT_RESOLVE, FREE_API, FREE_RESOLVE  # --hub-rate's defaults
 
 SEARCH_PREFIX = "hub-search:"
@@ -125,7 +125,7 @@ def read_id_list(spec: str) -> list[ListedId]:
             continue
         head, *rest = line.split()
         ident, at, rev = head.removeprefix("hub:").partition("@")
-        if not _ID.fullmatch(ident) or ident.count("/") > 1 or (at and not _REV.fullmatch(rev)):
+        if not ID_RE.fullmatch(ident) or ident.count("/") > 1 or (at and not REV_RE.fullmatch(rev)):
             raise BadInput(f"--source {spec}:{i}: {head!r} is not a Hub model id (ORG/NAME or ORG/NAME@REVISION)")
         meta: dict[str, int] = {}
         for tok in rest:

@@ -1,4 +1,4 @@
-"""Synthetic Hub repositories for the Hub stand-in (tests/zoo/hub_standin.py) and bench/hub_plan.py.
+"""Synthetic Hub repositories for the Hub stand-in (tests/hub/hub_standin.py) and bench/hub_plan.py.
 
 Built from the real configs of the shipped catalogue (bringup/models/catalogue/hub_top.json), one base per model
 type, and around each base what the Hub is made of:
@@ -72,9 +72,9 @@ def _sha(text: str) -> str:
 
 
 def _catalogue() -> dict[str, dict[str, Any]]:
-    from bringup.models import hub
+    from bringup.hub import refs
 
-    return {e["id"]: e for e in hub.catalogue()}
+    return {e["id"]: e for e in refs.catalogue()}
 
 
 def _pipeline(task: str) -> str | None:
@@ -168,14 +168,14 @@ def _config_repo(rid: str, cfg: dict[str, Any], task: str, downloads: int, rng: 
 def generate(copies: int = 6, seed: int = 0, bases: tuple[str, ...] = BASES, failures_each: int = 3,
              flaky: int = 4) -> SynthHub:  # fmt: skip
     """About (1 + copies + 3 + 2) x len(bases) + failures_each x 7 repos (300 with the defaults)."""
-    from bringup.models import hub
+    from bringup.hub import build
 
     rng = random.Random(seed)
     cat = _catalogue()
     out = SynthHub()
     for bi, bid in enumerate(bases):
         base = copy.deepcopy(cat[bid]["config"])
-        task = hub.task_of(base)[0]
+        task = build.task_of(base)[0]
         group = f"sig:{bi}"
         org = bid.split("/")[0].lower().replace("_", "-")
         top = 10_000_000 // (bi + 1)

@@ -1,5 +1,5 @@
 """The Hub-sweep options of `bringup zoo` (a group of its own), torch-free like every suite's `*_args`
-module: `bringup zoo --help` builds them without importing the sweep's code (bringup.zoo.hub).
+module: `bringup zoo --help` builds them without importing the sweep's code (plan.py, fetch.py, torch).
 """
 
 from __future__ import annotations

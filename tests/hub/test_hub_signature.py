@@ -1,8 +1,8 @@
-"""The signature of a config (models/signature.py), tested in both directions on real tiny builds:
+"""The signature of a config (hub/signature.py), tested in both directions on real tiny builds:
 
 - same signature -> the same computed graph: every fine-tune copy and resized variant of a base (tests/zoo/
   hub_synth.py) builds, through its own tiny build (`hub.build_tiny` of its own config.json), the same aten
-  graph, module tree and buffers as the base (tests/zoo/graphprint.py);
+  graph, module tree and buffers as the base (tests/hub/graphprint.py);
 - one graph field changed (activation, eps, biases, tying, rope theta / scaling, sliding window, kv heads,
   soft-cap) -> another signature AND another graph;
 - the case's build from the signature's config is the id's own tiny build (fidelity), and every key NON_GRAPH
@@ -18,27 +18,27 @@ from typing import Any
 
 import pytest
 
-from tests.zoo import graphprint as gp
-from tests.zoo import hub_synth as hs
+from tests.hub import graphprint as gp
+from tests.hub import hub_synth as hs
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _quiet() -> None:
-    from bringup.models import signature as sg
+    from bringup.hub import signature as sg
 
     sg.quiet_transformers()
 
 
 def _cat() -> dict[str, dict[str, Any]]:
-    from bringup.models import hub
+    from bringup.hub import refs
 
-    return {e["id"]: e["config"] for e in hub.catalogue()}
+    return {e["id"]: e["config"] for e in refs.catalogue()}
 
 
 def _fp(raw: dict[str, Any]) -> dict[str, Any]:
-    from bringup.models import hub
+    from bringup.hub import build
 
-    return gp.fingerprint(hub.build_tiny(raw, "t", seed=0))
+    return gp.fingerprint(build.build_tiny(raw, "t", seed=0))
 
 
 # A cheap, varied sample for the default run (dense GQA + rope, MoE, sliding/global layers, learned positions,
@@ -48,7 +48,7 @@ SAMPLE = ("meta-llama/Llama-3.1-8B", "Qwen/Qwen3-30B-A3B", "google/gemma-2-2b", 
 
 
 def _both_directions(bases: tuple[str, ...]) -> None:
-    from bringup.models import signature as sg
+    from bringup.hub import signature as sg
 
     cat = _cat()
     with_near = 0
@@ -85,7 +85,7 @@ def test_both_directions_on_every_base() -> None:
 
 def test_the_case_builds_what_the_id_would() -> None:
     """Fidelity: the signature's config (what the case carries) builds the id's own tiny graph."""
-    from bringup.models import signature as sg
+    from bringup.hub import signature as sg
 
     cat = _cat()
     for bid in (
@@ -105,7 +105,7 @@ def test_the_case_builds_what_the_id_would() -> None:
 def test_excluded_keys_do_not_change_the_graph() -> None:
     """Every NON_GRAPH key, given another value, leaves the tiny build's graph as it is (the signature
     ignores them); use_cache, which is not excluded, changes it (the test can see a graph change)."""
-    from bringup.models import signature as sg
+    from bringup.hub import signature as sg
 
     cat = _cat()
     llama, bert = cat["meta-llama/Llama-3.1-8B"], cat["google-bert/bert-base-uncased"]
@@ -126,10 +126,10 @@ def test_excluded_keys_do_not_change_the_graph() -> None:
             assert isinstance(s, sg.Signature) and s.signature == sb.signature, k
             f = _fp(cfg)
             assert f == fb, (k, gp.first_difference(f, fb))
-    from bringup.models import hub
+    from bringup.hub import build
 
-    on = gp.fingerprint(hub.build_tiny({**llama}, "t"))
-    cfg = hub.tiny_config_of(hub.make_config(llama, "t"))
+    on = gp.fingerprint(build.build_tiny({**llama}, "t"))
+    cfg = build.tiny_config_of(build.make_config(llama, "t"))
     cfg.use_cache = True
     from bringup.models import zoo as mz
 
@@ -138,7 +138,7 @@ def test_excluded_keys_do_not_change_the_graph() -> None:
 
 
 def test_signature_is_canonical_and_memoised() -> None:
-    from bringup.models import signature as sg
+    from bringup.hub import signature as sg
 
     base = _cat()["meta-llama/Llama-3.1-8B"]
     shuffled = dict(reversed(list(copy.deepcopy(base).items())))
@@ -154,7 +154,7 @@ def test_signature_is_canonical_and_memoised() -> None:
 
 
 def test_config_failures_by_reason() -> None:
-    from bringup.models import signature as sg
+    from bringup.hub import signature as sg
 
     llama = _cat()["meta-llama/Llama-3.1-8B"]
     cases = {
@@ -172,7 +172,7 @@ def test_config_failures_by_reason() -> None:
 
 
 def test_fields_come_from_the_config_class() -> None:
-    from bringup.models import signature as sg
+    from bringup.hub import signature as sg
 
     e = sg.explain("llama")
     assert e["config_class"] == "LlamaConfig"

@@ -1,6 +1,6 @@
 """The Hub sweep's part of the zoo section: ids and downloads by outcome (overall and per architecture, as
 stacked bars and tables), the config failures by reason, the worst offenders and a link to the per-id CSV.
-Reads only the run's summary (`hub`, written by zoo/hub_summary.py)."""
+Reads only the run's summary (`hub`, written by hub/summary.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Hub sweeps end to end through the real CLI (zoo/hub.py), against the local Hub stand-in with
-synthetic repos (tests/zoo/hub_standin.py, hub_synth.py): one case per signature, the verdict fanned out to
+"""Hub sweeps end to end through the real CLI (zoo/sweep.py, bringup/hub), against the local Hub stand-in with
+synthetic repos (tests/hub/hub_standin.py, hub_synth.py): one case per signature, the verdict fanned out to
 every id, config failures by reason, the store's ids -> signature -> case, the CSV and the report, resume,
 --baseline per signature, the Ray executor, and --full-top sharded with FSDP2 over 2 ranks."""
 
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, assert_one_line_error, load_json, run_cli
-from tests.zoo import hub_synth as hs
-from tests.zoo.hub_standin import StandIn
+from tests.hub import hub_synth as hs
+from tests.hub.hub_standin import StandIn
 
-HERE = Path(__file__).resolve().parent
+ZOO_TESTS = Path(__file__).resolve().parent.parent / "zoo"  # perturb_backend.py (--import perturb_backend)
 # A sweep's mechanics (fan-out, store, CSV, resume), not the verdict rules: the whole-model rule decides here, the
 # module check (~20 s of module compiles a sweep) is tests/zoo/test_zoo_cli.py's and tests/checks/'s business.
 FAST = ("--noise-seeds", "0", "--steps", "2", "--hub-rate", "1000,100000", "--module-check", "off")
@@ -41,7 +41,7 @@ def hub(synth: hs.SynthHub) -> Any:
 
 def _env(hub: StandIn, tmp: Path) -> dict[str, str]:
     return {"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(tmp / "hf"), "HF_HUB_OFFLINE": "",
-            "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+            "PYTHONPATH": os.pathsep.join([str(ZOO_TESTS), str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
 
 
 def zoo(hub: StandIn, tmp: Path, *args: str, rc: int | None = None, pre: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -188,9 +188,9 @@ def test_full_top_shards_a_model_too_big_for_one_device(hub: StandIn, tmp_path: 
     the unsharded model's (computed here, in this process) to 1e-6: the same function, sharded."""
     import random
 
-    from bringup.models import hub as mhub
+    from bringup.hub import refs
 
-    cfg = dict(next(e for e in mhub.catalogue() if e["id"] == "meta-llama/Llama-3.2-1B")["config"])
+    cfg = dict(next(e for e in refs.catalogue() if e["id"] == "meta-llama/Llama-3.2-1B")["config"])
     cfg.update(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
                num_key_value_heads=2, vocab_size=4096, max_position_embeddings=512)  # fmt: skip
     cfg.pop("head_dim", None)
@@ -270,13 +270,13 @@ def test_hub_sweep_bad_inputs(hub: StandIn, tmp_path: Path, monkeypatch: pytest.
             suite.build_cases(args_ns, Device("cpu"))
     from types import SimpleNamespace
 
-    from bringup.zoo import hub as zoo_hub
+    from bringup.zoo import sweep as zoo_sweep
 
     two = SimpleNamespace(is_cpu=False, type="xpu", count=lambda: 2)  # --nproc beyond the device's units
     with pytest.raises(BadInput, match="only 2 xpu device"):
-        zoo_hub.check_ranks(4, two)
-    zoo_hub.check_ranks(2, two)
-    zoo_hub.check_ranks(8, Device("cpu"))  # cpu ranks are processes
+        zoo_sweep.check_ranks(4, two)
+    zoo_sweep.check_ranks(2, two)
+    zoo_sweep.check_ranks(8, Device("cpu"))  # cpu ranks are processes
     env = _env(hub, tmp_path)
     p = run_cli(["--device", "cpu", "--db", db, "zoo", "--source", f"hub-list:{ids}"], cwd=tmp_path, env=env)
     assert_one_line_error(p, "ids.txt:2")

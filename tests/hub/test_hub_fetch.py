@@ -1,6 +1,6 @@
-"""Discovery and the config-only fetch (models/hub_fetch.py, models/hub_index.py) against the local Hub stand-in
-(tests/zoo/hub_standin.py: the endpoints huggingface_hub calls, HF_ENDPOINT pointed at it) with ~300 synthetic
-repos over 26 architectures (tests/zoo/hub_synth.py): listing, every failure by its reason, retries, the rate
+"""Discovery and the config-only fetch (hub/fetch.py, hub/index.py) against the local Hub stand-in
+(tests/hub/hub_standin.py: the endpoints huggingface_hub calls, HF_ENDPOINT pointed at it) with ~300 synthetic
+repos over 26 architectures (tests/hub/hub_synth.py): listing, every failure by its reason, retries, the rate
 limit (no 429 where an unlimited fetch gets them), resume after an interrupt, export / import, offline."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, assert_one_line_error, run_main
-from tests.zoo import hub_synth as hs
-from tests.zoo.hub_standin import StandIn
+from tests.hub import hub_synth as hs
+from tests.hub.hub_standin import StandIn
 
 
 @pytest.fixture(scope="module")
@@ -40,14 +40,14 @@ def hub(synth: hs.SynthHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def _fast() -> Any:
-    from bringup.models import hub_fetch as hf
+    from bringup.hub import fetch as hf
 
     return hf.Limiters.of(hf.Limits(100_000, 100_000))
 
 
 def test_listing_sorted_paginated_filtered(hub: StandIn, synth: hs.SynthHub, tmp_path: Path) -> None:
-    from bringup.models import hub_fetch as hf
-    from bringup.models.hub_index import HubIndex
+    from bringup.hub import fetch as hf
+    from bringup.hub.index import HubIndex
 
     with HubIndex(tmp_path / "i.db") as idx:
         every = hf.discover(hf.parse_search("hub-search:", None), idx, _fast())
@@ -69,8 +69,8 @@ def test_listing_sorted_paginated_filtered(hub: StandIn, synth: hs.SynthHub, tmp
 def test_fetch_classifies_every_repo_and_resumes(hub: StandIn, synth: hs.SynthHub, tmp_path: Path) -> None:
     """Every id ends with its expected status (flaky repos answer 503 first and are fetched); a second run
     asks the Hub nothing; ids fetched before a Ctrl-C are not fetched again after it."""
-    from bringup.models import hub_fetch as hf
-    from bringup.models.hub_index import HubIndex
+    from bringup.hub import fetch as hf
+    from bringup.hub.index import HubIndex
 
     listing = tmp_path / "ids.txt"
     listing.write_text("\n".join(f"{r.id} downloads={r.downloads}" for r in synth.repos) + "\n")
@@ -119,8 +119,8 @@ def test_fetch_classifies_every_repo_and_resumes(hub: StandIn, synth: hs.SynthHu
 def test_rate_limit_keeps_under_the_hubs(synth: hs.SynthHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The stand-in allows 24 /resolve/ calls per 2 s window. Unlimited, a fetch of 30 configs (60 calls) meets
     429s; with a limiter set to that quota (its burst + refill stay under it in any window) it meets none."""
-    from bringup.models import hub_fetch as hf
-    from bringup.models.hub_index import HubIndex
+    from bringup.hub import fetch as hf
+    from bringup.hub.index import HubIndex
 
     ok = [r for r in synth.repos if r.kind in ("copy", "base")][:30]
     for r in ok:
@@ -141,7 +141,7 @@ def test_rate_limit_keeps_under_the_hubs(synth: hs.SynthHub, tmp_path: Path, mon
 
 def test_rate_limiter_bound_in_any_window() -> None:
     """Token bucket on a fake clock: no window of 300 s ever holds more than the quota."""
-    from bringup.models.hub_fetch import RateLimiter
+    from bringup.hub.fetch import RateLimiter
 
     t = [0.0]
     stamps: list[float] = []
@@ -161,16 +161,16 @@ def test_export_import_and_offline_planning(hub: StandIn, synth: hs.SynthHub, tm
                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Fetched where the Hub is reachable, exported as one file, imported on a machine without it: the same
     plan, with HF_HUB_OFFLINE set and the Hub gone."""
-    from bringup.models import hub_fetch as hf
-    from bringup.models.hub_index import HubIndex
-    from bringup.zoo import hub as zoo_hub
+    from bringup.hub import fetch as hf
+    from bringup.hub import plan as hub_plan
+    from bringup.hub.index import HubIndex
 
     q = hf.parse_search("hub-search:", None)
     with HubIndex(tmp_path / "online.db") as idx:
         got, _ = hf.fetch(hf.discover(q, idx, _fast()), idx, _fast(), backoff_s=0.01)
         n = idx.export(tmp_path / "configs.jsonl.gz")
     assert n == len(got)
-    plan = zoo_hub.plan_ids(got)
+    plan = hub_plan.plan_ids(got)
     hub.stop()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
@@ -178,7 +178,7 @@ def test_export_import_and_offline_planning(hub: StandIn, synth: hs.SynthHub, tm
         assert idx.import_(tmp_path / "configs.jsonl.gz") == n
         off, stats = hf.fetch(hf.discover(q, idx, _fast()), idx, _fast())
     assert stats.already == len(off) and not stats.fetched
-    plan2 = zoo_hub.plan_ids(off)
+    plan2 = hub_plan.plan_ids(off)
     assert [r["signature"] for r in plan.rows] == [r["signature"] for r in plan2.rows]
     assert len(plan.sigs) >= 60 and {r["config_status"] for r in plan.rows} >= {"ok", "gated", "missing_config",
                                                                                 "bad_config", "custom_code",
@@ -193,8 +193,8 @@ def test_export_import_and_offline_planning(hub: StandIn, synth: hs.SynthHub, tm
 def test_plan_dedups_by_signature(synth: hs.SynthHub) -> None:
     """Planning alone (no network): copies and resized variants join their base's signature, near-duplicates
     get their own, failures are counted by reason; the most downloaded signature comes first."""
-    from bringup.models.hub_index import Entry
-    from bringup.zoo import hub as zoo_hub
+    from bringup.hub import plan as hub_plan
+    from bringup.hub.index import Entry
 
     entries = []
     for r in synth.repos:
@@ -206,7 +206,7 @@ def test_plan_dedups_by_signature(synth: hs.SynthHub) -> None:
         status = ("gated" if r.gated else "not_found_or_private" if r.private else "missing_config" if raw is None
                   else "bad_config" if cfg is None else "ok")  # fmt: skip
         entries.append(Entry(r.id, "", r.sha, status, "", r.downloads, r.likes, config=cfg))
-    plan = zoo_hub.plan_ids(entries)
+    plan = hub_plan.plan_ids(entries)
     sig = {row["model_id"]: row["signature"] for row in plan.rows}
     groups: dict[str, set[Any]] = {}
     for r in synth.repos:
@@ -230,7 +230,7 @@ def test_plan_dedups_by_signature(synth: hs.SynthHub) -> None:
 
 def test_bad_search_and_list_inputs(tmp_path: Path) -> None:
     from bringup.errors import BadInput
-    from bringup.models import hub_fetch as hf
+    from bringup.hub import fetch as hf
 
     for bad in ("hub-search:a,b", "hub-search:sort=trending", "hub-search:colour=red", "hub-search:task="):
         with pytest.raises(BadInput):

@@ -9,7 +9,7 @@ Tables:
   returned, in the Hub's order; a listing is reused only when it completed (`complete = 1`).
 - `models(model_id, revision, ...)`: one row per id and requested revision ('' = the default branch): the
   Hub's metadata (downloads, likes, gated, private, pipeline tag, library, the listed commit `sha`), the fetch
-  outcome (`status`: ok | pending | fetch_error | a config-failure reason, see hub_fetch.py) with its
+  outcome (`status`: ok | pending | fetch_error | a config-failure reason, see fetch.py) with its
   `reason`, the commit the config came from and the config.json itself (`config`, JSON) when ok.
 
 The export is JSON lines, gzip-compressed: a header line {"format": "bringup-hub-index", "version": 1,
