@@ -9,6 +9,7 @@ low dtype) stay available. One name per precision everywhere (CLI `--dtype`, Cas
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -70,3 +71,16 @@ def parse_precision(name: str, allow_mixed: bool = True) -> Precision:
         choices = "fp32, bf16, fp16" + (", amp-bf16, amp-fp16" if allow_mixed else "")
         raise BadInput(f"unknown dtype {name!r}; use one of {choices}")
     return p
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """torch's default dtype set to float64 while a float64 reference runs (tensors it creates itself,
+    masks, `torch.full`, position tables, come out float64 too); any other dtype leaves it as it is.
+    Restored afterwards."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype if dtype == torch.float64 else old)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)

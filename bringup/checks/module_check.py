@@ -36,7 +36,7 @@ import torch
 from bringup.checks.module_replay import Call, ModuleRecorder, Replayed, judged_modules, replay
 from bringup.checks.module_rule import DITHERS, TensorVerdict, judge_tensor, module_tolerance
 from bringup.checks.parity import judged_dtype, scale_floor
-from bringup.precision import Precision
+from bringup.precision import Precision, default_dtype
 
 # one fp32 rounding: the dither of a module judged at fp32 (module_rule's fp32 tolerance)
 FP32_DITHER = module_tolerance(torch.float32).dither
@@ -138,16 +138,6 @@ class ModuleReport:
             "score": round(self.score, 4) if math.isfinite(self.score) else None,
             "worst": None if w is None else f"{w[0].name} {w[0].why()}", "seconds": round(self.seconds, 3),
         }  # fmt: skip
-
-
-@contextlib.contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(dtype if dtype == torch.float64 else old)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(old)
 
 
 @contextlib.contextmanager
@@ -301,7 +291,7 @@ class ModuleCheck:
                     base = replay(call, self._cpu_copy(call.module, self.prec.param_dtype), cpu,
                                   self._autocast("cpu"), dtypes=low)  # fmt: skip
                 fp32 = low and not any(_coarser(d, torch.float32) for d in base.dtypes)
-                with _default_dtype(torch.float64):
+                with default_dtype(torch.float64):
                     m64 = self._cpu_copy(call.module, torch.float64)
                     with _seeded():
                         r64 = replay(call, m64, cpu, off, dtype=torch.float64)

@@ -17,7 +17,7 @@ from torch.overrides import TorchFunctionMode
 
 from bringup.case import CaseResult, Status
 from bringup.device import Device
-from bringup.precision import PRECISIONS, Precision, parse_precision
+from bringup.precision import PRECISIONS, Precision, default_dtype, parse_precision
 
 LR = 0.5  # tiny runs, SGD: big enough that a tiny random-init model's loss moves visibly in a few steps
 MAX_GRAD_NORM = 1.0  # clipped like HF Trainer's default: keeps the few steps out of chaotic regimes
@@ -189,13 +189,8 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
     """The float64 reference also creates its own tensors (masks, `torch.full(finfo.min)`, position
     tables) in float64: some models build them with the default dtype, and keeps its softmax in float64
     (Float64Softmax). Restored afterwards."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(dtype if dtype == torch.float64 else old)
-    try:
-        with Float64Softmax() if dtype == torch.float64 else nullcontext():
-            yield
-    finally:
-        torch.set_default_dtype(old)
+    with default_dtype(dtype), Float64Softmax() if dtype == torch.float64 else nullcontext():
+        yield
 
 
 def train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
