@@ -11,8 +11,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from bringup.case import Case, CaseResult, Metric, Status
 from bringup.errors import BadInput
 from bringup.metrics import stored_name
+from bringup.sqlite_util import SQLiteFile
 
 DEFAULT_DB = "bringup-results/bringup.db"
 
@@ -103,7 +103,7 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
-class Store:
+class Store(SQLiteFile):
     """One connection, used from one thread (the driver's). Safe with other processes on the same file."""
 
     def __init__(self, path: str | os.PathLike[str], create: bool = True) -> None:
@@ -133,15 +133,6 @@ class Store:
         except BaseException:
             self.conn.close()
             raise
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ---- schema --------------------------------------------------------------------------------
     @property
@@ -173,17 +164,6 @@ class Store:
                     if stmt.strip():
                         self.conn.execute(stmt)
                 self.conn.execute(f"PRAGMA user_version = {i + 1}")
-
-    @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
-        """An IMMEDIATE transaction: takes the write lock up front, so concurrent writers queue."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
 
     # ---- runs ----------------------------------------------------------------------------------
     def new_run(

@@ -23,13 +23,13 @@ import gzip
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.sqlite_util import SQLiteFile
 
 FORMAT = "bringup-hub-index"
 VERSION = 1
@@ -100,7 +100,7 @@ def _entry_row(e: Entry) -> tuple[Any, ...]:
     return tuple(d[c] for c in _COLS)
 
 
-class HubIndex:
+class HubIndex(SQLiteFile):
     """One connection, used from one thread (the fetch's commits happen in the thread that waits on it)."""
 
     def __init__(self, path: str | Path) -> None:
@@ -127,25 +127,6 @@ class HubIndex:
                 c.execute(f"PRAGMA user_version = {VERSION}")
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self) -> HubIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
 
     # ---- listings -------------------------------------------------------------------------------
     def save_listing(self, query: str, ids: list[str], complete: bool) -> None:
