@@ -6,6 +6,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -29,6 +30,18 @@ def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+
+
+def print_wide(console: Console, renderable: Any, min_width: int) -> None:
+    """Print a wide table at least `min_width` columns wide when the console is no terminal (a log, CI:
+    no terminal width to respect; don't fold the numbers); a terminal keeps its own width."""
+    width = console.width
+    if not console.is_terminal:
+        console.width = max(width, min_width)
+    try:
+        console.print(renderable)
+    finally:
+        console.width = width
 
 
 def styled(status: Status) -> str:

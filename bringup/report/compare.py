@@ -267,6 +267,8 @@ def print_scorecard(console: Console, rows: list[dict[str, str | None]]) -> None
     from rich.markup import escape
     from rich.table import Table
 
+    from bringup.console import print_wide
+
     if len(rows) <= 1:
         return
     t = Table(title="backend scorecard (measured in each run)", title_justify="left")
@@ -274,13 +276,7 @@ def print_scorecard(console: Console, rows: list[dict[str, str | None]]) -> None
         t.add_column(c, overflow="fold")
     for row in rows:
         t.add_row(escape(str(row["row"])), escape(row["a"] or "-"), escape(row["b"] or "-"))
-    width = console.width
-    if not console.is_terminal:
-        console.width = max(width, 160)
-    try:
-        console.print(t)
-    finally:
-        console.width = width
+    print_wide(console, t, 160)  # a log or CI: wider, unfolded
 
 
 # ---- loading ------------------------------------------------------------------------------------------
@@ -314,6 +310,8 @@ def _g(v: float | None) -> str:
 def print_diffs(console: Console, run_a: RunInfo, run_b: RunInfo, diffs: list[CaseDiff], show_all: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
+
+    from bringup.console import print_wide
 
     def who(r: RunInfo) -> str:
         return f"{r.run_id} ({r.device} {r.device_name}, torch {r.torch_version}, {r.host})"
@@ -350,13 +348,7 @@ def print_diffs(console: Console, run_a: RunInfo, run_b: RunInfo, diffs: list[Ca
                          overflow="fold", no_wrap=name in ("A -> B", "change", "throughput", "ttfs"))  # fmt: skip
         for c in cells:
             t.add_row(*[c[i] for i in keep])
-        width = console.width
-        if not console.is_terminal:  # a CI log: no terminal width to respect; don't fold every cell
-            console.width = max(width, 160)
-        try:
-            console.print(t)
-        finally:
-            console.width = width
+        print_wide(console, t, 160)  # a log or CI: wider, unfolded
     for d in diffs:  # plain lines too: what a CI log is searched for, never cut by the table's width
         if d.regressions:
             console.print(f"regression: {d.suite}/{d.name}: {'; '.join(d.regressions)}", highlight=False, markup=False)

@@ -225,7 +225,7 @@ def fast_start(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     from rich.table import Table
 
-    from bringup.console import fmt, styled
+    from bringup.console import fmt, print_wide, styled
 
     extras: dict[str, Any] = {}
     flops = [r for r in results if r.params.get("flops_only")]
@@ -283,13 +283,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
         t.add_row(name, styled(r.status), fmt(e["ttfs_s"]), fmt(e["step_s"]), fmt(e["first_over_steady"]),
                   fmt(e["tokens_per_s"]), fmt(e["tokens_per_s_per_device"]), fmt(mfu), _x(e["speedup_vs_eager"]),
                   fmt(e["compile_s"]), fmt(e["graph_breaks"]), fmt(mem))  # fmt: skip
-    width = console.width
-    if not console.is_terminal:  # a log file or CI: no terminal width to respect, don't fold the numbers
-        console.width = max(width, 150)
-    try:
-        console.print(t)
-    finally:
-        console.width = width
+    print_wide(console, t, 150)  # a log or CI: wider, unfolded
     params, fpt = extras["params"], extras["flops_per_token"]
     if params:
         peak = f"{fmt(extras['peak_flops'])} FLOP/s per device ({extras['peak_flops_source'] or 'no peak'})"
@@ -317,7 +311,7 @@ def _print_fastest(console: Any, rows: list[dict[str, Any]]) -> None:
     step 1), steady step and cost vs full compile, and when it reaches steps 100 and 10k."""
     from rich.table import Table
 
-    from bringup.console import fmt
+    from bringup.console import fmt, print_wide
 
     t = Table(title="fastest start (each arm a fresh process; job first step = load + build + mode + step 1)",
               title_justify="left")  # fmt: skip
@@ -331,13 +325,7 @@ def _print_fastest(console: Any, rows: list[dict[str, Any]]) -> None:
                                              "backend_s", "run_s")],
                   fmt(row["step_s"]), _x(row["steady_vs_full_compile"]), fmt(row["reach_s"]["100"]),
                   fmt(row["reach_s"]["10000"]))  # fmt: skip
-    width = console.width
-    if not console.is_terminal:
-        console.width = max(width, 170)
-    try:
-        console.print(t)
-    finally:
-        console.width = width
+    print_wide(console, t, 170)  # a log or CI: wider, unfolded
 
 
 def _int(v: float | None) -> int | None:
