@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 # A plugin imports what it needs from here: the contract, and the case vocabulary and BadInput re-exported.
 __all__ = [
     "BadInput", "Case", "CaseResult", "Status",
-    "BUILTIN", "BUILTIN_ARGS", "BUILTIN_POST_RUN", "BUILTIN_RUN_OPTIONS", "CAPABILITIES", "AfterRun", "Command",
-    "Finished", "MetricSpec", "Page", "PostRun", "RunOptions", "RunPart", "Step", "Suite", "Tile", "Tool",
+    "BUILTIN", "BUILTIN_ARGS", "BUILTIN_POST_RUN", "BUILTIN_RUN_OPTIONS", "CAPABILITIES", "AfterRun", "CaseMarks",
+    "Command", "Finished", "MetricSpec", "Page", "PostRun", "RunOptions", "RunPart", "Step", "Suite", "Tile", "Tool",
     "commands", "get_suite", "metric_spec", "metric_specs", "post_runs", "register_metric", "register_post_run",
     "register_run_options", "register_suite", "register_tool", "run_options", "specs", "suites", "tools",
     "unregister_post_run", "unregister_suite",
@@ -372,6 +372,20 @@ class AfterRun:
     new_executor: Callable[[], Any]  # a fresh executor like the run's: run more cases with bringup.runner.execute
 
 
+class CaseMarks(Protocol):
+    """What a step's judgement (the expectations gate's) tells --junit and --csv about each case: the report
+    writes them through this and never imports the step."""
+
+    def label(self, case_id: str) -> str:
+        """The CSV's `expectation` cell of the case: its class ("" when the judgement says nothing)."""
+        ...
+
+    def junit(self, case_id: str, kind: str) -> tuple[str, str | None]:
+        """The case's JUnit kind ("" passed, skipped, failure or error) given `kind`, the one its status
+        alone gives, and a note for the testcase (None: none)."""
+        ...
+
+
 @dataclass
 class Finished:
     """What a step's finish returns: top-level keys for summary.json (`extras`); an exit code that
@@ -380,7 +394,7 @@ class Finished:
 
     extras: dict[str, Any] = field(default_factory=dict)
     exit_code: int | None = None
-    judgement: Any = None
+    judgement: CaseMarks | None = None
 
 
 class Step:
@@ -405,13 +419,18 @@ class PostRun:
     add_options(parser, suppress): its options, global and after every run command (torch-free;
     `suppress`: argparse.SUPPRESS defaults, for the copy after the sub-command).
     prepare(args, device) -> Step | None: before any work (a bad option: BadInput, exit 2, nothing
-    stored); None: not asked for in this run. order: steps run in order and finish in reverse."""
+    stored); None: not asked for in this run. order: steps run in order and finish in reverse.
+    info_key / section: the block a step stores in the run's info under `info_key` (the gate's
+    "expectations") and section(block) -> its HTML section on the run's page (after the verdict tiles;
+    escape everything): the report renders it through the registry, never importing the step."""
 
     name: str
     add_options: Callable[[argparse.ArgumentParser, bool], None]
     prepare: Callable[[argparse.Namespace, Device], Step | None]
     order: float = 100.0
     module: str = field(default="", compare=False)
+    info_key: str = ""
+    section: Callable[[Mapping[str, Any]], str] | None = None
 
 
 _POST_RUN: dict[str, PostRun] = {}

@@ -93,6 +93,14 @@ class Judgement:
     def of(self, case_id: str) -> Outcome | None:
         return next((o for o in self.outcomes if o.case_id == case_id), None)
 
+    # bringup.api.CaseMarks: what --junit / --csv read (the report never imports this package)
+    def label(self, case_id: str) -> str:
+        o = self.of(case_id)
+        return o.klass.value if o is not None else ""
+
+    def junit(self, case_id: str, kind: str) -> tuple[str, str | None]:
+        return junit(self.of(case_id), kind, self.strict)
+
     def exit_code(self) -> int:
         if self.by_class(Klass.NEW_FAILURE) or self.unjudged:
             return 1

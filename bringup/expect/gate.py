@@ -8,7 +8,7 @@ print, store the block in the run's info) -> exit code (after `--update-expect`,
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,4 +172,11 @@ def print_judgement(j: Judgement, console: Any) -> None:
         console.print(f"  [dim]{len(j.not_run)} expectation(s) for cases this run did not include[/]")
 
 
-register_post_run(PostRun("expect", add_options, prepare_step, order=10))
+def section(block: Mapping[str, Any]) -> str:
+    """The run page's expectations section (the block `finish` stored in the run's info)."""
+    from bringup.expect.html import section_html  # classes per area (docs/expect.md)
+
+    return section_html(dict(block))
+
+
+register_post_run(PostRun("expect", add_options, prepare_step, order=10, info_key="expectations", section=section))

@@ -15,13 +15,16 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.case import CaseResult, Status, is_failure
 from bringup.console import unjudged_line, unjudged_suites
 from bringup.files import atomic_write_text
 from bringup.metrics import SECONDS, MetricSpec, metric_spec, metric_specs, specs
 from bringup.store import RunInfo
+
+if TYPE_CHECKING:
+    from bringup.api import CaseMarks
 
 # XML 1.0 forbids most control characters (ANSI colour codes in a traceback would make the file invalid).
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -45,8 +48,9 @@ def junit_kind(status: Status, allow_unsupported: bool) -> str:
     return "error" if status is Status.ERROR else "failure"
 
 
-def junit_xml(run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> str:
-    """`expect`: a bringup.expect Judgement: expected failures become <skipped>, new ones <failure>."""
+def junit_xml(run: RunInfo, results: Sequence[CaseResult], marks: CaseMarks | None = None) -> str:
+    """`marks`: a post-run step's judgement (bringup.api.CaseMarks; the expectations gate's: expected
+    failures become <skipped>, new ones <failure>)."""
     allow = _allow_unsupported(run)
     root = ET.Element("testsuites", name=xml_text(f"bringup {run.command}"))
     by_suite: dict[str, list[CaseResult]] = {}
@@ -57,11 +61,9 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -
     for suite, rs in by_suite.items():
         kinds = [junit_kind(r.status, allow) for r in rs]
         notes: list[str | None] = [None] * len(rs)
-        if expect is not None:
-            from bringup.expect.classify import junit as expect_junit
-
-            kinds, notes = map(list, zip(*(expect_junit(expect.of(r.case_id), k, expect.strict)
-                                           for r, k in zip(rs, kinds, strict=True)), strict=True))  # fmt: skip
+        if marks is not None:
+            kinds, notes = map(list, zip(*(marks.junit(r.case_id, k) for r, k in zip(rs, kinds, strict=True)),
+                                         strict=True))  # fmt: skip
         unjudged = bool(unjudged_suites(rs))  # all ref_fail: one failing testcase says so (CI reads JUnit)
         counts = {"tests": len(rs) + unjudged, "failures": kinds.count("failure") + unjudged,
                   "errors": kinds.count("error"), "skipped": kinds.count("skipped")}  # fmt: skip
@@ -101,8 +103,9 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> None:
-    atomic_write_text(path, junit_xml(run, results, expect))
+def write_junit(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult],
+                marks: CaseMarks | None = None) -> None:  # fmt: skip
+    atomic_write_text(path, junit_xml(run, results, marks))
 
 
 # ---- CSV ----------------------------------------------------------------------------------------------
@@ -155,7 +158,8 @@ def _eager_step(results: Sequence[CaseResult]) -> dict[tuple[str, Any], float]:
     return out
 
 
-def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float], expect: Any = None) -> dict[str, Any]:
+def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float],
+            marks: CaseMarks | None = None) -> dict[str, Any]:  # fmt: skip
     step = _seconds(r, "step_s")
     latency_ms = step * 1e3 if step is not None else _metric(r, "fwd_ms", "abs_latency_ms", "latency_ms")
     speedup = _metric(r, "speedup", "speedup_vs_eager")
@@ -174,7 +178,7 @@ def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float], ex
         "speedup": speedup, "abs_latency": latency_ms, "compilation_latency": compile_s,
         "peak_mem_gb": peak / 1e9 if peak is not None else None,
         "wall_s": round(r.wall_s, 4), "reason": r.reason, "case_id": r.case_id,
-        "expectation": (o.klass.value if (o := expect.of(r.case_id)) else "") if expect is not None else "",
+        "expectation": marks.label(r.case_id) if marks is not None else "",
     }  # fmt: skip
     for m in [*METRIC_COLUMNS, *(s for s in metric_specs() if s not in METRIC_COLUMNS)]:
         if m.name not in row and m.name not in _SHOWN_ELSEWHERE:
@@ -196,15 +200,16 @@ def _cell(v: Any) -> Any:
     return v
 
 
-def csv_text(run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> str:
+def csv_text(run: RunInfo, results: Sequence[CaseResult], marks: CaseMarks | None = None) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=csv_columns(results), lineterminator="\n", extrasaction="ignore")
     w.writeheader()
     eager = _eager_step(results)
     for r in results:
-        w.writerow(csv_row(run, r, eager, expect))
+        w.writerow(csv_row(run, r, eager, marks))
     return buf.getvalue()
 
 
-def write_csv(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult], expect: Any = None) -> None:
-    atomic_write_text(path, csv_text(run, results, expect))
+def write_csv(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult],
+              marks: CaseMarks | None = None) -> None:  # fmt: skip
+    atomic_write_text(path, csv_text(run, results, marks))

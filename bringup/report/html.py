@@ -155,10 +155,13 @@ def failures_section(results: Sequence[CaseResult], allow_unsupported: bool) -> 
 
 
 # ---- the page --------------------------------------------------------------------------------------
-def _expectations(block: dict[str, Any]) -> str:
-    from bringup.expect.html import section_html  # --expect FILE: classes per area (docs/expect.md)
+def _post_run_sections(info: dict[str, Any]) -> list[str]:
+    """What post-run steps stored in the run's info, each rendered by its step (through the registry: the
+    expectations gate's block, --expect FILE, docs/expect.md)."""
+    from bringup.api import post_runs
 
-    return section_html(block)
+    return [p.section(info[p.info_key]) for p in post_runs()
+            if p.section is not None and p.info_key and isinstance(info.get(p.info_key), dict)]  # fmt: skip
 
 
 def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] | None = None,
@@ -200,7 +203,7 @@ def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] 
     verdicts += [verdict(s, by_suite[s], allow) for s in others]
     sections = [
         section("verdict", "Verdict by area", tiles(verdicts)),
-        *([_expectations(run.info["expectations"])] if isinstance(run.info.get("expectations"), dict) else []),
+        *_post_run_sections(run.info),
         *sections,
         *[generic_section(s, by_suite[s]) for s in others],
         failures_section(results, allow),
