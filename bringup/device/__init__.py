@@ -2,7 +2,8 @@
 why not), know peak FLOP/s, count the backend's fallbacks: one adapter per backend family.
 
     core.py     Device, resolve_device, auto_choice, dtype names
-    adapter.py  DeviceAdapter (the interface) and the registry (register_adapter)
+    iface.py    what a Device and its adapter share (DeviceRef, Clock) and the adapter registry
+    adapter.py  DeviceAdapter (the adapters' base: generic answers; register_adapter named here too)
     eager.py    the eager family: torch.accelerator / get_device_module / torch.Event
     xla.py      PyTorch/XLA (lazy); imported when `--device xla` is asked for
     timing.py   Timer (stop() materializes what the region produced), the calibration GEMM

@@ -1,6 +1,8 @@
 """One adapter per backend family, behind one interface, chosen by device type.
 
-Everything above the device layer asks a `Device`, which asks its adapter: how to synchronize, how to
+Everything above the device layer asks a `Device`, which asks its adapter (found in the registry of
+iface.py, the one small interface a Device and its adapters share; an adapter sees its Device as an
+iface.DeviceRef): how to synchronize, how to
 time a region (and make the device compute what the region produced), memory (a figure, or the reason
 there is none), peak FLOP/s, the backend's own fallback counter, the compile and distributed backends
 to use by default, the profiler's activities and the execution model (eager or lazy).
@@ -23,8 +25,6 @@ registers an adapter for a family we don't ship:
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -34,10 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from bringup.errors import BadInput
+from bringup.device.iface import SHIPPED, DeviceRef, load_family, register_adapter, registered_types, unregister_adapter
 
 if TYPE_CHECKING:
-    from bringup.device.core import Device
     from bringup.device.peaks import PeakFlops
     from bringup.device.timing import Timer
 
@@ -52,7 +51,7 @@ class DeviceAdapter:
     default_compile_backend: str = "inductor"
     calibration_n: int = 4096  # side of the calibration GEMM
 
-    def __init__(self, device: Device) -> None:
+    def __init__(self, device: DeviceRef) -> None:
         self.device = device
 
     # ---- identity and presence ---------------------------------------------------------------------
@@ -185,49 +184,11 @@ class DeviceAdapter:
         }  # fmt: skip
 
 
-# ---- the registry ----------------------------------------------------------------------------------
-# device type -> adapter class (or factory). Module state by design, like the suite registry: a plugin
-# registers by being imported.
-_ADAPTERS: dict[str, Callable[[Device], DeviceAdapter]] = {}
-# Families we ship whose backend is a package of its own: imported when its device type is asked for.
-# device type -> (module to import, adapter module, what to install)
-SHIPPED: dict[str, tuple[str, str, str]] = {
-    "xla": ("torch_xla", "bringup.device.xla", "pip install torch-xla (PyTorch/XLA pins one torch release: "
-            "install the two together, e.g. pip install torch==2.9.0 torch-xla==2.9.0)"),
-}  # fmt: skip
-
-
-def register_adapter(device_type: str, adapter: Callable[[Device], DeviceAdapter]) -> None:
-    """Serve `device_type` with `adapter` (a DeviceAdapter subclass or a factory taking the Device)."""
-    if not device_type or not device_type.replace("_", "").isalnum():
-        raise ValueError(f"device type {device_type!r} must be a word")
-    _ADAPTERS[device_type] = adapter
-
-
-def unregister_adapter(device_type: str) -> None:
-    """Take `device_type`'s adapter out of the registry (a plugin unloading; tests)."""
-    _ADAPTERS.pop(device_type, None)
-
-
-def registered_types() -> list[str]:
-    return sorted(_ADAPTERS)
-
-
-def load_family(device_type: str) -> None:
-    """Import a shipped family's backend package (and its adapter) for `device_type`: `--device xla`
-    works with torch_xla installed and nothing else. BadInput (one line) when the package is missing."""
-    if device_type not in SHIPPED or device_type in _ADAPTERS:
-        return
-    pkg, adapter_mod, how = SHIPPED[device_type]
-    if importlib.util.find_spec(pkg) is None:
-        raise BadInput(f"device {device_type!r} needs the {pkg} package, which is not installed: {how}")
-    try:
-        importlib.import_module(adapter_mod)
-    except BadInput:
-        raise
-    except Exception as e:  # e.g. a torch_xla built for another torch release
-        first = f"{type(e).__name__}: {e}".splitlines()[0][:300]
-        raise BadInput(f"device {device_type!r}: importing {pkg} failed ({first}); {how}") from None
+# ---- the registry: in iface.py (what a Device and its adapter share), named here too ----------------
+__all__ = [
+    "EAGER", "LAZY", "SHIPPED", "DeviceAdapter", "env_flag", "load_family", "register_adapter", "registered_types",
+    "unregister_adapter",
+]  # fmt: skip
 
 
 def env_flag(name: str) -> bool:

@@ -162,7 +162,7 @@ def auto_choice() -> tuple[Device, str]:
 def known_types() -> list[str]:
     """Device types that can run cases here: cpu, the available accelerator, a loaded PrivateUse1 backend,
     and families with a registered adapter whose device is present (xla once torch_xla is imported)."""
-    from bringup.device.adapter import registered_types
+    from bringup.device.iface import registered_types
 
     names = ["cpu"]
     acc = available_accelerator()
@@ -183,7 +183,7 @@ def resolve_device(spec: str | None) -> Device:
     A shipped family's backend package is imported here (`xla`: torch_xla). Raises BadInput (one line)
     for unknown names, a missing backend package, unavailable backends and out-of-range indices.
     """
-    from bringup.device.adapter import load_family, registered_types
+    from bringup.device.iface import load_family, registered_types
 
     spec = (spec or "auto").strip()
     if spec == "auto":

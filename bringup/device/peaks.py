@@ -14,14 +14,11 @@ import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
 from bringup.errors import BadInput
-
-if TYPE_CHECKING:
-    from bringup.device.core import Device
 
 PEAKS_FILE = "peak_flops.json"
 
@@ -103,13 +100,22 @@ def env_peak() -> PeakFlops | None:
     return PeakFlops(flops, "BRINGUP_PEAK_FLOPS environment override")
 
 
-def _key(device: Device, dtype: torch.dtype) -> str:
+class Measured(Protocol):
+    """What the run's peak reads of a device (a bringup.device.Device): its name and its peak."""
+
+    @property
+    def name(self) -> str: ...
+
+    def peak_flops(self, dtype: torch.dtype = ..., calibrate: bool = ...) -> PeakFlops | None: ...
+
+
+def _key(device: Measured, dtype: torch.dtype) -> str:
     from bringup.device.names import dtype_name
 
     return f"{device.name}/{dtype_name(dtype)}"
 
 
-def run_peak(device: Device, dtype: torch.dtype, run_dir: Path | str | None) -> PeakFlops | None:
+def run_peak(device: Measured, dtype: torch.dtype, run_dir: Path | str | None) -> PeakFlops | None:
     """The run's peak FLOP/s for (device, dtype): computed once per run (by whichever case asks first)
     and shared through `<run_dir>/peak_flops.json`; without a run dir, computed here."""
     if run_dir is None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from bringup.device.adapter import DeviceAdapter
+    from bringup.device.iface import Clock
     from bringup.device.peaks import PeakFlops
 
 NOTHING_PRODUCED = (
@@ -60,7 +60,7 @@ def produced_tensors(values: Iterable[Any]) -> list[torch.Tensor]:
 class Timer:
     """start() ... stop(*produced) -> seconds (see the module doc)."""
 
-    def __init__(self, adapter: DeviceAdapter, wall: bool = False) -> None:
+    def __init__(self, adapter: Clock, wall: bool = False) -> None:
         self.adapter = adapter
         self.events = not wall and adapter.has_timing_events
         self._t0 = 0.0
@@ -98,7 +98,7 @@ CALIBRATION_N = {"cpu": 1024}
 CALIBRATION_N_DEFAULT = 4096
 
 
-def calibrate_gemm(adapter: DeviceAdapter, dtype: torch.dtype = torch.float32, seconds: float = 1.0,
+def calibrate_gemm(adapter: Clock, dtype: torch.dtype = torch.float32, seconds: float = 1.0,
                    n: int | None = None) -> PeakFlops:  # fmt: skip
     """Measure a large square GEMM: the fastest of several timed repeats, in FLOP/s (a peak: on a shared
     machine other work only ever slows a repeat down, so the median would be the neighbours' figure).
