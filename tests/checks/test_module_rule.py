@@ -191,3 +191,63 @@ def test_non_finite_shape_zero_and_ill_conditioned() -> None:
     assert judge_tensor("t", tiny * 1.5, tiny, tiny, BF16, scale_floor=1e-3).ok
     garbage = judge_tensor("t", ref, ref, -ref, BF16)  # the trusted run itself is off: not judged
     assert garbage.ok and not garbage.judged and "ill-conditioned" in garbage.summary()
+
+
+def _padded(kind: str, err: float) -> tuple[torch.Tensor, ...]:
+    """(device, float64, trusted, input) of an input's gradient (64 rows of 64) on a text batch: 8 padded rows
+    whose input is exactly 0 (the first two of 16 bins of the input), the other inputs in (0, 2]; every element
+    carries one correct rounding of noise. The padded rows' bins then hold:
+      "one":    a gradient exactly 0 but one element (an input exactly 0 in a live row: glm bf16's MLP), that
+                element off by `err` (an element of a cancelling sum rounded elsewhere);
+      "few":    two large elements (3x the others' RMS, the others 50x smaller: a heavy-tailed gradient, mixtral's
+                expert weights) off by about `err`;
+      "copies": one value, computed once and copied to every padded position (a repeated token's row), off by
+                `err` on every copy;
+      "wrong":  the same scale `err` on the bins' 512 distinct elements: a function of the input."""
+    gen = torch.Generator().manual_seed(0)
+    x = _bf16(torch.rand(64, 64, dtype=torch.float64, generator=gen) * 2 + 0.01)
+    x[:8] = 0.0
+    ref = torch.randn(64, 64, dtype=torch.float64, generator=gen) * 1e-4
+    one = torch.finfo(BF16).eps / math.sqrt(12)
+
+    def rounded(t: torch.Tensor, seed: int) -> torch.Tensor:
+        return t * (1 + one * torch.randn(t.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)))
+
+    got, base = rounded(ref, 1), rounded(ref, 2)
+    if kind == "one":
+        ref[:8] = got[:8] = base[:8] = 0.0
+        ref[7, 63] = 3e-4
+        got[7, 63], base[7, 63] = ref[7, 63] * (1 + err), ref[7, 63] * (1 - 0.0008)
+    elif kind == "few":
+        ref[:8] *= 0.02
+        got[:8], base[:8] = rounded(ref[:8], 3), rounded(ref[:8], 4)
+        for (i, j), f in (((5, 10), 1.0), ((6, 20), 0.9)):
+            ref[i, j] = 3e-4
+            got[i, j], base[i, j] = ref[i, j] * (1 + err * f), ref[i, j] * (1 - 0.0008 * f)
+    elif kind == "copies":
+        ref[:8] = 1e-4
+        got[:8], base[:8] = 1e-4 * (1 + err), 1e-4 * (1 - 0.0008)
+    else:
+        got[:8] += ref[:8] * err
+    return got, ref, base, x
+
+
+def test_a_bin_carried_by_one_computation_is_not_flagged_a_function_of_the_input_is() -> None:
+    """A per-bin statistic's standard error is measured from the spread of the bin's elements, as independent
+    draws of the noise. Two things make a bin's effective draws far fewer than its elements: one element, or a
+    few large ones, carrying the bin's weight (the others' residuals say nothing about its error, and its own
+    is fitted away: the spread measured was ~0, so glm's and mixtral's MLP input gradients in bf16 had a
+    correct inductor flagged at -0.9% and +0.27% against one rounding's margin), and copies of one computation
+    (a repeated token's row: one draw, as many times as it repeats). The rule counts copies once and measures
+    each cluster's error against the others' fit (leave one out; a bin that is one computation is not
+    measurable); a scale of the same size over the bin's many distinct elements, what a wrong function of the
+    input makes, is still caught."""
+    for kind in ("one", "few", "copies"):
+        for err in (-0.009, 0.009):
+            got, ref, base, x = _padded(kind, err)
+            v = judge_tensor("grad.in.0", got, ref, base, BF16, covariate=x)
+            assert v.ok, f"{kind} {err}: {v.summary()}"
+    for err in (-0.009, 0.009):
+        got, ref, base, x = _padded("wrong", err)
+        v = judge_tensor("grad.in.0", got, ref, base, BF16, covariate=x)
+        assert v.rel_rmse < v.bound and not v.ok and v.check == "input", v.summary()
