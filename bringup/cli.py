@@ -191,11 +191,16 @@ def _main(argv: list[str], fork: bool = False) -> int:
         with Store(db, create=False) as st:
             resume_run = st.get_run(args.resume)
         imports = imports or list(resume_run.info.get("imports", []))
-        if args.command is None:
-            args.command = "_resume"
-        elif args.command != resume_run.command and args.command not in _commands().keys() - {"run"}:
+        if (
+            args.command is not None
+            and args.command != resume_run.command
+            and args.command not in _commands().keys() - {"run"}
+        ):
             raise BadInput(f"--resume {args.resume}: that run is a {resume_run.command!r} run, not "
                            f"{args.command!r}; use `bringup --resume {args.resume}` alone")  # fmt: skip
+        args = resumed_options(parser, argv, args, resume_run.info.get("options") or {})
+        if args.command is None:
+            args.command = "_resume"
     if args.command is None:
         parser.print_help()
         return 2
@@ -220,6 +225,51 @@ def _main(argv: list[str], fork: bool = False) -> int:
     if args.command in named:
         return int(importlib.import_module(named[args.command][0]).main(sess))
     return run_suite(sess, args.command)
+
+
+# Options a resume never takes from the run it continues: how this command found the run, and which command it is.
+_NOT_RESUMED = frozenset({"command", "resume", "db", "imports"})
+
+
+def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The options `argv` names itself: parsed again with every default suppressed (sub-commands' too), so
+    that what is left is what the user typed (a flag given with its default value included)."""
+    saved: list[tuple[argparse.Action, Any]] = []
+
+    def suppress(p: argparse.ArgumentParser) -> None:
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sp in dict.fromkeys(a.choices.values()):
+                    suppress(sp)
+            elif not a.required:
+                saved.append((a, a.default))
+                a.default = argparse.SUPPRESS
+        saved.append((p, dict(p._defaults)))  # type: ignore[arg-type]
+        p._defaults.clear()
+
+    suppress(parser)
+    try:
+        return parser.parse_args(argv)
+    finally:
+        for obj, default in saved:
+            if isinstance(obj, argparse.Action):
+                obj.default = default
+            else:
+                obj._defaults.update(default)  # type: ignore[union-attr]
+
+
+def resumed_options(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace,
+                    stored: dict[str, Any]) -> argparse.Namespace:  # fmt: skip
+    """A resume runs with the run's own options (its --workers, --max-rss-gb, --executor, outputs, post-run
+    steps, the command's own), stored with the run (`info["options"]`, bringup/flow.py); only what the
+    resume command names itself overrides them. Options a newer bringup added keep their defaults; stored
+    ones it no longer knows are left out."""
+    given = vars(given_options(parser, argv))
+    merged = dict(vars(args))
+    for k, v in stored.items():
+        if k in merged and k not in _NOT_RESUMED and k not in given:
+            merged[k] = v
+    return argparse.Namespace(**merged)
 
 
 def run_suite(sess: Any, name: str) -> int:

@@ -10,9 +10,10 @@ that several commands take, and the shared argument types behind them.
 | `--filter REGEX` / `--limit N` | keep what matches REGEX (re.search) / at most N (after --filter) |
 
 Each has an `add_<name>(parser, ...)` helper; a command takes exactly the ones that mean something to it, and
-keeps its own `dest` (args.timeout, args.budget ...) where its code reads one. An older spelling is kept as a
-hidden alias (no help line, the same dest and validator): stored commands and scripts keep working, the docs
-show the new one (tests/spine/test_options.py holds every command to this table).
+each lands in the same `dest` in every command (case_budget, compile_budget, dtype, seed, filter, limit). An
+older spelling (`--budget`, `--timeout`, probe's `--only`, `--backend`) is refused in one line that names the
+new one, exit 2: never silently remapped, since `--budget` meant the case budget in some commands and the
+compile budget in others (tests/spine/test_options.py holds every command to this table).
 
 argparse `type=` callables raise ArgumentTypeError, which the parser turns into one line and exit 2. Torch-free:
 the command line is built from this module without importing torch (tests/spine/test_cli_imports.py).
@@ -59,13 +60,13 @@ def nonneg_int(s: str) -> int:
     return v
 
 
-def add_compile_backend(p: argparse.ArgumentParser, default: str | None = "inductor", dest: str = "compile_backend",
-                        extra_help: str = "") -> None:  # fmt: skip
-    """The one `--compile-backend NAME` option (old spelling `--backend` kept as an alias). Checked by
+def add_compile_backend(p: argparse.ArgumentParser, default: str | None = "inductor", extra_help: str = "") -> None:
+    """The one `--compile-backend NAME` option (the old spelling `--backend` is refused, naming it). Checked by
     `check_compile_backend` when the cases are planned, after `--import` plugins registered theirs."""
     d = f"default {default}" if default else "default: the device's (inductor; openxla on xla)"
-    p.add_argument("--compile-backend", "--backend", dest=dest, default=default, metavar="NAME",
+    p.add_argument("--compile-backend", dest="compile_backend", default=default, metavar="NAME",
                    help=f"torch.compile backend ({d}{extra_help}); a plugin can register more (--import)")  # fmt: skip
+    refuse_old(p, ["--backend"], "--compile-backend")
 
 
 # The backends torch registers itself, in every torch this project supports. Planning accepts them without
@@ -109,7 +110,7 @@ DTYPE_ALIASES: dict[str, str] = {
     "mixed-bf16": "amp-bf16", "mixed-fp16": "amp-fp16",
 }  # fmt: skip
 # torch's names of the pure precisions (localize's case params keep them: its stored case ids do not change)
-TORCH_DTYPE_NAMES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+TORCH_DTYPE_NAMES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}
 
 CASE_BUDGET_HELP = "wall-clock limit of each case, seconds: past it its worker is killed and the case is 'budget'"
 COMPILE_BUDGET_HELP = ("limit of each case's first call, seconds, the compile included (an eager run's first step): "
@@ -174,11 +175,22 @@ def _vocab(action: argparse.Action, name: str) -> argparse.Action:
     return action
 
 
-def _aliases(p: argparse.ArgumentParser, old: Sequence[str], dest: str, type_: object, metavar: str) -> None:
-    """The old spellings: hidden (no help line), deprecated, the same dest and validator as the new one."""
+class _Refused(argparse.Action):
+    """An old spelling: hidden (no help line), and refused in one line naming the new one (exit 2)."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str = "", **kw: object) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        parser.error(f"{option_string} is no longer accepted here: use {self.new}")
+
+
+def refuse_old(p: argparse.ArgumentParser, old: Sequence[str], new: str) -> None:
+    """The old spellings `old` of the option now spelled `new`: refused in one line that names `new`, exit 2."""
     for flag in old:
-        a = p.add_argument(flag, dest=dest, type=type_, default=argparse.SUPPRESS, metavar=metavar,
-                           help=argparse.SUPPRESS)  # fmt: skip
+        a = p.add_argument(flag, action=_Refused, new=new, dest="_refused_" + flag.lstrip("-").replace("-", "_"))
         a.vocab_alias = True  # type: ignore[attr-defined]
 
 
@@ -190,21 +202,21 @@ def _default(default: object, note: str) -> str:
     return f" (default {default:g})" if isinstance(default, float) else f" (default {default})"
 
 
-def add_case_budget(p: argparse.ArgumentParser, default: float | None, dest: str = "case_budget",
-                    old: Sequence[str] = (), default_note: str = "") -> argparse.Action:  # fmt: skip
+def add_case_budget(p: argparse.ArgumentParser, default: float | None, old: Sequence[str] = (),
+                    default_note: str = "") -> argparse.Action:  # fmt: skip
     """`--case-budget SEC`: the wall-clock limit of each case (Case.budget_s)."""
-    a = p.add_argument("--case-budget", dest=dest, type=seconds, default=default, metavar="SEC",
+    a = p.add_argument("--case-budget", dest="case_budget", type=seconds, default=default, metavar="SEC",
                        help=CASE_BUDGET_HELP + _default(default, default_note))  # fmt: skip
-    _aliases(p, old, dest, seconds, "SEC")
+    refuse_old(p, old, "--case-budget")
     return _vocab(a, "case_budget")
 
 
-def add_compile_budget(p: argparse.ArgumentParser, default: float | None, dest: str = "compile_budget",
-                       old: Sequence[str] = (), default_note: str = "") -> argparse.Action:  # fmt: skip
+def add_compile_budget(p: argparse.ArgumentParser, default: float | None, old: Sequence[str] = (),
+                       default_note: str = "") -> argparse.Action:  # fmt: skip
     """`--compile-budget SEC`: the limit of a case's first call, compile included (its `compile` phase)."""
-    a = p.add_argument("--compile-budget", dest=dest, type=seconds, default=default, metavar="SEC",
+    a = p.add_argument("--compile-budget", dest="compile_budget", type=seconds, default=default, metavar="SEC",
                        help=COMPILE_BUDGET_HELP + _default(default, default_note))  # fmt: skip
-    _aliases(p, old, dest, seconds, "SEC")
+    refuse_old(p, old, "--compile-budget")
     return _vocab(a, "compile_budget")
 
 
@@ -229,11 +241,11 @@ def add_seed(p: argparse.ArgumentParser, default: int = 0, dest: str = "seed") -
     return _vocab(a, "seed")
 
 
-def add_filter(p: argparse.ArgumentParser, what: str, dest: str = "filter", old: Sequence[str] = ()) -> argparse.Action:
+def add_filter(p: argparse.ArgumentParser, what: str, old: Sequence[str] = ()) -> argparse.Action:
     """`--filter REGEX`: keep the `what` (models, OpInfos, features ...) whose name matches."""
-    a = p.add_argument("--filter", dest=dest, type=regex, default=None, metavar="REGEX",
+    a = p.add_argument("--filter", dest="filter", type=regex, default=None, metavar="REGEX",
                        help=FILTER_HELP.format(what=what))  # fmt: skip
-    _aliases(p, old, dest, regex, "REGEX")
+    refuse_old(p, old, "--filter")
     return _vocab(a, "filter")
 
 

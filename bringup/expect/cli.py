@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.options import add_dtype
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,8 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             x.add_argument("--out", required=True, metavar="FILE.csv", help="the CSV to write")
         x.add_argument("--device", dest="xpu_device", default="*", help="the section's device type (default *)")
         x.add_argument("--torch", dest="xpu_torch", default="*", help="the section's torch version (default *)")
-        x.add_argument("--dtype", dest="xpu_dtype", default="fp32",
-                       help="the CSV column: fp32, bf16, fp16, amp-bf16, amp-fp16 (default fp32)")  # fmt: skip
+        add_dtype(x, "fp32", default_note="fp32: the CSV column of that precision")
         x.add_argument("--suite", dest="xpu_suite", default="zoo", help="the suite of the cases (default zoo)")
 
 
@@ -137,7 +137,7 @@ def _xpu(sess: Any, args: argparse.Namespace) -> int:
     from bringup.expect.file import ExpectFile
     from bringup.files import atomic_write_text, check_output_path
 
-    xpu_csv.column_of(args.xpu_dtype)  # a bad --dtype: exit 2 before anything is read
+    xpu_csv.column_of(args.dtype)  # a bad --dtype: exit 2 before anything is read
     check_output_path(args.out, "--out")
     if args.expect_cmd == "import":
         if not Path(args.csv).is_file():
@@ -149,7 +149,7 @@ def _xpu(sess: Any, args: argparse.Namespace) -> int:
             devices[args.xpu_device] = CommentedMap()
         if devices[args.xpu_device].get(args.xpu_torch) is None:
             devices[args.xpu_device][args.xpu_torch] = CommentedMap()
-        n = xpu_csv.import_csv(args.csv, devices[args.xpu_device][args.xpu_torch], args.xpu_dtype, args.xpu_suite)
+        n = xpu_csv.import_csv(args.csv, devices[args.xpu_device][args.xpu_torch], args.dtype, args.xpu_suite)
         f.validate()  # what it writes, it reads back
         f.save()
         sess.console.print(f"imported {n['rows']} row(s) of {args.csv} (column {n['column']}) into {out} "
@@ -163,7 +163,7 @@ def _xpu(sess: Any, args: argparse.Namespace) -> int:
     node = f._section_node(sel) if sel is not None else None
     if node is None:
         raise BadInput(f"--expect {f.path}: no section for device {args.xpu_device}, torch {args.xpu_torch}")
-    text, lossy = xpu_csv.export_csv(node, args.xpu_dtype, args.xpu_suite)
+    text, lossy = xpu_csv.export_csv(node, args.dtype, args.xpu_suite)
     atomic_write_text(args.out, text)
     sess.console.print(f"exported {f.path} ({sel[0]}/torch {sel[1]}) to {args.out}", highlight=False, markup=False)
     for what in lossy:

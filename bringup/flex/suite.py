@@ -1,7 +1,7 @@
 """flex: a FlexAttention conformance and performance matrix with a compile-time budget.
 
     bringup flex [--matrix auto|quick|default|FILE] [--budget SEC] [--backward auto|on|off]
-                 [--dtype bf16|fp16|fp32|amp-bf16|amp-fp16] [--mods a,b,...] [--backend NAME] [--workers N]
+                 [--dtype bf16|fp16|fp32|amp-bf16|amp-fp16] [--mods a,b,...] [--compile-backend NAME] [--workers N]
                  [--json FILE]
 
 Each case compiles flex_attention with one mod at one shape on the device (compile + first call under
@@ -153,7 +153,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     from bringup.flex.matrix import MatrixError, normalize_mod_spec
     from bringup.flex.mods import ModError, is_user_mod
 
-    budget = _budget(args.budget)
+    budget = _budget(args.compile_budget)
     dtype = _dtype_arg(args.dtype)
     backward = _backward_arg(args.backward)
     if args.recompile_limit is not None and args.recompile_limit < 1:
@@ -176,13 +176,13 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         if is_user_mod(c.mod):
             first.setdefault(c.mod, c.shape)
     _check_user_mods(list(first.items()))
-    _check_backend(args.backend)
+    _check_backend(args.compile_backend)
     hidden: dict[str, Any] = {}
     if args.recompile_limit is not None:
         hidden["recompile_limit"] = args.recompile_limit
     if args.no_dynamo_reset:
         hidden["dynamo_reset"] = False
-    return plan(matrix, device, budget, dtype, backward, args.backend, hidden)
+    return plan(matrix, device, budget, dtype, backward, args.compile_backend, hidden)
 
 
 def run_cases(device: Device, quick: bool) -> list[Case]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from bringup.errors import BadInput, user_regex
 from bringup.hub.flags import DEFAULT_WORKERS
-from bringup.options import add_filter, add_limit
+from bringup.options import add_filter, add_limit, positive_int
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
 
@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             add_limit(sp, "ids")
             add_filter(sp, "ids")
         if name in ("fetch", "plan"):
-            sp.add_argument("--hub-workers", type=int, default=DEFAULT_WORKERS, metavar="N")
+            sp.add_argument("--hub-workers", type=positive_int, default=DEFAULT_WORKERS, metavar="N")
             sp.add_argument("--hub-rate", default=None, metavar="API,RESOLVE")
             sp.add_argument("--hub-refresh", action="store_true")
         if name == "plan":

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import argparse
 
-from bringup.options import DEFAULT_API, DEFAULT_RESOLVE, FREE_API, FREE_RESOLVE
+from bringup.options import (
+    DEFAULT_API,
+    DEFAULT_RESOLVE,
+    FREE_API,
+    FREE_RESOLVE,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
 
 INDEX_NAME = "hub-index.db"
 DEFAULT_WORKERS = 8
@@ -17,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hub-index", metavar="FILE", default=None,
                    help=f"the Hub index: listings and fetched configs (resumable, exportable with `bringup hub "
                    f"export`); default {INDEX_NAME} beside --db")  # fmt: skip
-    g.add_argument("--hub-workers", type=int, default=DEFAULT_WORKERS, metavar="N",
+    g.add_argument("--hub-workers", type=positive_int, default=DEFAULT_WORKERS, metavar="N",
                    help=f"concurrent config fetches (default {DEFAULT_WORKERS})")  # fmt: skip
     g.add_argument("--hub-rate", metavar="API,RESOLVE", default=None,
                    help=f"requests per 5 minutes to the Hub's API and /resolve/ (default {DEFAULT_API},"
@@ -26,14 +34,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="list the query again and fetch every id whose config failed before")  # fmt: skip
     g.add_argument(
         "--full-top",
-        type=int,
+        type=nonneg_int,
         default=0,
         metavar="K",
         help="also run the K most downloaded signatures at real size (meta init, memory preflight)",
     )
-    g.add_argument("--nproc", type=int, default=1, metavar="N",
+    g.add_argument("--nproc", type=positive_int, default=1, metavar="N",
                    help="--size full / --full-top: a model that does not fit one device is sharded with FSDP2 over "
                    "N ranks (default 1: reported unsupported with the ranks it would need)")  # fmt: skip
-    g.add_argument("--device-memory", type=float, default=None, metavar="GIB",
+    g.add_argument("--device-memory", type=positive_float, default=None, metavar="GIB",
                    help="--size full / --full-top: the preflight's free device memory (default: what the device "
                    "reports); e.g. plan for a smaller device")  # fmt: skip

@@ -38,18 +38,12 @@ def index_path(args: argparse.Namespace) -> Path:
     return Path(db).parent / INDEX_NAME
 
 
-def check_workers(args: argparse.Namespace) -> None:
-    if getattr(args, "hub_workers", DEFAULT_WORKERS) < 1:
-        raise BadInput(f"--hub-workers must be >= 1, got {args.hub_workers}")
-
-
 def check_rate(args: argparse.Namespace) -> None:
     hf.parse_limits(getattr(args, "hub_rate", None))
 
 
 def check_options(args: argparse.Namespace) -> None:
-    """The fetch's options (--hub-workers, --hub-rate): BadInput before any work."""
-    check_workers(args)
+    """The fetch's options (--hub-rate; --hub-workers is checked by its type): BadInput before any work."""
     check_rate(args)
 
 

@@ -25,4 +25,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also localize a compiled run: when eager matches, each module compiled alone with NAME "
                    "and judged the same way (the first compiled region off)")  # fmt: skip
     add_seed(p, 0)
-    add_case_budget(p, DEFAULT_BUDGET_S, dest="budget", old=["--budget"])
+    add_case_budget(p, DEFAULT_BUDGET_S, old=["--budget"])

@@ -31,13 +31,19 @@ def build_cases(args: argparse.Namespace) -> list[Case]:
     if args.source == "hf":
         _check_model_type(args.model)
     dtype = TORCH_DTYPE_NAMES[args.dtype]  # torch's name in the case (its id, and stored runs, as before)
-    params = {"source": args.source, "model": args.model, "task": args.task if args.source == "hf" else "",
-              "dtype": dtype, "seed": args.seed, "backend": args.compile_backend or "",
-              "inputs": "text"}  # fmt: skip  (the zoo's step 0 as a job feeds it: bringup/models/batches.py)
+    params = {
+        "source": args.source,
+        "model": args.model,
+        "task": args.task if args.source == "hf" else "",
+        "dtype": dtype,
+        "seed": args.seed,
+        "backend": args.compile_backend or "",
+        "inputs": "text",
+    }  # fmt: skip  (the zoo's step 0 as a job feeds it: bringup/models/batches.py)
     if args.compile_backend:
         check_compile_backend(args.compile_backend)
     mode = f" {args.compile_backend}" if args.compile_backend else ""
-    return [Case("localize", f"{args.model} {dtype}{mode}", params, "bringup.localize.cli:run_case", args.budget)]
+    return [Case("localize", f"{args.model} {dtype}{mode}", params, "bringup.localize.cli:run_case", args.case_budget)]
 
 
 def _check_model_type(model: str) -> None:

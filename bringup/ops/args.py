@@ -11,16 +11,16 @@ import argparse
 NAME = "ops"
 HELP = "OpInfo op coverage: every op x dtype on the device vs cpu (pass/fallback/fail_numeric/unsupported)"
 ORDER = 60
-DEFAULT_DTYPES = "float32,bfloat16"
+DEFAULT_DTYPES = "fp32,bf16"
 DEFAULT_SAMPLES = 4
 DEFAULT_BUDGET_S = 120.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import add_case_budget, add_filter
+    from bringup.options import add_case_budget, add_filter, positive_int
 
     add_filter(p, "OpInfos (name with variant, e.g. div.floor_rounding)")
     p.add_argument("--dtypes", default=DEFAULT_DTYPES, help=f"comma list of dtypes (default {DEFAULT_DTYPES})")
-    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+    p.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES,
                    help=f"inputs per (op, dtype) from OpInfo reference_inputs (default {DEFAULT_SAMPLES})")  # fmt: skip
-    add_case_budget(p, DEFAULT_BUDGET_S, dest="budget", old=["--budget"])
+    add_case_budget(p, DEFAULT_BUDGET_S, old=["--budget"])

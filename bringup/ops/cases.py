@@ -28,22 +28,20 @@ QUICK_SAMPLES = 2
 
 
 def parse_dtypes(text: str) -> list[str]:
-    """'float32,bf16,int64' -> canonical torch names; BadInput for anything else."""
-    from bringup.device import parse_dtype
+    """'fp32,bfloat16,int64' -> torch's names (the case params keep them: stored case ids do not change).
+    A precision in any spelling of the one vocabulary (bringup/options.py: fp32, float32, half ...), or any
+    other dtype by torch's name (int64, bool, complex64); BadInput for anything else."""
+    from bringup.options import TORCH_DTYPE_NAMES, canonical_dtype
 
     out: list[str] = []
     for raw in text.split(","):
         name = raw.strip()
         if not name:
             continue
-        try:
-            dt = parse_dtype(name)
-        except BadInput:
-            dt = getattr(torch, name.lower(), None)
-            if not isinstance(dt, torch.dtype):
-                raise BadInput(
-                    f"unknown dtype {name!r} in --dtypes; e.g. float32, bfloat16, float16, int64, bool"
-                ) from None
+        key = canonical_dtype(name)
+        dt = getattr(torch, TORCH_DTYPE_NAMES.get(key, key), None)
+        if not isinstance(dt, torch.dtype):
+            raise BadInput(f"unknown dtype {name!r} in --dtypes; e.g. fp32, bf16, fp16, int64, bool")
         canon = str(dt).removeprefix("torch.")
         if canon not in out:
             out.append(canon)
@@ -91,8 +89,6 @@ def _cases(names: Iterable[str], dtypes: list[str], samples: int, budget: float)
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if args.samples <= 0:
         raise BadInput(f"--samples must be a positive integer, got {args.samples}")
-    if not args.budget > 0:
-        raise BadInput(f"--budget must be positive, got {args.budget:g}")
     dtypes = parse_dtypes(args.dtypes)
     pattern = None if args.filter is None else user_regex(args.filter, "--filter")
     names = [op_name(op) for op in op_db()]
@@ -100,7 +96,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         names = [n for n in names if pattern.search(n)]
         if not names:
             raise BadInput(f"--filter {args.filter!r} matches no OpInfo (of {len(op_db())}); e.g. '^(add|sin)$'")
-    return _cases(names, dtypes, args.samples, args.budget)
+    return _cases(names, dtypes, args.samples, args.case_budget)
 
 
 def run_cases(device: Device, quick: bool) -> list[Case]:

@@ -19,7 +19,7 @@ COMPILE_BUDGET_S = 300.0  # a compile probe's (a cold inductor compile takes 10-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bringup.options import add_case_budget, add_filter
 
-    add_filter(p, "features", dest="only", old=["--only"])
+    add_filter(p, "features", old=["--only"])
     add_case_budget(p, None, default_note=f"{BUDGET_S:g}; compile probes {COMPILE_BUDGET_S:g}")
     p.add_argument("--compile-backends", default=None,
                    help=f"torch.compile backends to probe (default {DEFAULT_COMPILE_BACKENDS} and the device's own, "

@@ -79,8 +79,11 @@ def features(compile_backends: list[str]) -> list[tuple[str, dict[str, Any]]]:
     out += [(f"sdpa.{b}", {"kind": "sdpa", "backend": b}) for b in _sdpa_backends()]
     out += [(f"compile.{b}", {"kind": "compile", "backend": b}) for b in compile_backends]
     out += [("execution.eager", {"kind": "execution"})]
-    out += [("distributed.default", {"kind": "distributed"}), ("distributed.dtensor", {"kind": "dtensor"}),
-            ("distributed.fsdp2", {"kind": "fsdp2"})]
+    out += [
+        ("distributed.default", {"kind": "distributed"}),
+        ("distributed.dtensor", {"kind": "dtensor"}),
+        ("distributed.fsdp2", {"kind": "fsdp2"}),
+    ]
     if importlib.util.find_spec("torchao") is not None:
         out += [(f"torchao.{f}", {"kind": "torchao", "feature": f}) for f in TORCHAO_FEATURES]
     return out
@@ -109,12 +112,12 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     for b in backends:
         check_compile_backend(b, "torch.compile backend")
     feats = features(backends)
-    if args.only:
-        pat = user_regex(args.only, "--filter")
+    if args.filter:
+        pat = user_regex(args.filter, "--filter")
         feats = [f for f in feats if pat.search(f[0])]
         if not feats:
             raise BadInput(
-                f"--filter {args.only!r} matches no feature; features: {', '.join(n for n, _ in features([]))}"
+                f"--filter {args.filter!r} matches no feature; features: {', '.join(n for n, _ in features([]))}"
             )
     return _cases(feats, args.case_budget)
 

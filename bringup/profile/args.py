@@ -21,7 +21,7 @@ BUDGET_S = {"eager": 600.0, "compiled": 1500.0}  # each case's wall-clock limit 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import add_case_budget, add_dtype, nonneg_int, positive_int
+    from bringup.options import add_case_budget, add_dtype, nonneg_int, positive_int, refuse_old
 
     d = DEFAULTS
     p.add_argument(
@@ -37,14 +37,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="change a model config field (repeatable), e.g. num_hidden_layers=2",
     )
     p.add_argument("--mode", default=d["mode"], help="eager (default) | compile | regional")
-    add_compile_backend(p, default=d["backend"], dest="backend")
-    p.add_argument("--steps", type=positive_int, default=d["steps"], help="profiled steps (default 3)")
-    p.add_argument(
-        "--warmup",
-        type=nonneg_int,
-        default=d["warmup"],
-        help="untraced steps first (compile, caches, allocator; default 2)",
-    )
+    add_compile_backend(p, default=d["backend"])
+    # not train's --steps / --warmup (the warm-up steps inside the measured ones): here the untraced steps come
+    # before the traced ones; the train spellings are refused, naming these
+    p.add_argument("--traced-steps", type=positive_int, default=d["steps"], metavar="N",
+                   help="profiled (traced) steps (default 3)")  # fmt: skip
+    p.add_argument("--untraced-steps", type=nonneg_int, default=d["warmup"], metavar="N",
+                   help="untraced steps before the traced ones (compile, caches, allocator; default 2)")  # fmt: skip
+    refuse_old(p, ["--steps"], "--traced-steps")
+    refuse_old(p, ["--warmup"], "--untraced-steps")
     p.add_argument("--batch", type=positive_int, default=d["batch"], help="batch size (default 4)")
     p.add_argument("--seq", type=positive_int, default=d["seq"], help="sequence length (default 128)")
     add_dtype(p, d["dtype"])

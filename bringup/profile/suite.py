@@ -67,7 +67,7 @@ def make_case(model: str = DEFAULTS["model"], mode: str = DEFAULTS["mode"], step
     if mode not in MODES:
         raise BadInput(f"unknown --mode {mode!r}; use {', '.join(MODES)}")
     if mode != "eager" and warmup < 1:
-        raise BadInput(f"--mode {mode} needs --warmup >= 1 (the first step compiles; it must not be profiled)")
+        raise BadInput(f"--mode {mode} needs --untraced-steps >= 1 (the first step compiles; it must not be profiled)")
     params = {"model": model, "overrides": list(overrides or []), "mode": mode, "backend": backend,
               "steps": steps, "warmup": warmup, "batch": batch, "seq": seq, "dtype": dtype, "top": top,
               "out": out}  # fmt: skip
@@ -78,10 +78,22 @@ def make_case(model: str = DEFAULTS["model"], mode: str = DEFAULTS["mode"], step
 def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     dtype = parse_precision(args.dtype).name
     if args.mode != "eager":
-        check_compile_backend(args.backend)
+        check_compile_backend(args.compile_backend)
     out = check_output_dir(args.out, "--out")
-    case = make_case(args.model, args.mode, args.steps, args.warmup, args.batch, args.seq, dtype, args.top,
-                     args.backend, args.override, out, args.case_budget)  # fmt: skip
+    case = make_case(
+        args.model,
+        args.mode,
+        args.traced_steps,
+        args.untraced_steps,
+        args.batch,
+        args.seq,
+        dtype,
+        args.top,
+        args.compile_backend,
+        args.override,
+        out,
+        args.case_budget,
+    )
     check_model(args.model, args.override)
     return [case]
 
@@ -173,8 +185,14 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
         timer.start()
         step()
         plain_s = timer.stop(last["loss"], model)
-        cap = bp.capture(step, dev.type, steps, ctx.artifact("trace.json.gz"), sync=dev.synchronize,
-                         activities=dev.adapter.profiler_activities())
+        cap = bp.capture(
+            step,
+            dev.type,
+            steps,
+            ctx.artifact("trace.json.gz"),
+            sync=dev.synchronize,
+            activities=dev.adapter.profiler_activities(),
+        )
         loss = float(last["loss"].float().cpu())
     except Exception as e:
         return CaseResult.for_case(case, classify(e, compiling), first_line(e))

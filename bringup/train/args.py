@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--load-cache-artifact", default=None, metavar="PATH",
                    help="start compiled modes from this artifact, empty cache dirs (a shipped warm cache)")  # fmt: skip
     p.add_argument("--nproc", type=positive_int, default=None, help="ranks (torchrun launcher, FSDP2; default 1)")
-    add_compile_budget(p, None, dest="budget", old=["--budget"], default_note="none: the case budget only")
+    add_compile_budget(p, None, old=["--budget"], default_note="none: the case budget only")
     add_case_budget(p, DEFAULT_CASE_BUDGET_S)
     p.add_argument("--lr", type=positive_float, default=None, help=f"AdamW learning rate (default {D.lr:g})")
     p.add_argument("--loss-rtol", type=positive_float, default=None,

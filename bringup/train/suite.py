@@ -109,7 +109,7 @@ def check_model(model: str, overrides: list[str], seq: int) -> dict[str, Any]:
 
 
 def _flops_conflicts(args: argparse.Namespace) -> list[str]:
-    opts = ("modes", "steps", "warmup", "batch", "dtype", "compile_backend", "cache", "nproc", "budget", "lr",
+    opts = ("modes", "steps", "warmup", "batch", "dtype", "compile_backend", "cache", "nproc", "compile_budget", "lr",
             "loss_rtol", "save_cache_artifact", "load_cache_artifact", "seqs", "dynamic")  # fmt: skip
     return ["--" + o.replace("_", "-") for o in opts if getattr(args, o, None) is not None]
 
@@ -149,7 +149,7 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     base = TrainSpec(
         model=model, overrides=tuple(args.override), steps=steps, warmup=warmup, batch=args.batch or D.batch,
         seq=seq, dtype=parse_precision(args.dtype or D.dtype).name, backend=backend, nproc=nproc,
-        lr=args.lr or D.lr, compile_budget_s=args.budget, loss_rtol=args.loss_rtol, seqs=seqs,
+        lr=args.lr or D.lr, compile_budget_s=args.compile_budget, loss_rtol=args.loss_rtol, seqs=seqs,
     )  # fmt: skip
     load, save = getattr(args, "load_cache_artifact", None), getattr(args, "save_cache_artifact", None)
     return plan_arms(base, arms_for(args, modes, base, device, dynamics), args.case_budget,

@@ -10,7 +10,16 @@ import argparse
 
 from bringup.api import Tool
 from bringup.hub import flags as hub_flags
-from bringup.options import add_case_budget, add_compile_backend, add_dtype, add_filter, add_limit, add_seed
+from bringup.options import (
+    add_case_budget,
+    add_compile_backend,
+    add_dtype,
+    add_filter,
+    add_limit,
+    add_seed,
+    nonneg_int,
+    positive_int,
+)
 
 NAME = "zoo"
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
@@ -28,7 +37,7 @@ FULL_BATCH, FULL_SEQ = 2, 64
 TINY_BATCH, TINY_SEQ, UNIFORM_SEQ = 2, 32, 16
 INPUTS = ("text", "uniform")
 DEFAULT_STEPS = 4
-DEFAULT_TIMEOUT = 600.0  # each case's wall-clock limit (--case-budget; dest `timeout`, its old spelling)
+DEFAULT_TIMEOUT = 600.0  # each case's wall-clock limit (--case-budget)
 FULL_TIMEOUT = 3600.0  # --size full's, unless --case-budget is given
 # The trusted run (cpu eager at the run precision) and its float64 reference are repeated under this
 # many more seeds: per tensor, the spread of their errors is the noise a correct run has at this
@@ -56,13 +65,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--batch",
-        type=int,
+        type=positive_int,
         default=None,
         help=f"rows per batch (tiny: per microbatch; default {TINY_BATCH}; --size full {FULL_BATCH})",
     )
     p.add_argument(
         "--seq",
-        type=int,
+        type=positive_int,
         default=None,
         help=f"tokens per row (default {TINY_SEQ}; --size full {FULL_SEQ}): raise it to judge long rows (rotary "
         "at large angles, softmax over long rows, sliding windows)",
@@ -77,18 +86,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_filter(p, "models")
     add_limit(p, "models")
-    p.add_argument("--steps", type=int, default=None, metavar="K",
+    p.add_argument("--steps", type=positive_int, default=None, metavar="K",
                    help=f"optimizer steps per run (default {DEFAULT_STEPS}; {FULL_STEPS} at --size full)")  # fmt: skip
     add_compile_backend(p, default=None, extra_help="; 'none' skips the compiled run")
     add_dtype(p, "fp32")
-    p.add_argument("--noise-seeds", type=int, default=NOISE_SEEDS, metavar="N",
+    p.add_argument("--noise-seeds", type=nonneg_int, default=NOISE_SEEDS, metavar="N",
                    help=f"trusted runs under N more seeds measure the precision's noise per tensor "
                    f"(default {NOISE_SEEDS}; 0: the trusted run of the case's seed only)")  # fmt: skip
     p.add_argument("--module-check", default="auto", choices=["auto", "on", "off"],
                    help="judge every module on its own too, forward and backward, on the inputs the device gave it "
                    "(eager replay and each module compiled alone; default auto: on, off on lazy devices such as "
                    "PyTorch/XLA, where each module's replay is its own graph compile)")  # fmt: skip
-    add_case_budget(p, None, dest="timeout", old=["--timeout"],
+    add_case_budget(p, None, old=["--timeout"],
                     default_note=f"{DEFAULT_TIMEOUT:g}; --size full: {FULL_TIMEOUT:g}")  # fmt: skip
     p.add_argument("--baseline", default=None, metavar="BUNDLE",
                    help="compare curves and outputs with this exported run (bringup export)")  # fmt: skip

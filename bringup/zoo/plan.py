@@ -153,8 +153,8 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     size = getattr(args, "size", "tiny") or "tiny"
     if args.steps is None:
         args.steps = FULL_STEPS if size == "full" else DEFAULT_STEPS
-    if getattr(args, "timeout", None) is None:  # --case-budget not given: the size's own default
-        args.timeout = FULL_TIMEOUT if size == "full" else DEFAULT_TIMEOUT
+    if getattr(args, "case_budget", None) is None:  # --case-budget not given: the size's own default
+        args.case_budget = FULL_TIMEOUT if size == "full" else DEFAULT_TIMEOUT
     if size == "full":
         args.batch = FULL_BATCH if getattr(args, "batch", None) is None else args.batch
         args.seq = FULL_SEQ if getattr(args, "seq", None) is None else args.seq
@@ -182,8 +182,8 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         raise BadInput(f"--steps must be >= 1, got {args.steps}")
     if args.limit is not None and args.limit < 1:
         raise BadInput(f"--limit must be >= 1, got {args.limit}")
-    if not (args.timeout > 0 and math.isfinite(args.timeout)):
-        raise BadInput(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if not (args.case_budget > 0 and math.isfinite(args.case_budget)):
+        raise BadInput(f"--case-budget must be a positive number of seconds, got {args.case_budget}")
     pattern = None if args.filter is None else user_regex(args.filter, "--filter")
     backend = check_backend(args.compile_backend or device.default_compile_backend)
     if sweep:
@@ -197,9 +197,23 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     if baseline is not None:
         baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
     module_check = zoo_modules.from_arg(args)
-    return [make_case(e, prec.name, args.steps, backend, args.timeout, args.seed, baseline, noise_seeds, module_check,
-                      inputs, batch or 0, LONG_SEQ if e.label.endswith(f"@{LONG_SEQ}") else seq or 0)
-            for e in entries]  # fmt: skip
+    return [
+        make_case(
+            e,
+            prec.name,
+            args.steps,
+            backend,
+            args.case_budget,
+            args.seed,
+            baseline,
+            noise_seeds,
+            module_check,
+            inputs,
+            batch or 0,
+            LONG_SEQ if e.label.endswith(f"@{LONG_SEQ}") else seq or 0,
+        )
+        for e in entries
+    ]
 
 
 def _select(entries: list[Any], pattern: Any, args: argparse.Namespace) -> list[Any]:
@@ -223,9 +237,9 @@ def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) 
         raise BadInput(f"--batch must be >= 1 and --seq >= 2, got {args.batch} and {args.seq}")
     if args.limit is not None and args.limit < 1:
         raise BadInput(f"--limit must be >= 1, got {args.limit}")
-    timeout = args.timeout
+    timeout = args.case_budget
     if not (timeout > 0 and math.isfinite(timeout)):
-        raise BadInput(f"--timeout must be a positive number of seconds, got {args.timeout}")
+        raise BadInput(f"--case-budget must be a positive number of seconds, got {args.case_budget}")
     pattern = None if args.filter is None else user_regex(args.filter, "--filter")
     backend = check_backend(args.compile_backend or device.default_compile_backend)
     reference = args.reference or ("baseline" if args.baseline else "cpu")

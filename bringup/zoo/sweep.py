@@ -38,7 +38,6 @@ def check_options(args: argparse.Namespace) -> None:
         raise BadInput("--full-top needs a Hub sweep source (hub-search:QUERY or hub-list:FILE)")
     if (getattr(args, "full_top", 0) or 0) < 0:
         raise BadInput(f"--full-top must be >= 0, got {args.full_top}")
-    hub_plan.check_workers(args)
     if getattr(args, "nproc", 1) < 1:
         raise BadInput(f"--nproc must be >= 1, got {args.nproc}")
     mem = getattr(args, "device_memory", None)
@@ -104,7 +103,7 @@ def build_cases(args: argparse.Namespace, prec: Precision, backend: str, noise_s
         baseline.check_shared(sigs, prec.name, args.steps, args.baseline)
     from bringup.zoo.modules import from_arg
 
-    cases, case_of = signature_cases(plan, prec.name, args.steps, backend, args.timeout, args.seed, noise_seeds,
+    cases, case_of = signature_cases(plan, prec.name, args.steps, backend, args.case_budget, args.seed, noise_seeds,
                                      baseline, from_arg(args))  # fmt: skip
     full_of = _full_cases(args, prec, backend, plan, sigs, cases)
     for row in plan.rows:

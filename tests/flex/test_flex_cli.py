@@ -156,7 +156,8 @@ CHECKS = ("size", "bias", "value", "input", "position", "lanes", "along", "rewei
 
 def _one_case(cli, tmp_path: Path, backend: str) -> dict:
     (tmp_path / "one.yaml").write_text(SCALE_CASE)
-    args = "--import flex_bend --device cpu flex --matrix one.yaml --dtype bf16 --json out.json --backend".split()
+    args = "--import flex_bend --device cpu flex --matrix one.yaml --dtype bf16 --json out.json".split()
+    args.append("--compile-backend")
     p = cli(*args, backend, env=BEND, timeout=600)
     assert p.returncode in (0, 1), p.stderr[-3000:]
     (case,) = load_json(tmp_path / "out.json")["cases"]

@@ -233,7 +233,9 @@ def zoo_full_run(case: Any, ctx: Any) -> Any:
     return zoo_full.run_full(case, ctx)
 
 
-def test_hub_sweep_bad_inputs(hub: StandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_sweep_bad_inputs(
+    hub: StandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Planning refuses bad input before any work (BadInput: one line, exit 2): checked in process through the
     real parser and the suite's planning, and through the CLI for two of them."""
     from bringup.api import get_suite
@@ -256,10 +258,7 @@ def test_hub_sweep_bad_inputs(hub: StandIn, tmp_path: Path, monkeypatch: pytest.
         (["zoo", "--source", "hf-causal", "--full-top", "2"], "--full-top needs"),
         (["zoo", "--source", "hub-search:", "--size", "full"], "--full-top"),
         (["zoo", "--source", "hub-search:", "--hub-rate", "9"], "--hub-rate"),
-        (["zoo", "--source", "hub-search:", "--nproc", "0"], "--nproc"),
-        (["zoo", "--source", "hub-search:", "--device-memory", "-1"], "--device-memory"),
         (["zoo", "--source", "hub-search:", "--nproc", "2"], "apply to full-size runs"),
-        (["zoo", "--source", "hub-search:", "--hub-workers", "0"], "--hub-workers"),
         (["zoo", "--source", "hub-search:", "--reference", "cpu"], "--reference"),
         (["zoo", "--source", "hub-search:", "--full-top", "1", "--nproc", "3"], "does not split over --nproc 3"),
         (["zoo", "--source", "hub-top", "--size", "full", "--nproc", "4", "--batch", "6"], "use a multiple of 4"),
@@ -268,6 +267,10 @@ def test_hub_sweep_bad_inputs(hub: StandIn, tmp_path: Path, monkeypatch: pytest.
         args_ns = build_parser().parse_args(["--db", db, *args])
         with pytest.raises(BadInput, match=needle.replace("+", r"\+")):
             suite.build_cases(args_ns, Device("cpu"))
+    for flag, value in (("--nproc", "0"), ("--device-memory", "-1"), ("--hub-workers", "0")):  # by their types
+        with pytest.raises(SystemExit) as exc:
+            build_parser().parse_args(["--db", db, "zoo", "--source", "hub-search:", flag, value])
+        assert exc.value.code == 2 and flag in capsys.readouterr().err
     from types import SimpleNamespace
 
     from bringup.zoo import sweep as zoo_sweep

@@ -43,9 +43,28 @@ def test_capture_writes_a_gzip_chrome_trace_with_the_profiled_steps(tmp_path: Pa
 
 def test_profile_cli_on_cpu(cli, tmp_path: Path) -> None:
     out = tmp_path / "prof" / "here"  # created by the run
-    p = cli("--device", "cpu", "profile", "--steps", "2", "--warmup", "1", "--batch", "2", "--seq", "32",
-            "--override", "num_hidden_layers=2", "--top", "5", "--json", "out.json", "--out", str(out),
-            timeout=900)  # fmt: skip
+    p = cli(
+        "--device",
+        "cpu",
+        "profile",
+        "--traced-steps",
+        "2",
+        "--untraced-steps",
+        "1",
+        "--batch",
+        "2",
+        "--seq",
+        "32",
+        "--override",
+        "num_hidden_layers=2",
+        "--top",
+        "5",
+        "--json",
+        "out.json",
+        "--out",
+        str(out),
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "top ops by self time" in p.stdout and "device busy n/a" in p.stdout
     data = load_json(tmp_path / "out.json")
@@ -86,8 +105,26 @@ def test_run_includes_a_short_eager_profile() -> None:
 
 @pytest.mark.slow
 def test_profile_cli_regional_compile_shows_compiled_regions(cli, tmp_path: Path) -> None:
-    p = cli("--device", "cpu", "profile", "--mode", "regional", "--steps", "1", "--warmup", "1", "--batch", "1",
-            "--seq", "16", "--override", "num_hidden_layers=1", "--json", "out.json", timeout=1800)  # fmt: skip
+    p = cli(
+        "--device",
+        "cpu",
+        "profile",
+        "--mode",
+        "regional",
+        "--traced-steps",
+        "1",
+        "--untraced-steps",
+        "1",
+        "--batch",
+        "1",
+        "--seq",
+        "16",
+        "--override",
+        "num_hidden_layers=1",
+        "--json",
+        "out.json",
+        timeout=1800,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     case = load_json(tmp_path / "out.json")["cases"][0]
     names = [r["name"] for r in case["compiled_regions"]]
@@ -99,9 +136,28 @@ def test_profile_cli_regional_compile_shows_compiled_regions(cli, tmp_path: Path
 
 def test_profile_amp_bf16_runs_under_autocast(cli, tmp_path: Path) -> None:
     """--dtype amp-bf16: fp32 weights, the steps under autocast; the trace shows the bf16 casts autocast adds."""
-    p = cli("--device", "cpu", "profile", "--dtype", "amp-bf16", "--steps", "1", "--warmup", "1", "--batch", "1",
-            "--seq", "32", "--override", "num_hidden_layers=1", "--top", "40", "--json", "out.json",
-            timeout=900)  # fmt: skip
+    p = cli(
+        "--device",
+        "cpu",
+        "profile",
+        "--dtype",
+        "amp-bf16",
+        "--traced-steps",
+        "1",
+        "--untraced-steps",
+        "1",
+        "--batch",
+        "1",
+        "--seq",
+        "32",
+        "--override",
+        "num_hidden_layers=1",
+        "--top",
+        "40",
+        "--json",
+        "out.json",
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     data = load_json(tmp_path / "out.json")
     row = data["cases"][0]

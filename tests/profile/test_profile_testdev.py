@@ -67,9 +67,26 @@ def test_known_copies_give_exact_transfer_counts_and_bytes(tmp_path: Path, steps
 
 
 def test_profile_cli_on_testdev(cli, tmp_path: Path) -> None:
-    p = cli("--import", "bringup.testdev", "--device", "testdev", "profile", "--steps", "1", "--warmup", "1",
-            "--batch", "1", "--seq", "16", "--override", "num_hidden_layers=1", "--json", "out.json",
-            timeout=900)  # fmt: skip
+    p = cli(
+        "--import",
+        "bringup.testdev",
+        "--device",
+        "testdev",
+        "profile",
+        "--traced-steps",
+        "1",
+        "--untraced-steps",
+        "1",
+        "--batch",
+        "1",
+        "--seq",
+        "16",
+        "--override",
+        "num_hidden_layers=1",
+        "--json",
+        "out.json",
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     data = load_json(tmp_path / "out.json")
     assert data["device"] == "testdev" and data["top_ops"]

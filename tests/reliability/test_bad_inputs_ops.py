@@ -20,12 +20,12 @@ from tests.conftest import assert_one_line_error
         (["ops", "--filter", "^no_such_op_xyz$"], "matches no OpInfo"),
         (["ops", "--dtypes", "float33"], "unknown dtype 'float33'"),
         (["ops", "--dtypes", " , "], "--dtypes is empty"),
-        (["ops", "--samples", "0"], "--samples must be a positive integer"),
+        (["ops", "--samples", "0"], "argument --samples: expected a positive integer"),
         (["ops", "--samples", "many"], "--samples"),
         (["ops", "--case-budget", "0"], "argument --case-budget: expected a positive number of seconds"),
-        (["ops", "--budget", "0"], "argument --budget: expected a positive number of seconds"),  # the old spelling
+        (["ops", "--budget", "0"], "--budget is no longer accepted here: use --case-budget"),  # the old spelling
         (["probe", "--filter", "[x"], "argument --filter: bad regex"),
-        (["probe", "--only", "[x"], "argument --only: bad regex"),  # the old spelling
+        (["probe", "--only", "[x"], "--only is no longer accepted here: use --filter"),  # the old spelling
         (["probe", "--filter", "^warp_drive$"], "--filter '^warp_drive$' matches no feature"),
         (["probe", "--case-budget", "nan"], "argument --case-budget"),
         (["probe", "--compile-backends", "inductor,no_such_backend"], "torch.compile backend 'no_such_backend'"),

@@ -17,13 +17,15 @@ from tests.conftest import assert_one_line_error
     [
         (["--steps", "0"], "--steps"),
         (["--mode", "turbo"], "unknown --mode 'turbo'"),
-        (["--mode", "compile", "--warmup", "0"], "--warmup >= 1"),
+        (["--mode", "compile", "--untraced-steps", "0"], "--untraced-steps >= 1"),
         (["--model", "qwen3-huge"], "unknown model 'qwen3-huge'"),
         (["--model", "no_such_module_xyz:build"], "no module named"),
         (["--override", "num_hidden_layers=-1"], "num_hidden_layers must be positive"),
         (["--dtype", "fp8"], "unknown dtype"),
         (["--mode", "compile", "--compile-backend", "no_such_backend"], "unknown --compile-backend"),  # was a crash
-        (["--mode", "regional", "--backend", "no_such_backend"], "unknown --compile-backend"),  # the old spelling
+        (["--backend", "inductor"], "--backend is no longer accepted here: use --compile-backend"),
+        (["--steps", "2"], "--steps is no longer accepted here: use --traced-steps"),  # not train's --steps
+        (["--warmup", "1"], "--warmup is no longer accepted here: use --untraced-steps"),
     ],
 )  # fmt: skip
 def test_bad_profile_options(bringup_inproc, tmp_path: Path, args: list[str], needle: str) -> None:

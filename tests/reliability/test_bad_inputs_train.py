@@ -28,7 +28,7 @@ from tests.conftest import assert_one_line_error
         (["--dtype", "fp8"], "unknown dtype"),
         (["--cache", "lukewarm"], "--cache"),
         (["--compile-budget", "-1"], "argument --compile-budget"),
-        (["--budget", "-1"], "argument --budget"),  # the old spelling
+        (["--budget", "9"], "--budget is no longer accepted here: use --compile-budget"),  # the old spelling
         (["--case-budget", "0"], "argument --case-budget"),
         (["--compile-backend", "no_such_backend"], "unknown --compile-backend"),
         (["--flops-only", "--nproc", "2"], "--flops-only trains nothing: drop --nproc"),

@@ -32,14 +32,19 @@ def test_bad_option_real_process(tmp_path: Path) -> None:
         (["--filter", "^no_such_model_type$"], "matches --filter"),
         (["--limit", "0"], "--limit"),
         (["--steps", "0"], "--steps"),
-        (["--steps", "x"], "invalid int"),
+        (["--steps", "x"], "argument --steps: expected a positive integer"),
         (["--compile-backend", "no_such_backend"], "unknown --compile-backend"),
         (["--dtype", "fp8"], "unknown dtype"),
         (["--dtype", "fp64"], "--dtype"),
         (["--case-budget", "0"], "argument --case-budget: expected a positive number of seconds"),
-        (["--timeout", "0"], "argument --timeout"),  # the old spelling
+        (["--timeout", "9"], "--timeout is no longer accepted here: use --case-budget"),  # the old spelling
         (["--seed", "-1"], "argument --seed"),
         (["--limit", "x"], "argument --limit: expected a positive integer"),
+        # checked by their types at parse time (issue 46 item 2), not by hand in the planner
+        (["--batch", "0"], "argument --batch: expected a positive integer"),
+        (["--seq", "-3"], "argument --seq: expected a positive integer"),
+        (["--hub-workers", "0"], "argument --hub-workers: expected a positive integer"),
+        (["--noise-seeds", "-1"], "argument --noise-seeds: expected an integer >= 0"),
         (["--source", "hub:org/name@"], "is not a Hub model id"),  # an empty revision: refused, no network
     ],
 )

@@ -231,7 +231,7 @@ def test_train_catches_a_norm_epsilon_off_in_bf16(cli, tmp_path: Path, testdev_b
 
 def test_flex_on_cpu_catches_a_perturbed_compiled_path(cli, tmp_path: Path) -> None:
     st = _run(cli, tmp_path, "", "--import", "flex_perturb", "--device", "cpu", "flex", "--matrix", "quick",
-              "--mods", "noop", "--backward", "off", "--backend", "perturb_flex_aot_eager",
+              "--mods", "noop", "--backward", "off", "--compile-backend", "perturb_flex_aot_eager",
               env={"PYTHONPATH": str(REPO / "tests" / "testdev")})  # fmt: skip
     assert st and all(c["status"] == "fail_numeric" for c in st.values()), {
         k: (v["status"], v["reason"][:200]) for k, v in st.items()

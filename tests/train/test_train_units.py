@@ -46,7 +46,7 @@ def test_flops_per_token_qwen3_32b_by_hand() -> None:
 
 def _args(**kw: object) -> argparse.Namespace:
     base = dict(model=None, override=[], modes=None, steps=None, warmup=None, batch=None, seq=None, dtype=None,
-                compile_backend=None, cache=None, nproc=None, budget=None, case_budget=3600.0, lr=None,
+                compile_backend=None, cache=None, nproc=None, compile_budget=None, case_budget=3600.0, lr=None,
                 loss_rtol=None, flops_only=False)  # fmt: skip
     base.update(kw)
     return argparse.Namespace(**base)
