@@ -14,8 +14,8 @@ of the machine that renders it, and no absolute path of the one that ran it, end
 
 A new sample: run it, export it, render it (the bundle replaces the old one; the README follows):
 
-    bringup --db bringup.db --device cpu run --quick
-    bringup --db bringup.db export --out docs/sample/run-quick-cpu.json
+    bringup --device cpu run --quick
+    bringup export --out docs/sample/run-quick-cpu.json
     make docs
 """
 
@@ -54,6 +54,7 @@ def render(bundle: Path = BUNDLE) -> str:
     from bringup.orchestrate import describe
     from bringup.outcomes import OUTCOMES, outcome
     from bringup.report.portable import portable
+    from bringup.store import DEFAULT_DB
 
     run, results = load_bundle(bundle)
     info = run.info
@@ -64,7 +65,7 @@ def render(bundle: Path = BUNDLE) -> str:
                   soft_wrap=True, emoji=False)  # fmt: skip
 
     con.print(describe(results, argparse.Namespace(full=bool(opts.get("full")), skip=opts.get("skip") or "")))  # type: ignore[arg-type]
-    con.print(run_line(run.run_id, run.device, run.device_name, len(results), opts.get("db", "")), markup=False)
+    con.print(run_line(run.run_id, run.device, run.device_name, len(results), opts.get("db") or DEFAULT_DB), markup=False)
     last = 0
     for i, r in enumerate(results, 1):
         if r.status is Status.PASS:
