@@ -65,7 +65,8 @@ def render(bundle: Path = BUNDLE) -> str:
                   soft_wrap=True, emoji=False)  # fmt: skip
 
     con.print(describe(results, argparse.Namespace(full=bool(opts.get("full")), skip=opts.get("skip") or "")))  # type: ignore[arg-type]
-    con.print(run_line(run.run_id, run.device, run.device_name, len(results), opts.get("db") or DEFAULT_DB), markup=False)
+    db = opts.get("db") or DEFAULT_DB  # the run gave no --db: the default store
+    con.print(run_line(run.run_id, run.device, run.device_name, len(results), db), markup=False)
     last = 0
     for i, r in enumerate(results, 1):
         if r.status is Status.PASS:
