@@ -122,8 +122,8 @@ def _full_cases(opts: ZooOptions, prec: Precision, backend: str, plan: IdPlan, s
     """--full-top K: the K most downloaded signatures at real size, each on its most downloaded id; returns
     full_key -> case id (the ids a full-size verdict fans out to)."""
     from bringup.hub import refs
+    from bringup.zoo.args import FULL_STEPS, FULL_TIMEOUT
     from bringup.zoo.cases import FULL_ENTRY, full_params
-    from bringup.zoo.opts import FULL_STEPS, FULL_TIMEOUT
 
     k = int(opts.full_top or 0)
     if not k:
