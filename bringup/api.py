@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
 from bringup.metrics import MetricSpec, metric_spec, metric_specs, register_metric, specs
+from bringup.options import CommandOptions, Options
 from bringup.store import RunInfo
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BadInput", "Case", "CaseResult", "Status",
     "BUILTIN", "BUILTIN_ARGS", "BUILTIN_POST_RUN", "BUILTIN_RUN_OPTIONS", "CAPABILITIES", "AfterRun", "CaseMarks",
-    "Command", "Finished", "MetricSpec", "Page", "PostRun", "RunOptions", "RunPart", "Step", "Suite", "Tile", "Tool",
+    "Command", "CommandOptions", "Finished", "MetricSpec", "Options", "Page", "PlannedCases", "PostRun", "RunOptions",
+    "RunPart", "Step", "Suite", "Tile", "Tool",
     "commands", "get_suite", "metric_spec", "metric_specs", "post_runs", "register_metric", "register_post_run",
     "register_run_options", "register_suite", "register_tool", "run_options", "specs", "suites", "tools",
     "unregister_post_run", "unregister_suite",
@@ -107,20 +109,29 @@ class Tile:
 
 Summarize = Callable[[list[CaseResult], Any], dict[str, Any]]
 # A suite whose planning finds more than its cases keeps it in the store (zoo's Hub sweeps: the ids behind each
-# signature case): record_plan(store, run_id, args) once the run row exists; summarize_stored(store, run_id,
-# results, console) is then called instead of summarize, and may read it back.
-RecordPlan = Callable[[Any, str, argparse.Namespace], None]
+# signature case): build_cases returns PlannedCases whose record(store, run_id) runs once the run row exists;
+# summarize_stored(store, run_id, results, console) is then called instead of summarize, and may read it back.
+RecordPlan = Callable[[Any, str], None]
 SummarizeStored = Callable[[Any, str, list[CaseResult], Any], dict[str, Any]]
 Section = Callable[[Sequence[CaseResult], Page], "str | None"]
 # (row label, what this run shows: a short text) for `bringup compare`'s backend scorecard
 Scorecard = Callable[[Sequence[CaseResult]], "list[tuple[str, str]]"]
 
 
+class PlannedCases(list[Case]):
+    """What build_cases returns when planning found more than the cases (see RecordPlan): the cases, and
+    record(store, run_id), called once the run row exists. Planning changes no option to carry it."""
+
+    def __init__(self, cases: Sequence[Case], record: RecordPlan | None = None) -> None:
+        super().__init__(cases)
+        self.record = record
+
+
 def _no_options(p: argparse.ArgumentParser) -> None:
     return None
 
 
-def _no_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+def _no_cases(options: Any, device: Device) -> list[Case]:
     return []
 
 
@@ -134,8 +145,10 @@ class Suite:
 
     name / help: the sub-command and its one line in `bringup --help` (`command=False`: no sub-command,
     e.g. the port scan, which only contributes a report section).
-    add_arguments(parser): its options. build_cases(args, device) -> [Case]: validate (BadInput) and plan;
-    pure, no device work. run_cases(device, quick) -> [Case]: what `bringup run [--quick|--full]`
+    add_arguments(parser): its options. options: their frozen dataclass (a bringup.options.CommandOptions, one
+    field per dest; None: one is made from the parser's dests, untyped). build_cases(options, device) -> [Case]:
+    validate (BadInput) and plan from the command's options (an instance of `options`); pure, no device work.
+    run_cases(device, quick) -> [Case]: what `bringup run [--quick|--full]`
     includes (None: not part of `bringup run`). summarize(results, console) -> dict: print its terminal
     table, return its top-level JSON. order: run order and page order. title: its report heading.
     section(results, page) -> HTML body, None when there is nothing to show (no section renderer: a
@@ -145,13 +158,14 @@ class Suite:
     replaces "pass"). metrics: the catalogue entries it records (registered with the suite).
     scorecard(results) -> [(row, text)]: what this capability says about the backend, for `bringup
     compare`'s side-by-side scorecard of two runs (None: one row, "n/m pass").
-    record_plan / summarize_stored: planning data kept in the store beside the cases (see RecordPlan).
+    summarize_stored: reads planning data kept in the store beside the cases (see RecordPlan, PlannedCases).
     """
 
     name: str
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None] = _no_options
-    build_cases: Callable[[argparse.Namespace, Device], list[Case]] = _no_cases
+    # build_cases takes the suite's own `options` class (Any here: each suite's is its own CommandOptions subclass)
+    build_cases: Callable[[Any, Device], list[Case]] = _no_cases
     run_cases: Callable[[Device, bool], list[Case]] | None = None
     summarize: Summarize = _no_summary
     order: float = 100.0
@@ -163,7 +177,7 @@ class Suite:
     metrics: tuple[MetricSpec, ...] = ()
     scorecard: Scorecard | None = None
     command: bool = True
-    record_plan: RecordPlan | None = None
+    options: type[CommandOptions] | None = None
     summarize_stored: SummarizeStored | None = None
     module: str = field(default="", compare=False)
 
@@ -183,7 +197,8 @@ class Suite:
         """The suite whose torch-free face is `face` (a capability's args.py: NAME, HELP, add_arguments,
         ORDER), with the rest of the contract in `rest`. The parser reads the face without importing the
         suite, the registry holds the suite: built from one module, they cannot say different things."""
-        return cls(name=face.NAME, help=face.HELP, add_arguments=face.add_arguments, order=face.ORDER, **rest)
+        return cls(name=face.NAME, help=face.HELP, add_arguments=face.add_arguments, order=face.ORDER,
+                   options=getattr(face, "OPTIONS", None), **rest)  # fmt: skip
 
 
 # The registry (module state by design: registration is what importing a suite module does).
@@ -256,6 +271,7 @@ class Command:
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     order: float
+    options: type[CommandOptions] | None = None
 
 
 def commands() -> list[Command]:
@@ -265,10 +281,11 @@ def commands() -> list[Command]:
     out: dict[str, Command] = {}
     for m in _faces():
         if hasattr(m, "NAME") and _found(m.__name__.rsplit(".", 1)[0] + ".suite"):  # a face without its suite
-            out[m.NAME] = Command(m.NAME, m.HELP, m.add_arguments, m.ORDER)  # (a partial checkout) offers nothing
+            out[m.NAME] = Command(m.NAME, m.HELP, m.add_arguments, m.ORDER,  # (a partial checkout) offers nothing
+                                  getattr(m, "OPTIONS", None))  # fmt: skip
     for s in _SUITES.values():
         if s.command:
-            out.setdefault(s.name, Command(s.name, s.help, s.add_arguments, s.order))
+            out.setdefault(s.name, Command(s.name, s.help, s.add_arguments, s.order, s.options))
     return sorted(out.values(), key=lambda c: (c.order, c.name))
 
 
@@ -281,7 +298,9 @@ def get_suite(name: str) -> Suite | None:
 @dataclass(frozen=True)
 class Tool:
     """A capability's command that is not a suite (it plans no cases through the registry): `module` has
-    add_arguments(parser) (torch-free: the parser imports it) and main(session) -> exit code.
+    add_arguments(parser) (torch-free: the parser imports it), OPTIONS (their frozen CommandOptions dataclass;
+    absent: one is made from the parser's dests) and main(session) -> exit code (its options:
+    `session.options.of(OPTIONS)`).
     device=False: the command never touches a device (no --device, no plugin import for one)."""
 
     name: str
@@ -326,15 +345,17 @@ class RunOptions:
     """A capability's options on `bringup run` (train's --save-cache-artifact, port's --port).
 
     name: the capability (`--skip NAME` / `--only` leave its options out as they leave its cases out).
-    add_arguments(parser): the options, torch-free (the parser is built without torch).
-    apply(args, device, cases, picked) -> RunPart | None: after planning, before any work: validate
+    add_arguments(parser): the options, torch-free (the parser is built without torch). options: their frozen
+    dataclass (None: one made from the parser's dests); the run's Options hold it under `name` (`parts`).
+    apply(options, device, cases, picked) -> RunPart | None: after planning, before any work: validate
     (BadInput), rewrite the cases, contribute; None: its options were not given (or, with `picked` False:
-    --skip / --only left the capability out of this run)."""
+    --skip / --only left the capability out of this run). `options`: the run's bringup.options.Options."""
 
     name: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
-    apply: Callable[[argparse.Namespace, Device, list[Case], bool], RunPart | None]
+    apply: Callable[[Options, Device, list[Case], bool], RunPart | None]
     module: str = field(default="", compare=False)
+    options: type[CommandOptions] | None = None
 
 
 # Modules that register RunOptions: imported when `bringup run`'s parser is built, so torch-free.
@@ -362,7 +383,7 @@ def run_options() -> list[RunOptions]:
 class AfterRun:
     """What a post-run step sees once the run's own cases are done and stored."""
 
-    args: argparse.Namespace
+    options: Options
     store: Any  # the open bringup.store.Store
     run: RunInfo
     cases: Sequence[Case]
@@ -418,19 +439,23 @@ class PostRun:
 
     add_options(parser, suppress): its options, global and after every run command (torch-free;
     `suppress`: argparse.SUPPRESS defaults, for the copy after the sub-command).
-    prepare(args, device) -> Step | None: before any work (a bad option: BadInput, exit 2, nothing
-    stored); None: not asked for in this run. order: steps run in order and finish in reverse.
+    options: the frozen dataclass of its options (None: one made from the dests add_options adds); the run's
+    Options hold it under `name` (`options.parts[name]`).
+    prepare(options, device) -> Step | None: before any work (`options`: the run's bringup.options.Options; a
+    bad option: BadInput, exit 2, nothing stored); None: not asked for in this run.
+    order: steps run in order and finish in reverse.
     info_key / section: the block a step stores in the run's info under `info_key` (the gate's
     "expectations") and section(block) -> its HTML section on the run's page (after the verdict tiles;
     escape everything): the report renders it through the registry, never importing the step."""
 
     name: str
     add_options: Callable[[argparse.ArgumentParser, bool], None]
-    prepare: Callable[[argparse.Namespace, Device], Step | None]
+    prepare: Callable[[Options, Device], Step | None]
     order: float = 100.0
     module: str = field(default="", compare=False)
     info_key: str = ""
     section: Callable[[Mapping[str, Any]], str] | None = None
+    options: type[CommandOptions] | None = None
 
 
 _POST_RUN: dict[str, PostRun] = {}

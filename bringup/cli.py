@@ -12,16 +12,27 @@ import importlib
 import importlib.util
 import os
 import sys
+from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NoReturn
 
 from bringup import __version__
 from bringup.errors import BadInput
-from bringup.options import positive_float, positive_int
+from bringup.options import (
+    CommandOptions,
+    GlobalOptions,
+    NoOptions,
+    Options,
+    options_class,
+    parser_dests,
+    positive_float,
+    positive_int,
+)
 from bringup.store import DEFAULT_DB
 
-# The face's commands that are not suites: name -> (module, help). Each module has add_arguments(p) and
-# main(sess) -> int. A capability's commands that are not suites come from the registry
+# The face's commands that are not suites: name -> (module, help). Each module has add_arguments(p), OPTIONS (its
+# frozen options dataclass) and main(sess) -> int. A capability's commands that are not suites come from the registry
 # (`bringup.api.tools()`), its suites' from `bringup.api.commands()`. Modules not present in this
 # checkout are simply not offered.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -204,6 +215,7 @@ def _main(argv: list[str], fork: bool = False) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    opts = build_options(args)  # the one place a Namespace becomes options: nothing below sees it
     if args.command not in _no_device():
         _prefork(fork)
     _import_plugins(imports)
@@ -218,13 +230,60 @@ def _main(argv: list[str], fork: bool = False) -> int:
 
         spec = args.device or (resume_run.device if resume_run is not None else "auto")
         device = resolve_device(spec)
-    sess = Session(args=args, device=device, imports=imports, db=db, argv=argv, resume_run=resume_run)
+    sess = Session(options=opts, device=device, imports=imports, db=db, argv=argv, resume_run=resume_run)
     if args.command == "_resume":
         return _resume_planned(sess)
     named = _commands()
     if args.command in named:
         return int(importlib.import_module(named[args.command][0]).main(sess))
     return run_suite(sess, args.command)
+
+
+def command_options(command: str | None) -> type[CommandOptions] | None:
+    """The options dataclass of `command` (None: it declares none)."""
+    from bringup.api import commands
+
+    if command is None or command == "_resume":
+        return NoOptions
+    named = _commands()
+    if command in named:
+        return getattr(importlib.import_module(named[command][0]), "OPTIONS", None)
+    return next((c.options for c in commands() if c.name == command), None)
+
+
+def build_options(args: argparse.Namespace) -> Options:
+    """The command line, typed and frozen (bringup.options.Options): the command's own options first (a dest it
+    shares with a global option, e.g. bisect's --repeat, is the command's: its sub-parser set it), then the global
+    options, each post-run step's and (on `bringup run`) each run option's, each taking its dests from `args`. A
+    dest no class takes is a programming error (a TypeError naming it); a plugin's command, step or run option
+    that declares no class gets one made from its parser's dests (the command's: what is left)."""
+    from bringup.api import post_runs, run_options
+
+    values = dict(vars(args))
+    declared = command_options(args.command)
+    command = declared.take(values) if declared is not None else None
+    common = GlobalOptions.take(values)
+    parts: dict[str, CommandOptions] = {}
+    for step in post_runs():
+        parts[step.name] = _declared(step.name, step.options, partial(step.add_options, suppress=False)).take(values)
+    if common.command == "run":
+        for o in run_options():
+            parts[o.name] = _declared(o.name, o.options, o.add_arguments).take(values)
+    if command is None:
+        command = options_class(f"{common.command}_options", list(values)).take(values)
+    if values:
+        raise TypeError(f"{common.command}: option(s) {', '.join(sorted(values))} have no field in "
+                        f"{type(command).__name__}")  # fmt: skip
+    return Options(common, command, MappingProxyType(parts))
+
+
+def _declared(name: str, cls: type[CommandOptions] | None, add: Any) -> type[CommandOptions]:
+    return cls or options_class(f"{name}_options", parser_dests(add))
+
+
+def parse_options(argv: list[str]) -> Options:
+    """`argv` parsed and typed as `bringup` does (no --resume, no plugin import): for tests and tools."""
+    return build_options(build_parser().parse_args(argv))
 
 
 # Options a resume never takes from the run it continues: how this command found the run, and which command it is.
@@ -279,13 +338,10 @@ def run_suite(sess: Any, name: str) -> int:
     suite = get_suite(name)
     if suite is None:
         raise BadInput(f"unknown suite {name!r}")
-    cases = suite.build_cases(sess.args, sess.device)
+    cases = suite.build_cases(sess.options, sess.device)
     if not cases:
         raise BadInput(f"{name}: nothing to run with these options")
-    record = None
-    if suite.record_plan is not None:
-        plan = suite.record_plan
-        record = lambda store, run_id: plan(store, run_id, sess.args)
+    record = getattr(cases, "record", None)  # bringup.api.PlannedCases: what planning found beside the cases
     summarize = lambda rs, console: suite.summarizer(sess.store, sess.run_id)(rs, console)
     return execute_cases(sess, name, cases, summarize, record=record)
 

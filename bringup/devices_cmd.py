@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import argparse
 import platform
+from dataclasses import dataclass
 from typing import Any
+
+from bringup.options import CommandOptions
+
+
+@dataclass(frozen=True)
+class DevicesOptions(CommandOptions):
+    """`bringup devices`' options (add_arguments' dests)."""
+
+    no_calibrate: bool = False
+
+
+OPTIONS = DevicesOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,8 +94,9 @@ def main(sess: Any) -> int:
 
     from bringup.files import check_outputs, write_json
 
-    check_outputs(sess.args)
-    info = collect(sess, calibrate=not sess.args.no_calibrate)
+    opts, common = sess.options.of(DevicesOptions), sess.options.common
+    check_outputs(common)
+    info = collect(sess, calibrate=not opts.no_calibrate)
     c = sess.console
     t = Table(title="bringup devices", show_header=False, title_justify="left")
     t.add_column(style="bold")
@@ -106,6 +120,6 @@ def main(sess: Any) -> int:
     t.add_row("plugins", ", ".join(info["plugins"]) or "none")
     t.add_row("PrivateUse1 name", info["privateuse1"])
     c.print(t)
-    if getattr(sess.args, "json", None):
-        write_json(sess.args.json, info)
+    if common.json:
+        write_json(common.json, info)
     return 0

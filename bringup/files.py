@@ -5,16 +5,18 @@ Below every command and suite (they all write files); imports nothing of bringup
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.errors import BadInput
+
+if TYPE_CHECKING:
+    from bringup.options import GlobalOptions
 
 
 def check_output_path(path: str | None, what: str) -> None:
@@ -59,9 +61,10 @@ def check_output_dir(path: str | None, what: str) -> str | None:
     return str(p)
 
 
-def check_outputs(args: argparse.Namespace) -> None:
-    for opt in ("json", "junit", "csv"):
-        check_output_path(getattr(args, opt, None), f"--{opt}")
+def check_outputs(opts: GlobalOptions) -> None:
+    """The run's --json, --junit and --csv can be written (BadInput, exit 2, before any work)."""
+    for opt, path in (("json", opts.json), ("junit", opts.junit), ("csv", opts.csv)):
+        check_output_path(path, f"--{opt}")
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:

@@ -5,7 +5,6 @@ cli -> suite (cases) -> flow.execute_cases -> runner -> store -> report (termina
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
@@ -20,15 +19,17 @@ from bringup.case import Case, CaseResult, is_failure
 from bringup.console import make_console, run_line
 from bringup.device import Device, read_run_peaks
 from bringup.files import check_outputs
+from bringup.options import GlobalOptions, Options
 from bringup.provenance import run_info
 from bringup.store import DEFAULT_DB, RunInfo, Store, new_run_id
 
 
 @dataclass
 class Session:
-    """What every command gets: parsed args, the device, plugins, where results go."""
+    """What every command gets: its options (typed and frozen, built once at the face), the device, plugins,
+    where results go."""
 
-    args: argparse.Namespace
+    options: Options
     device: Device
     imports: list[str]
     db: Path
@@ -65,31 +66,30 @@ def execute_cases(
     from bringup.runner import execute, make_executor
     from bringup.runner.process import WorkerSpec, thread_env
 
-    args = sess.args
-    check_outputs(args)
-    policy = fallback_policy(args, sess.resume_run)
+    opts = sess.options.common
+    check_outputs(opts)
+    policy = fallback_policy(opts, sess.resume_run)
     # the post-run steps asked for (bringup.api.PostRun): a bad option is exit 2 before any work
-    steps = [(p, st) for p in post_runs() if (st := p.prepare(args, sess.device)) is not None]
+    steps = [(p, st) for p in post_runs() if (st := p.prepare(sess.options, sess.device)) is not None]
     code: int | None = None
     store = sess.open_store()
     try:
         run_id = sess.resume_run.run_id if sess.resume_run is not None else new_run_id()
         run_dir = sess.db.resolve().parent / run_id  # absolute: artifact paths stay valid from anywhere
-        workers = getattr(args, "workers", 1)
+        workers = opts.workers
         spec = WorkerSpec(
             device=sess.device.name,
             imports=tuple(sess.imports),
-            max_rss_gb=getattr(args, "max_rss_gb", None),
+            max_rss_gb=opts.max_rss_gb,
             log_dir=str(run_dir / "logs"),
             env=thread_env(workers),
         )
         # The executor first: a bad executor setting (unreachable Ray cluster...) leaves no run row.
-        executor = make_executor(getattr(args, "executor", "local"), spec, workers,
-                                 getattr(args, "ray_address", None))  # fmt: skip
+        executor = make_executor(opts.executor, spec, workers, opts.ray_address)
         if sess.resume_run is not None:
             store.reopen_run(run_id)
         else:
-            info = {"imports": sess.imports, "options": _options(args), **run_info()}
+            info = {"imports": sess.imports, "options": _options(sess.options), **run_info()}
             store.new_run(command, sess.argv, sess.device.name, sess.device.device_name, info, run_id=run_id)
         sess.store, sess.run_id = store, run_id
         if record is not None:
@@ -111,9 +111,8 @@ def execute_cases(
         store.end_run(run_id, "finished")
         run = store.get_run(run_id)
         results = store.results(run_id)
-        new_executor = lambda: make_executor(getattr(args, "executor", "local"), spec, workers,
-                                             getattr(args, "ray_address", None))  # fmt: skip
-        ctx = AfterRun(args, store, run, cases, results, run_dir, sess.console, new_executor)
+        new_executor = lambda: make_executor(opts.executor, spec, workers, opts.ray_address)
+        ctx = AfterRun(sess.options, store, run, cases, results, run_dir, sess.console, new_executor)
         added = [st.run(ctx) for _, st in steps]  # in order: more work into the run
         extras = summarize(results, sess.console)
         peaks = read_run_peaks(run_dir)
@@ -136,16 +135,16 @@ def execute_cases(
         store.close()
     if code is not None:
         return code
-    return exit_code(results, bool(getattr(args, "allow_unsupported", False)))
+    return exit_code(results, opts.allow_unsupported)
 
 
-def fallback_policy(args: argparse.Namespace, resumed: RunInfo | None = None) -> Any:
+def fallback_policy(opts: GlobalOptions, resumed: RunInfo | None = None) -> Any:
     """The run's `--fallback` (bringup/runner/fallback_policy.py; a resumed run keeps the one it was started
     with unless given again); a bad value or suite: BadInput (exit 2)."""
     from bringup.api import suites
     from bringup.runner.fallback_policy import FallbackPolicy
 
-    values = getattr(args, "fallback", None)
+    values = opts.fallback
     if values is None and resumed is not None:
         values = (resumed.info.get("options") or {}).get("fallback")
     return FallbackPolicy.parse(values, [s.name for s in suites()])
@@ -181,16 +180,16 @@ def write_outputs(
     # user asked on this machine, and the store keep the absolute paths
     summary = write_json(run_dir / "summary.json", travelling(data, run.info, run_dir))
     store.update_run_info(run.run_id, summary=str(summary))
-    args = sess.args
-    if getattr(args, "json", None):
-        write_json(args.json, data)
-    if getattr(args, "junit", None) or getattr(args, "csv", None):
+    opts = sess.options.common
+    if opts.json:
+        write_json(opts.json, data)
+    if opts.junit or opts.csv:
         from bringup.report import ci
 
-        if getattr(args, "junit", None):
-            ci.write_junit(args.junit, run, results, expect)
-        if getattr(args, "csv", None):
-            ci.write_csv(args.csv, run, results, expect)
+        if opts.junit:
+            ci.write_junit(opts.junit, run, results, expect)
+        if opts.csv:
+            ci.write_csv(opts.csv, run, results, expect)
     sess.console.print(final_line(run.run_id, results))
     sess.console.print(f"summary: {summary}", highlight=False)
 
@@ -215,8 +214,9 @@ def summarize_by_suite(results: list[CaseResult], console: Console, store: Store
     return extras
 
 
-def _options(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: v for k, v in vars(args).items() if isinstance(v, (str, int, float, bool, list, type(None)))}
+def _options(options: Options) -> dict[str, Any]:
+    """What the run stores as its options (`info["options"]`: report --history, --resume): every dest's value."""
+    return {k: v for k, v in options.as_dict().items() if isinstance(v, (str, int, float, bool, list, type(None)))}
 
 
 def _main_thread() -> bool:

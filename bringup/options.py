@@ -22,10 +22,14 @@ the command line is built from this module without importing torch (tests/spine/
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 from bringup.errors import BadInput
 
@@ -254,3 +258,122 @@ def add_limit(p: argparse.ArgumentParser, what: str, dest: str = "limit") -> arg
     a = p.add_argument("--limit", dest=dest, type=positive_int, default=None, metavar="N",
                        help=LIMIT_HELP.format(what=what))  # fmt: skip
     return _vocab(a, "limit")
+
+
+# ---- typed options: one frozen dataclass per command, built once at the face ------------------------------
+class CommandOptions:
+    """The base of every command's options (and of each post-run step's and run option's): a frozen dataclass,
+    one typed field per dest its parser produces, each field's default the parser's. The face
+    (bringup/cli.py) builds them once from argv; nothing below it sees argparse's Namespace or changes an
+    option (a value resolved later is a local, or a `dataclasses.replace` copy). tests/spine/test_typed_options.py
+    holds each command's fields to its parser's dests."""
+
+    @classmethod
+    def dests(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    @classmethod
+    def take(cls: type[_O], values: dict[str, Any]) -> _O:
+        """The options in `values` (a parser's dests), removed from it; a field `values` lacks keeps its
+        default. A list (argparse's `append`, a stored run's JSON) becomes a tuple: options are immutable."""
+        got = {k: values.pop(k) for k in cls.dests() if k in values}  # type: ignore[attr-defined]
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in got.items()})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as the run stores them (`info["options"]`): JSON values, tuples as lists."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+_O = TypeVar("_O", bound=CommandOptions)
+
+
+def _plain(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+@dataclass(frozen=True)
+class NoOptions(CommandOptions):
+    """A command without options of its own (`bringup --resume RUN_ID` alone)."""
+
+
+@dataclass(frozen=True)
+class GlobalOptions(CommandOptions):
+    """The options every command takes (before the sub-command; the run options after it too: bringup/cli.py)."""
+
+    command: str | None = None
+    device: str | None = None
+    imports: tuple[str, ...] = ()
+    db: str | None = None
+    resume: str | None = None
+    executor: str = "local"
+    ray_address: str | None = None
+    max_rss_gb: float | None = None
+    workers: int = 1
+    allow_unsupported: bool = False
+    fallback: tuple[str, ...] | None = None
+    json: str | None = None
+    junit: str | None = None
+    csv: str | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    """One command line, typed: the global options, the command's own (`command`: the command's dataclass), and
+    each post-run step's and run option's (`parts`, by name: bringup.api.PostRun / RunOptions)."""
+
+    common: GlobalOptions = field(default_factory=GlobalOptions)
+    command: CommandOptions = field(default_factory=NoOptions)
+    parts: Mapping[str, CommandOptions] = field(default_factory=lambda: MappingProxyType({}))
+
+    def of(self, cls: type[_O]) -> _O:
+        """The command's options as `cls` (the command's own dataclass); a TypeError when they are not."""
+        if not isinstance(self.command, cls):
+            raise TypeError(f"the command's options are {type(self.command).__name__}, not {cls.__name__}")
+        return self.command
+
+    def part(self, name: str, cls: type[_O]) -> _O | None:
+        """The options of post-run step or run option `name` as `cls`; None when this command has none."""
+        got = self.parts.get(name)
+        if got is None:
+            return None
+        if not isinstance(got, cls):
+            raise TypeError(f"the options of {name!r} are {type(got).__name__}, not {cls.__name__}")
+        return got
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every option by its dest, as the run stores them (`info["options"]`; `--resume` reads them back), in the
+        parser's order: the global options, the post-run steps', the command's name, the command's own."""
+        out = self.common.as_dict()
+        command = out.pop("command")
+        for p in self.parts.values():
+            out.update(p.as_dict())
+        out["command"] = command
+        out.update(self.command.as_dict())
+        return out
+
+
+def options_class(name: str, dests: Sequence[str]) -> type[CommandOptions]:
+    """A frozen options dataclass with untyped `dests` (default None): the options of a plugin's command, step or
+    run option that declares no class of its own."""
+    return dataclasses.make_dataclass(name, [(d, Any, field(default=None)) for d in dests],
+                                      bases=(CommandOptions,), frozen=True)  # fmt: skip
+
+
+def parser_dests(add: Any) -> list[str]:
+    """The dests `add(parser)` adds (refused old spellings and help left out), in order; sub-commands' too."""
+    p = argparse.ArgumentParser(add_help=False)
+    add(p)
+    return _dests(p)
+
+
+def _dests(p: argparse.ArgumentParser) -> list[str]:
+    out: list[str] = []
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            out.append(a.dest)
+            for sp in dict.fromkeys(a.choices.values()):
+                out += _dests(sp)
+        elif a.dest != argparse.SUPPRESS and not isinstance(a, (_Refused, argparse._HelpAction,
+                                                                argparse._VersionAction)):
+            out.append(a.dest)
+    return list(dict.fromkeys(out))

@@ -16,12 +16,28 @@ from __future__ import annotations
 import argparse
 import importlib.util
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from bringup.api import RunPart
 from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
+from bringup.options import CommandOptions, Options
 from bringup.store import RunInfo, Store
+
+
+@dataclass(frozen=True)
+class RunCommandOptions(CommandOptions):
+    """`bringup run`'s own options (add_arguments' dests; the capabilities' run options are Options.parts)."""
+
+    quick: bool = False
+    full: bool = False
+    skip: str = ""
+    only: str = ""
+    out: str | None = None
+
+
+OPTIONS = RunCommandOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,12 +57,12 @@ def _names(spec: str) -> set[str]:
     return {s.strip() for s in spec.split(",") if s.strip()}
 
 
-def plan(args: argparse.Namespace, device: Any) -> list[Case]:
+def plan(options: Options, device: Any) -> list[Case]:
     """The run's cases, suite by suite in the registry's order. Pure: validates options (BadInput) and plans."""
-    return plan_parts(args, device)[0]
+    return plan_parts(options, device)[0]
 
 
-def plan_parts(args: argparse.Namespace, device: Any) -> tuple[list[Case], list[RunPart]]:
+def plan_parts(options: Options, device: Any) -> tuple[list[Case], list[RunPart]]:
     """The run's cases, suite by suite in the registry's order, rewritten by the capabilities' run options
     (bringup.api.RunOptions), and what those options add to the run. Validates options (BadInput)."""
     from bringup.api import run_options, suites
@@ -55,6 +71,7 @@ def plan_parts(args: argparse.Namespace, device: Any) -> tuple[list[Case], list[
     extra = run_options()
     names = [s.name for s in planned]
     known = [*names, *dict.fromkeys(o.name for o in extra if o.name not in names)]
+    args = options.of(RunCommandOptions)
     skip, only = _names(args.skip), _names(args.only)
     for s in sorted(skip | only):
         if s not in known:
@@ -66,14 +83,14 @@ def plan_parts(args: argparse.Namespace, device: Any) -> tuple[list[Case], list[
         cases += s.run_cases(device, not args.full)
     parts: list[RunPart] = []
     for o in extra:
-        part = o.apply(args, device, cases, o.name not in skip and (not only or o.name in only))
+        part = o.apply(options, device, cases, o.name not in skip and (not only or o.name in only))
         if part is not None:
             cases = part.cases
             parts.append(part)
     return cases, parts
 
 
-def describe(cases: list[Case], args: argparse.Namespace) -> str:
+def describe(cases: list[Case], args: RunCommandOptions) -> str:
     from bringup.api import missing_builtin
 
     c = Counter(k.suite for k in cases)
@@ -113,9 +130,9 @@ def main(sess: Any) -> int:
     from bringup.files import check_output_path
     from bringup.flow import execute_cases, summarize_by_suite
 
-    args = sess.args
+    args = sess.options.of(RunCommandOptions)
     check_output_path(args.out, "--out")
-    cases, parts = plan_parts(args, sess.device)
+    cases, parts = plan_parts(sess.options, sess.device)
     info: dict[str, Any] = {}
     for part in parts:
         info.update(part.info)

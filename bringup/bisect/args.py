@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.api import Tool
+from bringup.options import CommandOptions, GlobalOptions
 
 NAME = "bisect"
 ORDER = 97
@@ -202,8 +203,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @dataclass(frozen=True)
+class BisectArgs(CommandOptions):
+    """`bringup bisect`'s options as the parser gives them (add_arguments' dests; bringup/cli.py builds them);
+    BisectOptions.from_args resolves them (the env cache's path, the run's --workers / --executor)."""
+
+    target: str | None = None
+    between: tuple[str, ...] | None = None
+    wheels: str | None = None
+    sets: tuple[str, ...] = ()
+    sets_file: str | None = None
+    with_reqs: tuple[str, ...] = ()
+    pre: bool = False
+    every: bool = False
+    repeat: int = DEFAULT_REPEAT
+    max_envs: int | None = None
+    from_run: str | None = None
+    new_verdict: str | None = None
+    fail_status: str = "fail_numeric"
+    target_device: str | None = None
+    target_import: tuple[str, ...] | None = None
+    env_cache: str | None = None
+    env_cache_max_gb: float = DEFAULT_CACHE_MAX_GB
+    inherit_site: bool = False
+    build_budget: float = DEFAULT_BUILD_BUDGET_S
+    run_budget: float = DEFAULT_RUN_BUDGET_S
+    compiler_bisect: str = "auto"
+    localize: str = "auto"
+    followup_budget: float = DEFAULT_FOLLOWUP_BUDGET_S
+    json: str | None = None
+
+
+OPTIONS = BisectArgs
+
+
+@dataclass(frozen=True)
 class BisectOptions:
-    """`bringup bisect`'s options, typed, built once from the command line (`from_args`)."""
+    """`bringup bisect`'s options, resolved once from the command line's (`from_args`); stored with the run."""
 
     target: str | None
     between: tuple[str, str] | None
@@ -234,7 +269,8 @@ class BisectOptions:
     ray_address: str | None
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> BisectOptions:
+    def from_args(cls, args: BisectArgs, common: GlobalOptions | None = None) -> BisectOptions:
+        common = common or GlobalOptions()
         between = tuple(args.between) if args.between else None
         imports = tuple(args.target_import) if args.target_import else None
         return cls(
@@ -261,10 +297,10 @@ class BisectOptions:
             compiler_bisect=args.compiler_bisect,
             localize=args.localize,
             followup_budget_s=float(args.followup_budget),
-            json=getattr(args, "json", None),
-            workers=int(getattr(args, "workers", 1) or 1),
-            executor=getattr(args, "executor", "local") or "local",
-            ray_address=getattr(args, "ray_address", None),
+            json=args.json,
+            workers=int(common.workers or 1),
+            executor=common.executor or "local",
+            ray_address=common.ray_address,
         )
 
     def to_json(self) -> dict[str, Any]:

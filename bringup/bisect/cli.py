@@ -23,7 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bringup.bisect.args import BisectArgs
 from bringup.errors import BadInput
+
+OPTIONS = BisectArgs  # the parser's dests, typed (BisectOptions.from_args resolves them)
 
 
 def add_arguments(p: Any) -> None:
@@ -46,7 +49,7 @@ def main(sess: Any) -> int:
 
     if sess.resume_run is not None:
         return resume(sess)
-    opts = BisectOptions.from_args(sess.args)
+    opts = BisectOptions.from_args(sess.options.of(BisectArgs), sess.options.common)
     spec = build_spec(opts, sess.db)
     return drive(sess, opts, spec)
 

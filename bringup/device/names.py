@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from bringup.errors import BadInput
+from bringup.options import PURE_DTYPES, TORCH_DTYPE_NAMES, canonical_dtype
 
 
 def privateuse1_name() -> str:
@@ -27,19 +28,15 @@ def available_accelerator() -> torch.device | None:
 
 
 def parse_dtype(name: str) -> torch.dtype:
-    table = {
-        "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
-        "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-        "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
-        "fp64": torch.float64, "float64": torch.float64, "double": torch.float64,
-    }  # fmt: skip
-    try:
-        return table[name.strip().lower()]
-    except KeyError as e:
-        raise BadInput(f"unknown dtype {name!r}; use one of fp32, bf16, fp16") from e
+    """A pure precision's torch dtype: any spelling of bringup.options' one alias table (fp32, float32, float ...);
+    else BadInput."""
+    torch_name = TORCH_DTYPE_NAMES.get(canonical_dtype(name))
+    if torch_name is None:
+        raise BadInput(f"unknown dtype {name!r}; use one of {', '.join(PURE_DTYPES)}")
+    return getattr(torch, torch_name)  # type: ignore[no-any-return]
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64"}.get(
-        dtype, str(dtype).removeprefix("torch.")
-    )
+    """torch.bfloat16 -> 'bf16' (the vocabulary's name; another dtype: torch's)."""
+    name = str(dtype).removeprefix("torch.")
+    return next((k for k, v in TORCH_DTYPE_NAMES.items() if v == name), name)

@@ -7,10 +7,34 @@ rewrites the file from that run (CI stored the run; the maintainer accepts it wi
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Any
 
 from bringup.errors import BadInput
-from bringup.options import add_dtype
+from bringup.options import CommandOptions, add_dtype
+
+
+@dataclass(frozen=True)
+class ExpectOptions(CommandOptions):
+    """`bringup expect`'s options: every action's dests (add_arguments'); `import`'s FILE.csv is the dest
+    `csv`, Options.common.csv."""
+
+    expect_cmd: str | None = None
+    run: str | None = None
+    from_run: str | None = None
+    out: str | None = None
+    force: bool = False
+    expect_file: str | None = None
+    strict: bool = False
+    allow_unsupported_: bool = False
+    update: bool = False
+    xpu_device: str = "*"
+    xpu_torch: str = "*"
+    dtype: str = "fp32"
+    xpu_suite: str = "zoo"
+
+
+OPTIONS = ExpectOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,9 +73,9 @@ def _repeats(st: Any, run_id: str) -> list[list[Any]]:
     return [st.results(r.run_id) for r in sorted(reps, key=lambda r: int(r.info.get("repeat", 0)))]
 
 
-def _pick(st: Any, args: argparse.Namespace) -> Any:
-    rid = getattr(args, "from_run", None) or args.run
-    if rid and getattr(args, "from_run", None) and args.run and args.run != args.from_run:
+def _pick(st: Any, args: ExpectOptions) -> Any:
+    rid = args.from_run or args.run
+    if rid and args.from_run and args.run and args.run != args.from_run:
         raise BadInput("give the run once: RUN or --from-run RUN")
     if not rid:
         rid = st.latest_run_id()
@@ -64,7 +88,7 @@ def _pick(st: Any, args: argparse.Namespace) -> Any:
 def main(sess: Any) -> int:
     from bringup.store import Store
 
-    args = sess.args
+    args = sess.options.of(ExpectOptions)
     if args.expect_cmd is None:
         raise BadInput("expect: give an action: init, check, import or export")
     if args.expect_cmd in ("import", "export"):
@@ -80,7 +104,7 @@ def main(sess: Any) -> int:
     return _check(sess, args, run, results, repeats)
 
 
-def _init(sess: Any, args: argparse.Namespace, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
+def _init(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
     from pathlib import Path
 
     from bringup.expect.file import ExpectFile
@@ -100,7 +124,7 @@ def _init(sess: Any, args: argparse.Namespace, run: Any, results: list[Any], rep
     return 0
 
 
-def _check(sess: Any, args: argparse.Namespace, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
+def _check(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
     from bringup.expect.classify import classify
     from bringup.expect.file import ExpectFile
     from bringup.expect.gate import print_judgement
@@ -127,8 +151,9 @@ def _check(sess: Any, args: argparse.Namespace, run: Any, results: list[Any], re
     return after.exit_code()
 
 
-def _xpu(sess: Any, args: argparse.Namespace) -> int:
+def _xpu(sess: Any, args: ExpectOptions) -> int:
     """`expect import FILE.csv --out FILE` / `expect export --expect FILE --out FILE.csv` (expect/xpu_csv.py)."""
+    csv_path = str(sess.options.common.csv)  # import's FILE.csv: the dest `csv`, beside the global --csv
     from pathlib import Path
 
     from ruamel.yaml.comments import CommentedMap
@@ -140,8 +165,8 @@ def _xpu(sess: Any, args: argparse.Namespace) -> int:
     xpu_csv.column_of(args.dtype)  # a bad --dtype: exit 2 before anything is read
     check_output_path(args.out, "--out")
     if args.expect_cmd == "import":
-        if not Path(args.csv).is_file():
-            raise BadInput(f"{args.csv}: no such file")
+        if not Path(csv_path).is_file():
+            raise BadInput(f"{csv_path}: no such file")
         out = Path(args.out)
         f = ExpectFile.load(out) if out.exists() else ExpectFile.new(out)
         devices = f.doc.setdefault("devices", CommentedMap())
@@ -149,10 +174,10 @@ def _xpu(sess: Any, args: argparse.Namespace) -> int:
             devices[args.xpu_device] = CommentedMap()
         if devices[args.xpu_device].get(args.xpu_torch) is None:
             devices[args.xpu_device][args.xpu_torch] = CommentedMap()
-        n = xpu_csv.import_csv(args.csv, devices[args.xpu_device][args.xpu_torch], args.dtype, args.xpu_suite)
+        n = xpu_csv.import_csv(csv_path, devices[args.xpu_device][args.xpu_torch], args.dtype, args.xpu_suite)
         f.validate()  # what it writes, it reads back
         f.save()
-        sess.console.print(f"imported {n['rows']} row(s) of {args.csv} (column {n['column']}) into {out} "
+        sess.console.print(f"imported {n['rows']} row(s) of {csv_path} (column {n['column']}) into {out} "
                            f"({args.xpu_device}/torch {args.xpu_torch})", highlight=False, markup=False)  # fmt: skip
         for u in n["unknown"]:
             sess.console.print(f"  cannot map {u}: no bringup status; expected as crash (the note keeps it)",

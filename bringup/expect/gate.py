@@ -18,6 +18,17 @@ from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
 from bringup.expect.classify import Judgement, Klass, classify
 from bringup.expect.file import Expectation, ExpectFile
+from bringup.options import CommandOptions, Options
+
+
+@dataclass(frozen=True)
+class GateOptions(CommandOptions):
+    """The gate's options (add_options' dests), `Options.parts["expect"]`."""
+
+    expect: str | None = None
+    strict: bool = False
+    update_expect: bool = False
+    repeat: int = 1
 
 
 def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
@@ -98,12 +109,9 @@ class Gate:
         return j, code
 
 
-def prepare(args: argparse.Namespace, device: str) -> Gate | None:
+def prepare(opts: GateOptions, device: str, allow_unsupported: bool = False) -> Gate | None:
     """None without --expect. Loads and validates the file before any work (BadInput: exit 2)."""
-    path = getattr(args, "expect", None)
-    strict = bool(getattr(args, "strict", False))
-    update = bool(getattr(args, "update_expect", False))
-    repeat = int(getattr(args, "repeat", 1) or 1)
+    path, strict, update, repeat = opts.expect, bool(opts.strict), bool(opts.update_expect), int(opts.repeat or 1)
     if path is None:
         for flag, on in (("--strict", strict), ("--update-expect", update), ("--repeat", repeat > 1)):
             if on:
@@ -118,7 +126,7 @@ def prepare(args: argparse.Namespace, device: str) -> Gate | None:
     f = ExpectFile.load(path, missing_ok=update)
     sel = f.select(device, torch.__version__)
     return Gate(f, sel, f.expectations(sel), device, torch.__version__, strict, update, repeat,
-                bool(getattr(args, "allow_unsupported", False)))  # fmt: skip
+                bool(allow_unsupported))  # fmt: skip
 
 
 class GateStep(Step):
@@ -139,8 +147,9 @@ class GateStep(Step):
         return Finished({"expectations": j.block()}, code, j)
 
 
-def prepare_step(args: argparse.Namespace, device: Any) -> GateStep | None:
-    gate = prepare(args, device.name)
+def prepare_step(options: Options, device: Any) -> GateStep | None:
+    opts = options.part("expect", GateOptions) or GateOptions()
+    gate = prepare(opts, device.name, options.common.allow_unsupported)
     return None if gate is None else GateStep(gate)
 
 
@@ -179,4 +188,5 @@ def section(block: Mapping[str, Any]) -> str:
     return section_html(dict(block))
 
 
-register_post_run(PostRun("expect", add_options, prepare_step, order=10, info_key="expectations", section=section))
+register_post_run(PostRun("expect", add_options, prepare_step, order=10, info_key="expectations", section=section,
+                          options=GateOptions))

@@ -7,13 +7,31 @@ this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and t
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
-from bringup.options import add_compile_backend, add_compile_budget, add_dtype
+from bringup.options import CommandOptions, add_compile_backend, add_compile_budget, add_dtype
 
 NAME = "flex"
 HELP = "FlexAttention matrix (8 mods x shapes): compile budget, numerics vs float64, TFLOP/s, one sentence"
 ORDER = 40
 DEFAULT_BUDGET_S = 600.0
+
+
+@dataclass(frozen=True)
+class FlexOptions(CommandOptions):
+    """`bringup flex`'s options (add_arguments' dests; bringup/cli.py builds them)."""
+
+    matrix: str = "auto"
+    compile_budget: float = DEFAULT_BUDGET_S
+    backward: str | None = None
+    dtype: str | None = None
+    mods: str = ""
+    compile_backend: str = "inductor"
+    recompile_limit: int | None = None
+    no_dynamo_reset: bool = False
+
+
+OPTIONS = FlexOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

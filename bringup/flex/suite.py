@@ -16,7 +16,6 @@ backward), reports the gap as `unsupported` instead of every case failing for th
 
 from __future__ import annotations
 
-import argparse
 import math
 from typing import Any
 
@@ -26,9 +25,9 @@ from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.flex import args as face  # the torch-free face (cli)
 from bringup.flex import section
-from bringup.flex.args import DEFAULT_BUDGET_S
+from bringup.flex.args import DEFAULT_BUDGET_S, FlexOptions
 from bringup.flex.spec import FlexSpec, SpecError
-from bringup.options import check_compile_backend
+from bringup.options import Options, check_compile_backend
 from bringup.precision import parse_precision
 
 RUN_ALLOWANCE_S = 900.0  # the rest of a case (timing, the cpu reference) on top of the compile budget
@@ -149,19 +148,21 @@ def _case(spec: Any, dtype: str, backward: bool, budget_s: float, backend: str, 
     return Case("flex", name, fs.params(), ENTRY, budget_s + RUN_ALLOWANCE_S)
 
 
-def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+def build_cases(options: Options, device: Device) -> list[Case]:
     from bringup.flex.matrix import MatrixError, normalize_mod_spec
     from bringup.flex.mods import ModError, is_user_mod
 
-    budget = _budget(args.compile_budget)
-    dtype = _dtype_arg(args.dtype)
-    backward = _backward_arg(args.backward)
-    if args.recompile_limit is not None and args.recompile_limit < 1:
+    opts = options.of(FlexOptions)
+
+    budget = _budget(opts.compile_budget)
+    dtype = _dtype_arg(opts.dtype)
+    backward = _backward_arg(opts.backward)
+    if opts.recompile_limit is not None and opts.recompile_limit < 1:
         raise BadInput("--recompile-limit must be >= 1")
-    matrix = _matrix(args.matrix, device)
-    if args.mods.strip():
+    matrix = _matrix(opts.matrix, device)
+    if opts.mods.strip():
         mods = []
-        for m in args.mods.split(","):
+        for m in opts.mods.split(","):
             if not m.strip():
                 continue
             try:
@@ -176,13 +177,13 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
         if is_user_mod(c.mod):
             first.setdefault(c.mod, c.shape)
     _check_user_mods(list(first.items()))
-    _check_backend(args.compile_backend)
+    _check_backend(opts.compile_backend)
     hidden: dict[str, Any] = {}
-    if args.recompile_limit is not None:
-        hidden["recompile_limit"] = args.recompile_limit
-    if args.no_dynamo_reset:
+    if opts.recompile_limit is not None:
+        hidden["recompile_limit"] = opts.recompile_limit
+    if opts.no_dynamo_reset:
         hidden["dynamo_reset"] = False
-    return plan(matrix, device, budget, dtype, backward, args.compile_backend, hidden)
+    return plan(matrix, device, budget, dtype, backward, opts.compile_backend, hidden)
 
 
 def run_cases(device: Device, quick: bool) -> list[Case]:

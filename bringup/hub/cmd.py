@@ -17,14 +17,41 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput, user_regex
-from bringup.hub.flags import DEFAULT_WORKERS
-from bringup.options import add_filter, add_limit, positive_int
+from bringup.hub.flags import DEFAULT_WORKERS, HubFetch
+from bringup.options import CommandOptions, add_filter, add_limit, positive_int
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
+
+
+@dataclass(frozen=True)
+class HubOptions(CommandOptions):
+    """`bringup hub`'s options: every action's dests (add_arguments'; plan's --json is Options.common's)."""
+
+    hub_action: str | None = None
+    hub_index: str | None = None
+    source: str | None = None
+    limit: int | None = None
+    filter: str | None = None
+    hub_workers: int = DEFAULT_WORKERS
+    hub_rate: str | None = None
+    hub_refresh: bool = False
+    out: str | None = None
+    file: str | None = None
+    model_type: str | None = None
+    run: str | None = None
+
+    def fetch(self, db: str) -> HubFetch:
+        """What the fetch reads (bringup/hub/plan.py), the index beside `db`."""
+        return HubFetch(str(self.source), self.limit, self.filter, self.hub_index, self.hub_workers, self.hub_rate,
+                        self.hub_refresh, db)  # fmt: skip
+
+
+OPTIONS = HubOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -62,16 +89,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             sp.add_argument("run", metavar="RUN_ID")
 
 
-def _entries(args: argparse.Namespace) -> list[Any]:
+def _entries(args: HubOptions, db: str) -> list[Any]:
     from bringup.hub import plan as hub_plan
 
     if not hub_plan.is_sweep(args.source):
         raise BadInput(f"hub {args.hub_action}: --source {args.source!r}: use hub-search:QUERY or hub-list:FILE")
     if args.limit is not None and args.limit < 1:
         raise BadInput(f"--limit must be >= 1, got {args.limit}")
-    hub_plan.check_options(args)
+    fetch = args.fetch(db)
+    hub_plan.check_options(fetch)
     pattern = None if args.filter is None else user_regex(args.filter, "--filter")
-    return hub_plan.fetch_entries(args, pattern)
+    return hub_plan.fetch_entries(fetch, pattern)
 
 
 def main(sess: Any) -> int:
@@ -80,9 +108,9 @@ def main(sess: Any) -> int:
     from bringup.hub import plan as hub_plan
     from bringup.hub.index import HubIndex
 
-    args = sess.args
+    args = sess.options.of(HubOptions)
     con = sess.console
-    action = getattr(args, "hub_action", None)
+    action = args.hub_action
     if action is None:
         raise BadInput(f"hub: name an action: {', '.join(ACTIONS)}")
     if action == "fields":
@@ -106,9 +134,9 @@ def main(sess: Any) -> int:
             cov = zs.coverage(rows, st.results(args.run))
         con.print(f"{len(rows)} id(s) -> {zs.write_csv(Path(args.out), cov['per_id'])}", highlight=False)
         return 0
-    args.db = str(sess.db)
+    db = str(sess.db)
     if action == "import":
-        with HubIndex(hub_plan.index_path(args)) as index:
+        with HubIndex(hub_plan.index_path(args.hub_index, db)) as index:
             n = index.import_(args.file)
             con.print(f"imported {n} row(s) into {index.path}; now: {index.counts()}", highlight=False)
         return 0
@@ -118,12 +146,12 @@ def main(sess: Any) -> int:
         check_output_path(args.out, "--out")
         keys = None
         if args.source:
-            keys = [e.key for e in _entries(args)]
-        with HubIndex(hub_plan.index_path(args)) as index:
+            keys = [e.key for e in _entries(args, db)]
+        with HubIndex(hub_plan.index_path(args.hub_index, db)) as index:
             n = index.export(args.out, keys)
         con.print(f"exported {n} row(s) to {args.out}", highlight=False)
         return 0
-    entries = _entries(args)
+    entries = _entries(args, db)
     if action == "fetch":
         con.print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(e.status for e in entries).items())),
                   highlight=False)  # fmt: skip
@@ -134,12 +162,12 @@ def main(sess: Any) -> int:
               f"failures: {hub_plan.failure_line(plan) or 'none'}", highlight=False)  # fmt: skip
     con.print("signatures by architecture: " + ", ".join(f"{a} {n}" for a, n in by_arch.most_common()),
               highlight=False)  # fmt: skip
-    if args.json:
+    if sess.options.common.json:
         from bringup.files import write_json
 
         data = {"ids": plan.rows, "signatures": {s: {"architecture": plan.sigs[s].architecture,
                                                      "task": plan.sigs[s].task, "ids": len(plan.members[s]),
                                                      "downloads": plan.downloads(s), "config": plan.sigs[s].config}
                                                  for s in plan.order()}}  # fmt: skip
-        write_json(args.json, data)
+        write_json(sess.options.common.json, data)
     return 0

@@ -5,6 +5,7 @@ module: `bringup zoo --help` builds them without importing the sweep's code (pla
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from bringup.options import (
     DEFAULT_API,
@@ -18,6 +19,21 @@ from bringup.options import (
 
 INDEX_NAME = "hub-index.db"
 DEFAULT_WORKERS = 8
+
+
+@dataclass(frozen=True)
+class HubFetch:
+    """What a Hub sweep's discovery and fetch read (bringup/hub/plan.py), from `zoo`'s or `hub`'s options:
+    the source and its --limit / --filter, the Hub flags, and the --db the index sits beside by default."""
+
+    source: str
+    limit: int | None = None
+    filter: str | None = None
+    hub_index: str | None = None
+    hub_workers: int = DEFAULT_WORKERS
+    hub_rate: str | None = None
+    hub_refresh: bool = False
+    db: str | None = None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

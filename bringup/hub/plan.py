@@ -9,7 +9,6 @@ signature (zoo/sweep.py); `bringup hub plan` (cmd.py) prints it.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 from collections import Counter
@@ -20,7 +19,7 @@ from typing import Any
 from bringup.errors import BadInput
 from bringup.hub import fetch as hf
 from bringup.hub import signature as sg
-from bringup.hub.flags import DEFAULT_WORKERS, INDEX_NAME
+from bringup.hub.flags import INDEX_NAME, HubFetch
 from bringup.hub.index import OK, Entry, HubIndex
 from bringup.store import DEFAULT_DB
 
@@ -31,29 +30,29 @@ def is_sweep(source: str | None) -> bool:
     return bool(source) and str(source).startswith(PREFIXES)
 
 
-def index_path(args: argparse.Namespace) -> Path:
-    if getattr(args, "hub_index", None):
-        return Path(args.hub_index)
-    db = getattr(args, "db", None) or os.environ.get("BRINGUP_DB", DEFAULT_DB)
-    return Path(db).parent / INDEX_NAME
+def index_path(hub_index: str | None, db: str | None) -> Path:
+    """--hub-index, else hub-index.db beside --db (its default: $BRINGUP_DB, else ./bringup-results/)."""
+    if hub_index:
+        return Path(hub_index)
+    return Path(db or os.environ.get("BRINGUP_DB", DEFAULT_DB)).parent / INDEX_NAME
 
 
-def check_rate(args: argparse.Namespace) -> None:
-    hf.parse_limits(getattr(args, "hub_rate", None))
+def check_rate(hub_rate: str | None) -> None:
+    hf.parse_limits(hub_rate)
 
 
-def check_options(args: argparse.Namespace) -> None:
+def check_options(fetch: HubFetch) -> None:
     """The fetch's options (--hub-rate; --hub-workers is checked by its type): BadInput before any work."""
-    check_rate(args)
+    check_rate(fetch.hub_rate)
 
 
 # ---- ids -> configs -------------------------------------------------------------------------------
-def fetch_entries(args: argparse.Namespace, pattern: re.Pattern[str] | None) -> list[Entry]:
+def fetch_entries(args: HubFetch, pattern: re.Pattern[str] | None) -> list[Entry]:
     """Discovery + the config-only fetch: the entries of the sweep, each settled (ok or a failure)."""
     say = hf.printer()
-    limiters = hf.Limiters.of(hf.parse_limits(getattr(args, "hub_rate", None)))
-    refresh = bool(getattr(args, "hub_refresh", False))
-    with HubIndex(index_path(args)) as index:
+    limiters = hf.Limiters.of(hf.parse_limits(args.hub_rate))
+    refresh = bool(args.hub_refresh)
+    with HubIndex(index_path(args.hub_index, args.db)) as index:
         if args.source.startswith(hf.SEARCH_PREFIX):
             search = hf.parse_search(args.source, args.limit)
             entries = hf.discover(search, index, limiters, refresh, say)
@@ -67,7 +66,7 @@ def fetch_entries(args: argparse.Namespace, pattern: re.Pattern[str] | None) -> 
             raise BadInput(f"zoo: --source {args.source} lists no model" + (f" matching --filter {args.filter!r}"
                                                                            if pattern is not None else ""))  # fmt: skip
         try:
-            entries, stats = hf.fetch(entries, index, limiters, workers=getattr(args, "hub_workers", DEFAULT_WORKERS),
+            entries, stats = hf.fetch(entries, index, limiters, workers=args.hub_workers,
                                       refresh=refresh, log=say)  # fmt: skip
         except KeyboardInterrupt:
             say(f"hub: interrupted; the configs fetched so far are saved in {index.path}: run the same command "

@@ -7,11 +7,31 @@ from this module alone (bringup.api.BUILTIN_ARGS), without importing the capabil
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from bringup.options import CommandOptions
 
 NAME = "localize"
 HELP = "first divergence: the first module, then the first aten op, where the device leaves float64"
 ORDER = 95
 DEFAULT_BUDGET_S = 600.0
+
+
+@dataclass(frozen=True)
+class LocalizeOptions(CommandOptions):
+    """`bringup localize`'s options (add_arguments' dests; bringup/cli.py builds them). `dtype` is the vocabulary's
+    name (fp32, bf16, fp16), as every command stores it; the case's params keep torch's (float32 ...)."""
+
+    model: str = ""
+    source: str = "hf"
+    task: str = "causal-lm"
+    dtype: str = "fp32"
+    compile_backend: str | None = None
+    seed: int = 0
+    case_budget: float = DEFAULT_BUDGET_S
+
+
+OPTIONS = LocalizeOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

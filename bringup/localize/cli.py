@@ -13,37 +13,37 @@ is post_run.py (a post-run step).
 
 from __future__ import annotations
 
-import argparse
 import time
 import traceback
 from typing import Any
 
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
+from bringup.localize.args import LocalizeOptions
 from bringup.options import TORCH_DTYPE_NAMES, check_compile_backend
 
 
-def build_cases(args: argparse.Namespace) -> list[Case]:
-    if not args.model.strip():
+def build_cases(opts: LocalizeOptions) -> list[Case]:
+    if not opts.model.strip():
         raise BadInput("localize: give a model")
-    if args.source == "fn" and ":" not in args.model:
-        raise BadInput(f"localize: --source fn needs module:function, got {args.model!r}")
-    if args.source == "hf":
-        _check_model_type(args.model)
-    dtype = TORCH_DTYPE_NAMES[args.dtype]  # torch's name in the case (its id, and stored runs, as before)
+    if opts.source == "fn" and ":" not in opts.model:
+        raise BadInput(f"localize: --source fn needs module:function, got {opts.model!r}")
+    if opts.source == "hf":
+        _check_model_type(opts.model)
+    dtype = TORCH_DTYPE_NAMES[opts.dtype]  # torch's name in the case (its id, and stored runs, as before)
     params = {
-        "source": args.source,
-        "model": args.model,
-        "task": args.task if args.source == "hf" else "",
+        "source": opts.source,
+        "model": opts.model,
+        "task": opts.task if opts.source == "hf" else "",
         "dtype": dtype,
-        "seed": args.seed,
-        "backend": args.compile_backend or "",
+        "seed": opts.seed,
+        "backend": opts.compile_backend or "",
         "inputs": "text",
     }  # fmt: skip  (the zoo's step 0 as a job feeds it: bringup/models/batches.py)
-    if args.compile_backend:
-        check_compile_backend(args.compile_backend)
-    mode = f" {args.compile_backend}" if args.compile_backend else ""
-    return [Case("localize", f"{args.model} {dtype}{mode}", params, "bringup.localize.cli:run_case", args.case_budget)]
+    if opts.compile_backend:
+        check_compile_backend(opts.compile_backend)
+    mode = f" {opts.compile_backend}" if opts.compile_backend else ""
+    return [Case("localize", f"{opts.model} {dtype}{mode}", params, "bringup.localize.cli:run_case", opts.case_budget)]
 
 
 def _check_model_type(model: str) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bringup.api import AfterRun, Finished, PostRun, Step, register_post_run
 from bringup.case import Case, CaseResult, Status
-from bringup.options import TORCH_DTYPE_NAMES
+from bringup.options import TORCH_DTYPE_NAMES, CommandOptions, Options
 
 _DTYPES = TORCH_DTYPE_NAMES  # zoo's precision name -> localize's case dtype (pure precisions only)
 
@@ -24,6 +25,18 @@ def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     d = argparse.SUPPRESS if suppress else None
     p.add_argument("--localize", action="store_true", default=d if suppress else False,
                    help="localize every zoo fail_numeric: first module and aten op off (bringup localize)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LocalizeStepOptions(CommandOptions):
+    """--localize (add_options' dest), `Options.parts["localize"]`."""
+
+    localize: bool = False
+
+
+def _asked(options: Options) -> bool:
+    opts = options.part("localize", LocalizeStepOptions)
+    return opts is not None and bool(opts.localize)
 
 
 def cases_for(results: Sequence[CaseResult]) -> tuple[list[Case], list[str]]:
@@ -48,11 +61,11 @@ def cases_for(results: Sequence[CaseResult]) -> tuple[list[Case], list[str]]:
 
 
 def run_localize(
-    args: argparse.Namespace, store: Any, run_id: str, results: Sequence[CaseResult],
+    options: Options, store: Any, run_id: str, results: Sequence[CaseResult],
     new_executor: Callable[[], Any], run_dir: Path, console: Any,
 ) -> list[CaseResult]:  # fmt: skip
     """With --localize: run the localize cases into `run_id`; returns their results ([] without)."""
-    if not getattr(args, "localize", False):
+    if not _asked(options):
         return []
     from bringup.runner import execute
 
@@ -73,7 +86,7 @@ class LocalizeStep(Step):
     suites' summaries."""
 
     def run(self, ctx: AfterRun) -> list[CaseResult]:
-        return run_localize(ctx.args, ctx.store, ctx.run.run_id, ctx.results, ctx.new_executor, ctx.run_dir,
+        return run_localize(ctx.options, ctx.store, ctx.run.run_id, ctx.results, ctx.new_executor, ctx.run_dir,
                             ctx.console)  # fmt: skip
 
     def finish(self, ctx: AfterRun, added: Sequence[CaseResult]) -> Finished:
@@ -84,8 +97,8 @@ class LocalizeStep(Step):
         return Finished(summarize(list(added), ctx.console))
 
 
-def prepare_step(args: argparse.Namespace, device: Any) -> LocalizeStep | None:
-    return LocalizeStep() if getattr(args, "localize", False) else None
+def prepare_step(options: Options, device: Any) -> LocalizeStep | None:
+    return LocalizeStep() if _asked(options) else None
 
 
-register_post_run(PostRun("localize", add_options, prepare_step, order=20))
+register_post_run(PostRun("localize", add_options, prepare_step, order=20, options=LocalizeStepOptions))

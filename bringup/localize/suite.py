@@ -5,17 +5,17 @@ numeric failures."""
 
 from __future__ import annotations
 
-import argparse
-
 from bringup.api import Suite, register_suite
 from bringup.case import Case
 from bringup.device import Device
 from bringup.localize import args as face  # the torch-free face (cli)
+from bringup.localize.args import LocalizeOptions
 from bringup.localize.cli import build_cases, summarize
+from bringup.options import Options
 
 
-def _build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
-    return build_cases(args)
+def _build_cases(options: Options, device: Device) -> list[Case]:
+    return build_cases(options.of(LocalizeOptions))
 
 
 register_suite(

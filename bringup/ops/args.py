@@ -7,6 +7,9 @@ this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and t
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from bringup.options import CommandOptions
 
 NAME = "ops"
 HELP = "OpInfo op coverage: every op x dtype on the device vs cpu (pass/fallback/fail_numeric/unsupported)"
@@ -14,6 +17,19 @@ ORDER = 60
 DEFAULT_DTYPES = "fp32,bf16"
 DEFAULT_SAMPLES = 4
 DEFAULT_BUDGET_S = 120.0
+
+
+@dataclass(frozen=True)
+class OpsOptions(CommandOptions):
+    """`bringup ops`'s options (add_arguments' dests; bringup/cli.py builds them)."""
+
+    filter: str | None = None
+    dtypes: str = DEFAULT_DTYPES
+    samples: int = DEFAULT_SAMPLES
+    case_budget: float = DEFAULT_BUDGET_S
+
+
+OPTIONS = OpsOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable
 from functools import cache
@@ -14,7 +13,8 @@ import torch
 from bringup.case import Case
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
-from bringup.ops.args import DEFAULT_BUDGET_S, DEFAULT_DTYPES, DEFAULT_SAMPLES  # the torch-free face (cli)
+from bringup.ops.args import DEFAULT_BUDGET_S, DEFAULT_DTYPES, DEFAULT_SAMPLES, OpsOptions  # the torch-free face (cli)
+from bringup.options import Options
 
 # The worker's entry. Results stored before the split name "bringup.ops.suite:run_op", which
 # bringup.ops.suite still exports.
@@ -86,17 +86,18 @@ def _cases(names: Iterable[str], dtypes: list[str], samples: int, budget: float)
     return cases
 
 
-def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
-    if args.samples <= 0:
-        raise BadInput(f"--samples must be a positive integer, got {args.samples}")
-    dtypes = parse_dtypes(args.dtypes)
-    pattern = None if args.filter is None else user_regex(args.filter, "--filter")
+def build_cases(options: Options, device: Device) -> list[Case]:
+    opts = options.of(OpsOptions)
+    if opts.samples <= 0:
+        raise BadInput(f"--samples must be a positive integer, got {opts.samples}")
+    dtypes = parse_dtypes(opts.dtypes)
+    pattern = None if opts.filter is None else user_regex(opts.filter, "--filter")
     names = [op_name(op) for op in op_db()]
     if pattern is not None:
         names = [n for n in names if pattern.search(n)]
         if not names:
-            raise BadInput(f"--filter {args.filter!r} matches no OpInfo (of {len(op_db())}); e.g. '^(add|sin)$'")
-    return _cases(names, dtypes, args.samples, args.case_budget)
+            raise BadInput(f"--filter {opts.filter!r} matches no OpInfo (of {len(op_db())}); e.g. '^(add|sin)$'")
+    return _cases(names, dtypes, opts.samples, opts.case_budget)
 
 
 def run_cases(device: Device, quick: bool) -> list[Case]:

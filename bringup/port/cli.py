@@ -9,9 +9,24 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.options import CommandOptions
+
+
+@dataclass(frozen=True)
+class PortOptions(CommandOptions):
+    """`bringup port`'s options (add_arguments' dests; --json is Options.common's)."""
+
+    paths: tuple[str, ...] = ()
+    fix: bool = False
+    diff: bool = False
+    select: str | None = None
+
+
+OPTIONS = PortOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,14 +44,14 @@ def main(sess: Any) -> int:
     from bringup.port.rules import parse_select
     from bringup.port.scanner import port
 
-    args = sess.args
-    json_path = getattr(args, "json", None)
+    args = sess.options.of(PortOptions)
+    json_path = sess.options.common.json
     try:
         select = parse_select(args.select)
     except ValueError as e:
         raise BadInput(f"--select: {e}") from None
     check_output_path(json_path, "--json")
-    rep = port(args.paths, select, fix=bool(args.fix or args.diff), write=bool(args.fix and not args.diff))
+    rep = port(list(args.paths), select, fix=bool(args.fix or args.diff), write=bool(args.fix and not args.diff))
     try:
         _print(rep, args)
     except BrokenPipeError:  # `bringup port ... | head`: the reader left; still write --json, keep the exit code
@@ -47,7 +62,7 @@ def main(sess: Any) -> int:
     return 1 if rep.findings else 0
 
 
-def _print(rep: Any, args: argparse.Namespace) -> None:
+def _print(rep: Any, args: PortOptions) -> None:
     out = sys.stdout
     if args.diff:
         for d in rep.diffs:

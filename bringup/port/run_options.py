@@ -6,12 +6,21 @@ torch-free: the parser imports this module."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bringup.api import RunOptions, RunPart, register_run_options
 from bringup.case import Case
 from bringup.errors import BadInput
+from bringup.options import CommandOptions, Options
+
+
+@dataclass(frozen=True)
+class PortRunOptions(CommandOptions):
+    """add_arguments' dest, `Options.parts["port"]` on `bringup run`."""
+
+    port: tuple[str, ...] = ()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,8 +53,9 @@ def _summarize(port: dict[str, Any]) -> Any:
     return show
 
 
-def apply(args: argparse.Namespace, device: Any, cases: list[Case], picked: bool) -> RunPart | None:
-    paths = list(getattr(args, "port", None) or [])
+def apply(options: Options, device: Any, cases: list[Case], picked: bool) -> RunPart | None:
+    opts = options.part("port", PortRunOptions) or PortRunOptions()
+    paths = list(opts.port)
     check_paths(paths)
     if not paths or not picked:
         return None
@@ -53,4 +63,4 @@ def apply(args: argparse.Namespace, device: Any, cases: list[Case], picked: bool
     return RunPart(cases, {"port": port}, _summarize(port))
 
 
-register_run_options(RunOptions("port", add_arguments, apply))
+register_run_options(RunOptions("port", add_arguments, apply, options=PortRunOptions))

@@ -7,6 +7,9 @@ this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and t
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from bringup.options import CommandOptions
 
 NAME = "probe"
 HELP = "feature probe: bf16/fp16/fp8, scaled_mm, autocast, SDPA backends, compile, distributed, TorchAO"
@@ -14,6 +17,18 @@ ORDER = 20
 DEFAULT_COMPILE_BACKENDS = "aot_eager,inductor"
 BUDGET_S = 180.0  # each case's wall-clock limit (--case-budget)
 COMPILE_BUDGET_S = 300.0  # a compile probe's (a cold inductor compile takes 10-40 s on 2 cores)
+
+
+@dataclass(frozen=True)
+class ProbeOptions(CommandOptions):
+    """`bringup probe`'s options (add_arguments' dests; bringup/cli.py builds them)."""
+
+    filter: str | None = None
+    case_budget: float | None = None
+    compile_backends: str | None = None
+
+
+OPTIONS = ProbeOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

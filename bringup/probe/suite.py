@@ -26,7 +26,6 @@ comes only from errors that say "not implemented / not supported here" (bringup/
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import math
 import warnings
@@ -41,10 +40,10 @@ from bringup.checks.errors import classify, first_line, is_unsupported
 from bringup.checks.parity import parity, rel_rmse
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
-from bringup.options import check_compile_backend
+from bringup.options import Options, check_compile_backend
 from bringup.probe import args as face  # the torch-free face (cli)
 from bringup.probe import section as probe_section
-from bringup.probe.args import BUDGET_S, COMPILE_BUDGET_S, DEFAULT_COMPILE_BACKENDS
+from bringup.probe.args import BUDGET_S, COMPILE_BUDGET_S, DEFAULT_COMPILE_BACKENDS, ProbeOptions
 
 ENTRY = "bringup.probe.suite:run_feature"
 FP8 = ("float8_e4m3fn", "float8_e5m2")
@@ -106,20 +105,21 @@ def default_backends(device: Device) -> list[str]:
     return out + [device.default_compile_backend] if device.default_compile_backend not in out else out
 
 
-def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
-    given = args.compile_backends
+def build_cases(options: Options, device: Device) -> list[Case]:
+    opts = options.of(ProbeOptions)
+    given = opts.compile_backends
     backends = [b.strip() for b in given.split(",") if b.strip()] if given is not None else default_backends(device)
     for b in backends:
         check_compile_backend(b, "torch.compile backend")
     feats = features(backends)
-    if args.filter:
-        pat = user_regex(args.filter, "--filter")
+    if opts.filter:
+        pat = user_regex(opts.filter, "--filter")
         feats = [f for f in feats if pat.search(f[0])]
         if not feats:
             raise BadInput(
-                f"--filter {args.filter!r} matches no feature; features: {', '.join(n for n, _ in features([]))}"
+                f"--filter {opts.filter!r} matches no feature; features: {', '.join(n for n, _ in features([]))}"
             )
-    return _cases(feats, args.case_budget)
+    return _cases(feats, opts.case_budget)
 
 
 def run_cases(device: Device, quick: bool) -> list[Case]:

@@ -7,9 +7,10 @@ this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and t
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Any
 
-from bringup.options import add_compile_backend
+from bringup.options import CommandOptions, add_compile_backend
 
 NAME = "profile"
 HELP = "a few training steps under torch.profiler: trace, busy/idle/host split, top ops, transfers"
@@ -18,6 +19,27 @@ ORDER = 70
 DEFAULTS: dict[str, Any] = {"model": "qwen3-tiny", "mode": "eager", "steps": 3, "warmup": 2, "batch": 4,
                             "seq": 128, "dtype": "fp32", "top": 15, "backend": "inductor"}  # fmt: skip
 BUDGET_S = {"eager": 600.0, "compiled": 1500.0}  # each case's wall-clock limit (--case-budget), by mode
+
+
+@dataclass(frozen=True)
+class ProfileOptions(CommandOptions):
+    """`bringup profile`'s options (add_arguments' dests; bringup/cli.py builds them)."""
+
+    model: str = DEFAULTS["model"]
+    override: tuple[str, ...] = ()
+    mode: str = DEFAULTS["mode"]
+    compile_backend: str = DEFAULTS["backend"]
+    traced_steps: int = DEFAULTS["steps"]
+    untraced_steps: int = DEFAULTS["warmup"]
+    batch: int = DEFAULTS["batch"]
+    seq: int = DEFAULTS["seq"]
+    dtype: str = DEFAULTS["dtype"]
+    case_budget: float | None = None
+    top: int = DEFAULTS["top"]
+    out: str | None = None
+
+
+OPTIONS = ProfileOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

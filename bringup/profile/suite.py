@@ -12,7 +12,6 @@ artifacts in the store; with --out they are copied there too. Summary numbers: `
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 from pathlib import Path
@@ -23,11 +22,11 @@ from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.files import check_output_dir
-from bringup.options import check_compile_backend
+from bringup.options import Options, check_compile_backend
 from bringup.precision import parse_precision
 from bringup.profile import args as face  # the torch-free face (cli)
 from bringup.profile import section as profile_section
-from bringup.profile.args import BUDGET_S, DEFAULTS
+from bringup.profile.args import BUDGET_S, DEFAULTS, ProfileOptions
 
 SUMMARY_KEYS = ("top_ops", "transfers", "busy_s", "idle_s", "host_s", "trace")
 # A profiled step this many times an unprofiled one: the trace mostly shows the profiler (torch.profiler
@@ -75,26 +74,27 @@ def make_case(model: str = DEFAULTS["model"], mode: str = DEFAULTS["mode"], step
     return Case("profile", f"{model}-{mode}", params, "bringup.profile.suite:run_profile", budget, isolated=True)
 
 
-def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
-    dtype = parse_precision(args.dtype).name
-    if args.mode != "eager":
-        check_compile_backend(args.compile_backend)
-    out = check_output_dir(args.out, "--out")
+def build_cases(options: Options, device: Device) -> list[Case]:
+    opts = options.of(ProfileOptions)
+    dtype = parse_precision(opts.dtype).name
+    if opts.mode != "eager":
+        check_compile_backend(opts.compile_backend)
+    out = check_output_dir(opts.out, "--out")
     case = make_case(
-        args.model,
-        args.mode,
-        args.traced_steps,
-        args.untraced_steps,
-        args.batch,
-        args.seq,
+        opts.model,
+        opts.mode,
+        opts.traced_steps,
+        opts.untraced_steps,
+        opts.batch,
+        opts.seq,
         dtype,
-        args.top,
-        args.compile_backend,
-        args.override,
+        opts.top,
+        opts.compile_backend,
+        opts.override,
         out,
-        args.case_budget,
+        opts.case_budget,
     )
-    check_model(args.model, args.override)
+    check_model(opts.model, list(opts.override))
     return [case]
 
 

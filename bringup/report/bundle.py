@@ -12,15 +12,30 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.options import CommandOptions
 
 FORMATS = ("bundle", "benchmark-records", "support-table", "pytorch-tests")
 
 
 # ---- `bringup export` ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExportOptions(CommandOptions):
+    """`bringup export`'s options (add_arguments' dests)."""
+
+    run: str | None = None
+    out: str = ""
+    format: str = "bundle"
+    margin: float | None = None
+
+
+OPTIONS = ExportOptions
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", nargs="?", default=None,
                    help="run id (default: the latest run in --db), or a bundle file")  # fmt: skip
@@ -83,9 +98,8 @@ def main(sess: Any) -> int:
     from bringup.files import atomic_write_text, check_output_path
     from bringup.report.portable import travelling
 
-    args = sess.args
-    fmt = getattr(args, "format", "bundle")
-    margin = getattr(args, "margin", None)
+    args = sess.options.of(ExportOptions)
+    fmt, margin = args.format, args.margin
     if margin is not None and (fmt != "pytorch-tests" or not 1.0 <= margin < float("inf")):
         raise BadInput("--margin: only with --format pytorch-tests, and at least 1")
     check_output_path(args.out, "--out")

@@ -12,10 +12,30 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.options import CommandOptions
+
+
+@dataclass(frozen=True)
+class ReportOptions(CommandOptions):
+    """`bringup report`'s options (add_arguments' dests; the global --db is Options.common.db)."""
+
+    run: tuple[str, ...] = ()
+    out: str | None = None
+    stores: tuple[str, ...] = ()
+    history: bool = False
+    filter_device: tuple[str, ...] = ()
+    filter_suite: str | None = None
+    filter_torch: tuple[str, ...] = ()
+    since: str | None = None
+    until: str | None = None
+
+
+OPTIONS = ReportOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,11 +73,11 @@ def looks_like_file(arg: str) -> bool:
 
 
 def main(sess: Any) -> int:
-    args = sess.args
+    args = sess.options.of(ReportOptions)
     if args.history:
         from bringup.report.history_cli import main as history_main
 
-        return history_main(args, sess.db, sess.console)
+        return history_main(args, sess.options.common.db, sess.db, sess.console)
     given = [f"--{k.removeprefix('filter_')}" for k in HISTORY_ONLY if getattr(args, k)]
     if given:
         raise BadInput(f"{', '.join(given)}: only with --history")
@@ -73,7 +93,7 @@ def scorecard(sess: Any, run_arg: str | None, db: Path) -> int:
     from bringup.report import html
     from bringup.store import Store
 
-    args = sess.args
+    args = sess.options.of(ReportOptions)
     check_output_path(args.out, "--out")
     if run_arg and looks_like_file(run_arg):
         from bringup.bundle import load_bundle

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from bringup.case import CaseResult, Status, is_failure
 from bringup.errors import BadInput
 from bringup.metrics import MetricSpec, specs
+from bringup.options import CommandOptions
 from bringup.store import RunInfo
 
 if TYPE_CHECKING:  # rich is imported where it prints: `bringup --help` builds the parser without it
@@ -410,6 +411,19 @@ def junit_xml(run_a: RunInfo, run_b: RunInfo, diffs: list[CaseDiff]) -> str:
 
 
 # ---- CLI ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CompareOptions(CommandOptions):
+    """`bringup compare`'s options (add_arguments' dests; --json / --junit are Options.common's)."""
+
+    a: str = ""
+    b: str = ""
+    fail_on: str = DEFAULT_FAIL_ON
+    all: bool = False
+
+
+OPTIONS = CompareOptions
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", metavar="A", help="baseline: a run id in --db or a bundle file (bringup export)")
     p.add_argument("b", metavar="B", help="candidate: a run id in --db or a bundle file")
@@ -425,9 +439,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(sess: Any) -> int:
     from bringup.files import atomic_write_text, check_output_path, dumps
 
-    args = sess.args
+    args = sess.options.of(CompareOptions)
     fail_on = parse_fail_on(args.fail_on)
-    json_out, junit_out = getattr(args, "json", None), getattr(args, "junit", None)
+    json_out, junit_out = sess.options.common.json, sess.options.common.junit
     check_output_path(json_out, "--json")
     check_output_path(junit_out, "--junit")
     run_a, res_a = load_side(args.a, sess.db)

@@ -3,16 +3,18 @@ reads, bringup/report/history_page.py renders). Bad input is one line and exit c
 
 from __future__ import annotations
 
-import argparse
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.errors import BadInput
 from bringup.report.history import Filters, parse_date, read_sources
 
+if TYPE_CHECKING:
+    from bringup.report.cli import ReportOptions
 
-def filters(args: argparse.Namespace) -> Filters:
+
+def filters(args: ReportOptions) -> Filters:
     since = parse_date(args.since, "--since") if args.since else None
     until = parse_date(args.until, "--until", end_of_day=True) if args.until else None
     if since is not None and until is not None and until < since:
@@ -23,11 +25,11 @@ def filters(args: argparse.Namespace) -> Filters:
     return Filters(devices, suites, torch, since, until)
 
 
-def sources(args: argparse.Namespace, default_db: Path) -> list[Path]:
+def sources(args: ReportOptions, global_db: str | None, default_db: Path) -> list[Path]:
     """The positional SOURCEs, then each `report --db`, then the global --db when given (default: it)."""
     given = [Path(s) for s in [*args.run, *args.stores]]
-    if getattr(args, "db", None):
-        given.append(Path(args.db))
+    if global_db:
+        given.append(Path(global_db))
     out: list[Path] = []
     for p in given or [default_db]:
         if p.resolve() not in {q.resolve() for q in out}:
@@ -39,13 +41,13 @@ def default_out(srcs: list[Path]) -> Path:
     return srcs[0].parent / "history.html" if len(srcs) == 1 and srcs[0].suffix != ".json" else Path("history.html")
 
 
-def main(args: argparse.Namespace, default_db: Path, console: Any) -> int:
+def main(args: ReportOptions, global_db: str | None, default_db: Path, console: Any) -> int:
     from bringup.files import atomic_write_text, check_output_path
     from bringup.report import history_page
 
     check_output_path(args.out, "--out")
     f = filters(args)
-    srcs = sources(args, default_db)
+    srcs = sources(args, global_db, default_db)
     try:
         h = read_sources(srcs, f)
     except sqlite3.DatabaseError as e:

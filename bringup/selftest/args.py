@@ -7,10 +7,26 @@ this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and t
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from bringup.options import CommandOptions
 
 NAME = "selftest"
 HELP = "harness self-test: cases that sleep, crash, exit, hang, raise or blow up memory on purpose"
 ORDER = 90
+
+
+@dataclass(frozen=True)
+class SelftestOptions(CommandOptions):
+    """`bringup selftest`'s options (add_arguments' dests; bringup/cli.py builds them)."""
+
+    plan: str = "ok*3"
+    case_budget: float = 60.0
+    phase_budget: float = 1.0
+    tag: str = ""
+
+
+OPTIONS = SelftestOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

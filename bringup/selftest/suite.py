@@ -6,7 +6,6 @@ case. Used by the reliability tests; also a quick way to check a new machine's i
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import os
 import re
@@ -19,7 +18,9 @@ from bringup.api import Suite, register_suite
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.options import Options
 from bringup.selftest import args as face  # the torch-free face (cli)
+from bringup.selftest.args import SelftestOptions
 
 _ITEM = re.compile(
     r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print|spin|loseonce|lose|flip)(?::([0-9.]+))?(?:\*(\d+))?"
@@ -38,12 +39,13 @@ def parse_plan(plan: str) -> list[tuple[str, float | None]]:
     return out
 
 
-def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+def build_cases(options: Options, device: Device) -> list[Case]:
+    opts = options.of(SelftestOptions)
     cases = []
-    for i, (op, arg) in enumerate(parse_plan(args.plan)):
+    for i, (op, arg) in enumerate(parse_plan(opts.plan)):
         name = f"{i:03d}-{op}" + (f"-{arg:g}" if arg is not None else "")
-        params = {"i": i, "op": op, "arg": arg, "tag": args.tag, "phase_budget": args.phase_budget}
-        cases.append(Case("selftest", name, params, "bringup.selftest.suite:run_item", args.case_budget))
+        params = {"i": i, "op": op, "arg": arg, "tag": opts.tag, "phase_budget": opts.phase_budget}
+        cases.append(Case("selftest", name, params, "bringup.selftest.suite:run_item", opts.case_budget))
     return cases
 
 

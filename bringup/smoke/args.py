@@ -7,11 +7,25 @@ this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and t
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+
+from bringup.options import CommandOptions
 
 NAME = "smoke"
 HELP = "a GEMM and a tiny MLP training step on the device vs a float64 CPU reference"
 ORDER = 10
 DEFAULT_BUDGET_S = 300.0
+
+
+@dataclass(frozen=True)
+class SmokeOptions(CommandOptions):
+    """`bringup smoke`'s options (add_arguments' dests; bringup/cli.py builds them)."""
+
+    dtype: str = "fp32"
+    case_budget: float = DEFAULT_BUDGET_S
+
+
+OPTIONS = SmokeOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -13,7 +13,6 @@ numeric faults (tests/testdev/test_testdev_faults.py)."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 from typing import Any
 
@@ -24,8 +23,9 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.checks.parity import parity
 from bringup.device import Device, dtype_name, parse_dtype
+from bringup.options import Options
 from bringup.smoke import args as face  # the torch-free face (cli)
-from bringup.smoke.args import DEFAULT_BUDGET_S
+from bringup.smoke.args import DEFAULT_BUDGET_S, SmokeOptions
 
 
 def _cases(dtype: str, budget_s: float = DEFAULT_BUDGET_S) -> list[Case]:
@@ -35,8 +35,9 @@ def _cases(dtype: str, budget_s: float = DEFAULT_BUDGET_S) -> list[Case]:
     ]
 
 
-def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
-    return _cases(dtype_name(parse_dtype(args.dtype)), args.case_budget)
+def build_cases(options: Options, device: Device) -> list[Case]:
+    opts = options.of(SmokeOptions)
+    return _cases(opts.dtype, opts.case_budget)  # the vocabulary's name: the parser's --dtype gave it
 
 
 def run_cases(device: Device, quick: bool) -> list[Case]:

@@ -7,8 +7,9 @@ this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and t
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
-from bringup.options import add_compile_backend
+from bringup.options import CommandOptions, add_compile_backend
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_WARM, TrainSpec
 
 NAME = "train"
@@ -16,6 +17,36 @@ HELP = "eager vs compile vs regional training: time to first step, tokens/s, MFU
 ORDER = 30
 D = TrainSpec()  # defaults
 DEFAULT_CASE_BUDGET_S = 3600.0
+
+
+@dataclass(frozen=True)
+class TrainOptions(CommandOptions):
+    """`bringup train`'s options (add_arguments' dests; bringup/cli.py builds them); None: the TrainSpec's
+    default (`D`), or the mode's / dtype's."""
+
+    model: str | None = None
+    override: tuple[str, ...] = ()
+    modes: str | None = None
+    steps: int | None = None
+    warmup: int | None = None
+    batch: int | None = None
+    seq: int | None = None
+    seqs: str | None = None
+    dynamic: str | None = None
+    dtype: str | None = None
+    compile_backend: str | None = None
+    cache: str | None = None
+    save_cache_artifact: str | None = None
+    load_cache_artifact: str | None = None
+    nproc: int | None = None
+    compile_budget: float | None = None
+    case_budget: float = DEFAULT_CASE_BUDGET_S
+    lr: float | None = None
+    loss_rtol: float | None = None
+    flops_only: bool = False
+
+
+OPTIONS = TrainOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

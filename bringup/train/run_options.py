@@ -5,10 +5,20 @@ mean there what they mean in `bringup train` (docs/train.md). torch-free: the pa
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Any
 
 from bringup.api import RunOptions, RunPart, register_run_options
 from bringup.case import Case
+from bringup.options import CommandOptions, Options
+
+
+@dataclass(frozen=True)
+class TrainRunOptions(CommandOptions):
+    """add_arguments' dests, `Options.parts["train"]` on `bringup run`."""
+
+    save_cache_artifact: str | None = None
+    load_cache_artifact: str | None = None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -18,9 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="train: the artifact's mode starts from it in empty cache dirs (docs/train.md)")  # fmt: skip
 
 
-def apply(args: argparse.Namespace, device: Any, cases: list[Case], picked: bool) -> RunPart | None:
+def apply(options: Options, device: Any, cases: list[Case], picked: bool) -> RunPart | None:
     """Given with train left out (--skip train): the run has no train case to give them to (BadInput)."""
-    save, load = getattr(args, "save_cache_artifact", None), getattr(args, "load_cache_artifact", None)
+    opts = options.part("train", TrainRunOptions) or TrainRunOptions()
+    save, load = opts.save_cache_artifact, opts.load_cache_artifact
     if not (save or load):
         return None
     from bringup.train.suite import apply_artifact_flags
@@ -28,4 +39,4 @@ def apply(args: argparse.Namespace, device: Any, cases: list[Case], picked: bool
     return RunPart(apply_artifact_flags(cases, save, load, device))
 
 
-register_run_options(RunOptions("train", add_arguments, apply))
+register_run_options(RunOptions("train", add_arguments, apply, options=TrainRunOptions))

@@ -11,7 +11,6 @@ bringup/train/ (loop, caches, ranks, compile metrics, loss band, summary).
 
 from __future__ import annotations
 
-import argparse
 import json
 import traceback
 from pathlib import Path
@@ -22,11 +21,11 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.device import Device
 from bringup.errors import BadInput
-from bringup.options import check_compile_backend
+from bringup.options import Options, check_compile_backend
 from bringup.precision import parse_precision
 from bringup.train import args as face  # the torch-free face (cli)
 from bringup.train import section
-from bringup.train.args import D
+from bringup.train.args import D, TrainOptions
 from bringup.train.arms import EXTRA_MODES
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
@@ -108,66 +107,67 @@ def check_model(model: str, overrides: list[str], seq: int) -> dict[str, Any]:
     return {"params": params, "embedding_params": emb, "flops_per_token": lm.flops_per_token(meta, seq)}
 
 
-def _flops_conflicts(args: argparse.Namespace) -> list[str]:
-    opts = ("modes", "steps", "warmup", "batch", "dtype", "compile_backend", "cache", "nproc", "compile_budget", "lr",
-            "loss_rtol", "save_cache_artifact", "load_cache_artifact", "seqs", "dynamic")  # fmt: skip
-    return ["--" + o.replace("_", "-") for o in opts if getattr(args, o, None) is not None]
+def _flops_conflicts(opts: TrainOptions) -> list[str]:
+    names = ("modes", "steps", "warmup", "batch", "dtype", "compile_backend", "cache", "nproc", "compile_budget",
+             "lr", "loss_rtol", "save_cache_artifact", "load_cache_artifact", "seqs", "dynamic")  # fmt: skip
+    return ["--" + o.replace("_", "-") for o in names if getattr(opts, o) is not None]
 
 
-def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
-    seqs = parse_seqs(getattr(args, "seqs", None), args.seq)
-    model, seq = args.model or D.model, (max(seqs) if seqs else args.seq or D.seq)
-    if args.flops_only:
-        if bad := _flops_conflicts(args):
+def build_cases(options: Options, device: Device) -> list[Case]:
+    opts = options.of(TrainOptions)
+    seqs = parse_seqs(opts.seqs, opts.seq)
+    model, seq = opts.model or D.model, (max(seqs) if seqs else opts.seq or D.seq)
+    if opts.flops_only:
+        if bad := _flops_conflicts(opts):
             raise BadInput(f"--flops-only trains nothing: drop {', '.join(bad)}")
-        check_model(model, args.override, seq)
-        params = {"flops_only": True, "model": model, "overrides": list(args.override), "seq": seq}
+        check_model(model, list(opts.override), seq)
+        params = {"flops_only": True, "model": model, "overrides": list(opts.override), "seq": seq}
         return [Case("train", f"flops-{model}", params, FLOPS_ENTRY, 600.0)]
-    steps = args.steps or D.steps
-    dynamics = parse_dynamic(getattr(args, "dynamic", None))
+    steps = opts.steps or D.steps
+    dynamics = parse_dynamic(opts.dynamic)
     # with a schedule the warm-up covers the first meeting of every length (its compiles), when steps allow
-    warmup = args.warmup if args.warmup is not None else min(max(D.warmup, first_seen_last(seqs)), steps - 1)
+    warmup = opts.warmup if opts.warmup is not None else min(max(D.warmup, first_seen_last(seqs)), steps - 1)
     if steps < 2 or warmup >= steps:
         raise BadInput(f"--steps ({steps}) must be more than --warmup ({warmup}): step 1 is the compile, and "
                        "the steady step needs at least one step after the warm-up")  # fmt: skip
-    load = getattr(args, "load_cache_artifact", None)
+    load = opts.load_cache_artifact
     default_modes = ("eager", "compile", "regional")
-    if args.cache == "all":
+    if opts.cache == "all":
         default_modes += EXTRA_MODES
     if load:
         from bringup.train import artifact
 
         default_modes = ("eager", artifact.read(load).header.get("mode", "compile"))
-    modes = parse_modes(args.modes) if args.modes is not None else default_modes
-    backend = args.compile_backend or device.default_compile_backend
-    if args.compile_backend is not None and any(m != "eager" for m in modes):
+    modes = parse_modes(opts.modes) if opts.modes is not None else default_modes
+    backend = opts.compile_backend or device.default_compile_backend
+    if opts.compile_backend is not None and any(m != "eager" for m in modes):
         check_compile_backend(backend)
-    nproc = args.nproc or 1
+    nproc = opts.nproc or 1
     if nproc > 1 and not device.is_cpu and nproc > device.count():
         raise BadInput(f"--nproc {nproc}: only {device.count()} {device.type} device(s) here")
-    check_model(model, args.override, seq)
+    check_model(model, list(opts.override), seq)
     base = TrainSpec(
-        model=model, overrides=tuple(args.override), steps=steps, warmup=warmup, batch=args.batch or D.batch,
-        seq=seq, dtype=parse_precision(args.dtype or D.dtype).name, backend=backend, nproc=nproc,
-        lr=args.lr or D.lr, compile_budget_s=args.compile_budget, loss_rtol=args.loss_rtol, seqs=seqs,
+        model=model, overrides=tuple(opts.override), steps=steps, warmup=warmup, batch=opts.batch or D.batch,
+        seq=seq, dtype=parse_precision(opts.dtype or D.dtype).name, backend=backend, nproc=nproc,
+        lr=opts.lr or D.lr, compile_budget_s=opts.compile_budget, loss_rtol=opts.loss_rtol, seqs=seqs,
     )  # fmt: skip
-    load, save = getattr(args, "load_cache_artifact", None), getattr(args, "save_cache_artifact", None)
-    return plan_arms(base, arms_for(args, modes, base, device, dynamics), args.case_budget,
+    save = opts.save_cache_artifact
+    return plan_arms(base, arms_for(opts, modes, base, device, dynamics), opts.case_budget,
                      artifact=str(Path(load).expanduser().resolve()) if load else "",
                      save_artifact=str(Path(save).expanduser().resolve()) if save else "",
                      dynamics=dynamics)  # fmt: skip
 
 
-def arms_for(args: argparse.Namespace, modes: tuple[str, ...], base: TrainSpec, device: Device,
+def arms_for(opts: TrainOptions, modes: tuple[str, ...], base: TrainSpec, device: Device,
              dynamics: tuple[str, ...] = ("auto",)) -> list[tuple[str, str]]:  # fmt: skip
     """The (mode, cache) arms to run, in an order the local executor can run; BadInput for combinations
     that cannot work (checked before any work)."""
     from bringup.train import arms, artifact
 
-    load, save = getattr(args, "load_cache_artifact", None), getattr(args, "save_cache_artifact", None)
+    load, save = opts.load_cache_artifact, opts.save_cache_artifact
     compiled = [m for m in modes if m != "eager"]
     if load:
-        if args.cache is not None:
+        if opts.cache is not None:
             raise BadInput("--load-cache-artifact runs the compiled modes from the artifact: drop --cache")
         for m in compiled:  # one line naming the difference when the file was made for another stack
             for d in dynamics:
@@ -175,8 +175,8 @@ def arms_for(args: argparse.Namespace, modes: tuple[str, ...], base: TrainSpec, 
         caches: tuple[str, ...] = (CACHE_ARTIFACT,)
     else:
         caches = {CACHE_WARM: (CACHE_WARM,), "both": (CACHE_COLD, CACHE_WARM),
-                  CACHE_ARTIFACT: (CACHE_COLD, CACHE_ARTIFACT)}.get(args.cache, (CACHE_COLD,))  # fmt: skip
-    if args.cache == "all":
+                  CACHE_ARTIFACT: (CACHE_COLD, CACHE_ARTIFACT)}.get(opts.cache, (CACHE_COLD,))  # fmt: skip
+    if opts.cache == "all":
         chosen = [a for a in arms.ALL_ARMS if a[0] in modes]
     else:
         chosen = [("eager", CACHE_NONE)] if "eager" in modes else []

@@ -7,10 +7,12 @@ this module alone (bringup.api.BUILTIN_ARGS), without importing the suite (and t
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from bringup.api import Tool
 from bringup.hub import flags as hub_flags
 from bringup.options import (
+    CommandOptions,
     add_case_budget,
     add_compile_backend,
     add_dtype,
@@ -43,6 +45,45 @@ FULL_TIMEOUT = 3600.0  # --size full's, unless --case-budget is given
 # many more seeds: per tensor, the spread of their errors is the noise a correct run has at this
 # precision (checks/parity.py). 2 more seeds (3 samples) cost 2 x (float64 + eager) runs of a tiny model.
 NOISE_SEEDS = 2
+
+
+@dataclass(frozen=True)
+class ZooOptions(CommandOptions):
+    """`bringup zoo`'s options (add_arguments' dests, the Hub sweep's included; bringup/cli.py builds them).
+    None: the size's default (--steps, --case-budget, --batch, --seq), resolved where the cases are planned
+    (zoo/plan.py), never written back."""
+
+    source: str = "hf-causal"
+    size: str = "tiny"
+    reference: str | None = None
+    batch: int | None = None
+    seq: int | None = None
+    inputs: str = "text"
+    filter: str | None = None
+    limit: int | None = None
+    steps: int | None = None
+    compile_backend: str | None = None
+    dtype: str = "fp32"
+    noise_seeds: int = NOISE_SEEDS
+    module_check: str = "auto"
+    case_budget: float | None = None
+    baseline: str | None = None
+    seed: int = 0
+    hub_index: str | None = None
+    hub_workers: int = hub_flags.DEFAULT_WORKERS
+    hub_rate: str | None = None
+    hub_refresh: bool = False
+    full_top: int = 0
+    nproc: int = 1
+    device_memory: float | None = None
+
+    def hub_fetch(self, db: str | None) -> hub_flags.HubFetch:
+        """What a Hub sweep's fetch reads (bringup/hub/plan.py); the index beside `db` (the global --db)."""
+        return hub_flags.HubFetch(self.source, self.limit, self.filter, self.hub_index, self.hub_workers,
+                                  self.hub_rate, self.hub_refresh, db)  # fmt: skip
+
+
+OPTIONS = ZooOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -5,12 +5,11 @@ exactly as stored runs have them: case ids stay stable). Used by planning (zoo/p
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from typing import Any
 
 from bringup.case import Case
-from bringup.zoo.args import FULL_BATCH, FULL_SEQ, NOISE_SEEDS
+from bringup.zoo.args import FULL_BATCH, FULL_SEQ, NOISE_SEEDS, ZooOptions
 
 # The worker's entry of a tiny case. Runs stored before the zoo was split name "bringup.zoo.suite:run_model",
 # which stays importable (zoo/suite.py), so `--resume` of such a run still finds it.
@@ -55,15 +54,15 @@ def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, se
 
 
 def full_params(source: str, model: str, task: str, dtype: str, steps: int, backend: str, weights: str,
-                reference: str, args: argparse.Namespace, **extra: Any) -> dict[str, Any]:  # fmt: skip
+                reference: str, opts: ZooOptions, **extra: Any) -> dict[str, Any]:  # fmt: skip
     """A --size full / --full-top case's params (zoo/full.py), written as stored runs have them: the run-wide
     ones from the command line (seed, batch, seq, --nproc and --device-memory when given), then `extra`."""
-    batch, seq = getattr(args, "batch", None) or FULL_BATCH, getattr(args, "seq", None) or FULL_SEQ
+    batch, seq = opts.batch or FULL_BATCH, opts.seq or FULL_SEQ
     params: dict[str, Any] = {"source": source, "model": model, "task": task, "dtype": dtype, "steps": steps,
-                              "backend": backend, "seed": args.seed, "size": "full", "batch": batch,
+                              "backend": backend, "seed": opts.seed, "size": "full", "batch": batch,
                               "seq": seq, "weights": weights, "reference": reference, **extra}  # fmt: skip
-    if getattr(args, "nproc", 1) > 1:  # FSDP2 over N ranks when one device is too small (zoo/fsdp.py)
-        params["nproc"] = int(args.nproc)
-    if getattr(args, "device_memory", None):
-        params["device_memory_gib"] = float(args.device_memory)
+    if opts.nproc > 1:  # FSDP2 over N ranks when one device is too small (zoo/fsdp.py)
+        params["nproc"] = int(opts.nproc)
+    if opts.device_memory:
+        params["device_memory_gib"] = float(opts.device_memory)
     return params

@@ -23,9 +23,9 @@ DEFAULT: bool | None = None
 LAZY_NOTE = "module check off: auto on a lazy device (each module's replay is its own graph compile); --module-check on"
 
 
-def from_arg(args: Any) -> bool | None:
+def from_arg(value: str | None) -> bool | None:
     """`--module-check on|off|auto` -> True, False, None (auto: decided on the device, `enabled`)."""
-    value = getattr(args, "module_check", "auto") or "auto"
+    value = value or "auto"
     return None if value == "auto" else value == "on"
 
 

@@ -5,7 +5,7 @@ case per model (zoo/cases.py), a Hub sweep's through zoo/sweep.py, --size full's
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -15,7 +15,7 @@ from bringup.case import Case
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.hub import plan as hub_plan
-from bringup.options import check_compile_backend
+from bringup.options import Options, check_compile_backend
 from bringup.precision import Precision, parse_precision
 from bringup.zoo import modules as zoo_modules
 from bringup.zoo import sweep as zoo_sweep
@@ -26,9 +26,9 @@ from bringup.zoo.args import (
     FULL_SEQ,
     FULL_STEPS,
     FULL_TIMEOUT,
-    NOISE_SEEDS,
     TINY_BATCH,
     TINY_SEQ,
+    ZooOptions,
 )
 from bringup.zoo.baseline import load_baseline
 from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
@@ -138,73 +138,80 @@ def entries_for(source: str) -> list[Entry]:
 
 
 # ---- cases ----------------------------------------------------------------------------------------
+def resolved(opts: ZooOptions) -> ZooOptions:
+    """`opts` with the size's defaults where an option was not given (--steps, --case-budget; at --size full
+    --batch and --seq too): a copy, the options as given are never changed."""
+    full = opts.size == "full"
+    return dataclasses.replace(
+        opts,
+        steps=opts.steps if opts.steps is not None else (FULL_STEPS if full else DEFAULT_STEPS),
+        case_budget=opts.case_budget if opts.case_budget is not None else (FULL_TIMEOUT if full else DEFAULT_TIMEOUT),
+        batch=FULL_BATCH if full and opts.batch is None else opts.batch,
+        seq=FULL_SEQ if full and opts.seq is None else opts.seq,
+    )
+
+
 def check_backend(name: str) -> str:
     if name.lower() == "none":
         return "none"
     return check_compile_backend(name)
 
 
-def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+def build_cases(options: Options, device: Device) -> list[Case]:
     """Validate every option (BadInput before any work), then one case per model."""
-    prec = parse_precision(args.dtype)
+    opts = resolved(options.of(ZooOptions))
+    prec = parse_precision(opts.dtype)
     if prec.name == "fp64":
-        raise BadInput(f"--dtype {args.dtype}: the zoo runs fp32, bf16, fp16, amp-bf16 or amp-fp16 (float64 is the "
+        raise BadInput(f"--dtype {opts.dtype}: the zoo runs fp32, bf16, fp16, amp-bf16 or amp-fp16 (float64 is the "
                        "reference)")  # fmt: skip
-    size = getattr(args, "size", "tiny") or "tiny"
-    if args.steps is None:
-        args.steps = FULL_STEPS if size == "full" else DEFAULT_STEPS
-    if getattr(args, "case_budget", None) is None:  # --case-budget not given: the size's own default
-        args.case_budget = FULL_TIMEOUT if size == "full" else DEFAULT_TIMEOUT
-    if size == "full":
-        args.batch = FULL_BATCH if getattr(args, "batch", None) is None else args.batch
-        args.seq = FULL_SEQ if getattr(args, "seq", None) is None else args.seq
-    sweep = hub_plan.is_sweep(args.source)
-    zoo_sweep.check_options(args)
-    zoo_sweep.check_ranks(getattr(args, "nproc", 1), device)
+    size = opts.size
+    sweep = hub_plan.is_sweep(opts.source)
+    zoo_sweep.check_options(opts)
+    zoo_sweep.check_ranks(opts.nproc, device)
     if size == "full":
         if sweep:
             raise BadInput("--size full with a Hub sweep: use --full-top K (the K most downloaded signatures at "
                            "real size, beside the tiny sweep)")  # fmt: skip
-        return build_full_cases(args, prec, device)
-    if getattr(args, "reference", None) is not None and not (sweep and getattr(args, "full_top", 0)):
+        return build_full_cases(opts, prec, device)
+    if opts.reference is not None and not (sweep and opts.full_top):
         raise BadInput("--reference applies to --size full (and --full-top); tiny models are judged against float64 "
                        "on cpu")  # fmt: skip
-    batch, seq = getattr(args, "batch", None), getattr(args, "seq", None)
+    batch, seq = opts.batch, opts.seq
     if batch is not None and not 1 <= batch <= MAX_TINY_BATCH:
         raise BadInput(f"--batch must be 1..{MAX_TINY_BATCH} rows for tiny models (default {TINY_BATCH}), got {batch}")
     if seq is not None and not MIN_TINY_SEQ <= seq <= MAX_TINY_SEQ:
         raise BadInput(f"--seq must be {MIN_TINY_SEQ}..{MAX_TINY_SEQ} tokens for tiny models (default {TINY_SEQ}), "
                        f"got {seq}")  # fmt: skip
-    noise_seeds = getattr(args, "noise_seeds", NOISE_SEEDS)
+    noise_seeds = opts.noise_seeds
     if noise_seeds is None or not 0 <= noise_seeds <= 16:
         raise BadInput(f"--noise-seeds must be 0..16, got {noise_seeds}")
-    if args.steps is None or args.steps < 1:
-        raise BadInput(f"--steps must be >= 1, got {args.steps}")
-    if args.limit is not None and args.limit < 1:
-        raise BadInput(f"--limit must be >= 1, got {args.limit}")
-    if not (args.case_budget > 0 and math.isfinite(args.case_budget)):
-        raise BadInput(f"--case-budget must be a positive number of seconds, got {args.case_budget}")
-    pattern = None if args.filter is None else user_regex(args.filter, "--filter")
-    backend = check_backend(args.compile_backend or device.default_compile_backend)
+    if opts.steps is None or opts.steps < 1:
+        raise BadInput(f"--steps must be >= 1, got {opts.steps}")
+    if opts.limit is not None and opts.limit < 1:
+        raise BadInput(f"--limit must be >= 1, got {opts.limit}")
+    if not (opts.case_budget > 0 and math.isfinite(opts.case_budget)):
+        raise BadInput(f"--case-budget must be a positive number of seconds, got {opts.case_budget}")
+    pattern = None if opts.filter is None else user_regex(opts.filter, "--filter")
+    backend = check_backend(opts.compile_backend or device.default_compile_backend)
     if sweep:
-        return zoo_sweep.build_cases(args, prec, backend, noise_seeds, pattern)
-    baseline = load_baseline(args.baseline) if args.baseline else None
-    inputs = getattr(args, "inputs", "text") or "text"
-    entries = entries_for(args.source)
-    if args.source == "hf-causal" and not seq and inputs == "text" and not args.baseline and args.limit is None:
+        return zoo_sweep.build_cases(opts, opts.hub_fetch(options.common.db), prec, backend, noise_seeds, pattern)
+    baseline = load_baseline(opts.baseline) if opts.baseline else None
+    inputs = opts.inputs or "text"
+    entries = entries_for(opts.source)
+    if opts.source == "hf-causal" and not seq and inputs == "text" and not opts.baseline and opts.limit is None:
         entries += long_entries()  # the long rows of the default sweep (LONG)
-    entries = _select(entries, pattern, args)
+    entries = _select(entries, pattern, opts)
     if baseline is not None:
-        baseline.check_comparable([e.name for e in entries], prec.name, args.steps, args.baseline)
-    module_check = zoo_modules.from_arg(args)
+        baseline.check_comparable([e.name for e in entries], prec.name, opts.steps, opts.baseline)
+    module_check = zoo_modules.from_arg(opts.module_check)
     return [
         make_case(
             e,
             prec.name,
-            args.steps,
+            opts.steps,
             backend,
-            args.case_budget,
-            args.seed,
+            opts.case_budget,
+            opts.seed,
             baseline,
             noise_seeds,
             module_check,
@@ -216,52 +223,52 @@ def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
     ]
 
 
-def _select(entries: list[Any], pattern: Any, args: argparse.Namespace) -> list[Any]:
+def _select(entries: list[Any], pattern: Any, opts: ZooOptions) -> list[Any]:
     """The entries --filter keeps, cut to --limit; none left is bad input."""
     if pattern is not None:
         entries = [e for e in entries if pattern.search(e.name)]
-    if args.limit is not None:
-        entries = entries[: args.limit]
+    if opts.limit is not None:
+        entries = entries[: opts.limit]
     if not entries:
-        raise BadInput(f"zoo: no model of --source {args.source} matches --filter {args.filter!r}")
+        raise BadInput(f"zoo: no model of --source {opts.source} matches --filter {opts.filter!r}")
     return entries
 
 
-def build_full_cases(args: argparse.Namespace, prec: Precision, device: Device) -> list[Case]:
+def build_full_cases(opts: ZooOptions, prec: Precision, device: Device) -> list[Case]:
     """--size full: Hub ids or catalogue entries at their real size (zoo/full.py)."""
     from bringup.hub import refs
 
-    if args.steps < 1:
-        raise BadInput(f"--steps must be >= 1, got {args.steps}")
-    if args.batch < 1 or args.seq < 2:
-        raise BadInput(f"--batch must be >= 1 and --seq >= 2, got {args.batch} and {args.seq}")
-    if args.limit is not None and args.limit < 1:
-        raise BadInput(f"--limit must be >= 1, got {args.limit}")
-    timeout = args.case_budget
+    if opts.steps < 1:
+        raise BadInput(f"--steps must be >= 1, got {opts.steps}")
+    if opts.batch < 1 or opts.seq < 2:
+        raise BadInput(f"--batch must be >= 1 and --seq >= 2, got {opts.batch} and {opts.seq}")
+    if opts.limit is not None and opts.limit < 1:
+        raise BadInput(f"--limit must be >= 1, got {opts.limit}")
+    timeout = opts.case_budget
     if not (timeout > 0 and math.isfinite(timeout)):
-        raise BadInput(f"--case-budget must be a positive number of seconds, got {args.case_budget}")
-    pattern = None if args.filter is None else user_regex(args.filter, "--filter")
-    backend = check_backend(args.compile_backend or device.default_compile_backend)
-    reference = args.reference or ("baseline" if args.baseline else "cpu")
-    if reference == "baseline" and not args.baseline:
+        raise BadInput(f"--case-budget must be a positive number of seconds, got {opts.case_budget}")
+    pattern = None if opts.filter is None else user_regex(opts.filter, "--filter")
+    backend = check_backend(opts.compile_backend or device.default_compile_backend)
+    reference = opts.reference or ("baseline" if opts.baseline else "cpu")
+    if reference == "baseline" and not opts.baseline:
         raise BadInput("--reference baseline needs --baseline BUNDLE (an exported full-size run of the same ids)")
-    entries = [e for e in entries_for(args.source) if e.source in ("hub", "hub-top")]
+    entries = [e for e in entries_for(opts.source) if e.source in ("hub", "hub-top")]
     if not entries:
-        raise BadInput(f"--size full: --source {args.source} lists no Hub model (use hub-top, hub:ORG/NAME or a "
+        raise BadInput(f"--size full: --source {opts.source} lists no Hub model (use hub-top, hub:ORG/NAME or a "
                        "file of ids)")  # fmt: skip
-    entries = _select(entries, pattern, args)
-    if reference == "none" and backend == "none" and not args.baseline:
+    entries = _select(entries, pattern, opts)
+    if reference == "none" and backend == "none" and not opts.baseline:
         raise BadInput("--reference none with --compile-backend none and no --baseline: nothing would judge the "
                        "run's numerics")  # fmt: skip
     weights = {e.name: "cache" if e.source == "hub" and refs.weight_files(refs.parse_ref(e.model, "hub")) else "random"
                for e in entries}  # fmt: skip
-    baseline = load_baseline(args.baseline) if args.baseline else None
+    baseline = load_baseline(opts.baseline) if opts.baseline else None
     cases = []
     for e in entries:
-        params = full_params(e.source, e.model, e.task, prec.name, args.steps, backend, weights[e.name], reference,
-                             args)  # fmt: skip
+        params = full_params(e.source, e.model, e.task, prec.name, opts.steps, backend, weights[e.name], reference,
+                             opts)  # fmt: skip
         if baseline is not None:
-            params["baseline"] = baseline.full_entry_for(e.name, params, args.baseline)
+            params["baseline"] = baseline.full_entry_for(e.name, params, opts.baseline)
         cases.append(Case("zoo", e.name, params, FULL_ENTRY, budget_s=timeout, isolated=True))
     return cases
 

@@ -40,7 +40,6 @@ register_suite(
         title="Model zoo",
         section=zoo_section.render,
         metrics=specs("params", "graph_breaks", "max_rel_err", "loss_divergence", "compile_s", "peak_mem_bytes"),
-        record_plan=zoo_sweep.record_plan,
         summarize_stored=zoo_sweep.summarize_stored,
     )
 )

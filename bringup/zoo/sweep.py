@@ -14,40 +14,42 @@ configs -> one signature per distinct computation) -> one case per signature -> 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bringup.api import PlannedCases
 from bringup.case import Case
 from bringup.errors import BadInput
 from bringup.hub import fetch as hf
 from bringup.hub import plan as hub_plan
+from bringup.hub.flags import HubFetch
 from bringup.hub.plan import IdPlan
 from bringup.precision import Precision
-from bringup.zoo.args import FULL_BATCH, FULL_SEQ
+from bringup.zoo.args import FULL_BATCH, FULL_SEQ, ZooOptions
 
 
-def check_options(args: argparse.Namespace) -> None:
+def check_options(opts: ZooOptions) -> None:
     """Hub-sweep and full-size options that make no sense elsewhere, and bad values: BadInput before any work."""
-    sweep = hub_plan.is_sweep(getattr(args, "source", None))
-    if getattr(args, "full_top", 0) and not sweep:
+    sweep = hub_plan.is_sweep(opts.source)
+    if opts.full_top and not sweep:
         raise BadInput("--full-top needs a Hub sweep source (hub-search:QUERY or hub-list:FILE)")
-    if (getattr(args, "full_top", 0) or 0) < 0:
-        raise BadInput(f"--full-top must be >= 0, got {args.full_top}")
-    if getattr(args, "nproc", 1) < 1:
-        raise BadInput(f"--nproc must be >= 1, got {args.nproc}")
-    mem = getattr(args, "device_memory", None)
+    if (opts.full_top or 0) < 0:
+        raise BadInput(f"--full-top must be >= 0, got {opts.full_top}")
+    if opts.nproc < 1:
+        raise BadInput(f"--nproc must be >= 1, got {opts.nproc}")
+    mem = opts.device_memory
     if mem is not None and not (mem > 0 and math.isfinite(mem)):
         raise BadInput(f"--device-memory must be a positive number of GiB, got {mem}")
-    full = getattr(args, "size", "tiny") == "full" or bool(getattr(args, "full_top", 0))
-    if not full and (getattr(args, "nproc", 1) > 1 or mem is not None):
+    full = opts.size == "full" or bool(opts.full_top)
+    if not full and (opts.nproc > 1 or mem is not None):
         raise BadInput("--nproc and --device-memory apply to full-size runs (--size full, or --full-top K in a Hub "
                        "sweep); tiny models run on one device")  # fmt: skip
-    batch, seq, nproc = getattr(args, "batch", None), getattr(args, "seq", None), getattr(args, "nproc", 1)
+    batch, seq, nproc = opts.batch, opts.seq, opts.nproc
     batch = FULL_BATCH if batch is None else batch
     seq = FULL_SEQ if seq is None else seq
     if full and (batch < 1 or seq < 2):
@@ -55,7 +57,7 @@ def check_options(args: argparse.Namespace) -> None:
     if full and nproc > 1 and batch % nproc:
         raise BadInput(f"--batch {batch} does not split over --nproc {nproc} ranks (each rank takes batch / nproc "
                        f"rows of the global batch): use a multiple of {nproc}")  # fmt: skip
-    hub_plan.check_rate(args)
+    hub_plan.check_rate(opts.hub_rate)
 
 
 def check_ranks(nproc: int, device: Any) -> None:
@@ -87,36 +89,35 @@ def signature_cases(plan: IdPlan, dtype: str, steps: int, backend: str, timeout:
     return cases, case_of
 
 
-def build_cases(args: argparse.Namespace, prec: Precision, backend: str, noise_seeds: int,
-                pattern: re.Pattern[str] | None) -> list[Case]:  # fmt: skip
-    """The sweep's cases: a tiny case per signature, most downloaded first, then the --full-top cases.
-    The id rows are kept on `args.hub_plan` for `record_plan`."""
-    check_options(args)
-    baseline = _baseline(args, prec) if args.baseline else None
-    entries = hub_plan.fetch_entries(args, pattern)
+def build_cases(opts: ZooOptions, fetch: HubFetch, prec: Precision, backend: str, noise_seeds: int,
+                pattern: re.Pattern[str] | None) -> PlannedCases:  # fmt: skip
+    """The sweep's cases: a tiny case per signature, most downloaded first, then the --full-top cases; their
+    `record` stores the id rows beside them (`record_plan`)."""
+    check_options(opts)
+    baseline = _baseline(opts, prec) if opts.baseline else None
+    entries = hub_plan.fetch_entries(fetch, pattern)
     plan = hub_plan.plan_ids(entries)
     sigs = plan.order()
     if not sigs:
-        raise BadInput(f"zoo: none of the {len(plan.rows)} id(s) of --source {args.source} has a usable config "
+        raise BadInput(f"zoo: none of the {len(plan.rows)} id(s) of --source {opts.source} has a usable config "
                        f"({hub_plan.failure_line(plan)})")  # fmt: skip
     if baseline is not None:
-        baseline.check_shared(sigs, prec.name, args.steps, args.baseline)
+        baseline.check_shared(sigs, prec.name, opts.steps, opts.baseline)
     from bringup.zoo.modules import from_arg
 
-    cases, case_of = signature_cases(plan, prec.name, args.steps, backend, args.case_budget, args.seed, noise_seeds,
-                                     baseline, from_arg(args))  # fmt: skip
-    full_of = _full_cases(args, prec, backend, plan, sigs, cases)
+    cases, case_of = signature_cases(plan, prec.name, opts.steps, backend, opts.case_budget, opts.seed, noise_seeds,
+                                     baseline, from_arg(opts.module_check))  # fmt: skip
+    full_of = _full_cases(opts, prec, backend, plan, sigs, cases)
     for row in plan.rows:
         row["case_id"] = case_of.get(row["signature"] or "")
         row["full_case_id"] = full_of.get(row["full_key"] or "")
-    args.hub_plan = plan
     hf.printer()(f"hub: {len(plan.rows)} id(s) -> {len(sigs)} distinct signature(s) ({plan.signed} config(s) signed)"
                  f"; config failures: {hub_plan.failure_line(plan) or 'none'}"
                  + (f"; {len(set(full_of.values()))} at full size" if full_of else ""))  # fmt: skip
-    return cases
+    return PlannedCases(cases, record_plan(plan))
 
 
-def _full_cases(args: argparse.Namespace, prec: Precision, backend: str, plan: IdPlan, sigs: list[str],
+def _full_cases(opts: ZooOptions, prec: Precision, backend: str, plan: IdPlan, sigs: list[str],
                 cases: list[Case]) -> dict[str, str]:  # fmt: skip
     """--full-top K: the K most downloaded signatures at real size, each on its most downloaded id; returns
     full_key -> case id (the ids a full-size verdict fans out to)."""
@@ -124,10 +125,10 @@ def _full_cases(args: argparse.Namespace, prec: Precision, backend: str, plan: I
     from bringup.zoo.args import FULL_STEPS, FULL_TIMEOUT
     from bringup.zoo.cases import FULL_ENTRY, full_params
 
-    k = int(getattr(args, "full_top", 0) or 0)
+    k = int(opts.full_top or 0)
     if not k:
         return {}
-    reference = args.reference or "cpu"
+    reference = opts.reference or "cpu"
     if reference == "baseline":
         raise BadInput("--full-top: --reference baseline is not offered for Hub sweeps (the bundle is compared per "
                        "signature at tiny size); use cpu or none")  # fmt: skip
@@ -144,7 +145,7 @@ def _full_cases(args: argparse.Namespace, prec: Precision, backend: str, plan: I
         except BadInput:
             weights = "random"
         params = full_params("hub-cfg", name, plan.sigs[sig].task, prec.name, FULL_STEPS, backend, weights, reference,
-                             args, hub_config=raw, signature=sig)  # fmt: skip
+                             opts, hub_config=raw, signature=sig)  # fmt: skip
         c = Case("zoo", f"{name} [full]", params, FULL_ENTRY, budget_s=FULL_TIMEOUT,
                  isolated=True)  # fmt: skip
         cases.append(c)
@@ -152,10 +153,9 @@ def _full_cases(args: argparse.Namespace, prec: Precision, backend: str, plan: I
     return out
 
 
-def record_plan(store: Any, run_id: str, args: argparse.Namespace) -> None:
-    plan: IdPlan | None = getattr(args, "hub_plan", None)
-    if plan is not None:
-        store.record_hub_ids(run_id, plan.rows)
+def record_plan(plan: IdPlan) -> Callable[[Any, str], None]:
+    """record(store, run_id): the sweep's id rows stored beside its cases, once the run row exists."""
+    return lambda store, run_id: store.record_hub_ids(run_id, plan.rows)
 
 
 # ---- --baseline per signature ---------------------------------------------------------------------
@@ -181,14 +181,14 @@ class SigBaseline:
         return self.index.entry_for(sig, dtype, steps)  # type: ignore[no-any-return]
 
 
-def _baseline(args: argparse.Namespace, prec: Precision) -> SigBaseline:
+def _baseline(opts: ZooOptions, prec: Precision) -> SigBaseline:
     from bringup.zoo.baseline import load_baseline
 
-    idx = load_baseline(args.baseline)
+    idx = load_baseline(opts.baseline)
     by_sig = {str(r.params["signature"]): r for r in idx.by_name.values() if r.params.get("signature")
               and r.params.get("size", "tiny") != "full"}  # fmt: skip
     if not by_sig:
-        raise BadInput(f"--baseline {args.baseline}: the bundle has no Hub-sweep results (no signatures): export "
+        raise BadInput(f"--baseline {opts.baseline}: the bundle has no Hub-sweep results (no signatures): export "
                        "a `zoo --source hub-search:... / hub-list:...` run")  # fmt: skip
     return SigBaseline(idx.path, dataclasses.replace(idx, by_name=by_sig))
 

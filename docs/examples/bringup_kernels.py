@@ -18,12 +18,13 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from bringup.api import MetricSpec, Page, Suite, register_suite, specs
+from bringup.api import CommandOptions, MetricSpec, Options, Page, Suite, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.checks.parity import ParityReport, parity
@@ -48,12 +49,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="fp32", help="fp32 | bf16 | fp16 (default fp32)")
 
 
+@dataclass(frozen=True)
+class KernelsOptions(CommandOptions):
+    """The command's options, typed and frozen: one field per dest add_arguments gives (bringup's face builds
+    them once from the command line; build_cases reads them, never a Namespace)."""
+
+    kernels: str = "all"
+    rows: int = 256
+    dtype: str = "fp32"
+
+
 def _cases(names: Sequence[str], rows: int, dtype: str) -> list[Case]:
     return [Case("kernels", f"{k}.{dtype}", {"kernel": k, "rows": rows, "cols": 512, "dtype": dtype},
                  f"{__name__}:run_kernel", 120) for k in names]  # fmt: skip
 
 
-def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+def build_cases(options: Options, device: Device) -> list[Case]:
+    args = options.of(KernelsOptions)
     names = list(KERNELS) if args.kernels == "all" else [k.strip() for k in args.kernels.split(",") if k.strip()]
     bad = [k for k in names if k not in KERNELS]
     if bad:
@@ -118,4 +130,5 @@ def section(results: Sequence[CaseResult], page: Page) -> str | None:
 
 register_suite(Suite(name="kernels", help=HELP, add_arguments=add_arguments, build_cases=build_cases,
                      run_cases=run_cases, summarize=summarize, order=65, title="Backend kernels",
-                     section=section, metrics=(KERNEL_MS, *specs("max_abs_err", "max_rel_err"))))  # fmt: skip
+                     section=section, metrics=(KERNEL_MS, *specs("max_abs_err", "max_rel_err")),
+                     options=KernelsOptions))  # fmt: skip

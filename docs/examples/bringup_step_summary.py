@@ -16,16 +16,35 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bringup.api import AfterRun, BadInput, CaseResult, Finished, PostRun, Status, Step, register_post_run
+from bringup.api import (
+    AfterRun,
+    BadInput,
+    CaseResult,
+    CommandOptions,
+    Finished,
+    Options,
+    PostRun,
+    Status,
+    Step,
+    register_post_run,
+)
 
 
 def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     """Global and after every command that runs cases (`suppress`: the copy after the sub-command)."""
     p.add_argument("--step-summary", metavar="FILE", default=argparse.SUPPRESS if suppress else None,
                    help="append a Markdown summary of the run to FILE (e.g. $GITHUB_STEP_SUMMARY)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StepSummaryOptions(CommandOptions):
+    """The step's options, typed and frozen (add_options' dests): the run's Options hold them under its name."""
+
+    step_summary: str | None = None
 
 
 def markdown(run_id: str, device: str, results: Sequence[CaseResult]) -> str:
@@ -54,9 +73,10 @@ class StepSummary(Step):
         return Finished({"step_summary": str(self.path)})
 
 
-def prepare(args: argparse.Namespace, device: Any) -> StepSummary | None:
+def prepare(options: Options, device: Any) -> StepSummary | None:
     """None without --step-summary; a FILE whose folder is missing is one line and exit 2, before any work."""
-    path = getattr(args, "step_summary", None)
+    opts = options.part("step-summary", StepSummaryOptions)
+    path = opts.step_summary if opts is not None else None
     if path is None:
         return None
     p = Path(path).expanduser()
@@ -65,4 +85,4 @@ def prepare(args: argparse.Namespace, device: Any) -> StepSummary | None:
     return StepSummary(p)
 
 
-register_post_run(PostRun("step-summary", add_options, prepare, order=50))
+register_post_run(PostRun("step-summary", add_options, prepare, order=50, options=StepSummaryOptions))

@@ -51,7 +51,7 @@ def render(bundle: Path = BUNDLE) -> str:
     from bringup.case import Status
     from bringup.console import final_line, progress_line, run_line, short_reason, totals_line
     from bringup.flow import summarize_by_suite
-    from bringup.orchestrate import describe
+    from bringup.orchestrate import RunCommandOptions, describe
     from bringup.outcomes import OUTCOMES, outcome
     from bringup.report.portable import portable
     from bringup.store import DEFAULT_DB
@@ -64,7 +64,7 @@ def render(bundle: Path = BUNDLE) -> str:
     con = Console(file=buf, width=WIDTH, color_system=None, force_terminal=False, highlight=False,
                   soft_wrap=True, emoji=False)  # fmt: skip
 
-    con.print(describe(results, argparse.Namespace(full=bool(opts.get("full")), skip=opts.get("skip") or "")))  # type: ignore[arg-type]
+    con.print(describe(results, RunCommandOptions(full=bool(opts.get("full")), skip=opts.get("skip") or "")))
     db = opts.get("db") or DEFAULT_DB  # the run gave no --db: the default store
     con.print(run_line(run.run_id, run.device, run.device_name, len(results), db), markup=False)
     last = 0

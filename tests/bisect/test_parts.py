@@ -104,12 +104,12 @@ def test_the_cache_drops_least_recently_used_envs_not_in_use(tmp_path: Path) -> 
 
 
 def test_options_are_built_once_and_round_trip(tmp_path: Path) -> None:
-    from bringup.bisect.args import BisectOptions, add_arguments
+    from bringup.bisect.args import BisectArgs, BisectOptions, add_arguments
 
     p = argparse.ArgumentParser()
     add_arguments(p)
     ns = p.parse_args(["repro.py", "--between", "torch==2.9.0", "torch", "--repeat", "3", "--env-cache", str(tmp_path)])
-    opts = BisectOptions.from_args(ns)
+    opts = BisectOptions.from_args(BisectArgs.take(vars(ns)))
     assert opts.between == ("torch==2.9.0", "torch") and opts.repeat == 3 and opts.env_cache == str(tmp_path)
     assert BisectOptions.from_json(json.loads(json.dumps(opts.to_json()))) == opts
 

@@ -239,7 +239,7 @@ def test_hub_sweep_bad_inputs(
     """Planning refuses bad input before any work (BadInput: one line, exit 2): checked in process through the
     real parser and the suite's planning, and through the CLI for two of them."""
     from bringup.api import get_suite
-    from bringup.cli import build_parser
+    from bringup.cli import build_parser, parse_options
     from bringup.device import Device
     from bringup.errors import BadInput
 
@@ -264,9 +264,9 @@ def test_hub_sweep_bad_inputs(
         (["zoo", "--source", "hub-top", "--size", "full", "--nproc", "4", "--batch", "6"], "use a multiple of 4"),
         (["zoo", "--source", "hub-search:", "--full-top", "1", "--seq", "1"], "--seq >= 2"),
     ):  # fmt: skip
-        args_ns = build_parser().parse_args(["--db", db, *args])
+        opts = parse_options(["--db", db, *args])
         with pytest.raises(BadInput, match=needle.replace("+", r"\+")):
-            suite.build_cases(args_ns, Device("cpu"))
+            suite.build_cases(opts, Device("cpu"))
     for flag, value in (("--nproc", "0"), ("--device-memory", "-1"), ("--hub-workers", "0")):  # by their types
         with pytest.raises(SystemExit) as exc:
             build_parser().parse_args(["--db", db, "zoo", "--source", "hub-search:", flag, value])
@@ -289,5 +289,4 @@ def test_hub_sweep_bad_inputs(
     assert_one_line_error(p, "not a bringup Hub index export")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(BadInput, match="HF_HUB_OFFLINE"):
-        suite.build_cases(build_parser().parse_args(["--db", db, "zoo", "--source", "hub-search:never"]),
-                          Device("cpu"))  # fmt: skip
+        suite.build_cases(parse_options(["--db", db, "zoo", "--source", "hub-search:never"]), Device("cpu"))

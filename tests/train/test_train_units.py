@@ -3,7 +3,6 @@ compile-metric breakdown, the fast-start advice, the memory estimate. No worker 
 
 from __future__ import annotations
 
-import argparse
 import math
 
 import pytest
@@ -12,8 +11,10 @@ import torch
 from bringup.case import CaseResult, Status
 from bringup.errors import BadInput
 from bringup.models import lm
+from bringup.options import Options
 from bringup.train import compile_metrics, numerics, summary
 from bringup.train import suite as train
+from bringup.train.args import TrainOptions
 from bringup.train.spec import TrainSpec
 
 
@@ -44,12 +45,9 @@ def test_flops_per_token_qwen3_32b_by_hand() -> None:
     assert lm.flops_per_token(meta, 4096) == qwen3_32b_by_hand(4096)[1]
 
 
-def _args(**kw: object) -> argparse.Namespace:
-    base = dict(model=None, override=[], modes=None, steps=None, warmup=None, batch=None, seq=None, dtype=None,
-                compile_backend=None, cache=None, nproc=None, compile_budget=None, case_budget=3600.0, lr=None,
-                loss_rtol=None, flops_only=False)  # fmt: skip
-    base.update(kw)
-    return argparse.Namespace(**base)
+def _args(**kw: object) -> Options:
+    """`bringup train`'s options with `kw` given (the others at their defaults, as the parser gives them)."""
+    return Options(command=TrainOptions(**kw))  # type: ignore[arg-type]
 
 
 CPU = __import__("bringup.device", fromlist=["Device"]).Device("cpu")

@@ -4,7 +4,6 @@ everywhere, and the choice reaches the case params only when it was given."""
 
 from __future__ import annotations
 
-import argparse
 from types import SimpleNamespace
 
 from bringup.device.adapter import EAGER, LAZY
@@ -25,7 +24,7 @@ def test_auto_is_off_on_lazy_devices_only() -> None:
 def test_the_choice_reaches_the_params_only_when_given() -> None:
     e = zoo.Entry("llama", "llama", "causal-lm")
     for arg, want in (("auto", None), ("on", True), ("off", False)):
-        value = zoo_modules.from_arg(argparse.Namespace(module_check=arg))
+        value = zoo_modules.from_arg(arg)
         assert value is want
         c = zoo.make_case(e, "bf16", 4, "inductor", 60.0, module_check=value)
         assert c.params.get("module_check") is want

@@ -173,15 +173,11 @@ def offline_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def plan(*argv: str) -> list[Any]:
-    import argparse
-
+    from bringup.cli import parse_options
     from bringup.device import resolve_device
-    from bringup.zoo import args as za
     from bringup.zoo import plan as zp
 
-    p = argparse.ArgumentParser()
-    za.add_arguments(p)
-    return zp.build_cases(p.parse_args(list(argv)), resolve_device("cpu"))
+    return zp.build_cases(parse_options(["zoo", *argv]), resolve_device("cpu"))
 
 
 def test_planning_bad_input_is_one_clear_line(offline_cache: Path, tmp_path: Path) -> None:

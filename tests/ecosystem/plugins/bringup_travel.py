@@ -5,19 +5,18 @@ exported bundle do with them."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bringup.api import Suite, register_suite
+from bringup.api import Options, Suite, register_suite
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 
 
-def build_cases(args: argparse.Namespace, device: Device) -> list[Case]:
+def build_cases(options: Options, device: Device) -> list[Case]:
     return [Case("travel", "paths", {"n": 1}, f"{__name__}:run_paths", 60)]
 
 

@@ -1,0 +1,161 @@
+"""One frozen, typed options dataclass per command (issue 46 item 1): the face (bringup/cli.py) builds them once
+from argv; nothing below it sees argparse's Namespace or changes an option.
+
+- no function in bringup/ but the face's has a parameter or a return annotated `argparse.Namespace` (argparse's
+  own Action callbacks, which argparse calls while parsing, aside);
+- every command's dataclass is frozen and its fields are the dests its parser gives (those it leaves to the global
+  options aside: `compare --json` is the global --json's dest), and so are each post-run step's and run option's;
+- every command line builds (`build_options`) and stores the same option keys the Namespace had.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from bringup import api
+from bringup.cli import _commands, build_options, build_parser, command_options, parse_options
+from bringup.options import CommandOptions, GlobalOptions, Options, parser_dests
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "bringup"
+
+# The least each command needs to parse (its required arguments).
+ARGV: dict[str, list[str]] = {
+    "compare": ["compare", "a", "b"],
+    "port": ["port", "x.py"],
+    "localize": ["localize", "gpt2"],
+    "expect": ["expect", "import", "x.csv", "--out", "x.yaml"],
+    "hub": ["hub", "plan", "--source", "hub-list:x"],
+    "export": ["export", "--out", "x.json"],
+}
+# Commands whose actions are sub-commands with dests of their own (none of them stores a run).
+SUB_ACTIONS = ("expect", "hub")
+
+
+def _namespace_annotated(node: ast.expr | None) -> bool:
+    return node is not None and "Namespace" in ast.unparse(node)
+
+
+def _argparse_callbacks(tree: ast.Module) -> set[int]:
+    """ids of the methods of argparse.Action subclasses (argparse calls them with its Namespace while parsing)."""
+    out: set[int] = set()
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef) and any("Action" in ast.unparse(b) for b in cls.bases):
+            out |= {id(f) for f in cls.body if isinstance(f, ast.FunctionDef)}
+    return out
+
+
+def test_no_namespace_below_the_face() -> None:
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "bringup/cli.py":
+            continue
+        tree = ast.parse(path.read_text())
+        callbacks = _argparse_callbacks(tree)
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or id(fn) in callbacks:
+                continue
+            a = fn.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)]
+            if any(_namespace_annotated(p.annotation) for p in params) or _namespace_annotated(fn.returns):
+                found.append(f"{rel}:{fn.lineno} {fn.name}")
+        for node in ast.walk(tree):  # a dataclass field or a variable typed as one
+            if isinstance(node, ast.AnnAssign) and _namespace_annotated(node.annotation):
+                found.append(f"{rel}:{node.lineno}")
+    assert not found, found
+
+
+def _adders() -> dict[str, object]:
+    """Every command's add_arguments: the face's and the tools' modules, the suites' faces."""
+    out: dict[str, object] = {n: importlib.import_module(mod).add_arguments for n, (mod, _) in _commands().items()}
+    for c in api.commands():
+        out.setdefault(c.name, c.add_arguments)
+    return out
+
+
+def _frozen(cls: type) -> None:
+    assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls  # type: ignore[attr-defined]
+    assert issubclass(cls, CommandOptions), cls
+
+
+@pytest.mark.parametrize("name", sorted(_adders()))
+def test_each_command_has_its_frozen_dataclass_of_its_dests(name: str) -> None:
+    cls = command_options(name)
+    assert cls is not None, f"{name}: no options dataclass (OPTIONS in its module, or its face's)"
+    _frozen(cls)
+    own = set(parser_dests(_adders()[name]))
+    if name == "run":  # the capabilities' run options are theirs (Options.parts)
+        own -= {d for o in api.run_options() for d in parser_dests(o.add_arguments)}
+    fields = set(cls.dests())
+    assert fields <= own, f"{name}: fields the parser does not give: {sorted(fields - own)}"
+    assert own - fields <= set(GlobalOptions.dests()), f"{name}: dests without a field: {sorted(own - fields)}"
+
+
+def test_post_run_steps_and_run_options_have_theirs() -> None:
+    for step in api.post_runs():
+        assert step.options is not None, step.name
+        _frozen(step.options)
+        assert set(step.options.dests()) == set(parser_dests(partial(step.add_options, suppress=False))), step.name
+    for o in api.run_options():
+        assert o.options is not None, o.name
+        _frozen(o.options)
+        assert set(o.options.dests()) == set(parser_dests(o.add_arguments)), o.name
+
+
+@pytest.mark.parametrize("name", sorted(_adders()))
+def test_every_command_line_builds_and_stores_the_namespace_keys(name: str) -> None:
+    argv = ARGV.get(name, [name])
+    ns = build_parser().parse_args(argv)
+    opts = build_options(ns)
+    assert isinstance(opts.command, command_options(name))  # type: ignore[arg-type]
+    stored, given = opts.as_dict(), {k: list(v) if isinstance(v, tuple) else v for k, v in vars(ns).items()}
+    if name in SUB_ACTIONS:  # one dataclass for every action: the other actions' fields at their defaults
+        defaults = {f.name: f.default for f in dataclasses.fields(opts.command)}
+        assert {k: v for k, v in stored.items() if k not in given} == {k: defaults[k] for k in stored.keys() - given}
+        stored = {k: v for k, v in stored.items() if k in given}
+    assert stored == given
+
+
+def test_options_are_frozen() -> None:
+    opts = parse_options(["zoo", "--steps", "3"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.command.steps = 4  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.common.workers = 2  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.command = opts.common  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        opts.parts["expect"] = opts.common  # type: ignore[index]
+
+
+def test_zoo_planning_resolves_a_copy() -> None:
+    """--size full's defaults (--steps, --case-budget, --batch, --seq) are resolved into a copy, never written back."""
+    from bringup.zoo.args import FULL_BATCH, FULL_SEQ, FULL_STEPS, FULL_TIMEOUT, ZooOptions
+    from bringup.zoo.plan import resolved
+
+    given = parse_options(["zoo", "--size", "full", "--source", "hub-top"]).of(ZooOptions)
+    got = resolved(given)
+    assert (got.steps, got.case_budget, got.batch, got.seq) == (FULL_STEPS, FULL_TIMEOUT, FULL_BATCH, FULL_SEQ)
+    assert (given.steps, given.case_budget, given.batch, given.seq) == (None, None, None, None)
+
+
+def test_a_plugin_without_a_class_gets_one_from_its_dests() -> None:
+    def add(p: object) -> None:
+        p.add_argument("--widgets", default="all")  # type: ignore[attr-defined]
+
+    api.register_suite(api.Suite(name="widgets_t", help="a test suite", add_arguments=add))
+    try:
+        opts = parse_options(["widgets_t", "--widgets", "a,b"])
+        assert opts.command.widgets == "a,b"  # type: ignore[attr-defined]
+        assert isinstance(opts, Options) and dataclasses.is_dataclass(opts.command)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            opts.command.widgets = "c"  # type: ignore[attr-defined]
+    finally:
+        api.unregister_suite("widgets_t")
