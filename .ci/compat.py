@@ -79,8 +79,9 @@ def release(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def run(cmd: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None,
-        timeout: float = 900) -> tuple[int, str]:  # fmt: skip
+def run(
+    cmd: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 900
+) -> tuple[int, str]:
     """Run cmd, output to log (appended); (exit code, output)."""
     with log.open("a") as f:
         f.write(f"$ {' '.join(cmd)}\n")
@@ -152,8 +153,16 @@ class EnvRun:
                 _, out = run(ver, log, self.work, self.env)
                 if release(out.strip()) != release(declared_floor()):
                     return False, f"pip install bringup replaced torch {declared_floor()} with {out.strip()}"
-        rc, out = run([self.bin("python"), "-c", "import torch, bringup, sys; print('TORCH', torch.__version__); "
-                       "print('FROM', bringup.__file__)"], log, self.work, self.env)  # fmt: skip
+        rc, out = run(
+            [
+                self.bin("python"),
+                "-c",
+                "import torch, bringup, sys; print('TORCH', torch.__version__); print('FROM', bringup.__file__)",
+            ],
+            log,
+            self.work,
+            self.env,
+        )
         m = re.search(r"^TORCH (\S+)", out, re.M)
         if rc != 0 or not m:
             return False, "import torch, bringup failed"
@@ -192,8 +201,23 @@ class EnvRun:
         return rc == 0, f"llama: {data.get('summary', {})}"
 
     def train(self, log: Path) -> tuple[bool, str]:
-        args = ["train", "--model", "qwen3-tiny", "--modes", "eager,compile", "--steps", "2", "--warmup", "1",
-                "--batch", "1", "--seq", "32", "--json", "train.json"]  # fmt: skip
+        args = [
+            "train",
+            "--model",
+            "qwen3-tiny",
+            "--modes",
+            "eager,compile",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--batch",
+            "1",
+            "--seq",
+            "32",
+            "--json",
+            "train.json",
+        ]
         rc, _ = self.bringup(args, log)
         data = json.loads((self.work / "train.json").read_text()) if (self.work / "train.json").exists() else {}
         return rc == 0, f"{data.get('summary', {})}"
@@ -229,8 +253,13 @@ class EnvRun:
     def check(self) -> EnvResult:
         t0 = time.perf_counter()
         if self.res.steps["install"].ok:
-            for name, fn in (("devices", self.devices), ("smoke", self.smoke), ("zoo", self.zoo),
-                             ("train", self.train), ("port", self.port)):  # fmt: skip
+            for name, fn in (
+                ("devices", self.devices),
+                ("smoke", self.smoke),
+                ("zoo", self.zoo),
+                ("train", self.train),
+                ("port", self.port),
+            ):
                 self.step(name, fn)
             if self.name == "newest":
                 self.step("timm", self.timm_hint)

@@ -48,8 +48,9 @@ import torch
 from bringup.checks.module_rule import judge_tensor
 
 
-def layer_norm_grad(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, eps: float, d: float = 0.0,
-                    scalars: torch.dtype | None = None) -> torch.Tensor:  # fmt: skip
+def layer_norm_grad(
+    x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, eps: float, d: float = 0.0, scalars: torch.dtype | None = None
+) -> torch.Tensor:
     """The input gradient of layer_norm(x) * w for grad_out g, its projection term scaled by (1 - d);
     `scalars`: every per-row scalar (the mean, rsqrt, mean(g~), mean(g~ x^)) rounded to that dtype."""
     r = (lambda t: t.to(scalars).to(t.dtype)) if scalars is not None else (lambda t: t)
@@ -86,20 +87,32 @@ def main() -> None:
         ln = torch.nn.LayerNorm(m).to(bf16)
         ln.weight.data = w.to(bf16)
         ln(xb).backward(g.to(bf16))
-        runs = {"trusted (cpu eager bf16)": xb.grad.to(f64),
-                "correct (fp32, rounded once)": layer_norm_grad(x.float(), w.float(), g.float(), 1e-5).to(bf16).to(f64),
-                "correct (fp32, every per-row scalar rounded to bf16)":
-                    layer_norm_grad(x.float(), w.float(), g.float(), 1e-5, scalars=bf16).to(bf16).to(f64)}  # fmt: skip
+        runs = {
+            "trusted (cpu eager bf16)": xb.grad.to(f64),
+            "correct (fp32, rounded once)": layer_norm_grad(x.float(), w.float(), g.float(), 1e-5).to(bf16).to(f64),
+            "correct (fp32, every per-row scalar rounded to bf16)": layer_norm_grad(
+                x.float(), w.float(), g.float(), 1e-5, scalars=bf16
+            )
+            .to(bf16)
+            .to(f64),
+        }
         for d in (0.02, 0.04, 0.08):
             runs[f"bwd_norm@{d}"] = layer_norm_grad(x.float(), w.float(), g.float(), 1e-5, d).to(bf16).to(f64)
         scale = ref.pow(2).mean().sqrt()
         for name, got in runs.items():
             e = got - ref
             v = judge_tensor("grad.in.0", got, ref, runs["trusted (cpu eager bf16)"], bf16, covariate=x)
-            row = {"width": m, "rows": a.rows, "run": name, "rel_rmse": round(float(e.pow(2).mean().sqrt() / scale), 5),
-                   "structured": round(structured(e, x, ref), 5), "module_rule": "fail" if not v.ok else "pass",
-                   "by": v.check if not v.ok else "", "along_input": round(v.stat, 5) if v.check == "along" else None,
-                   "score": round(v.score, 2)}  # fmt: skip
+            row = {
+                "width": m,
+                "rows": a.rows,
+                "run": name,
+                "rel_rmse": round(float(e.pow(2).mean().sqrt() / scale), 5),
+                "structured": round(structured(e, x, ref), 5),
+                "module_rule": "fail" if not v.ok else "pass",
+                "by": v.check if not v.ok else "",
+                "along_input": round(v.stat, 5) if v.check == "along" else None,
+                "score": round(v.score, 2),
+            }
             print(json.dumps(row))
 
 

@@ -78,8 +78,14 @@ def main() -> int:
     print(f"{'command':32} {'median s':>9} {'min s':>7} {'x python':>9}   ({a.repeats} rounds)")
     for label, ts in times.items():
         med = statistics.median(ts)
-        rows.append({"command": label, "median_s": round(med, 4), "min_s": round(min(ts), 4),
-                     "ratio_to_python": round(med / floor, 2)})  # fmt: skip
+        rows.append(
+            {
+                "command": label,
+                "median_s": round(med, 4),
+                "min_s": round(min(ts), 4),
+                "ratio_to_python": round(med / floor, 2),
+            }
+        )
         print(f"{label:32} {med:9.3f} {min(ts):7.3f} {med / floor:9.1f}")
     print(f"load average (1 min): {load0:.2f} before, {load1:.2f} after; cores: {os.cpu_count()}")
     if a.json:

@@ -34,8 +34,26 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def one_run(a: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]:
-    cmd = [sys.executable, "-m", "bringup.cli", "--device", a.device, "train", "--model", a.model, "--cache", "all",
-           "--steps", str(a.steps), "--batch", str(a.batch), "--seq", str(a.seq), "--json", "out.json"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bringup.cli",
+        "--device",
+        a.device,
+        "train",
+        "--model",
+        a.model,
+        "--cache",
+        "all",
+        "--steps",
+        str(a.steps),
+        "--batch",
+        str(a.batch),
+        "--seq",
+        str(a.seq),
+        "--json",
+        "out.json",
+    ]
     if a.modes:
         cmd += ["--modes", a.modes]
     for o in a.override:
@@ -51,9 +69,14 @@ def one_run(a: argparse.Namespace, work: Path) -> dict[str, dict[str, float]]:
         if c["status"] in ("pass", "fallback") and c.get("job_ttfs_s"):
             ph = c.get("ttfs_phases") or {}
             k = (c.get("cache_layers") or {}).get("compiled_kernels") or {}
-            out[c["name"]] = {"job_ttfs_s": c["job_ttfs_s"], "step_s": c["step_s"],
-                              "tokens_per_s": c["tokens_per_s"], **ph, "kernels_supplied": k.get("supplied", -1),
-                              "kernels_built": k.get("built", -1)}  # fmt: skip
+            out[c["name"]] = {
+                "job_ttfs_s": c["job_ttfs_s"],
+                "step_s": c["step_s"],
+                "tokens_per_s": c["tokens_per_s"],
+                **ph,
+                "kernels_supplied": k.get("supplied", -1),
+                "kernels_built": k.get("built", -1),
+            }
         else:
             print(f"  {c['name']}: {c['status']} {c['reason']}")
     return out
@@ -87,14 +110,21 @@ def main() -> int:
     med = {n: {k: statistics.median(r[n][k] for r in runs) for k in runs[0][n]} for n in arms}
     model = " ".join([a.model, *a.override])
     print(f"\n{a.device} {model}, batch {a.batch} x seq {a.seq}, median of {a.repeats} run(s):")
-    print(f"  {'arm':18s} {'job 1st step s':>14s} {'load':>7s} {'build':>7s} {'mode':>7s} {'dynamo':>7s} "
-          f"{'aot':>7s} {'backend':>7s} {'rest':>7s} {'steady ms':>9s} {'tok/s':>9s} "
-          f"{'kernels supplied/built':>22s}")  # fmt: skip
+    print(
+        f"  {'arm':18s} {'job 1st step s':>14s} {'load':>7s} {'build':>7s} {'mode':>7s} {'dynamo':>7s} "
+        f"{'aot':>7s} {'backend':>7s} {'rest':>7s} {'steady ms':>9s} {'tok/s':>9s} "
+        f"{'kernels supplied/built':>22s}"
+    )
     for n, m in sorted(med.items(), key=lambda kv: kv[1]["job_ttfs_s"]):
-        ph = [m.get(k, 0.0) for k in ("load_artifact_s", "build_s", "apply_mode_s", "dynamo_s", "aot_autograd_s",
-                                      "backend_s", "run_s")]  # fmt: skip
-        print(f"  {n:18s} {m['job_ttfs_s']:14.2f} " + " ".join(f"{x:7.2f}" for x in ph)
-              + f" {m['step_s'] * 1e3:9.1f} {m['tokens_per_s']:9.0f} {_kernels(m):>22s}")  # fmt: skip
+        ph = [
+            m.get(k, 0.0)
+            for k in ("load_artifact_s", "build_s", "apply_mode_s", "dynamo_s", "aot_autograd_s", "backend_s", "run_s")
+        ]
+        print(
+            f"  {n:18s} {m['job_ttfs_s']:14.2f} "
+            + " ".join(f"{x:7.2f}" for x in ph)
+            + f" {m['step_s'] * 1e3:9.1f} {m['tokens_per_s']:9.0f} {_kernels(m):>22s}"
+        )
     rc = 0
     # the shipped artifacts: torch's mega-cache (compile-artifact) and the AOT-compiled function (aot-artifact)
     shipped = [n for n in ("compile-artifact", "aot-artifact") if n in med]
@@ -104,10 +134,13 @@ def main() -> int:
             art = med[n]
             r1 = cold["job_ttfs_s"] / art["job_ttfs_s"]
             r2 = art["tokens_per_s"] / cold["tokens_per_s"]
-            print(f"compile-cold / {n} time to first step: {r1:.2f}x (goal >= 10x)"
-                  + ("" if r1 >= 10 else "  BELOW GOAL"))  # fmt: skip
-            print(f"{n} tokens/s / compile-cold: {r2:.3f} (goal within 0.97-1.03)"
-                  + ("" if abs(r2 - 1) <= 0.03 else "  OUTSIDE GOAL"))  # fmt: skip
+            print(
+                f"compile-cold / {n} time to first step: {r1:.2f}x (goal >= 10x)" + ("" if r1 >= 10 else "  BELOW GOAL")
+            )
+            print(
+                f"{n} tokens/s / compile-cold: {r2:.3f} (goal within 0.97-1.03)"
+                + ("" if abs(r2 - 1) <= 0.03 else "  OUTSIDE GOAL")
+            )
         rc |= int(max(cold["job_ttfs_s"] / med[n]["job_ttfs_s"] for n in shipped) < 10)
     else:
         print("compile-cold / an artifact arm: not available (an arm did not pass)")
@@ -116,8 +149,10 @@ def main() -> int:
         best = min((n for n in med if n != "eager"), key=lambda n: med[n]["job_ttfs_s"], default=None)
         if best:
             r3 = med[best]["job_ttfs_s"] / med["eager"]["job_ttfs_s"]
-            print(f"best compiled arm ({best}) time to first step / eager's: {r3:.2f}x (goal <= 2x)"
-                  + ("" if r3 <= 2 else "  ABOVE GOAL"))  # fmt: skip
+            print(
+                f"best compiled arm ({best}) time to first step / eager's: {r3:.2f}x (goal <= 2x)"
+                + ("" if r3 <= 2 else "  ABOVE GOAL")
+            )
     return rc
 
 

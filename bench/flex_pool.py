@@ -63,8 +63,10 @@ def main() -> int:
     if args.cases:
         cases = cases[: args.cases]
     fresh_cases = [dataclasses.replace(c, isolated=True) for c in cases]
-    print(f"flex quick matrix: {len(cases)} cases, {args.workers} worker(s), {args.repeats} repeat(s), "
-          f"{'cold' if args.cold else 'warm'} on-disk compile cache")  # fmt: skip
+    print(
+        f"flex quick matrix: {len(cases)} cases, {args.workers} worker(s), {args.repeats} repeat(s), "
+        f"{'cold' if args.cold else 'warm'} on-disk compile cache"
+    )
     times: dict[str, list[float]] = {"pooled": [], "fresh": []}
     passed: dict[str, list[int]] = {"pooled": [], "fresh": []}
     with tempfile.TemporaryDirectory(prefix="bringup-bench-flex-") as tmp:

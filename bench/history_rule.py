@@ -37,8 +37,10 @@ def main() -> int:
     at = 20
     print(f"rule: {TIMING.describe()}")
     print(f"{a.trials} lines of {a.runs} runs each; a step at run {at}")
-    print(f"{'noise':<14} {'false moves/point':>18} {'outliers/point':>15} {'-10% caught':>12} {'-20% caught':>12}"
-          f" {'-40% caught':>12}")  # fmt: skip
+    print(
+        f"{'noise':<14} {'false moves/point':>18} {'outliers/point':>15} {'-10% caught':>12} {'-20% caught':>12}"
+        f" {'-40% caught':>12}"
+    )
     for name, draw in noises.items():
         false = outliers = judged = 0
         caught = {0.9: 0, 0.8: 0, 0.6: 0}

@@ -82,8 +82,17 @@ def synth_entries(n: int, seed: int) -> tuple[list[Entry], dict[str, int]]:
         mid = f"user{i % 9973}/model-{i}"
         dl = int(1e7 / (i + 1) ** 0.9)
         if k == "fail":
-            out.append(Entry(mid, "", None, rng.choice(("gated", "not_found_or_private", "missing_config",
-                                                        "bad_config")), "synthetic", dl, 0))  # fmt: skip
+            out.append(
+                Entry(
+                    mid,
+                    "",
+                    None,
+                    rng.choice(("gated", "not_found_or_private", "missing_config", "bad_config")),
+                    "synthetic",
+                    dl,
+                    0,
+                )
+            )
             continue
         if k == "copy":
             cfg = hs._noise(base, rng, mid)
@@ -140,18 +149,31 @@ def main() -> int:
         signer(cfg)
     per_sign = (time.perf_counter() - t) / max(1, a.worst)
     total = read_s + plan_s + cases_s
-    res = {"ids": a.ids, "mix": kinds, "generate_s": round(gen_s, 1), "read_index_s": round(read_s, 2),
-           "plan_s": round(plan_s, 2), "cases_s": round(cases_s, 2), "total_s": round(total, 2),
-           "signed": plan.signed, "signatures": len(plan.sigs), "cases": len(cases),
-           "config_failures": sum(1 for r in plan.rows if r["config_status"] != "ok"),
-           "ms_per_signing": round(per_sign * 1000, 2),
-           "worst_case_all_distinct_s": round(read_s + cases_s + a.ids * per_sign, 1)}  # fmt: skip
-    print(f"{a.ids} ids (mix {kinds}): read index {read_s:.1f} s, signatures + dedup {plan_s:.1f} s "
-          f"({plan.signed} configs signed, {per_sign * 1000:.2f} ms each), case list {cases_s:.1f} s: "
-          f"{total:.1f} s in all -> {len(plan.sigs)} signatures, {len(cases)} cases, "
-          f"{res['config_failures']} config failures")  # fmt: skip
-    print(f"worst case (every config.json distinct, extrapolated from {a.worst} signings): "
-          f"{res['worst_case_all_distinct_s']:.0f} s")  # fmt: skip
+    res = {
+        "ids": a.ids,
+        "mix": kinds,
+        "generate_s": round(gen_s, 1),
+        "read_index_s": round(read_s, 2),
+        "plan_s": round(plan_s, 2),
+        "cases_s": round(cases_s, 2),
+        "total_s": round(total, 2),
+        "signed": plan.signed,
+        "signatures": len(plan.sigs),
+        "cases": len(cases),
+        "config_failures": sum(1 for r in plan.rows if r["config_status"] != "ok"),
+        "ms_per_signing": round(per_sign * 1000, 2),
+        "worst_case_all_distinct_s": round(read_s + cases_s + a.ids * per_sign, 1),
+    }
+    print(
+        f"{a.ids} ids (mix {kinds}): read index {read_s:.1f} s, signatures + dedup {plan_s:.1f} s "
+        f"({plan.signed} configs signed, {per_sign * 1000:.2f} ms each), case list {cases_s:.1f} s: "
+        f"{total:.1f} s in all -> {len(plan.sigs)} signatures, {len(cases)} cases, "
+        f"{res['config_failures']} config failures"
+    )
+    print(
+        f"worst case (every config.json distinct, extrapolated from {a.worst} signings): "
+        f"{res['worst_case_all_distinct_s']:.0f} s"
+    )
     if a.json:
         Path(a.json).write_text(json.dumps(res) + "\n")
     return 0

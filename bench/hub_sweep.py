@@ -54,9 +54,27 @@ def main() -> int:
         env.pop("HF_HUB_OFFLINE", None)
         if not a.warm:
             env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp / "inductor")
-        cmd = [sys.executable, "-m", "bringup.cli", "--device", "cpu", "--db", str(tmp / "b.db"), "--workers",
-               str(a.workers), "--executor", a.executor, "zoo", "--source", f"hub-list:{ids}", "--hub-rate",
-               "1000,100000", "--json", str(tmp / "out.json"), *shlex.split(a.zoo_args)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "bringup.cli",
+            "--device",
+            "cpu",
+            "--db",
+            str(tmp / "b.db"),
+            "--workers",
+            str(a.workers),
+            "--executor",
+            a.executor,
+            "zoo",
+            "--source",
+            f"hub-list:{ids}",
+            "--hub-rate",
+            "1000,100000",
+            "--json",
+            str(tmp / "out.json"),
+            *shlex.split(a.zoo_args),
+        ]
         t0 = time.monotonic()
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         started = None
@@ -75,14 +93,25 @@ def main() -> int:
     walls = [c["wall_s"] for c in out["cases"]]
     sigs = out["hub"]["signatures"]
     per = wall / max(1, sigs)
-    res = {"ids": out["hub"]["ids"], "signatures": sigs, "workers": a.workers, "executor": a.executor,
-           "cold_inductor_cache": not a.warm, "zoo_args": a.zoo_args, "wall_s": round(wall, 1),
-           "planning_s": round(started or 0.0, 1), "cases_wall_sum_s": round(sum(walls), 1),
-           "case_wall_median_s": round(statistics.median(walls), 1), "s_per_signature": round(per, 1),
-           "by_status": out.get("by_status")}  # fmt: skip
-    print(f"{res['ids']} ids -> {sigs} signatures on {a.workers} {a.executor} worker(s): {wall:.0f} s wall "
-          f"(planning {res['planning_s']:.0f} s), cases {sum(walls):.0f} s in all, median "
-          f"{res['case_wall_median_s']:.1f} s: {per:.1f} s per signature; by status {res['by_status']}")  # fmt: skip
+    res = {
+        "ids": out["hub"]["ids"],
+        "signatures": sigs,
+        "workers": a.workers,
+        "executor": a.executor,
+        "cold_inductor_cache": not a.warm,
+        "zoo_args": a.zoo_args,
+        "wall_s": round(wall, 1),
+        "planning_s": round(started or 0.0, 1),
+        "cases_wall_sum_s": round(sum(walls), 1),
+        "case_wall_median_s": round(statistics.median(walls), 1),
+        "s_per_signature": round(per, 1),
+        "by_status": out.get("by_status"),
+    }
+    print(
+        f"{res['ids']} ids -> {sigs} signatures on {a.workers} {a.executor} worker(s): {wall:.0f} s wall "
+        f"(planning {res['planning_s']:.0f} s), cases {sum(walls):.0f} s in all, median "
+        f"{res['case_wall_median_s']:.1f} s: {per:.1f} s per signature; by status {res['by_status']}"
+    )
     for s, w in ((1_000, 64), (3_000, 64), (10_000, 64)):
         print(f"  at this rate: {s} signatures on {w} workers ~ {s * per / w / 3600:.2f} h")
     if a.json:

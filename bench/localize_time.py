@@ -28,8 +28,14 @@ REPO = Path(__file__).resolve().parents[1]
 def wall(args: list[str], env: dict[str, str]) -> tuple[float, str]:
     with tempfile.TemporaryDirectory() as d:
         e = {**os.environ, **env, "TORCHINDUCTOR_CACHE_DIR": str(Path(d) / "ind"), "PYTHONWARNINGS": "ignore"}
-        subprocess.run([sys.executable, "-m", "bringup.cli", *args, "--json", "o.json"], cwd=d, env=e,
-                       capture_output=True, text=True, timeout=1800)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "bringup.cli", *args, "--json", "o.json"],
+            cwd=d,
+            env=e,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         data = json.loads((Path(d) / "o.json").read_text())
         c = data["cases"][0]
         return float(c["wall_s"]), c["status"]
@@ -46,8 +52,9 @@ def main() -> None:
     for m in a.models.split(","):
         s, ss = wall(["--device", "cpu", "zoo", "--filter", f"^{m}$"], env)
         e, es = wall(["--device", "cpu", "localize", m], env)
-        r, rs = wall(["--device", "cpu", "--import", "perturb_backend", "localize", m, "--compile-backend", a.backend],
-                     env)  # fmt: skip
+        r, rs = wall(
+            ["--device", "cpu", "--import", "perturb_backend", "localize", m, "--compile-backend", a.backend], env
+        )
         print(f"{m:10} {s:8.1f} {e:12.1f} {r:11.1f} {e / s:12.2f} {r / s:15.2f}   ({ss}, {es}, {rs})", flush=True)
 
 

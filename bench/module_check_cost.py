@@ -37,13 +37,32 @@ def case(model: str, backend: str, dtype: str, check: str, device: str = "cpu") 
     src = ["--source", "timm"] if model.startswith("test_") else []
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(Path(d) / "ind"), "PYTHONWARNINGS": "ignore"}
-        args = [*DEVICES[device], "zoo", *src, "--filter", f"^{model}$", "--dtype", dtype, "--compile-backend",
-                backend, "--module-check", check, "--json", "o.json"]  # fmt: skip
-        subprocess.run([sys.executable, "-m", "bringup.cli", *args], cwd=d, env=env, capture_output=True, text=True,
-                       timeout=3600)  # fmt: skip
+        args = [
+            *DEVICES[device],
+            "zoo",
+            *src,
+            "--filter",
+            f"^{model}$",
+            "--dtype",
+            dtype,
+            "--compile-backend",
+            backend,
+            "--module-check",
+            check,
+            "--json",
+            "o.json",
+        ]
+        subprocess.run(
+            [sys.executable, "-m", "bringup.cli", *args], cwd=d, env=env, capture_output=True, text=True, timeout=3600
+        )
         c = json.loads((Path(d) / "o.json").read_text())["cases"][0]
-        return {"wall_s": float(c["wall_s"]), "status": c["status"], "module_check_s": c.get("module_check_s"),
-                "modules_judged": c.get("modules_judged"), "reason": c.get("reason", "")[:160]}  # fmt: skip
+        return {
+            "wall_s": float(c["wall_s"]),
+            "status": c["status"],
+            "module_check_s": c.get("module_check_s"),
+            "modules_judged": c.get("modules_judged"),
+            "reason": c.get("reason", "")[:160],
+        }
 
 
 def main() -> None:

@@ -48,8 +48,9 @@ def sweep_cases(kind: str, n: int, spin: float) -> tuple[str, list[Case]]:
     if kind == "zoo":
         raise SystemExit("bench: the zoo suite is not in this checkout; use --sweep spin")
     params = lambda i: {"i": i, "op": "spin", "arg": spin, "tag": "bench", "phase_budget": 1.0}
-    cases = [Case("selftest", f"{i:03d}-spin", params(i), "bringup.selftest.suite:run_item", 600.0)
-             for i in range(n or 12)]  # fmt: skip
+    cases = [
+        Case("selftest", f"{i:03d}-spin", params(i), "bringup.selftest.suite:run_item", 600.0) for i in range(n or 12)
+    ]
     return f"selftest spin:{spin:g} x{len(cases)}", cases
 
 
@@ -89,8 +90,14 @@ def main() -> int:
     cache = "cold inductor cache per pass" if args.cold else "shared (warm) inductor cache"
     print(f"sweep: {what} ({len(cases)} cases); {cpus} cores; {args.repeats} repeats; {cache}; arms alternate")
     t0 = time.perf_counter()
-    ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR, object_store_memory=256 << 20)  # fmt: skip
+    ray.init(
+        address="local",
+        num_cpus=cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.ERROR,
+        object_store_memory=256 << 20,
+    )
     print(f"ray start-up: {time.perf_counter() - t0:.1f} s (not in the figures below)")
     arms = [("ray", 1), ("ray", 2)] + ([("local", 1), ("local", 2)] if args.local else [])
     times: dict[tuple[str, int], list[float]] = {a: [] for a in arms}

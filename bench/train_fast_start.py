@@ -26,9 +26,28 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def one_run(a: argparse.Namespace, work: Path) -> dict[str, float]:
-    cmd = [sys.executable, "-m", "bringup.cli", "--device", a.device, "train", "--model", a.model, "--modes",
-           "compile,regional", "--cache", "both", "--steps", str(a.steps), "--batch", str(a.batch), "--seq",
-           str(a.seq), "--json", "out.json"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bringup.cli",
+        "--device",
+        a.device,
+        "train",
+        "--model",
+        a.model,
+        "--modes",
+        "compile,regional",
+        "--cache",
+        "both",
+        "--steps",
+        str(a.steps),
+        "--batch",
+        str(a.batch),
+        "--seq",
+        str(a.seq),
+        "--json",
+        "out.json",
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     p = subprocess.run(cmd, cwd=work, env=env, text=True, capture_output=True)
     if p.returncode not in (0, 1) or not (work / "out.json").exists():

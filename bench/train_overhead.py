@@ -65,8 +65,16 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     device = resolve_device(a.device)
-    spec = TrainSpec(model=a.model, mode=a.mode, dtype=a.dtype, steps=a.steps, warmup=a.warmup, batch=a.batch,
-                     seq=a.seq, cache="cold" if a.mode != "eager" else "none")  # fmt: skip
+    spec = TrainSpec(
+        model=a.model,
+        mode=a.mode,
+        dtype=a.dtype,
+        steps=a.steps,
+        warmup=a.warmup,
+        batch=a.batch,
+        seq=a.seq,
+        cache="cold" if a.mode != "eager" else "none",
+    )
     ours: list[float] = []
     reported: list[float] = []
     theirs: list[float] = []
@@ -80,11 +88,16 @@ def main() -> int:
         reported.append(out.steady_s(spec.warmup))
         if not i % 2:
             theirs.append(bare(spec, device))
-        print(f"round {i + 1}: bringup mean step {ours[-1] * 1e3:.2f} ms (reported median {reported[-1] * 1e3:.2f}),"
-              f" bare loop mean step {theirs[-1] * 1e3:.2f} ms", flush=True)  # fmt: skip
+        print(
+            f"round {i + 1}: bringup mean step {ours[-1] * 1e3:.2f} ms (reported median {reported[-1] * 1e3:.2f}),"
+            f" bare loop mean step {theirs[-1] * 1e3:.2f} ms",
+            flush=True,
+        )
     ratio = statistics.median(ours) / statistics.median(theirs)
-    print(f"\n{device.name} {a.model} {a.mode} {a.dtype}, batch {a.batch} x seq {a.seq}, {a.steps} steps "
-          f"({a.warmup} warm-up), {a.rounds} rounds; medians over rounds:")  # fmt: skip
+    print(
+        f"\n{device.name} {a.model} {a.mode} {a.dtype}, batch {a.batch} x seq {a.seq}, {a.steps} steps "
+        f"({a.warmup} warm-up), {a.rounds} rounds; medians over rounds:"
+    )
     print(f"  bringup mean steady step:     {statistics.median(ours) * 1e3:.2f} ms")
     print(f"  bringup reported (median):    {statistics.median(reported) * 1e3:.2f} ms")
     print(f"  bare loop mean steady step:   {statistics.median(theirs) * 1e3:.2f} ms")

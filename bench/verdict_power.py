@@ -73,9 +73,34 @@ QUICK = [("hf", "llama"), ("hf", "gpt2"), ("hf", "qwen3"), ("timm", "test_resnet
 # 26 causal-LM types beyond the quick zoo: dense, GQA/MQA, MoE, parallel blocks, ALiBi, eager-softmax
 # attention (bloom, gpt_neox, opt...), learned and rotary positions, LayerNorm / RMSNorm with and
 # without biases, gelu / silu / relu MLPs.
-LMS = ["mistral", "qwen2", "phi", "phi3", "gemma", "gemma2", "falcon", "gpt_neox", "gptj", "bloom", "opt",
-       "olmo", "olmo2", "stablelm", "starcoder2", "cohere", "granite", "mpt", "codegen", "gpt_bigcode",
-       "mixtral", "qwen2_moe", "persimmon", "biogpt", "xglm", "glm"]  # fmt: skip
+LMS = [
+    "mistral",
+    "qwen2",
+    "phi",
+    "phi3",
+    "gemma",
+    "gemma2",
+    "falcon",
+    "gpt_neox",
+    "gptj",
+    "bloom",
+    "opt",
+    "olmo",
+    "olmo2",
+    "stablelm",
+    "starcoder2",
+    "cohere",
+    "granite",
+    "mpt",
+    "codegen",
+    "gpt_bigcode",
+    "mixtral",
+    "qwen2_moe",
+    "persimmon",
+    "biogpt",
+    "xglm",
+    "glm",
+]
 CLEAN = ("eager", "aot_eager", "inductor", *pb.VARIANTS)
 EFFECT_BINS = (0.0025, 0.005, 0.01, 0.02)  # float64 effect of a family run: max rel_rmse over the grads
 PRECISIONS = ("fp32", "amp-bf16", "bf16")
@@ -120,15 +145,15 @@ def _new_check(built: Any, prec: Any) -> Any:
     return zoo_modules.new_check(built.model, prec, torch.device("cpu"))
 
 
-def _one(built: Any, init: Any, batches: Any, prec: Any, backend: Any, threads: int | None, ctx: Any,
-         mc: Any) -> Any:  # fmt: skip
+def _one(built: Any, init: Any, batches: Any, prec: Any, backend: Any, threads: int | None, ctx: Any, mc: Any) -> Any:
     torch._dynamo.reset()
     old = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
-        return sz.train_run(built, init, batches, torch.device("cpu"), prec, backend=backend, step_context=ctx,
-                            module_check=mc)  # fmt: skip
+        return sz.train_run(
+            built, init, batches, torch.device("cpu"), prec, backend=backend, step_context=ctx, module_check=mc
+        )
     finally:
         torch.set_num_threads(old)
 
@@ -148,12 +173,29 @@ def _probe(built: Any, init: Any, batch: Any, prec: Any) -> set[str]:
     return names
 
 
-def run_model(src: str, model: str, prec_name: str, families: list[str], clean: list[str], steps: int,
-              noise_seeds: int, inject: str = "mode", module_check: bool = True,
-              inputs: str = "text") -> list[dict[str, Any]]:  # fmt: skip
+def run_model(
+    src: str,
+    model: str,
+    prec_name: str,
+    families: list[str],
+    clean: list[str],
+    steps: int,
+    noise_seeds: int,
+    inject: str = "mode",
+    module_check: bool = True,
+    inputs: str = "text",
+) -> list[dict[str, Any]]:
     prec = parse_precision(prec_name)
-    spec = ZooSpec(source=src, model=model, task="causal-lm" if src == "hf" else "", dtype=prec_name, steps=steps,
-                   seed=0, noise_seeds=noise_seeds, inputs=inputs)  # fmt: skip
+    spec = ZooSpec(
+        source=src,
+        model=model,
+        task="causal-lm" if src == "hf" else "",
+        dtype=prec_name,
+        steps=steps,
+        seed=0,
+        noise_seeds=noise_seeds,
+        inputs=inputs,
+    )
     head = {"model": model, "precision": prec_name, "inputs": inputs}
     cpu = torch.device("cpu")
     t0 = time.monotonic()
@@ -169,8 +211,16 @@ def run_model(src: str, model: str, prec_name: str, families: list[str], clean: 
         return [{**head, "run": "setup", "status": "ref_fail", "why": f"trusted run off float64: {gross.summary()}"}]
     noise = sz.trusted_noise(spec, prep)
     calls = _probe(built, init, batches[0], prec)
-    rows = [{**head, "run": "setup", "status": "ok", "seconds": round(time.monotonic() - t0, 1),
-             "noise_seeds": noise.seeds, "noise_errors": noise.errors}]  # fmt: skip
+    rows = [
+        {
+            **head,
+            "run": "setup",
+            "status": "ok",
+            "seconds": round(time.monotonic() - t0, 1),
+            "noise_seeds": noise.seeds,
+            "noise_errors": noise.errors,
+        }
+    ]
     runs: list[tuple[str, str]] = [(c, "clean") for c in clean]
     for f in families:
         b = _bend(f)
@@ -199,21 +249,39 @@ def run_model(src: str, model: str, prec_name: str, families: list[str], clean: 
             elif base_mc is not None and backend is not None:
                 mods = base_mc.judge_compiled(backend, label=f"compiled ({name})")
         except Exception as e:
-            rows.append({**head, "run": name, "kind": kind, "status": "error",
-                         "why": f"module check: {type(e).__name__}: {e}"[:300]})  # fmt: skip
+            rows.append(
+                {
+                    **head,
+                    "run": name,
+                    "kind": kind,
+                    "status": "error",
+                    "why": f"module check: {type(e).__name__}: {e}"[:300],
+                }
+            )
             continue
         by_mods = mods is not None and not mods.ok
         why = rep.summary() if not rep.ok else curve.summary()
         extra = {"effect": effect(built, init, batches, prec, ref, name)} if kind == "family" and nodes else {}
-        rows.append({**head, "run": name, "kind": kind, "nodes": nodes, "flagged": whole or by_mods,
-                     "whole": whole, "modules": by_mods,
-                     "by": ("parity" if not rep.ok else "curve") if whole else ("modules" if by_mods else ""),
-                     "score": round(rep.score, 3), "why": why[:300],
-                     "module_score": None if mods is None else round(min(mods.score, 1e6), 3),
-                     "module_why": None if mods is None else mods.summary()[:400],
-                     "modules_judged": None if mods is None else len(mods.judged),
-                     "module_s": None if mods is None else round(mods.seconds, 2),
-                     "seconds": round(time.monotonic() - t, 1), **extra})  # fmt: skip
+        rows.append(
+            {
+                **head,
+                "run": name,
+                "kind": kind,
+                "nodes": nodes,
+                "flagged": whole or by_mods,
+                "whole": whole,
+                "modules": by_mods,
+                "by": ("parity" if not rep.ok else "curve") if whole else ("modules" if by_mods else ""),
+                "score": round(rep.score, 3),
+                "why": why[:300],
+                "module_score": None if mods is None else round(min(mods.score, 1e6), 3),
+                "module_why": None if mods is None else mods.summary()[:400],
+                "modules_judged": None if mods is None else len(mods.judged),
+                "module_s": None if mods is None else round(mods.seconds, 2),
+                "seconds": round(time.monotonic() - t, 1),
+                **extra,
+            }
+        )
     return rows
 
 
@@ -225,8 +293,15 @@ def effect(built: Any, init: Any, batches: Any, prec: Any, ref: Any, family: str
     error whose effect on every result is 0.2% is a 0.2% signal, whatever the op's own error."""
     from bringup.checks import parity as P
 
-    pert = sz.train_run(built, init, batches, torch.device("cpu"), torch.float64, round_to=prec.param_dtype,
-                        step_context=_context(family, "family"))  # fmt: skip
+    pert = sz.train_run(
+        built,
+        init,
+        batches,
+        torch.device("cpu"),
+        torch.float64,
+        round_to=prec.param_dtype,
+        step_context=_context(family, "family"),
+    )
     floor = P.scale_floor(ref.tensors.values(), P.judged_dtype(prec))
     worst = (0.0, "")
     rel = grad = 0.0
@@ -247,8 +322,11 @@ def _applicable(r: dict[str, Any]) -> bool:
 
 
 def _cell(rows: list[dict[str, Any]], run: str, p: str, key: str = "flagged") -> tuple[int, int]:
-    rs = [r for r in rows if r["run"] == run and r["precision"] == p and (_applicable(r) or (
-        r.get("kind") == "clean" and "flagged" in r))]  # fmt: skip
+    rs = [
+        r
+        for r in rows
+        if r["run"] == run and r["precision"] == p and (_applicable(r) or (r.get("kind") == "clean" and "flagged" in r))
+    ]
     return sum(bool(r.get(key)) for r in rs), len(rs)
 
 
@@ -282,8 +360,10 @@ def table(rows: list[dict[str, Any]], families: list[str], clean: list[str], pre
         nw, _ = _cell(rows, k, p, "whole")
         return f"{n}/{d} [{nw}]"
 
-    out = [f"| flagged / applicable [whole-model rule alone] | {' | '.join(precisions)} |",
-           "|---" * (len(precisions) + 1) + "|"]  # fmt: skip
+    out = [
+        f"| flagged / applicable [whole-model rule alone] | {' | '.join(precisions)} |",
+        "|---" * (len(precisions) + 1) + "|",
+    ]
     for f in families:
         if any(_cell(rows, f, p)[1] for p in precisions):
             out.append(f"| {_label(f)} | " + " | ".join(f"{frac(f, p):>{w}}" for p in precisions) + " |")
@@ -293,8 +373,10 @@ def table(rows: list[dict[str, Any]], families: list[str], clean: list[str], pre
         out.append(f"| {c} | " + " | ".join(f"{frac(c, p):>{w}}" for p in precisions) + " |")
     setups = [r for r in rows if r.get("run") == "setup"]
     bad = sorted({r["model"] for r in setups if r["status"] != "ok"})
-    out.append(f"models judged: {len({r['model'] for r in setups if r['status'] == 'ok'})}; ref_fail: "
-               f"{', '.join(bad) or 'none'}")  # fmt: skip
+    out.append(
+        f"models judged: {len({r['model'] for r in setups if r['status'] == 'ok'})}; ref_fail: "
+        f"{', '.join(bad) or 'none'}"
+    )
     for r in errors:
         why = " ".join(r["why"].split())[:100]
         out.append(f"  error (not a verdict): {r['model']} {r['precision']} {r['run']}: {why}")
@@ -318,16 +400,25 @@ def _effect(r: dict[str, Any], key: str = "grad_rel_rmse") -> float:
 def family_table(rows: list[dict[str, Any]], precisions: list[str], groups: tuple[str, ...]) -> str:
     """Per family (its strengths pooled) and precision: flagged / applicable among the runs whose effect on
     the result (float64, max relative RMS change of a gradient) is >= 1%, and among those under 1%."""
-    fams = sorted({(_bend(r["run"]) or (r["run"], 0))[0] for r in rows
-                   if _applicable(r) and _group(r["run"]) in groups})  # fmt: skip
+    fams = sorted(
+        {(_bend(r["run"]) or (r["run"], 0))[0] for r in rows if _applicable(r) and _group(r["run"]) in groups}
+    )
     head = " | ".join(f"{p} >= 1% | {p} < 1%" for p in precisions)
-    out = [f"| family (strengths pooled): flagged / applicable by effect [whole-model alone] | {head} |",
-           "|---" * (2 * len(precisions) + 1) + "|"]  # fmt: skip
+    out = [
+        f"| family (strengths pooled): flagged / applicable by effect [whole-model alone] | {head} |",
+        "|---" * (2 * len(precisions) + 1) + "|",
+    ]
     for fam in fams:
         cells = []
         for p in precisions:
-            rs = [r for r in rows if _applicable(r) and r["precision"] == p and "effect" in r
-                  and (_bend(r["run"]) or (r["run"], 0))[0] == fam]  # fmt: skip
+            rs = [
+                r
+                for r in rows
+                if _applicable(r)
+                and r["precision"] == p
+                and "effect" in r
+                and (_bend(r["run"]) or (r["run"], 0))[0] == fam
+            ]
             for big in (True, False):
                 sel = [r for r in rs if (_effect(r) >= 0.01) == big]
                 n, nw = sum(bool(r["flagged"]) for r in sel), sum(bool(r.get("whole")) for r in sel)
@@ -336,8 +427,12 @@ def family_table(rows: list[dict[str, Any]], precisions: list[str], groups: tupl
     return "\n".join(out)
 
 
-def effect_table(rows: list[dict[str, Any]], precisions: list[str], key: str = "grad_rel_rmse",
-                 groups: tuple[str, ...] = ("scaling", "bending", "held-out")) -> str:  # fmt: skip
+def effect_table(
+    rows: list[dict[str, Any]],
+    precisions: list[str],
+    key: str = "grad_rel_rmse",
+    groups: tuple[str, ...] = ("scaling", "bending", "held-out"),
+) -> str:
     """Power by the size of the perturbation's effect on the result (float64: max relative RMS change of
     a gradient), the families of `groups` together; the last row is the issue's goal (effect >= 1%)."""
     edges = (0.0, *EFFECT_BINS, float("inf"))
@@ -349,8 +444,15 @@ def effect_table(rows: list[dict[str, Any]], precisions: list[str], key: str = "
             label = f"**goal: >= {lo:.0%}** (either rule) [whole-model alone]"
         cells = []
         for p in precisions:
-            rs = [r for r in rows if _applicable(r) and r["precision"] == p and "effect" in r
-                  and _group(r["run"]) in groups and lo <= _effect(r, key) < hi]  # fmt: skip
+            rs = [
+                r
+                for r in rows
+                if _applicable(r)
+                and r["precision"] == p
+                and "effect" in r
+                and _group(r["run"]) in groups
+                and lo <= _effect(r, key) < hi
+            ]
             cells.append(f"{sum(r['flagged'] for r in rs)}/{len(rs)} [{sum(bool(r.get('whole')) for r in rs)}]")
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(out)
@@ -364,8 +466,10 @@ def resolution_table(rows: list[dict[str, Any]], precisions: list[str]) -> str:
         b = _bend(r["run"]) if _applicable(r) else None
         if b is not None:
             fams[b[0]].add(b[1])
-    out = [f"| resolution (smallest strength flagged >= {RESOLUTION:.0%}; median effect) | {' | '.join(precisions)} |",
-           "|---" * (len(precisions) + 1) + "|"]  # fmt: skip
+    out = [
+        f"| resolution (smallest strength flagged >= {RESOLUTION:.0%}; median effect) | {' | '.join(precisions)} |",
+        "|---" * (len(precisions) + 1) + "|",
+    ]
     for fam in sorted(fams):
         cells = []
         for p in precisions:
@@ -394,7 +498,7 @@ def cost_table(rows: list[dict[str, Any]], precisions: list[str]) -> str:
         for p in precisions:
             v = sorted(r["module_s"] for r in rows if r.get("module_s") is not None and r["precision"] == p and pick(r))
             cells.append(f"{v[len(v) // 2]:.1f} ({len(v)})" if v else "-")
-        out.append(f"| {kind} | " + " | ".join(cells) + " |")  # fmt: skip
+        out.append(f"| {kind} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
@@ -407,16 +511,25 @@ def report(rows: list[dict[str, Any]], families: list[str], clean: list[str], pr
     data = [f for f in families if _group(f) == "datapath"]
     parts = [table(rows, dev, clean, precisions)]
     if held:
-        parts.append("held-out families (written after the module rule was frozen; measured only):\n"
-                     + table(rows, held, [], precisions))  # fmt: skip
+        parts.append(
+            "held-out families (written after the module rule was frozen; measured only):\n"
+            + table(rows, held, [], precisions)
+        )
     if data:
-        parts.append("data-path families (what only a job's batches exercise; measured only):\n"
-                     + table(rows, data, [], precisions))  # fmt: skip
-    parts += [family_table(rows, precisions, ("scaling", "bending")), family_table(rows, precisions, ("held-out",)),
-              family_table(rows, precisions, ("datapath",)),
-              resolution_table(rows, precisions), effect_table(rows, precisions, groups=("scaling", "bending")),
-              effect_table(rows, precisions, groups=("held-out",)),
-              effect_table(rows, precisions, groups=("datapath",)), cost_table(rows, precisions)]  # fmt: skip
+        parts.append(
+            "data-path families (what only a job's batches exercise; measured only):\n"
+            + table(rows, data, [], precisions)
+        )
+    parts += [
+        family_table(rows, precisions, ("scaling", "bending")),
+        family_table(rows, precisions, ("held-out",)),
+        family_table(rows, precisions, ("datapath",)),
+        resolution_table(rows, precisions),
+        effect_table(rows, precisions, groups=("scaling", "bending")),
+        effect_table(rows, precisions, groups=("held-out",)),
+        effect_table(rows, precisions, groups=("datapath",)),
+        cost_table(rows, precisions),
+    ]
     return "\n\n".join(parts)
 
 
@@ -447,25 +560,40 @@ def _families(arg: str, strengths: str | None, held_out: bool, datapath: bool = 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--precisions", default=",".join(PRECISIONS))
-    ap.add_argument("--families", default=",".join([*pb.FAMILIES, *bb.FAMILIES]),
-                    help="scaling (perturb_backend.FAMILIES) and bending (bend_backend.FAMILIES) families; a "
-                    "bending family runs at each of its STRENGTHS, or FAMILY@STRENGTH")  # fmt: skip
-    ap.add_argument("--strengths", default=None,
-                    help="comma list: every bending family's strengths; 'min': each one's smallest")  # fmt: skip
+    ap.add_argument(
+        "--families",
+        default=",".join([*pb.FAMILIES, *bb.FAMILIES]),
+        help="scaling (perturb_backend.FAMILIES) and bending (bend_backend.FAMILIES) families; a "
+        "bending family runs at each of its STRENGTHS, or FAMILY@STRENGTH",
+    )
+    ap.add_argument(
+        "--strengths", default=None, help="comma list: every bending family's strengths; 'min': each one's smallest"
+    )
     ap.add_argument("--held-out", action="store_true", help="add the held-out bending families (bend_backend.HELD_OUT)")
-    ap.add_argument("--datapath", action="store_true",
-                    help="add the data-path families (datapath_backend.DATAPATH: only real batches exercise them)")
+    ap.add_argument(
+        "--datapath",
+        action="store_true",
+        help="add the data-path families (datapath_backend.DATAPATH: only real batches exercise them)",
+    )
     ap.add_argument("--clean", default=",".join(CLEAN), help="correct backends to check for false failures")
     ap.add_argument("--models", default=None, help="comma list (timm names start with test_); default quick zoo + LMS")
     ap.add_argument("--limit", type=int, default=None, help="at most N models")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--noise-seeds", type=int, default=NOISE_SEEDS)
     ap.add_argument("--module-check", choices=["on", "off"], default="on", help="the module-level verdict too")
-    ap.add_argument("--inject", choices=["mode", "compile"], default="mode",
-                    help="how families are injected: mode = a dispatch / torch-function mode in eager (default, no "
-                    "tracing); compile = a dynamo backend rewriting the graphs (~20x slower per run)")  # fmt: skip
-    ap.add_argument("--inputs", choices=["text", "uniform"], default="text",
-                    help="the zoo's batches (text: Zipf ids, padded and packed microbatches; uniform: the old layout)")
+    ap.add_argument(
+        "--inject",
+        choices=["mode", "compile"],
+        default="mode",
+        help="how families are injected: mode = a dispatch / torch-function mode in eager (default, no "
+        "tracing); compile = a dynamo backend rewriting the graphs (~20x slower per run)",
+    )
+    ap.add_argument(
+        "--inputs",
+        choices=["text", "uniform"],
+        default="text",
+        help="the zoo's batches (text: Zipf ids, padded and packed microbatches; uniform: the old layout)",
+    )
     ap.add_argument("--json", default="verdict_power.json")
     ap.add_argument("--append", action="store_true", help="append to --json instead of starting it afresh")
     ap.add_argument("--table-only", action="store_true", help="print the tables of an existing --json")
@@ -500,15 +628,18 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     for src, m in models:
         for p in precisions:
-            new = run_model(src, m, p, families, clean, a.steps, a.noise_seeds, a.inject, a.module_check == "on",
-                            a.inputs)  # fmt: skip
+            new = run_model(
+                src, m, p, families, clean, a.steps, a.noise_seeds, a.inject, a.module_check == "on", a.inputs
+            )
             rows += new
             with out.open("a") as fh:
                 for r in new:
                     fh.write(json.dumps(r) + "\n")
             flagged = [r["run"] for r in new if r.get("flagged")]
-            print(f"[{time.monotonic() - t0:7.0f}s] {m} {p}: {new[0]['status']}; flagged: {', '.join(flagged) or '-'}",
-                  flush=True)  # fmt: skip
+            print(
+                f"[{time.monotonic() - t0:7.0f}s] {m} {p}: {new[0]['status']}; flagged: {', '.join(flagged) or '-'}",
+                flush=True,
+            )
     print(report(rows, families, clean, precisions))
     print(f"command: {' '.join(sys.argv)}; {time.monotonic() - t0:.0f} s; rows in {out}")
     return 0

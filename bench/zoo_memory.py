@@ -39,9 +39,32 @@ def main() -> None:
     print(f"{'model':42s} {'params':>9s} {'predicted':>10s} {'measured':>10s} {'meas/pred':>9s}")
     for mid in a.models.split(","):
         out = root / (mid.replace("/", "--") + ".json")
-        cmd = [sys.executable, "-m", "bringup.cli", "--device", a.device, "zoo", "--source", "hub-top", "--filter",
-               f"^{mid}$", "--size", "full", "--steps", "1", "--compile-backend", "aot_eager", "--batch",
-               str(a.batch), "--seq", str(a.seq), "--dtype", a.dtype, "--json", str(out)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "bringup.cli",
+            "--device",
+            a.device,
+            "zoo",
+            "--source",
+            "hub-top",
+            "--filter",
+            f"^{mid}$",
+            "--size",
+            "full",
+            "--steps",
+            "1",
+            "--compile-backend",
+            "aot_eager",
+            "--batch",
+            str(a.batch),
+            "--seq",
+            str(a.seq),
+            "--dtype",
+            a.dtype,
+            "--json",
+            str(out),
+        ]
         subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
         try:
             (c,) = json.loads(out.read_text())["cases"]

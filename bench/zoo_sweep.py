@@ -33,9 +33,26 @@ def run_sweep(workers: int, args: argparse.Namespace, root: Path) -> dict:
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     if not args.warm_cache:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(d / "inductor-cache")
-    cmd = [sys.executable, "-m", "bringup.cli", "--device", "cpu", "--workers", str(workers), "zoo",
-           "--source", "hf-causal", "--steps", str(args.steps), "--compile-backend", args.compile_backend,
-           "--case-budget", str(args.timeout), "--json", str(d / "zoo.json")]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bringup.cli",
+        "--device",
+        "cpu",
+        "--workers",
+        str(workers),
+        "zoo",
+        "--source",
+        "hf-causal",
+        "--steps",
+        str(args.steps),
+        "--compile-backend",
+        args.compile_backend,
+        "--case-budget",
+        str(args.timeout),
+        "--json",
+        str(d / "zoo.json"),
+    ]
     if args.limit:
         cmd += ["--limit", str(args.limit)]
     if args.filter:
@@ -52,9 +69,16 @@ def run_sweep(workers: int, args: argparse.Namespace, root: Path) -> dict:
         raise SystemExit(f"workers={workers}: bringup exited {p.returncode}")
     data = json.loads((d / "zoo.json").read_text())
     n = len(data["cases"])
-    return {"workers": workers, "models": n, "wall_s": wall, "s_per_model": wall / max(n, 1), "cpu_s": cpu_s,
-            "totals": data.get("totals", {}), "by_status": data.get("by_status", {}),
-            "by_reason": data.get("by_reason", {})}  # fmt: skip
+    return {
+        "workers": workers,
+        "models": n,
+        "wall_s": wall,
+        "s_per_model": wall / max(n, 1),
+        "cpu_s": cpu_s,
+        "totals": data.get("totals", {}),
+        "by_status": data.get("by_status", {}),
+        "by_reason": data.get("by_reason", {}),
+    }
 
 
 def main() -> int:
@@ -77,10 +101,12 @@ def main() -> int:
     print(f"{'workers':>7} {'models':>6} {'wall s':>8} {'s/model':>8} {'cpu s':>8} {'cores busy':>10}  totals")
     for r in rows:
         t = r["totals"]
-        print(f"{r['workers']:>7} {r['models']:>6} {r['wall_s']:>8.1f} {r['s_per_model']:>8.2f} "
-              f"{r['cpu_s']:>8.1f} {r['cpu_s'] / max(r['wall_s'], 1e-9):>10.2f}  "
-              f"built {t.get('built')}, config failures {t.get('config_fail')}, pass {t.get('pass')}/"
-              f"{t.get('judged')}; {r['by_status']}; reasons {r['by_reason']}")  # fmt: skip
+        print(
+            f"{r['workers']:>7} {r['models']:>6} {r['wall_s']:>8.1f} {r['s_per_model']:>8.2f} "
+            f"{r['cpu_s']:>8.1f} {r['cpu_s'] / max(r['wall_s'], 1e-9):>10.2f}  "
+            f"built {t.get('built')}, config failures {t.get('config_fail')}, pass {t.get('pass')}/"
+            f"{t.get('judged')}; {r['by_status']}; reasons {r['by_reason']}"
+        )
     base = rows[0]
     for r in rows[1:]:
         print(

@@ -197,8 +197,14 @@ class Suite:
         """The suite whose torch-free face is `face` (a capability's args.py: NAME, HELP, add_arguments,
         ORDER), with the rest of the contract in `rest`. The parser reads the face without importing the
         suite, the registry holds the suite: built from one module, they cannot say different things."""
-        return cls(name=face.NAME, help=face.HELP, add_arguments=face.add_arguments, order=face.ORDER,
-                   options=getattr(face, "OPTIONS", None), **rest)  # fmt: skip
+        return cls(
+            name=face.NAME,
+            help=face.HELP,
+            add_arguments=face.add_arguments,
+            order=face.ORDER,
+            options=getattr(face, "OPTIONS", None),
+            **rest,
+        )
 
 
 # The registry (module state by design: registration is what importing a suite module does).
@@ -221,6 +227,21 @@ def register_suite(suite: Suite) -> Suite:
         suite = dataclasses.replace(suite, module=module)
     _SUITES[suite.name] = suite
     return suite
+
+
+def register_capability(
+    face: ModuleType,
+    build_cases: Callable[[Any, Device], list[Case]] = _no_cases,
+    run_cases: Callable[[Device, bool], list[Case]] | None = None,
+    summarize: Summarize = _no_summary,
+    **rest: Any,
+) -> Suite:
+    """A capability's suite.py registers itself in one call: `Suite.from_face(face, ...)` with its hooks
+    (run_cases None: not part of `bringup run`) and the rest of the contract (title, section, metrics, ...),
+    recorded as the calling module's suite."""
+    module = sys._getframe(1).f_globals.get("__name__", "")
+    hooks = {"build_cases": build_cases, "run_cases": run_cases, "summarize": summarize}
+    return register_suite(Suite.from_face(face, module=module, **hooks, **rest))
 
 
 def unregister_suite(name: str) -> None:
@@ -281,8 +302,13 @@ def commands() -> list[Command]:
     out: dict[str, Command] = {}
     for m in _faces():
         if hasattr(m, "NAME") and _found(m.__name__.rsplit(".", 1)[0] + ".suite"):  # a face without its suite
-            out[m.NAME] = Command(m.NAME, m.HELP, m.add_arguments, m.ORDER,  # (a partial checkout) offers nothing
-                                  getattr(m, "OPTIONS", None))  # fmt: skip
+            out[m.NAME] = Command(
+                m.NAME,
+                m.HELP,
+                m.add_arguments,
+                m.ORDER,  # (a partial checkout) offers nothing
+                getattr(m, "OPTIONS", None),
+            )
     for s in _SUITES.values():
         if s.command:
             out.setdefault(s.name, Command(s.name, s.help, s.add_arguments, s.order, s.options))

@@ -50,12 +50,19 @@ def load_bundle(path: str | Path) -> tuple[RunInfo, list[CaseResult]]:
     try:
         r = data["run"]
         run = RunInfo(
-            run_id=str(r["run_id"]), command=str(r["command"]), argv=list(r.get("argv", [])),
-            bringup_version=str(r.get("bringup_version", "")), torch_version=str(r.get("torch_version", "")),
-            device=str(r["device"]), device_name=str(r.get("device_name", "")), host=str(r.get("host", "")),
-            started_at=float(r.get("started_at", 0.0)), ended_at=r.get("ended_at"),
-            status=str(r.get("status", "")), info=dict(r.get("info", {})),
-        )  # fmt: skip
+            run_id=str(r["run_id"]),
+            command=str(r["command"]),
+            argv=list(r.get("argv", [])),
+            bringup_version=str(r.get("bringup_version", "")),
+            torch_version=str(r.get("torch_version", "")),
+            device=str(r["device"]),
+            device_name=str(r.get("device_name", "")),
+            host=str(r.get("host", "")),
+            started_at=float(r.get("started_at", 0.0)),
+            ended_at=r.get("ended_at"),
+            status=str(r.get("status", "")),
+            info=dict(r.get("info", {})),
+        )
         cases = [CaseResult.from_json(c) for c in data["cases"]]
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise BadInput(f"bundle {p} is malformed: {type(e).__name__}: {e}") from e

@@ -78,13 +78,21 @@ def _output_options(p: argparse.ArgumentParser, suppress: bool) -> None:
 def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     """Options accepted globally and, for convenience, after the sub-command too."""
     d = argparse.SUPPRESS if suppress else None
-    p.add_argument("--workers", type=positive_int, default=d if suppress else 1,
-                   help="worker processes (default 1)")  # fmt: skip
-    p.add_argument("--allow-unsupported", action="store_true", default=d if suppress else False,
-                   help="'unsupported' cases don't make the exit code 1")  # fmt: skip
-    p.add_argument("--fallback", action="append", default=d if suppress else None, metavar="[SUITE=]POLICY",
-                   help="what a CPU fallback is: gap (default: as each suite judges it) or error (a failure in "
-                        "every case, ops named); SUITE=POLICY for one suite; repeatable")  # fmt: skip
+    p.add_argument("--workers", type=positive_int, default=d if suppress else 1, help="worker processes (default 1)")
+    p.add_argument(
+        "--allow-unsupported",
+        action="store_true",
+        default=d if suppress else False,
+        help="'unsupported' cases don't make the exit code 1",
+    )
+    p.add_argument(
+        "--fallback",
+        action="append",
+        default=d if suppress else None,
+        metavar="[SUITE=]POLICY",
+        help="what a CPU fallback is: gap (default: as each suite judges it) or error (a failure in "
+        "every case, ops named); SUITE=POLICY for one suite; repeatable",
+    )
     _output_options(p, suppress)
     from bringup.api import post_runs
 
@@ -110,16 +118,30 @@ def build_parser() -> Parser:
     p = Parser(prog="bringup", description="Does a real training stack run on this PyTorch device, and how fast?")
     p.add_argument("--version", action="version", version=f"bringup {__version__}")
     p.add_argument("--device", default=None, help="auto (default) | cpu | cuda:1 | neuron | any PrivateUse1 name")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first, here and in every worker (device plugins, compile backends). "
-                   "Runs that module's code.")  # fmt: skip
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first, here and in every worker (device plugins, compile backends). "
+        "Runs that module's code.",
+    )
     p.add_argument("--db", default=None, help="SQLite result store (default ./bringup-results/bringup.db)")
-    p.add_argument("--resume", metavar="RUN_ID", default=None,
-                   help="continue RUN_ID: run only its unfinished cases (alone: the planned ones)")  # fmt: skip
+    p.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        default=None,
+        help="continue RUN_ID: run only its unfinished cases (alone: the planned ones)",
+    )
     p.add_argument("--executor", choices=["local", "ray"], default="local", help="local (default) or ray")
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local one)")
-    p.add_argument("--max-rss-gb", type=positive_float, default=None,
-                   help="kill a worker whose memory passes this and report the case as oom")  # fmt: skip
+    p.add_argument(
+        "--max-rss-gb",
+        type=positive_float,
+        default=None,
+        help="kill a worker whose memory passes this and report the case as oom",
+    )
     _run_options(p, suppress=False)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     named, no_device = _commands(), _no_device()
@@ -207,8 +229,10 @@ def _main(argv: list[str], fork: bool = False) -> int:
             and args.command != resume_run.command
             and args.command not in _commands().keys() - {"run"}
         ):
-            raise BadInput(f"--resume {args.resume}: that run is a {resume_run.command!r} run, not "
-                           f"{args.command!r}; use `bringup --resume {args.resume}` alone")  # fmt: skip
+            raise BadInput(
+                f"--resume {args.resume}: that run is a {resume_run.command!r} run, not "
+                f"{args.command!r}; use `bringup --resume {args.resume}` alone"
+            )
         args = resumed_options(parser, argv, args, resume_run.info.get("options") or {})
         if args.command is None:
             args.command = "_resume"
@@ -272,8 +296,9 @@ def build_options(args: argparse.Namespace) -> Options:
     if command is None:
         command = options_class(f"{common.command}_options", list(values)).take(values)
     if values:
-        raise TypeError(f"{common.command}: option(s) {', '.join(sorted(values))} have no field in "
-                        f"{type(command).__name__}")  # fmt: skip
+        raise TypeError(
+            f"{common.command}: option(s) {', '.join(sorted(values))} have no field in {type(command).__name__}"
+        )
     return Options(common, command, MappingProxyType(parts))
 
 
@@ -317,8 +342,9 @@ def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.
                 obj._defaults.update(default)  # type: ignore[union-attr]
 
 
-def resumed_options(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace,
-                    stored: dict[str, Any]) -> argparse.Namespace:  # fmt: skip
+def resumed_options(
+    parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace, stored: dict[str, Any]
+) -> argparse.Namespace:
     """A resume runs with the run's own options (its --workers, --max-rss-gb, --executor, outputs, post-run
     steps, the command's own), stored with the run (`info["options"]`, bringup/flow.py); only what the
     resume command names itself overrides them. Options a newer bringup added keep their defaults; stored

@@ -96,8 +96,10 @@ def unjudged_suites(results: Iterable[CaseResult]) -> list[str]:
 
 
 def unjudged_line(suites: list[str]) -> str:
-    return (f"nothing judged in {', '.join(suites)}: every case is ref_fail (the cpu reference failed), "
-            "so the device was not checked there")  # fmt: skip
+    return (
+        f"nothing judged in {', '.join(suites)}: every case is ref_fail (the cpu reference failed), "
+        "so the device was not checked there"
+    )
 
 
 def totals_line(results: list[CaseResult]) -> str:

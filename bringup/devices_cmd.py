@@ -102,20 +102,28 @@ def main(sess: Any) -> int:
     t.add_column(style="bold")
     t.add_column(overflow="fold")
     t.add_row("torch", f"{info['torch']} (build: {info['torch_build']})")
-    built = [t + (" (built in, no device)" if t in info["built_in_no_device"] else "")
-             for t in info["accelerators_built_in"]]  # fmt: skip
+    built = [
+        t + (" (built in, no device)" if t in info["built_in_no_device"] else "") for t in info["accelerators_built_in"]
+    ]
     t.add_row("accelerators", escape(", ".join(built) or "none compiled in"))
     t.add_row("devices", escape(", ".join(f"{d['type']} x{d['count']} ({d['name']})" for d in info["devices"])))
     t.add_row("auto", escape(f"{info['auto']} ({info['auto_reason']})"))
     t.add_row("selected", escape(f"{info['selected']} ({info['selected_name']}); timing: {info['timing']}"))
     ad = info["adapter"]
-    t.add_row("adapter", escape(f"{ad['family']} ({ad['execution']} execution); compile backend "
-              f"{ad['default_compile_backend']}; distributed backend {ad['distributed_backend'] or 'none'}; "
-              f"memory: {ad['memory_gap'] or 'measured'}; backend fallback counter: "
-              f"{'yes' if ad['fallback_counter'] else 'no'}"))  # fmt: skip
+    t.add_row(
+        "adapter",
+        escape(
+            f"{ad['family']} ({ad['execution']} execution); compile backend "
+            f"{ad['default_compile_backend']}; distributed backend {ad['distributed_backend'] or 'none'}; "
+            f"memory: {ad['memory_gap'] or 'measured'}; backend fallback counter: "
+            f"{'yes' if ad['fallback_counter'] else 'no'}"
+        ),
+    )
     for dt, pk in info["peak_flops"].items():
-        t.add_row(f"peak {dt}", "-" if pk is None else escape(f"{pk['flops'] / 1e12:.3f} TFLOP/s per "
-                  f"{pk['unit']} [{pk['source']}]"))  # fmt: skip
+        t.add_row(
+            f"peak {dt}",
+            "-" if pk is None else escape(f"{pk['flops'] / 1e12:.3f} TFLOP/s per {pk['unit']} [{pk['source']}]"),
+        )
     t.add_row("compile backends", ", ".join(info["compile_backends"]))
     t.add_row("plugins", ", ".join(info["plugins"]) or "none")
     t.add_row("PrivateUse1 name", info["privateuse1"])

@@ -94,16 +94,20 @@ def execute_cases(
         sess.store, sess.run_id = store, run_id
         if record is not None:
             record(store, run_id)
-        sess.console.print(run_line(run_id, sess.device.name, sess.device.device_name, len(cases), sess.db),
-                           highlight=False)  # fmt: skip
+        sess.console.print(
+            run_line(run_id, sess.device.name, sess.device.device_name, len(cases), sess.db), highlight=False
+        )
         old = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
         try:
             execute(store, run_id, cases, executor, run_dir, policy=policy.apply if policy.active else None)
         except (KeyboardInterrupt, _Terminated):
             executor.shutdown()
             store.end_run(run_id, "interrupted")
-            print(f"bringup: interrupted; finished cases are saved. Continue with: bringup --db {sess.db} "
-                  f"--resume {run_id}", file=sys.stderr)  # fmt: skip
+            print(
+                f"bringup: interrupted; finished cases are saved. Continue with: bringup --db {sess.db} "
+                f"--resume {run_id}",
+                file=sys.stderr,
+            )
             return 130
         finally:
             if old is not None:
@@ -194,8 +198,9 @@ def write_outputs(
     sess.console.print(f"summary: {summary}", highlight=False)
 
 
-def summarize_by_suite(results: list[CaseResult], console: Console, store: Store | None = None,
-                       run_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+def summarize_by_suite(
+    results: list[CaseResult], console: Console, store: Store | None = None, run_id: str | None = None
+) -> dict[str, Any]:
     """Each suite prints its own table and contributes its own top-level JSON under its name."""
     from bringup.api import get_suite
 

@@ -77,7 +77,7 @@ CORE: tuple[MetricSpec, ...] = (
         "max relative difference of the loss curve from its reference curve "
         "(zoo: device vs cpu; train: compiled vs eager)",
         aliases=("loss_max_rel_dev",),
-    ),  # fmt: skip
+    ),
     _m("loss", "", False, "final training loss"),
     _m("broken_ties", "count", False, "argmax ties the device broke differently from the reference"),
     # speed (train, flex, profile)

@@ -68,8 +68,13 @@ def add_compile_backend(p: argparse.ArgumentParser, default: str | None = "induc
     """The one `--compile-backend NAME` option (the old spelling `--backend` is refused, naming it). Checked by
     `check_compile_backend` when the cases are planned, after `--import` plugins registered theirs."""
     d = f"default {default}" if default else "default: the device's (inductor; openxla on xla)"
-    p.add_argument("--compile-backend", dest="compile_backend", default=default, metavar="NAME",
-                   help=f"torch.compile backend ({d}{extra_help}); a plugin can register more (--import)")  # fmt: skip
+    p.add_argument(
+        "--compile-backend",
+        dest="compile_backend",
+        default=default,
+        metavar="NAME",
+        help=f"torch.compile backend ({d}{extra_help}); a plugin can register more (--import)",
+    )
     refuse_old(p, ["--backend"], "--compile-backend")
 
 
@@ -91,8 +96,10 @@ def check_compile_backend(name: str, flag: str = "--compile-backend", allow_none
 
     known = torch._dynamo.list_backends(exclude_tags=())
     if name not in known:
-        raise BadInput(f"unknown {flag} {name!r}; registered here: {', '.join(sorted(known))} "
-                       "(a plugin can register more: --import MODULE)")  # fmt: skip
+        raise BadInput(
+            f"unknown {flag} {name!r}; registered here: {', '.join(sorted(known))} "
+            "(a plugin can register more: --import MODULE)"
+        )
     return name
 
 
@@ -117,10 +124,14 @@ DTYPE_ALIASES: dict[str, str] = {
 TORCH_DTYPE_NAMES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}
 
 CASE_BUDGET_HELP = "wall-clock limit of each case, seconds: past it its worker is killed and the case is 'budget'"
-COMPILE_BUDGET_HELP = ("limit of each case's first call, seconds, the compile included (an eager run's first step): "
-                       "past it the worker is killed and the case is 'budget' (phase compile)")  # fmt: skip
-DTYPE_HELP = ("precision: fp32, bf16, fp16 (pure: weights and compute in that dtype), amp-bf16, amp-fp16 "
-              "(autocast over fp32 weights, GradScaler for fp16)")  # fmt: skip
+COMPILE_BUDGET_HELP = (
+    "limit of each case's first call, seconds, the compile included (an eager run's first step): "
+    "past it the worker is killed and the case is 'budget' (phase compile)"
+)
+DTYPE_HELP = (
+    "precision: fp32, bf16, fp16 (pure: weights and compute in that dtype), amp-bf16, amp-fp16 "
+    "(autocast over fp32 weights, GradScaler for fp16)"
+)
 SEED_HELP = "init and data seed"
 FILTER_HELP = "keep only {what} whose name matches REGEX (re.search; anchor with ^...$)"
 LIMIT_HELP = "at most N {what} (after --filter)"
@@ -186,8 +197,13 @@ class _Refused(argparse.Action):
         self.new = new
         super().__init__(option_strings, dest, nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:  # fmt: skip
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         parser.error(f"{option_string} is no longer accepted here: use {self.new}")
 
 
@@ -206,26 +222,46 @@ def _default(default: object, note: str) -> str:
     return f" (default {default:g})" if isinstance(default, float) else f" (default {default})"
 
 
-def add_case_budget(p: argparse.ArgumentParser, default: float | None, old: Sequence[str] = (),
-                    default_note: str = "") -> argparse.Action:  # fmt: skip
+def add_case_budget(
+    p: argparse.ArgumentParser, default: float | None, old: Sequence[str] = (), default_note: str = ""
+) -> argparse.Action:
     """`--case-budget SEC`: the wall-clock limit of each case (Case.budget_s)."""
-    a = p.add_argument("--case-budget", dest="case_budget", type=seconds, default=default, metavar="SEC",
-                       help=CASE_BUDGET_HELP + _default(default, default_note))  # fmt: skip
+    a = p.add_argument(
+        "--case-budget",
+        dest="case_budget",
+        type=seconds,
+        default=default,
+        metavar="SEC",
+        help=CASE_BUDGET_HELP + _default(default, default_note),
+    )
     refuse_old(p, old, "--case-budget")
     return _vocab(a, "case_budget")
 
 
-def add_compile_budget(p: argparse.ArgumentParser, default: float | None, old: Sequence[str] = (),
-                       default_note: str = "") -> argparse.Action:  # fmt: skip
+def add_compile_budget(
+    p: argparse.ArgumentParser, default: float | None, old: Sequence[str] = (), default_note: str = ""
+) -> argparse.Action:
     """`--compile-budget SEC`: the limit of a case's first call, compile included (its `compile` phase)."""
-    a = p.add_argument("--compile-budget", dest="compile_budget", type=seconds, default=default, metavar="SEC",
-                       help=COMPILE_BUDGET_HELP + _default(default, default_note))  # fmt: skip
+    a = p.add_argument(
+        "--compile-budget",
+        dest="compile_budget",
+        type=seconds,
+        default=default,
+        metavar="SEC",
+        help=COMPILE_BUDGET_HELP + _default(default, default_note),
+    )
     refuse_old(p, old, "--compile-budget")
     return _vocab(a, "compile_budget")
 
 
-def add_dtype(p: argparse.ArgumentParser, default: str | None, allowed: Sequence[str] = DTYPES, dest: str = "dtype",
-              default_note: str = "", why: str = "") -> argparse.Action:  # fmt: skip
+def add_dtype(
+    p: argparse.ArgumentParser,
+    default: str | None,
+    allowed: Sequence[str] = DTYPES,
+    dest: str = "dtype",
+    default_note: str = "",
+    why: str = "",
+) -> argparse.Action:
     """`--dtype NAME`: the run's precision, one of `allowed` (a subset of DTYPES: what the command can run;
     `why` says why others are not offered). Every spelling in DTYPE_ALIASES is accepted and stored as its name."""
     allowed = tuple(allowed)
@@ -233,30 +269,39 @@ def add_dtype(p: argparse.ArgumentParser, default: str | None, allowed: Sequence
     if unknown:
         raise ValueError(f"add_dtype: not a precision of the vocabulary: {unknown}")
     accepts = "" if allowed == DTYPES else f"; here: {', '.join(allowed)} only" + (f" ({why})" if why else "")
-    a = p.add_argument("--dtype", dest=dest, type=DtypeType(allowed), default=default, metavar="NAME",
-                       help=DTYPE_HELP + accepts + _default(default, default_note))  # fmt: skip
+    a = p.add_argument(
+        "--dtype",
+        dest=dest,
+        type=DtypeType(allowed),
+        default=default,
+        metavar="NAME",
+        help=DTYPE_HELP + accepts + _default(default, default_note),
+    )
     return _vocab(a, "dtype")
 
 
 def add_seed(p: argparse.ArgumentParser, default: int = 0, dest: str = "seed") -> argparse.Action:
     """`--seed N`: the init and data seed (an integer >= 0)."""
-    a = p.add_argument("--seed", dest=dest, type=nonneg_int, default=default, metavar="N",
-                       help=SEED_HELP + _default(default, ""))  # fmt: skip
+    a = p.add_argument(
+        "--seed", dest=dest, type=nonneg_int, default=default, metavar="N", help=SEED_HELP + _default(default, "")
+    )
     return _vocab(a, "seed")
 
 
 def add_filter(p: argparse.ArgumentParser, what: str, old: Sequence[str] = ()) -> argparse.Action:
     """`--filter REGEX`: keep the `what` (models, OpInfos, features ...) whose name matches."""
-    a = p.add_argument("--filter", dest="filter", type=regex, default=None, metavar="REGEX",
-                       help=FILTER_HELP.format(what=what))  # fmt: skip
+    a = p.add_argument(
+        "--filter", dest="filter", type=regex, default=None, metavar="REGEX", help=FILTER_HELP.format(what=what)
+    )
     refuse_old(p, old, "--filter")
     return _vocab(a, "filter")
 
 
 def add_limit(p: argparse.ArgumentParser, what: str, dest: str = "limit") -> argparse.Action:
     """`--limit N`: at most N of `what` (after --filter)."""
-    a = p.add_argument("--limit", dest=dest, type=positive_int, default=None, metavar="N",
-                       help=LIMIT_HELP.format(what=what))  # fmt: skip
+    a = p.add_argument(
+        "--limit", dest=dest, type=positive_int, default=None, metavar="N", help=LIMIT_HELP.format(what=what)
+    )
     return _vocab(a, "limit")
 
 
@@ -355,8 +400,9 @@ class Options:
 def options_class(name: str, dests: Sequence[str]) -> type[CommandOptions]:
     """A frozen options dataclass with untyped `dests` (default None): the options of a plugin's command, step or
     run option that declares no class of its own."""
-    return dataclasses.make_dataclass(name, [(d, Any, field(default=None)) for d in dests],
-                                      bases=(CommandOptions,), frozen=True)  # fmt: skip
+    return dataclasses.make_dataclass(
+        name, [(d, Any, field(default=None)) for d in dests], bases=(CommandOptions,), frozen=True
+    )
 
 
 def parser_dests(add: Any) -> list[str]:
@@ -373,7 +419,8 @@ def _dests(p: argparse.ArgumentParser) -> list[str]:
             out.append(a.dest)
             for sp in dict.fromkeys(a.choices.values()):
                 out += _dests(sp)
-        elif a.dest != argparse.SUPPRESS and not isinstance(a, (_Refused, argparse._HelpAction,
-                                                                argparse._VersionAction)):
+        elif a.dest != argparse.SUPPRESS and not isinstance(
+            a, (_Refused, argparse._HelpAction, argparse._VersionAction)
+        ):
             out.append(a.dest)
     return list(dict.fromkeys(out))

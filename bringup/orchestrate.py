@@ -120,8 +120,11 @@ def finish(store: Store, run: RunInfo, results: list[CaseResult], out: str | Non
             log.write_text(traceback.format_exc())
         except OSError:
             pass
-        print(f"bringup: the HTML report failed ({type(e).__name__}: {e}); details in {log}; the results are "
-              f"saved: retry with `bringup --db {store.path} report {run.run_id}`", file=sys.stderr)  # fmt: skip
+        print(
+            f"bringup: the HTML report failed ({type(e).__name__}: {e}); details in {log}; the results are "
+            f"saved: retry with `bringup --db {store.path} report {run.run_id}`",
+            file=sys.stderr,
+        )
         return
     print(f"report: {path}")
 

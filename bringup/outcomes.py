@@ -40,17 +40,36 @@ class Outcome:
 
 OUTCOMES: tuple[Outcome, ...] = (
     Outcome("pass", "pass", "pass", (Status.PASS,), "the device did it and was judged right"),
-    Outcome("gap", "gap", "gaps", (Status.UNSUPPORTED, Status.FALLBACK),
-            "the backend does not do it and said so (not implemented, or only through its CPU fallback)"),
-    Outcome("failure", "failure", "failures",
-            (Status.FAIL_NUMERIC, Status.FAIL_COMPILE, Status.BUDGET, Status.CRASH, Status.OOM, Status.SILENT_EAGER),
-            "the device tried and did not deliver: wrong numbers, a compile error, over budget, a crash, "
-            "out of memory, or compiled code that silently ran eager"),
-    Outcome("error", "harness error", "harness errors", (Status.ERROR,),
-            "bringup's own bug (traceback kept); says nothing about the device"),
-    Outcome("not_judged", "not judged", "not judged", (Status.REF_FAIL,),
-            "the cpu reference failed, so the device was not checked; left out of pass rates"),
-)  # fmt: skip
+    Outcome(
+        "gap",
+        "gap",
+        "gaps",
+        (Status.UNSUPPORTED, Status.FALLBACK),
+        "the backend does not do it and said so (not implemented, or only through its CPU fallback)",
+    ),
+    Outcome(
+        "failure",
+        "failure",
+        "failures",
+        (Status.FAIL_NUMERIC, Status.FAIL_COMPILE, Status.BUDGET, Status.CRASH, Status.OOM, Status.SILENT_EAGER),
+        "the device tried and did not deliver: wrong numbers, a compile error, over budget, a crash, "
+        "out of memory, or compiled code that silently ran eager",
+    ),
+    Outcome(
+        "error",
+        "harness error",
+        "harness errors",
+        (Status.ERROR,),
+        "bringup's own bug (traceback kept); says nothing about the device",
+    ),
+    Outcome(
+        "not_judged",
+        "not judged",
+        "not judged",
+        (Status.REF_FAIL,),
+        "the cpu reference failed, so the device was not checked; left out of pass rates",
+    ),
+)
 BY_STATUS: dict[Status, Outcome] = {s: o for o in OUTCOMES for s in o.statuses}
 BY_KEY: dict[str, Outcome] = {o.key: o for o in OUTCOMES}
 

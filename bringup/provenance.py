@@ -63,12 +63,22 @@ def git_commit(path: Path) -> str | None:
     """The commit the git work tree holding `path` is at ("+dirty" when tracked files changed), or None
     (not a git checkout, no git, git failed)."""
     try:
-        head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT_S, check=False)  # fmt: skip
+        head = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False)  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     sha = head.stdout.strip()

@@ -75,8 +75,21 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX hub_ids_by_case ON hub_ids(run_id, case_id);
     """,
 )
-HUB_ID_COLUMNS = ("model_id", "revision", "sha", "signature", "case_id", "full_case_id", "architecture", "model_type",
-                  "task", "downloads", "likes", "config_status", "reason")  # fmt: skip
+HUB_ID_COLUMNS = (
+    "model_id",
+    "revision",
+    "sha",
+    "signature",
+    "case_id",
+    "full_case_id",
+    "architecture",
+    "model_type",
+    "task",
+    "downloads",
+    "likes",
+    "config_status",
+    "reason",
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -184,9 +197,20 @@ class Store(SQLiteFile):
             c.execute(
                 "INSERT INTO runs (run_id, command, argv, bringup_version, torch_version, device,"
                 " device_name, host, started_at, status, info) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (run_id, command, json.dumps(argv), __version__, torch.__version__, device, device_name,
-                 socket.gethostname(), time.time(), "running", json.dumps(info, default=str)),
-            )  # fmt: skip
+                (
+                    run_id,
+                    command,
+                    json.dumps(argv),
+                    __version__,
+                    torch.__version__,
+                    device,
+                    device_name,
+                    socket.gethostname(),
+                    time.time(),
+                    "running",
+                    json.dumps(info, default=str),
+                ),
+            )
         return run_id
 
     def end_run(self, run_id: str, status: str) -> None:
@@ -252,9 +276,20 @@ class Store(SQLiteFile):
             c.execute(
                 "INSERT OR REPLACE INTO cases (run_id, case_id, suite, name, params, status, reason,"
                 " error, wall_s, finished_at, fields) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (run_id, r.case_id, r.suite, r.name, json.dumps(r.params, default=str), r.status.value,
-                 r.reason, r.error, r.wall_s, time.time(), json.dumps(r.fields, default=str)),
-            )  # fmt: skip
+                (
+                    run_id,
+                    r.case_id,
+                    r.suite,
+                    r.name,
+                    json.dumps(r.params, default=str),
+                    r.status.value,
+                    r.reason,
+                    r.error,
+                    r.wall_s,
+                    time.time(),
+                    json.dumps(r.fields, default=str),
+                ),
+            )
             c.executemany(
                 "INSERT INTO metrics (run_id, case_id, name, value, unit) VALUES (?,?,?,?,?)",
                 [(run_id, r.case_id, k, m.value, m.unit) for k, m in r.metrics.items()],
@@ -274,33 +309,46 @@ class Store(SQLiteFile):
         cols = ", ".join(HUB_ID_COLUMNS)
         with self.tx() as c:
             c.execute("DELETE FROM hub_ids WHERE run_id = ?", (run_id,))
-            c.executemany(f"INSERT INTO hub_ids (run_id, {cols}) VALUES (?, {', '.join('?' * len(HUB_ID_COLUMNS))})",
-                          [(run_id, *(r.get(k) for k in HUB_ID_COLUMNS)) for r in rows])  # fmt: skip
+            c.executemany(
+                f"INSERT INTO hub_ids (run_id, {cols}) VALUES (?, {', '.join('?' * len(HUB_ID_COLUMNS))})",
+                [(run_id, *(r.get(k) for k in HUB_ID_COLUMNS)) for r in rows],
+            )
 
     def hub_ids(self, run_id: str) -> list[dict[str, Any]]:
         """The run's Hub ids with their case's status and reason (NULL while the case has not finished)."""
-        q = (f"SELECT {', '.join('h.' + k for k in HUB_ID_COLUMNS)}, c.status, c.reason FROM hub_ids h"
-             " LEFT JOIN cases c ON c.run_id = h.run_id AND c.case_id = h.case_id WHERE h.run_id = ?"
-             " ORDER BY coalesce(h.downloads, -1) DESC, h.model_id")  # fmt: skip
-        return [dict(zip((*HUB_ID_COLUMNS, "case_status", "case_reason"), row, strict=True))
-                for row in self.conn.execute(q, (run_id,))]  # fmt: skip
+        q = (
+            f"SELECT {', '.join('h.' + k for k in HUB_ID_COLUMNS)}, c.status, c.reason FROM hub_ids h"
+            " LEFT JOIN cases c ON c.run_id = h.run_id AND c.case_id = h.case_id WHERE h.run_id = ?"
+            " ORDER BY coalesce(h.downloads, -1) DESC, h.model_id"
+        )
+        return [
+            dict(zip((*HUB_ID_COLUMNS, "case_status", "case_reason"), row, strict=True))
+            for row in self.conn.execute(q, (run_id,))
+        ]
 
     def results(self, run_id: str, suite: str | None = None) -> list[CaseResult]:
         """Finished cases of a run, in plan order (then finish order for unplanned ones)."""
         q = (
             "SELECT c.case_id, c.suite, c.name, c.params, c.status, c.reason, c.error, c.wall_s, c.fields"
             " FROM cases c LEFT JOIN planned p ON p.run_id = c.run_id AND p.case_id = c.case_id"
-            " WHERE c.run_id = ?" + (" AND c.suite = ?" if suite else "") +
-            " ORDER BY coalesce(p.seq, 1e18), c.finished_at"
-        )  # fmt: skip
+            " WHERE c.run_id = ?"
+            + (" AND c.suite = ?" if suite else "")
+            + " ORDER BY coalesce(p.seq, 1e18), c.finished_at"
+        )
         args: tuple[Any, ...] = (run_id, suite) if suite else (run_id,)
         out: dict[str, CaseResult] = {}
         for cid, su, name, params, status, reason, error, wall, fields in self.conn.execute(q, args):
             out[cid] = CaseResult(
-                case_id=cid, suite=su, name=name, status=Status(status), reason=reason or "",
-                error=error or "", wall_s=float(wall or 0.0), params=json.loads(params),
+                case_id=cid,
+                suite=su,
+                name=name,
+                status=Status(status),
+                reason=reason or "",
+                error=error or "",
+                wall_s=float(wall or 0.0),
+                params=json.loads(params),
                 fields=json.loads(fields or "{}"),
-            )  # fmt: skip
+            )
         if not out:
             return []
         for cid, name, value, unit in self.conn.execute(

@@ -30,8 +30,13 @@ def _trust_the_proved_vec_isa() -> None:
     if "PYTEST_XDIST_WORKER" in os.environ or "TORCHINDUCTOR_VEC_ISA_OK" in os.environ:
         return  # a worker inherits the controller's decision; a user's own setting stands
     try:
-        p = subprocess.run([sys.executable, "-c", _ISA_CHECK], capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+        p = subprocess.run(
+            [sys.executable, "-c", _ISA_CHECK],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
     except (OSError, subprocess.SubprocessError):
         return
     if p.returncode == 0 and p.stdout.strip().endswith("True"):
@@ -85,8 +90,14 @@ def run_cli(
     full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
     p = zygote.run(list(args), cwd, full_env, timeout)
     if p is None:
-        p = subprocess.run([sys.executable, "-m", "bringup.cli", *args], cwd=cwd, env=full_env, text=True,
-                           capture_output=True, timeout=timeout)  # fmt: skip
+        p = subprocess.run(
+            [sys.executable, "-m", "bringup.cli", *args],
+            cwd=cwd,
+            env=full_env,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+        )
     if check_rc is not None and p.returncode != check_rc:
         raise AssertionError(
             f"rc {p.returncode} != {check_rc}\nstdout:\n{p.stdout[-4000:]}\nstderr:\n{p.stderr[-4000:]}"

@@ -32,8 +32,16 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 # Read by their libraries when those are imported, which the zygote never does (checked at its start).
 # Inductor writes TORCHINDUCTOR_CACHE_DIR into os.environ at a test process's first compile, ray.init RAY_*.
-_SAFE_PREFIXES = ("BRINGUP_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_",
-                  "RAY_")  # fmt: skip
+_SAFE_PREFIXES = (
+    "BRINGUP_",
+    "HF_",
+    "HUGGINGFACE_",
+    "TRANSFORMERS_",
+    "TORCHINDUCTOR_",
+    "_TORCHINDUCTOR_",
+    "TRITON_",
+    "RAY_",
+)
 _APPLIED = ("PYTHONWARNINGS", "PYTHONPATH", "PYTEST_CURRENT_TEST")
 _NOT_IMPORTED = ("huggingface_hub", "transformers", "torch._inductor", "torch._dynamo", "timm", "triton", "ray")
 
@@ -134,10 +142,12 @@ class Zygote:
     def __init__(self) -> None:
         self.env = session_env()
         ours, theirs = socket.socketpair()
-        code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from tests.zygote import serve; "
-                f"serve({theirs.fileno()})")
-        self.proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=self.env, pass_fds=(theirs.fileno(),),
-                                     stdin=subprocess.DEVNULL)  # fmt: skip
+        code = (
+            f"import sys; sys.path.insert(0, {str(REPO)!r}); from tests.zygote import serve; serve({theirs.fileno()})"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], cwd=REPO, env=self.env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL
+        )
         theirs.close()
         self.sock = ours
         self._buf = b""
@@ -162,8 +172,11 @@ class Zygote:
         sitecustomize on PYTHONPATH), or None: the one rule, for the decision and for the log alike."""
         if not self.ok or self.proc.poll() is not None:
             return "zygote unusable"
-        unsafe = sorted(k for k in self.env.keys() | env.keys()
-                        if self.env.get(k) != env.get(k) and k not in _APPLIED and not k.startswith(_SAFE_PREFIXES))
+        unsafe = sorted(
+            k
+            for k in self.env.keys() | env.keys()
+            if self.env.get(k) != env.get(k) and k not in _APPLIED and not k.startswith(_SAFE_PREFIXES)
+        )
         if unsafe:
             return "env differs: " + ",".join(unsafe)
         extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]

@@ -4,10 +4,8 @@ bisect cases only: not part of `bringup run`)."""
 
 from __future__ import annotations
 
-from bringup.api import Suite, register_suite
+from bringup.api import register_capability
 from bringup.bisect import args as face
 from bringup.bisect import section
 
-register_suite(
-    Suite.from_face(face, title="Bisection", section=section.render, tile=section.tile, page_data=section.page_data)
-)
+register_capability(face, title="Bisection", section=section.render, tile=section.tile, page_data=section.page_data)

@@ -14,8 +14,29 @@ from bringup.case import Status
 
 # Device words a "not supported on/for <device>" message names. The PrivateUse1 backend's own name is
 # added at call time (it is whatever a plugin renamed it to).
-_DEVICE_WORDS = ("cpu", "cuda", "xpu", "mps", "hpu", "mtia", "meta", "xla", "lazy", "ipu", "privateuseone", "neuron",
-                 "npu", "device", "devices", "backend", "backends", "platform", "hardware", "gpu", "gpus")  # fmt: skip
+_DEVICE_WORDS = (
+    "cpu",
+    "cuda",
+    "xpu",
+    "mps",
+    "hpu",
+    "mtia",
+    "meta",
+    "xla",
+    "lazy",
+    "ipu",
+    "privateuseone",
+    "neuron",
+    "npu",
+    "device",
+    "devices",
+    "backend",
+    "backends",
+    "platform",
+    "hardware",
+    "gpu",
+    "gpus",
+)
 
 
 def _unsupported_re(extra_devices: tuple[str, ...] = ()) -> re.Pattern[str]:

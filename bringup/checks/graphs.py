@@ -26,6 +26,16 @@ class GraphReport:
     recompile_reasons: list[str] = field(default_factory=list)
     compile_s: float = 0.0
 
+    def fields(self) -> dict[str, Any]:
+        """What a case records of its compiled run's graphs (compile_s aside: the caller's fallback differs)."""
+        return {
+            "graph_count": self.graph_count,
+            "graph_breaks": self.graph_breaks,
+            "break_reasons": self.break_reasons,
+            "recompiles": self.recompiles,
+            "recompile_reasons": self.recompile_reasons,
+        }
+
 
 def short_reason(reason: Any) -> str:
     text = str(getattr(reason, "reason", reason)).strip()

@@ -47,8 +47,10 @@ class CurveReport:
             return f"loss curve not judged: {self.why} (max rel dev {self.max_rel_dev:.3g})"
         if self.ok:
             return f"loss curve ok over {self.steps} steps (max rel dev {self.max_rel_dev:.3g} <= {self.bound:.3g})"
-        return (f"loss curve diverges at step {self.first_diverging_step}: max rel dev {self.max_rel_dev:.3g} "
-                f"(bound {self.bound:.3g}){' ' + self.why if self.why else ''}")  # fmt: skip
+        return (
+            f"loss curve diverges at step {self.first_diverging_step}: max rel dev {self.max_rel_dev:.3g} "
+            f"(bound {self.bound:.3g}){' ' + self.why if self.why else ''}"
+        )
 
 
 def rel_devs(got: Sequence[float], ref: Sequence[float]) -> list[float]:

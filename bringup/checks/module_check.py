@@ -42,8 +42,11 @@ from bringup.precision import Precision, default_dtype
 FP32_DITHER = module_tolerance(torch.float32).dither
 # dynamo's per-code cache: every module compiled alone goes through one wrapper's code object, and
 # its recompile limit (8) would silently run the 9th module eagerly: raised, and hitting it raises.
-_DYNAMO_LIMITS = {"recompile_limit": 100_000, "accumulated_recompile_limit": 100_000,
-                  "fail_on_recompile_limit_hit": True}  # fmt: skip
+_DYNAMO_LIMITS = {
+    "recompile_limit": 100_000,
+    "accumulated_recompile_limit": 100_000,
+    "fail_on_recompile_limit_hit": True,
+}
 
 
 @dataclass
@@ -131,13 +134,17 @@ class ModuleReport:
         """What a case keeps: counts, the failing modules and the worst scores (JSON-able)."""
         w = self.worst
         return {
-            "label": self.label, "ok": self.ok, "modules": len(self.modules), "judged": len(self.judged),
+            "label": self.label,
+            "ok": self.ok,
+            "modules": len(self.modules),
+            "judged": len(self.judged),
             "failed": [{"module": m.name, "class": m.cls, "why": m.why()} for m in self.failed][:20],
             "not_judged": [{"module": m.name, "why": m.note} for m in self.modules if m.note][:20],
             "judged_fp32": sum(m.fp32 for m in self.modules),
             "score": round(self.score, 4) if math.isfinite(self.score) else None,
-            "worst": None if w is None else f"{w[0].name} {w[0].why()}", "seconds": round(self.seconds, 3),
-        }  # fmt: skip
+            "worst": None if w is None else f"{w[0].name} {w[0].why()}",
+            "seconds": round(self.seconds, 3),
+        }
 
 
 @contextlib.contextmanager
@@ -171,8 +178,11 @@ def _dithered(call: Call, m64: torch.nn.Module, d: float) -> list[Replayed]:
     out = []
     for k in range(DITHERS):
         with _seeded():
-            out.append(replay(call, m64, torch.device("cpu"), contextlib.nullcontext, dtype=torch.float64,
-                              dither=d, seed=k + 1))  # fmt: skip
+            out.append(
+                replay(
+                    call, m64, torch.device("cpu"), contextlib.nullcontext, dtype=torch.float64, dither=d, seed=k + 1
+                )
+            )
     return out
 
 
@@ -187,9 +197,15 @@ class ModuleCheck:
     layers at their float64-capable expert loop); `modules`: which to judge (default judged_modules, with
     `blocks`: only the first blocks of each stack)."""
 
-    def __init__(self, model: torch.nn.Module, precision: Precision, device: torch.device,
-                 prepare_reference: Callable[[torch.nn.Module, torch.dtype], None] | None = None,
-                 modules: dict[str, torch.nn.Module] | None = None, blocks: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        precision: Precision,
+        device: torch.device,
+        prepare_reference: Callable[[torch.nn.Module, torch.dtype], None] | None = None,
+        modules: dict[str, torch.nn.Module] | None = None,
+        blocks: int | None = None,
+    ) -> None:
         self.model = model
         self.prec = precision
         self.device = device
@@ -279,8 +295,7 @@ class ModuleCheck:
         self.reference_s = time.perf_counter() - t0
         return refs
 
-    def _references(self, refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str],
-                    cpu: torch.device) -> None:  # fmt: skip
+    def _references(self, refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str], cpu: torch.device) -> None:
         dither = module_tolerance(self.prec).dither
         low = _coarser(judged_dtype(self.prec), torch.float32)
         off = lambda: contextlib.nullcontext()
@@ -288,8 +303,9 @@ class ModuleCheck:
         for name, call in self.calls.items():
             try:
                 with _seeded():
-                    base = replay(call, self._cpu_copy(call.module, self.prec.param_dtype), cpu,
-                                  self._autocast("cpu"), dtypes=low)  # fmt: skip
+                    base = replay(
+                        call, self._cpu_copy(call.module, self.prec.param_dtype), cpu, self._autocast("cpu"), dtypes=low
+                    )
                 fp32 = low and not any(_coarser(d, torch.float32) for d in base.dtypes)
                 with default_dtype(torch.float64):
                     m64 = self._cpu_copy(call.module, torch.float64)
@@ -386,8 +402,7 @@ class ModuleCheck:
         return rep
 
 
-def judge_calls(runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]],
-                precision: Any) -> list[TensorVerdict]:  # fmt: skip
+def judge_calls(runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]], precision: Any) -> list[TensorVerdict]:
     """Every tensor of one module's replays, (device, float64, trusted, dithered float64 replays) per
     recorded call: outputs and gradients (module_rule.judge_tensor), a module's calls concatenated. A
     tensor the float64 replay has and the device's lacks fails. Numerically zero (parity.scale_floor) is
@@ -406,8 +421,9 @@ def judge_calls(runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]],
     joined: dict[str, list[torch.Tensor | None]] = {}
     for name, rows in parts.items():
         if any(row[0] is None for row in rows):
-            out.append(TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size",
-                                     why="missing on the device"))  # fmt: skip
+            out.append(
+                TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size", why="missing on the device")
+            )
             continue
         if any(row[2] is None for row in rows):  # the trusted run has no such output: nothing to size it by
             continue
@@ -438,8 +454,20 @@ def judge_calls(runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]],
         # and columns: upcast and sdpa_math carry 0.5-0.7% in a block of q/k/v_proj's weight gradient (bf16, bench
         # 2026-12-03), 1.3-1.8 x one whole rounding; a bug confined to a tail or a tile shows on the activations.
         param = name.startswith("grad.") and not name.startswith("grad.in.")
-        out.append(judge_tensor(name, g, r, b, precision, x, floor, d,  # type: ignore[arg-type]
-                                shape=None if param else shape, positional=not param))  # fmt: skip
+        out.append(
+            judge_tensor(
+                name,
+                g,
+                r,
+                b,
+                precision,
+                x,
+                floor,
+                d,  # type: ignore[arg-type]
+                shape=None if param else shape,
+                positional=not param,
+            )
+        )
     return out
 
 

@@ -188,8 +188,9 @@ class Replayed:
     dtypes: set[torch.dtype] = field(default_factory=set)
 
 
-def _cast(t: Any, device: torch.device, dtype: torch.dtype | None, dither: float = 0.0,
-          gen: torch.Generator | None = None) -> Any:  # fmt: skip
+def _cast(
+    t: Any, device: torch.device, dtype: torch.dtype | None, dither: float = 0.0, gen: torch.Generator | None = None
+) -> Any:
     """A copy of a recorded tensor for one replay (a module may write into its inputs), its floating
     values cast to `dtype` and, with `dither`, each multiplied by (1 + dither x N(0, 1))."""
     if not isinstance(t, torch.Tensor):
@@ -310,9 +311,12 @@ def replay(
         pairs = [(o, g) for o, g in zip(outs, call.out_grads, strict=False) if g is not None and o.requires_grad]
         targets = [t for _, t in wanted] + [p for _, p in params]
         if pairs and targets:
-            grads = torch.autograd.grad([o for o, _ in pairs], targets,
-                                        [_cast(g, o.device, o.dtype, dither, gen) for o, g in pairs],
-                                        allow_unused=True)  # fmt: skip
+            grads = torch.autograd.grad(
+                [o for o, _ in pairs],
+                targets,
+                [_cast(g, o.device, o.dtype, dither, gen) for o, g in pairs],
+                allow_unused=True,
+            )
             names = [n for n, _ in wanted] + [f"grad.{n}" for n, _ in params]
             for n, g in zip(names, grads, strict=True):
                 if g is not None:

@@ -169,14 +169,21 @@ class TensorVerdict:
         if not self.judged:
             return f"{self.name}: not judged ({self.why})"
         if self.check == "size":
-            return (f"{self.name}: rel_rmse {self.rel_rmse:.3g} (bound {self.bound:.3g}; trusted "
-                    f"{self.trusted_rel_rmse:.3g})")  # fmt: skip
-        what = {"bias": "bias", "value": "conditional mean given the reference value",
-                "input": "conditional scale given the input",
-                "position": "scale or mean of one block",
-                "along": "error along the input, row by row (relative RMS)"}[self.check]  # fmt: skip
-        return (f"{self.name}: {what} {self.stat:+.3g} vs trusted {self.trusted_stat:+.3g} (margin {self.margin:.3g}; "
-                f"rel_rmse {self.rel_rmse:.3g}){' ' + self.why if self.why else ''}")  # fmt: skip
+            return (
+                f"{self.name}: rel_rmse {self.rel_rmse:.3g} (bound {self.bound:.3g}; trusted "
+                f"{self.trusted_rel_rmse:.3g})"
+            )
+        what = {
+            "bias": "bias",
+            "value": "conditional mean given the reference value",
+            "input": "conditional scale given the input",
+            "position": "scale or mean of one block",
+            "along": "error along the input, row by row (relative RMS)",
+        }[self.check]
+        return (
+            f"{self.name}: {what} {self.stat:+.3g} vs trusted {self.trusted_stat:+.3g} (margin {self.margin:.3g}; "
+            f"rel_rmse {self.rel_rmse:.3g}){' ' + self.why if self.why else ''}"
+        )
 
 
 def _bins(key: torch.Tensor, q: int) -> torch.Tensor:
@@ -218,8 +225,16 @@ def _copies(vid: torch.Tensor, bins: torch.Tensor, q: int) -> tuple[torch.Tensor
     return cl, key % q
 
 
-def _variances(bins: torch.Tensor, q: int, contrib: torch.Tensor, lev: torch.Tensor, cl: torch.Tensor, cq: torch.Tensor,
-               chunk: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+def _variances(
+    bins: torch.Tensor,
+    q: int,
+    contrib: torch.Tensor,
+    lev: torch.Tensor,
+    cl: torch.Tensor,
+    cq: torch.Tensor,
+    chunk: torch.Tensor,
+    k: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per bin: the variance of sum(contrib) from its clusters of copies, each cluster's sum divided by
     (1 - its leverage) (the leave-one-cluster-out jackknife: a cluster that carries most of the bin's
     weight has its residual fitted away, and its own error measured against the others' fit instead;
@@ -232,9 +247,20 @@ def _variances(bins: torch.Tensor, q: int, contrib: torch.Tensor, lev: torch.Ten
     return iid, (ch**2).sum(1) * k / max(k - 1, 1)
 
 
-def _stat(kind: str, e: torch.Tensor, eb: torch.Tensor, r: torch.Tensor, bins: torch.Tensor, q: int, scale: float,
-          floor: float, chunk: torch.Tensor, k: int, z: float,
-          clusters: tuple[torch.Tensor, torch.Tensor]) -> _Stat:  # fmt: skip
+def _stat(
+    kind: str,
+    e: torch.Tensor,
+    eb: torch.Tensor,
+    r: torch.Tensor,
+    bins: torch.Tensor,
+    q: int,
+    scale: float,
+    floor: float,
+    chunk: torch.Tensor,
+    k: int,
+    z: float,
+    clusters: tuple[torch.Tensor, torch.Tensor],
+) -> _Stat:
     """kind "mean": per bin mean(error) / scale; "proj": per bin <error, r> / <r, r> (a relative scale). Its
     variance from the bins' clusters of copies (`clusters`: _copies), leave-one-cluster-out (module doc)."""
     if kind == "mean":
@@ -270,9 +296,18 @@ def _stat(kind: str, e: torch.Tensor, eb: torch.Tensor, r: torch.Tensor, bins: t
     return _Stat(tg, tb, iid * deff * spread * spread, fl)
 
 
-def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Tensor, precision: Any,
-                 covariate: torch.Tensor | None = None, scale_floor: float = 0.0, dithered: Sequence[torch.Tensor] = (),
-                 shape: Sequence[int] | None = None, positional: bool = True) -> TensorVerdict:  # fmt: skip
+def judge_tensor(
+    name: str,
+    got: torch.Tensor,
+    ref: torch.Tensor,
+    base: torch.Tensor,
+    precision: Any,
+    covariate: torch.Tensor | None = None,
+    scale_floor: float = 0.0,
+    dithered: Sequence[torch.Tensor] = (),
+    shape: Sequence[int] | None = None,
+    positional: bool = True,
+) -> TensorVerdict:
     """The module rule on one tensor (module doc). `covariate`: the module input this tensor is
     elementwise aligned with (same shape), if any; `scale_floor`: the RMS under which the reference is
     numerically zero; `dithered`: float64 results with every input and intermediate perturbed by one
@@ -283,16 +318,36 @@ def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Te
     tol = module_tolerance(precision)
     gross = tolerance_for(precision).gross
     if tuple(got.shape) != tuple(ref.shape) or tuple(base.shape) != tuple(ref.shape):
-        return TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size",
-                             why=f"shape {tuple(got.shape)} != {tuple(ref.shape)}")  # fmt: skip
+        return TensorVerdict(
+            name,
+            False,
+            math.inf,
+            0.0,
+            math.nan,
+            math.inf,
+            "size",
+            why=f"shape {tuple(got.shape)} != {tuple(ref.shape)}",
+        )
     g = got.detach().to("cpu", torch.float64).flatten()
     r = ref.detach().to("cpu", torch.float64).flatten()
     b = base.detach().to("cpu", torch.float64).flatten()
     inf_r = torch.isinf(r)
-    if (not torch.equal(torch.isnan(g), torch.isnan(r)) or not torch.equal(torch.isinf(g), inf_r)
-            or not torch.equal(g[inf_r], r[inf_r])):  # fmt: skip
-        return TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size", numel=g.numel(),
-                             why="NaN / inf where the reference has none (or another one)")  # fmt: skip
+    if (
+        not torch.equal(torch.isnan(g), torch.isnan(r))
+        or not torch.equal(torch.isinf(g), inf_r)
+        or not torch.equal(g[inf_r], r[inf_r])
+    ):
+        return TensorVerdict(
+            name,
+            False,
+            math.inf,
+            0.0,
+            math.nan,
+            math.inf,
+            "size",
+            numel=g.numel(),
+            why="NaN / inf where the reference has none (or another one)",
+        )
     keep = torch.isfinite(r) & torch.isfinite(b)
     g, r, b = g[keep], r[keep], b[keep]
     x = None
@@ -316,8 +371,18 @@ def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Te
     bound = tol.multiplier * max(berr, tol.size_floor, amplified)
     size = TensorVerdict(name, err <= bound, err, bound, berr, err / bound, "size", numel=n)
     if berr > gross:
-        return TensorVerdict(name, True, err, bound, berr, 0.0, "size", numel=n, judged=False,
-                             why=f"the trusted run is itself {berr:.3g} off float64 here: ill-conditioned")  # fmt: skip
+        return TensorVerdict(
+            name,
+            True,
+            err,
+            bound,
+            berr,
+            0.0,
+            "size",
+            numel=n,
+            judged=False,
+            why=f"the trusted run is itself {berr:.3g} off float64 here: ill-conditioned",
+        )
     if rms_r < scale_floor:  # numerically zero: its direction means nothing
         return size
     k = min(CHUNKS, n // 2) if n >= 4 else 1
@@ -354,13 +419,36 @@ def judge_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Te
         s = float(score[i])
         if s > worst.score:
             kind, _, where = check.partition(":")
-            worst = TensorVerdict(name, s <= 1.0, err, bound, berr, s, kind, float(st.got[i]), float(st.base[i]),
-                                  float(st.floor[i] + noise[i]), n, why=f"({where}, block {i + 1}/{len(st.got)})"
-                                  if where else "")  # fmt: skip
+            worst = TensorVerdict(
+                name,
+                s <= 1.0,
+                err,
+                bound,
+                berr,
+                s,
+                kind,
+                float(st.got[i]),
+                float(st.base[i]),
+                float(st.floor[i] + noise[i]),
+                n,
+                why=f"({where}, block {i + 1}/{len(st.got)})" if where else "",
+            )
     if worst is size:
         return size
-    return TensorVerdict(name, worst.ok and size.ok, err, bound, berr, worst.score, worst.check, worst.stat,
-                         worst.trusted_stat, worst.margin, n, why=worst.why)  # fmt: skip
+    return TensorVerdict(
+        name,
+        worst.ok and size.ok,
+        err,
+        bound,
+        berr,
+        worst.score,
+        worst.check,
+        worst.stat,
+        worst.trusted_stat,
+        worst.margin,
+        n,
+        why=worst.why,
+    )
 
 
 # check 6 needs rows of at least this many features (a projection per row; shorter rows leave the
@@ -370,9 +458,20 @@ ALONG_MIN_FEATURES = 8
 ALONG_MIN_ROWS = 16
 
 
-def _along_input(name: str, layout: tuple[int, ...], keep: torch.Tensor, e: torch.Tensor, eb: torch.Tensor,
-                 r: torch.Tensor, x: torch.Tensor | None, scale: float, tol: ModuleTolerance, err: float,
-                 bound: float, berr: float) -> TensorVerdict | None:  # fmt: skip
+def _along_input(
+    name: str,
+    layout: tuple[int, ...],
+    keep: torch.Tensor,
+    e: torch.Tensor,
+    eb: torch.Tensor,
+    r: torch.Tensor,
+    x: torch.Tensor | None,
+    scale: float,
+    tol: ModuleTolerance,
+    err: float,
+    bound: float,
+    berr: float,
+) -> TensorVerdict | None:
     """Check 6: the error along the module's input, row by row (rows: the last axis). In each row the
     input's direction with the reference's own direction and the constant one taken out (u: x, both
     centred, minus its projection on ref, unit length), the error's component c = <e, u>;
@@ -419,13 +518,24 @@ def _along_input(name: str, layout: tuple[int, ...], keep: torch.Tensor, e: torc
     margin = s_base + tol.floor + noise
     past = max(0.0, s_got - margin + noise)
     score = past / max(noise, 1e-300)
-    return TensorVerdict(name, score <= 1.0, err, bound, berr, score, "along", s_got, s_base, margin, n,
-                         why=f"(rows of {h}, {m} rows)")  # fmt: skip
+    return TensorVerdict(
+        name, score <= 1.0, err, bound, berr, score, "along", s_got, s_base, margin, n, why=f"(rows of {h}, {m} rows)"
+    )
 
 
-def _position_tests(shape: tuple[int, ...], keep: torch.Tensor, e: torch.Tensor, eb: torch.Tensor, r: torch.Tensor,
-                    scale: float, floor: float, chunk: torch.Tensor, k: int, z: float,
-                    vid: torch.Tensor) -> list[tuple[str, _Stat]]:  # fmt: skip
+def _position_tests(
+    shape: tuple[int, ...],
+    keep: torch.Tensor,
+    e: torch.Tensor,
+    eb: torch.Tensor,
+    r: torch.Tensor,
+    scale: float,
+    floor: float,
+    chunk: torch.Tensor,
+    k: int,
+    z: float,
+    vid: torch.Tensor,
+) -> list[tuple[str, _Stat]]:
     """Check 5: per contiguous block of the last and the second-to-last axis, the scale and the mean."""
     out: list[tuple[str, _Stat]] = []
     n = int(r.numel())

@@ -439,10 +439,16 @@ def compare_tensor(
             margin = tol.bias_floor + tol.bias_z * math.hypot(se, sd)
             lo = min(0.0, base_bias, mean) - margin
             hi = max(0.0, base_bias, mean) + margin
-            why = (f"(trusted rel_rmse {base_err:.3g}, bias {base_bias:+.3g}"
-                   + (f"; over {len(seeds_err)} more seed(s): max rel_rmse {max(seeds_err):.3g}, "
-                      f"bias sd {sd:.3g}" if seeds_err else "")
-                   + (f"; rounded once at random: {max(dither_err):.3g}" if dither_err else "") + ")")  # fmt: skip
+            why = (
+                f"(trusted rel_rmse {base_err:.3g}, bias {base_bias:+.3g}"
+                + (
+                    f"; over {len(seeds_err)} more seed(s): max rel_rmse {max(seeds_err):.3g}, bias sd {sd:.3g}"
+                    if seeds_err
+                    else ""
+                )
+                + (f"; rounded once at random: {max(dither_err):.3g}" if dither_err else "")
+                + ")"
+            )
     if zero:
         # What cancels is not the tensor but its terms (a key bias's gradient sums per-query softmax gradients
         # whose rows sum to zero), so a correct run's residue is a few roundings of terms the size of the

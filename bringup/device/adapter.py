@@ -176,12 +176,14 @@ class DeviceAdapter:
     def describe(self) -> dict[str, Any]:
         """What `bringup devices` and the run's info show about the adapter."""
         return {
-            "family": self.family, "execution": self.execution,
+            "family": self.family,
+            "execution": self.execution,
             "timing": "torch.Event" if self.has_timing_events else "perf_counter after synchronize",
             "default_compile_backend": self.default_compile_backend,
-            "distributed_backend": self.distributed_backend(), "memory_gap": self.memory_gap(),
+            "distributed_backend": self.distributed_backend(),
+            "memory_gap": self.memory_gap(),
             "fallback_counter": self.fallback_counts() is not None,
-        }  # fmt: skip
+        }
 
 
 # ---- the registry: in iface.py (what a Device and its adapter share), named here too ----------------

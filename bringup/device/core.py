@@ -63,7 +63,7 @@ class Device:
 
     @property
     def execution(self) -> str:
-        """"eager" (ops run as issued) or "lazy" (recorded, run on synchronize or a read)."""
+        """ "eager" (ops run as issued) or "lazy" (recorded, run on synchronize or a read)."""
         return self.adapter.execution
 
     @property

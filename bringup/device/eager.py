@@ -153,8 +153,10 @@ class EagerAdapter(DeviceAdapter):
             return None if _peak_rss_bytes() is not None else "no /proc/self/status VmHWM nor getrusage here"
         fn = self._mem_fn("max_memory_allocated")
         if fn is None:
-            return (f"neither torch.accelerator (not the available accelerator) nor torch.{self.device.type} "
-                    "has max_memory_allocated")  # fmt: skip
+            return (
+                f"neither torch.accelerator (not the available accelerator) nor torch.{self.device.type} "
+                "has max_memory_allocated"
+            )
         try:
             fn(self._idx())
         except Exception as e:

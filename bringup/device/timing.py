@@ -98,8 +98,9 @@ CALIBRATION_N = {"cpu": 1024}
 CALIBRATION_N_DEFAULT = 4096
 
 
-def calibrate_gemm(adapter: Clock, dtype: torch.dtype = torch.float32, seconds: float = 1.0,
-                   n: int | None = None) -> PeakFlops:  # fmt: skip
+def calibrate_gemm(
+    adapter: Clock, dtype: torch.dtype = torch.float32, seconds: float = 1.0, n: int | None = None
+) -> PeakFlops:
     """Measure a large square GEMM: the fastest of several timed repeats, in FLOP/s (a peak: on a shared
     machine other work only ever slows a repeat down, so the median would be the neighbours' figure).
     Each repeat's result is handed to the timer (materialized before its clock stops); the last is read."""

@@ -131,8 +131,10 @@ class XlaAdapter(DeviceAdapter):
     def profiler_activities(self) -> tuple[list[Any], str]:
         from torch.profiler import ProfilerActivity
 
-        return [ProfilerActivity.CPU], ("PyTorch/XLA's device trace is torch_xla.debug.profiler (a trace server), "
-                                        "not torch.profiler: host events only")  # fmt: skip
+        return [ProfilerActivity.CPU], (
+            "PyTorch/XLA's device trace is torch_xla.debug.profiler (a trace server), "
+            "not torch.profiler: host events only"
+        )
 
     def eager_switch(self) -> tuple[str, Callable[[], AbstractContextManager[Any]]] | None:
         try:
@@ -152,8 +154,11 @@ class XlaAdapter(DeviceAdapter):
         return "torch_xla.experimental.eager_mode(True)", on
 
     def compile_cache_counts(self) -> tuple[str, dict[str, int]] | None:
-        names = {"hit": "PersistentCacheHit", "miss": "PersistentCacheMiss",
-                 "failed": "PersistentCacheDeserializeFailure"}  # fmt: skip
+        names = {
+            "hit": "PersistentCacheHit",
+            "miss": "PersistentCacheMiss",
+            "failed": "PersistentCacheDeserializeFailure",
+        }
         return "XLA's persistent compile cache", {k: int(met.counter_value(v) or 0) for k, v in names.items()}
 
     def compile_cache_env(self, root: Path) -> dict[str, str]:

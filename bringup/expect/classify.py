@@ -66,11 +66,18 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "case": self.key, "case_id": self.case_id, "class": self.klass.value, "status": self.status.value,
-            "seen": [s.value for s in self.seen], "expected": self.expected.status.value,
-            "expected_reason": self.expected.reason, "link": self.expected.link, "detail": self.detail,
-            "graph_breaks": self.graph_breaks, "expected_graph_breaks": self.expected.graph_breaks,
-        }  # fmt: skip
+            "case": self.key,
+            "case_id": self.case_id,
+            "class": self.klass.value,
+            "status": self.status.value,
+            "seen": [s.value for s in self.seen],
+            "expected": self.expected.status.value,
+            "expected_reason": self.expected.reason,
+            "link": self.expected.link,
+            "detail": self.detail,
+            "graph_breaks": self.graph_breaks,
+            "expected_graph_breaks": self.expected.graph_breaks,
+        }
 
 
 @dataclass
@@ -113,10 +120,14 @@ class Judgement:
         return {
             "file": self.path,
             "section": {"device": self.section[0], "torch": self.section[1]} if self.section else None,
-            "strict": self.strict, "repeat": self.repeat, "counts": self.counts(),
-            "exit_code": self.exit_code(), "unjudged_suites": self.unjudged,
-            "not_run": self.not_run, "cases": [o.to_json() for o in self.outcomes],
-        }  # fmt: skip
+            "strict": self.strict,
+            "repeat": self.repeat,
+            "counts": self.counts(),
+            "exit_code": self.exit_code(),
+            "unjudged_suites": self.unjudged,
+            "not_run": self.not_run,
+            "cases": [o.to_json() for o in self.outcomes],
+        }
 
 
 def classify_one(
@@ -171,15 +182,16 @@ def classify(
             expectations.get(case_key(r)),
             graph_breaks(r),
             allow_unsupported,
-        )  # fmt: skip
+        )
         for r in results
     ]
     from bringup.console import unjudged_suites
 
     unjudged = [
-        s for s in unjudged_suites(results)
+        s
+        for s in unjudged_suites(results)
         if not all(o.expected.status is Status.REF_FAIL for o in outcomes if o.key.startswith(f"{s}/"))
-    ]  # fmt: skip
+    ]
     run_keys = {o.key for o in outcomes}
     not_run = sorted(k for k in expectations if k not in run_keys)
     return Judgement(outcomes, section, path, strict, 1 + len(repeats), unjudged, not_run)

@@ -48,17 +48,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("run", nargs="?", default=None, help="run id (default: the latest run in the store)")
     c.add_argument("--expect", dest="expect_file", required=True, metavar="FILE", help="the expectations file")
     c.add_argument("--strict", action="store_true", help="a new pass or a flaky case also makes the exit code 1")
-    c.add_argument("--allow-unsupported", dest="allow_unsupported_", action="store_true",
-                   help="'unsupported' cases don't count as failures")  # fmt: skip
-    c.add_argument("--update", action="store_true",
-                   help="then rewrite FILE from that run (as `--update-expect` would have; comments kept)")  # fmt: skip
-    for name, what in (("import", "read a torch-xpu-ops expected-accuracy CSV into an expectations file"),
-                       ("export", "write a section as a torch-xpu-ops expected-accuracy CSV")):  # fmt: skip
+    c.add_argument(
+        "--allow-unsupported",
+        dest="allow_unsupported_",
+        action="store_true",
+        help="'unsupported' cases don't count as failures",
+    )
+    c.add_argument(
+        "--update",
+        action="store_true",
+        help="then rewrite FILE from that run (as `--update-expect` would have; comments kept)",
+    )
+    for name, what in (
+        ("import", "read a torch-xpu-ops expected-accuracy CSV into an expectations file"),
+        ("export", "write a section as a torch-xpu-ops expected-accuracy CSV"),
+    ):
         x = sub.add_parser(name, help=what)
         if name == "import":
             x.add_argument("csv", metavar="FILE.csv", help="the CSV (name,float32,bfloat16,float16,amp_bf16,amp_fp16)")
-            x.add_argument("--out", required=True, metavar="FILE",
-                           help="the expectations file to write (an existing one gets the section added)")  # fmt: skip
+            x.add_argument(
+                "--out",
+                required=True,
+                metavar="FILE",
+                help="the expectations file to write (an existing one gets the section added)",
+            )
         else:
             x.add_argument("--expect", dest="expect_file", required=True, metavar="FILE", help="the expectations file")
             x.add_argument("--out", required=True, metavar="FILE.csv", help="the CSV to write")
@@ -119,8 +132,11 @@ def _init(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats:
     n = apply(f, results, repeats, run.device, run.torch_version, None)
     f.save()
     entries = f"{n['added']} entr{'y' if n['added'] == 1 else 'ies'}"
-    sess.console.print(f"wrote {out}: {entries} from run {run.run_id} ({run.device}, torch {run.torch_version}, "
-                       f"{len(results)} case(s))", highlight=False)  # fmt: skip
+    sess.console.print(
+        f"wrote {out}: {entries} from run {run.run_id} ({run.device}, torch {run.torch_version}, "
+        f"{len(results)} case(s))",
+        highlight=False,
+    )
     return 0
 
 
@@ -131,8 +147,15 @@ def _check(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats
 
     f = ExpectFile.load(args.expect_file)
     sel = f.select(run.device, run.torch_version)
-    j = classify(results, repeats, f.expectations(sel), section=sel, path=str(f.path), strict=args.strict,
-                 allow_unsupported=args.allow_unsupported_)  # fmt: skip
+    j = classify(
+        results,
+        repeats,
+        f.expectations(sel),
+        section=sel,
+        path=str(f.path),
+        strict=args.strict,
+        allow_unsupported=args.allow_unsupported_,
+    )
     print_judgement(j, sess.console)
     if not args.update:
         return j.exit_code()
@@ -144,10 +167,20 @@ def _check(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats
     f.save()
     fresh = ExpectFile.load(f.path)
     sel2 = fresh.select(run.device, run.torch_version)
-    after = classify(results, repeats, fresh.expectations(sel2), section=sel2, path=str(f.path), strict=args.strict,
-                     allow_unsupported=args.allow_unsupported_)  # fmt: skip
-    sess.console.print(f"--update: {f.path}: {n['added']} added, {n['changed']} changed, {n['removed']} removed; "
-                       f"against it run {run.run_id} exits {after.exit_code()}", highlight=False)  # fmt: skip
+    after = classify(
+        results,
+        repeats,
+        fresh.expectations(sel2),
+        section=sel2,
+        path=str(f.path),
+        strict=args.strict,
+        allow_unsupported=args.allow_unsupported_,
+    )
+    sess.console.print(
+        f"--update: {f.path}: {n['added']} added, {n['changed']} changed, {n['removed']} removed; "
+        f"against it run {run.run_id} exits {after.exit_code()}",
+        highlight=False,
+    )
     return after.exit_code()
 
 
@@ -177,11 +210,18 @@ def _xpu(sess: Any, args: ExpectOptions) -> int:
         n = xpu_csv.import_csv(csv_path, devices[args.xpu_device][args.xpu_torch], args.dtype, args.xpu_suite)
         f.validate()  # what it writes, it reads back
         f.save()
-        sess.console.print(f"imported {n['rows']} row(s) of {csv_path} (column {n['column']}) into {out} "
-                           f"({args.xpu_device}/torch {args.xpu_torch})", highlight=False, markup=False)  # fmt: skip
+        sess.console.print(
+            f"imported {n['rows']} row(s) of {csv_path} (column {n['column']}) into {out} "
+            f"({args.xpu_device}/torch {args.xpu_torch})",
+            highlight=False,
+            markup=False,
+        )
         for u in n["unknown"]:
-            sess.console.print(f"  cannot map {u}: no bringup status; expected as crash (the note keeps it)",
-                               highlight=False, markup=False)  # fmt: skip
+            sess.console.print(
+                f"  cannot map {u}: no bringup status; expected as crash (the note keeps it)",
+                highlight=False,
+                markup=False,
+            )
         return 0
     f = ExpectFile.load(args.expect_file)
     sel = f.select(args.xpu_device, args.xpu_torch) if args.xpu_device != "*" else ("*", args.xpu_torch)

@@ -147,8 +147,11 @@ class ExpectFile:
             k = sorted(map(str, extra))[0]
             raise self._bad(d, k, f"unknown top-level key {k!r} (allowed: version, devices)")
         if d.get("version") != FORMAT_VERSION:
-            raise self._bad(d, "version" if "version" in d else None,
-                            f"'version' must be {FORMAT_VERSION}, got {d.get('version')!r}")  # fmt: skip
+            raise self._bad(
+                d,
+                "version" if "version" in d else None,
+                f"'version' must be {FORMAT_VERSION}, got {d.get('version')!r}",
+            )
         devices = d.get("devices")
         if devices is None:
             raise self._bad(d, None, "missing 'devices' mapping")
@@ -185,8 +188,9 @@ class ExpectFile:
         if reason and reason not in REASONS:
             raise self._bad(e, "reason", f"case {key!r}: reason {reason!r} is not one of: {', '.join(REASONS)}")
         if not reason and status is not Status.PASS:
-            raise self._bad(e, "status", f"case {key!r}: a '{status.value}' expectation needs a 'reason' "
-                            f"({', '.join(REASONS)})")  # fmt: skip
+            raise self._bad(
+                e, "status", f"case {key!r}: a '{status.value}' expectation needs a 'reason' ({', '.join(REASONS)})"
+            )
         gb = e.get("graph_breaks")
         if gb is not None and (isinstance(gb, bool) or not isinstance(gb, int) or gb < 0):
             raise self._bad(e, "graph_breaks", f"case {key!r}: graph_breaks must be an integer >= 0, got {gb!r}")

@@ -36,15 +36,32 @@ def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     from bringup.options import positive_int
 
     d = argparse.SUPPRESS if suppress else None
-    p.add_argument("--expect", metavar="FILE", default=d,
-                   help="expectations file (YAML): classify cases as expected / new failure / new pass / flaky; "
-                   "exit 1 only on a new failure")  # fmt: skip
-    p.add_argument("--strict", action="store_true", default=d if suppress else False,
-                   help="with --expect: a new pass or a flaky case also makes the exit code 1")  # fmt: skip
-    p.add_argument("--update-expect", action="store_true", default=d if suppress else False,
-                   help="with --expect: rewrite the file from this run (comments and links kept)")  # fmt: skip
-    p.add_argument("--repeat", type=positive_int, default=d if suppress else 1, metavar="N",
-                   help="with --expect: run the cases N times; a case whose status differs is flaky")  # fmt: skip
+    p.add_argument(
+        "--expect",
+        metavar="FILE",
+        default=d,
+        help="expectations file (YAML): classify cases as expected / new failure / new pass / flaky; "
+        "exit 1 only on a new failure",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        default=d if suppress else False,
+        help="with --expect: a new pass or a flaky case also makes the exit code 1",
+    )
+    p.add_argument(
+        "--update-expect",
+        action="store_true",
+        default=d if suppress else False,
+        help="with --expect: rewrite the file from this run (comments and links kept)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=d if suppress else 1,
+        metavar="N",
+        help="with --expect: run the cases N times; a case whose status differs is flaky",
+    )
 
 
 @dataclass
@@ -81,13 +98,24 @@ class Gate:
         return out
 
     def judge(self, results: Sequence[CaseResult], repeats: Sequence[Sequence[CaseResult]]) -> Judgement:
-        return classify(results, repeats, self.expectations, section=self.section, path=str(self.file.path),
-                        strict=self.strict, allow_unsupported=self.allow_unsupported)  # fmt: skip
+        return classify(
+            results,
+            repeats,
+            self.expectations,
+            section=self.section,
+            path=str(self.file.path),
+            strict=self.strict,
+            allow_unsupported=self.allow_unsupported,
+        )
 
     def finish(
-        self, store: Any, run: Any, results: Sequence[CaseResult], repeats: Sequence[Sequence[CaseResult]],
+        self,
+        store: Any,
+        run: Any,
+        results: Sequence[CaseResult],
+        repeats: Sequence[Sequence[CaseResult]],
         console: Any,
-    ) -> tuple[Judgement, int]:  # fmt: skip
+    ) -> tuple[Judgement, int]:
         """Classify, print, remember in the store; with --update-expect write the file and judge again."""
         j = self.judge(results, repeats)
         print_judgement(j, console)
@@ -100,12 +128,22 @@ class Gate:
             path = self.file.save()
             fresh = ExpectFile.load(path)
             sel = fresh.select(self.device, self.torch_version)
-            after = classify(results, repeats, fresh.expectations(sel), section=sel, path=str(path),
-                             strict=self.strict, allow_unsupported=self.allow_unsupported)  # fmt: skip
+            after = classify(
+                results,
+                repeats,
+                fresh.expectations(sel),
+                section=sel,
+                path=str(path),
+                strict=self.strict,
+                allow_unsupported=self.allow_unsupported,
+            )
             code = after.exit_code()
-            console.print(f"--update-expect: {path} ({sel[0] if sel else '-'}/{sel[1] if sel else '-'}): "
-                          f"{n['added']} added, {n['changed']} changed, {n['removed']} removed; against it "
-                          f"this run exits {code}", highlight=False)  # fmt: skip
+            console.print(
+                f"--update-expect: {path} ({sel[0] if sel else '-'}/{sel[1] if sel else '-'}): "
+                f"{n['added']} added, {n['changed']} changed, {n['removed']} removed; against it "
+                f"this run exits {code}",
+                highlight=False,
+            )
         return j, code
 
 
@@ -125,8 +163,7 @@ def prepare(opts: GateOptions, device: str, allow_unsupported: bool = False) -> 
 
     f = ExpectFile.load(path, missing_ok=update)
     sel = f.select(device, torch.__version__)
-    return Gate(f, sel, f.expectations(sel), device, torch.__version__, strict, update, repeat,
-                bool(allow_unsupported))  # fmt: skip
+    return Gate(f, sel, f.expectations(sel), device, torch.__version__, strict, update, repeat, bool(allow_unsupported))
 
 
 class GateStep(Step):
@@ -138,8 +175,7 @@ class GateStep(Step):
         self.repeats: list[list[CaseResult]] = []
 
     def run(self, ctx: AfterRun) -> list[CaseResult]:
-        self.repeats = self.gate.repeat_runs(ctx.store, ctx.run, ctx.cases, ctx.new_executor, ctx.run_dir,
-                                             ctx.console)  # fmt: skip
+        self.repeats = self.gate.repeat_runs(ctx.store, ctx.run, ctx.cases, ctx.new_executor, ctx.run_dir, ctx.console)
         return []
 
     def finish(self, ctx: AfterRun, added: Sequence[CaseResult]) -> Finished:
@@ -153,17 +189,23 @@ def prepare_step(options: Options, device: Any) -> GateStep | None:
     return None if gate is None else GateStep(gate)
 
 
-_LABEL = {Klass.NEW_FAILURE: "[red]NEW FAILURE[/]", Klass.NEW_PASS: "[yellow]NEW PASS[/]",
-          Klass.FLAKY: "[magenta]FLAKY[/]", Klass.EXPECTED: "[dim]expected[/]"}  # fmt: skip
+_LABEL = {
+    Klass.NEW_FAILURE: "[red]NEW FAILURE[/]",
+    Klass.NEW_PASS: "[yellow]NEW PASS[/]",
+    Klass.FLAKY: "[magenta]FLAKY[/]",
+    Klass.EXPECTED: "[dim]expected[/]",
+}
 
 
 def summary_line(j: Judgement) -> str:
     c = j.counts()
     xfail = sum(1 for o in j.by_class(Klass.EXPECTED) if o.status.value != "pass")
     sec = f"{j.section[0]}/torch {j.section[1]}" if j.section else "no section for this device/torch: all pass"
-    return (f"expectations ({j.path}, {sec}): {c['expected']} expected ({xfail} expected failure(s)), "
-            f"{c['new_failure']} new failure(s), {c['new_pass']} new pass(es), {c['flaky']} flaky"
-            + (f" over {j.repeat} runs" if j.repeat > 1 else ""))  # fmt: skip
+    return (
+        f"expectations ({j.path}, {sec}): {c['expected']} expected ({xfail} expected failure(s)), "
+        f"{c['new_failure']} new failure(s), {c['new_pass']} new pass(es), {c['flaky']} flaky"
+        + (f" over {j.repeat} runs" if j.repeat > 1 else "")
+    )
 
 
 def print_judgement(j: Judgement, console: Any) -> None:
@@ -188,5 +230,8 @@ def section(block: Mapping[str, Any]) -> str:
     return section_html(dict(block))
 
 
-register_post_run(PostRun("expect", add_options, prepare_step, order=10, info_key="expectations", section=section,
-                          options=GateOptions))
+register_post_run(
+    PostRun(
+        "expect", add_options, prepare_step, order=10, info_key="expectations", section=section, options=GateOptions
+    )
+)

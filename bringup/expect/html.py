@@ -17,15 +17,20 @@ def section_html(block: dict[str, Any]) -> str:
     for c in cases:
         by_area.setdefault(str(c.get("case", "")).split("/")[0], Counter())[str(c.get("class"))] += 1
     sec = block.get("section") or {}
-    head = (f"<p>File <code>{esc(block.get('file', ''))}</code>, section "
-            f"<code>{esc(sec.get('device', '-'))}/{esc(sec.get('torch', '-'))}</code>"
-            f"{' (strict)' if block.get('strict') else ''}, {esc(block.get('repeat', 1))} run(s); "
-            f"exit code {esc(block.get('exit_code'))}.</p>")  # fmt: skip
+    head = (
+        f"<p>File <code>{esc(block.get('file', ''))}</code>, section "
+        f"<code>{esc(sec.get('device', '-'))}/{esc(sec.get('torch', '-'))}</code>"
+        f"{' (strict)' if block.get('strict') else ''}, {esc(block.get('repeat', 1))} run(s); "
+        f"exit code {esc(block.get('exit_code'))}.</p>"
+    )
     rows = "".join(
         f"<tr><td>{esc(a)}</td>" + "".join(f"<td>{n[k]}</td>" for k in CLASSES) + "</tr>" for a, n in by_area.items()
     )
-    table = ("<table><thead><tr><th>area</th>" + "".join(f"<th>{esc(k.replace('_', ' '))}</th>" for k in CLASSES)
-             + f"</tr></thead><tbody>{rows}</tbody></table>")  # fmt: skip
+    table = (
+        "<table><thead><tr><th>area</th>"
+        + "".join(f"<th>{esc(k.replace('_', ' '))}</th>" for k in CLASSES)
+        + f"</tr></thead><tbody>{rows}</tbody></table>"
+    )
     items = "".join(
         f"<li><b>{esc(str(c.get('class')).replace('_', ' '))}</b> {esc(c.get('case'))}: {esc(c.get('detail'))}"
         + (f' (<a href="{esc(c["link"])}">{esc(c["link"])}</a>)' if str(c.get("link", "")).startswith("http") else "")

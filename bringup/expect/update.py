@@ -66,8 +66,11 @@ def apply(
         entry = section.get(key)
         old = dict(entry) if entry is not None else None
         known_flaky = [str(s) for s in (entry or {}).get("flaky") or []]
-        flaky = sorted(set(known_flaky) | {s.value for s in statuses}) if len(statuses) > 1 else (
-            known_flaky if r.status.value in known_flaky else [])  # fmt: skip
+        flaky = (
+            sorted(set(known_flaky) | {s.value for s in statuses})
+            if len(statuses) > 1
+            else (known_flaky if r.status.value in known_flaky else [])
+        )
         pins_breaks = gb is not None and (gb > 0 or (entry is not None and "graph_breaks" in entry))
         if r.status is Status.PASS and not flaky:
             if entry is None:
@@ -106,7 +109,11 @@ def apply(
 
 
 def update_from_judgement(
-    f: ExpectFile, j: Judgement, results: Sequence[CaseResult], repeats: Sequence[Sequence[CaseResult]],
-    device: str, torch_version: str,
-) -> dict[str, int]:  # fmt: skip
+    f: ExpectFile,
+    j: Judgement,
+    results: Sequence[CaseResult],
+    repeats: Sequence[Sequence[CaseResult]],
+    device: str,
+    torch_version: str,
+) -> dict[str, int]:
     return apply(f, results, repeats, device, torch_version, j.section)

@@ -35,18 +35,34 @@ OPTIONS = FlexOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--matrix", default="auto", metavar="quick|default|FILE",
-                   help="quick (small, fp32: cpu/CI), default (the 96 cases) or a YAML/JSON matrix file; "
-                   "auto (default): default on an accelerator, quick on cpu")  # fmt: skip
+    p.add_argument(
+        "--matrix",
+        default="auto",
+        metavar="quick|default|FILE",
+        help="quick (small, fp32: cpu/CI), default (the 96 cases) or a YAML/JSON matrix file; "
+        "auto (default): default on an accelerator, quick on cpu",
+    )
     add_compile_budget(p, DEFAULT_BUDGET_S, old=["--budget"])
-    p.add_argument("--backward", default=None, metavar="auto|on|off",
-                   help="run the backward too (default auto: on where the device has a FlexAttention backward; "
-                   "elsewhere forward cases plus one backward probe)")  # fmt: skip
-    add_dtype(p, None, default_note="the matrix's; default matrix: bf16 on accelerators, fp32 on cpu; amp-*: "
-              "bf16/fp16 inputs under autocast, as attention sees them in mixed-precision training")  # fmt: skip
-    p.add_argument("--mods", default="", metavar="a,b,...",
-                   help="mods to run, at every shape of the matrix (built-in names, or module:function / "
-                   "file.py:function user mods)")  # fmt: skip
+    p.add_argument(
+        "--backward",
+        default=None,
+        metavar="auto|on|off",
+        help="run the backward too (default auto: on where the device has a FlexAttention backward; "
+        "elsewhere forward cases plus one backward probe)",
+    )
+    add_dtype(
+        p,
+        None,
+        default_note="the matrix's; default matrix: bf16 on accelerators, fp32 on cpu; amp-*: "
+        "bf16/fp16 inputs under autocast, as attention sees them in mixed-precision training",
+    )
+    p.add_argument(
+        "--mods",
+        default="",
+        metavar="a,b,...",
+        help="mods to run, at every shape of the matrix (built-in names, or module:function / "
+        "file.py:function user mods)",
+    )
     add_compile_backend(p)
     # Hidden, for tests and demonstrations: let dynamo hit its recompile limit on purpose.
     p.add_argument("--recompile-limit", type=int, default=None, help=argparse.SUPPRESS)

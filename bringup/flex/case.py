@@ -124,8 +124,9 @@ def _median_ms(times: list[float]) -> float:
     return statistics.median(times) * 1e3
 
 
-def _timed(fn: Callable[[], Any], device: Device, min_iters: int = 3, max_iters: int = 20, max_s: float = 2.0
-           ) -> list[float]:  # fmt: skip
+def _timed(
+    fn: Callable[[], Any], device: Device, min_iters: int = 3, max_iters: int = 20, max_s: float = 2.0
+) -> list[float]:
     """Each call's output is handed to the timer: computed before its clock stops, on any device."""
     from bringup.device.timing import timed_repeats
 
@@ -201,16 +202,14 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     tally = CompileTally()
     gqa = shape.q_heads != shape.kv_heads
     with torch._dynamo.config.patch(recompile_limit=int(limit) if limit else torch._dynamo.config.recompile_limit):
-        compiled = torch.compile(flex_attention, backend=counting_backend(p.backend, tally),
-                                 dynamic=False)  # fmt: skip
+        compiled = torch.compile(flex_attention, backend=counting_backend(p.backend, tally), dynamic=False)
         calls = 0
 
         def fwd() -> torch.Tensor:
             nonlocal calls
             calls += 1
             with prec.autocast(dev.type):
-                return compiled(x["q"], x["k"], x["v"], score_mod=mod.score_mod, block_mask=block_mask,
-                                enable_gqa=gqa)  # fmt: skip
+                return compiled(x["q"], x["k"], x["v"], score_mod=mod.score_mod, block_mask=block_mask, enable_gqa=gqa)
 
         before = _counters()
         try:
@@ -228,8 +227,11 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         first_eager = tally.calls == 0
         got = {"out": out.detach()}
         if backward:
-            got |= {"dq": x["q"].grad.detach().clone(), "dk": x["k"].grad.detach().clone(),
-                    "dv": x["v"].grad.detach().clone()}  # fmt: skip
+            got |= {
+                "dq": x["q"].grad.detach().clone(),
+                "dk": x["k"].grad.detach().clone(),
+                "dv": x["v"].grad.detach().clone(),
+            }
 
         # ---- timing ---------------------------------------------------------------------------------
         try:
@@ -278,8 +280,11 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     nonfinite = int((~torch.isfinite(full_out)).sum())
     mine = {"out": gather_q(shape, slices, full_out)}
     if backward:
-        mine |= {"dq": gather_q(shape, slices, got["dq"].cpu()), "dk": gather_kv(slices, got["dk"].cpu()),
-                 "dv": gather_kv(slices, got["dv"].cpu())}  # fmt: skip
+        mine |= {
+            "dq": gather_q(shape, slices, got["dq"].cpu()),
+            "dk": gather_kv(slices, got["dk"].cpu()),
+            "dv": gather_kv(slices, got["dv"].cpu()),
+        }
     inputs = {
         "q": gather_q(shape, slices, cpu["q"]),
         "k": gather_kv(slices, cpu["k"]),
@@ -320,21 +325,23 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     r.metric("rel_rmse", check.rel_rmse if math.isfinite(check.rel_rmse) else None)
     inductor = diff.get("inductor", {})
     cache = "hit" if inductor.get("fxgraph_cache_hit") else "miss" if inductor.get("fxgraph_cache_miss") else "n/a"
-    r.fields.update({
-        "mod_settings": dict(mod.settings),
-        "reference": origin,
-        "ref_slices": len(slices),
-        "pairs_compared": f"{shape.batch} batch x {shape.q_heads} q heads ({len(slices)} kv-head groups): all",
-        "compiled_graphs": tally.graphs,
-        "compiled_calls": tally.calls,
-        "calls": calls,
-        "compile_cache": cache,
-        "tolerance": {c.name: c.bound for c in check.tensors},
-        "rule": "module" if dtype in MODULE_RULE_DTYPES and trusted is not None else "parity",
-        "failed_checks": failed_checks(check),
-        "closest": attn_reason(check) if check.ok else "",
-        "dithered_slices": f"{n_dithered}/{len(slices)}" if n_dithered else None,
-    })  # fmt: skip
+    r.fields.update(
+        {
+            "mod_settings": dict(mod.settings),
+            "reference": origin,
+            "ref_slices": len(slices),
+            "pairs_compared": f"{shape.batch} batch x {shape.q_heads} q heads ({len(slices)} kv-head groups): all",
+            "compiled_graphs": tally.graphs,
+            "compiled_calls": tally.calls,
+            "calls": calls,
+            "compile_cache": cache,
+            "tolerance": {c.name: c.bound for c in check.tensors},
+            "rule": "module" if dtype in MODULE_RULE_DTYPES and trusted is not None else "parity",
+            "failed_checks": failed_checks(check),
+            "closest": attn_reason(check) if check.ok else "",
+            "dithered_slices": f"{n_dithered}/{len(slices)}" if n_dithered else None,
+        }
+    )
     del got, out
     device.empty_cache()
     return r

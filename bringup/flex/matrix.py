@@ -132,12 +132,15 @@ def load_matrix_file(path: str) -> Matrix:
 
 def parse_matrix(data: Any, where: str = "matrix") -> Matrix:
     if not isinstance(data, dict):
-        raise MatrixError(f"{where}: expected a mapping with mods/batch/seq/heads/head_dim or cases, "
-                          f"got {type(data).__name__}")  # fmt: skip
+        raise MatrixError(
+            f"{where}: expected a mapping with mods/batch/seq/heads/head_dim or cases, got {type(data).__name__}"
+        )
     unknown = set(data) - set(_AXES) - set(_SCALARS) - {"cases"}
     if unknown:
-        raise MatrixError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
-                          f"allowed: {', '.join((*_AXES, *_SCALARS, 'cases'))}")  # fmt: skip
+        raise MatrixError(
+            f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
+            f"allowed: {', '.join((*_AXES, *_SCALARS, 'cases'))}"
+        )
     name = Path(where.removeprefix("matrix file ")).stem or "file"
     dtype = _dtype(data.get("dtype"), f"{where}: dtype")
     backward = _backward(data.get("backward"), f"{where}: backward")
@@ -156,19 +159,26 @@ def parse_matrix(data: Any, where: str = "matrix") -> Matrix:
                 raise MatrixError(f"{cw}: expected a mapping, got {type(c).__name__}")
             bad = set(c) - set(_CASE_KEYS)
             if bad:
-                raise MatrixError(f"{cw}: unknown key(s) {', '.join(sorted(map(str, bad)))}; "
-                                  f"allowed: {', '.join(_CASE_KEYS)}")  # fmt: skip
+                raise MatrixError(
+                    f"{cw}: unknown key(s) {', '.join(sorted(map(str, bad)))}; allowed: {', '.join(_CASE_KEYS)}"
+                )
             merged = {"mod": c.get("mod", defaults.get("mods")), **{k: c.get(k, defaults.get(k)) for k in _AXES[1:]}}
             for k, v in merged.items():
                 if v is None:
                     raise MatrixError(f"{cw}: missing {k}")
             hq, hkv = _heads(merged["heads"], f"{cw}: heads")
-            out.append(CaseSpec(
-                _mod(merged["mod"], f"{cw}: mod"), _pos(merged["batch"], f"{cw}: batch"),
-                _pos(merged["seq"], f"{cw}: seq"), hq, hkv, _pos(merged["head_dim"], f"{cw}: head_dim"),
-                _dtype(c.get("dtype"), f"{cw}: dtype") or dtype,
-                _backward(c.get("backward"), f"{cw}: backward") or backward,
-            ))  # fmt: skip
+            out.append(
+                CaseSpec(
+                    _mod(merged["mod"], f"{cw}: mod"),
+                    _pos(merged["batch"], f"{cw}: batch"),
+                    _pos(merged["seq"], f"{cw}: seq"),
+                    hq,
+                    hkv,
+                    _pos(merged["head_dim"], f"{cw}: head_dim"),
+                    _dtype(c.get("dtype"), f"{cw}: dtype") or dtype,
+                    _backward(c.get("backward"), f"{cw}: backward") or backward,
+                )
+            )
         return Matrix(name, tuple(_dedupe(out)))
     if "mods" not in data:
         raise MatrixError(f"{where}: needs mods (a grid) or cases (a list)")

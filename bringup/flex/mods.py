@@ -241,8 +241,12 @@ def alibi(shape: AttnShape, device: torch.device) -> FlexMod:
 
 def softcap(shape: AttnShape, device: torch.device) -> FlexMod:
     cap = SOFTCAP
-    return FlexMod("softcap", score_mod=generate_tanh_softcap(cap), settings={"soft_cap": cap},
-                   dense=lambda s, b, h, q, kv: torch.tanh(s / cap) * cap)  # fmt: skip
+    return FlexMod(
+        "softcap",
+        score_mod=generate_tanh_softcap(cap),
+        settings={"soft_cap": cap},
+        dense=lambda s, b, h, q, kv: torch.tanh(s / cap) * cap,
+    )
 
 
 def head_bias(shape: AttnShape, device: torch.device) -> FlexMod:

@@ -23,7 +23,7 @@ from bringup.report.kit import (
     metric,
     num,
     seconds,
-)  # fmt: skip
+)
 
 # -- flex
 FLEX_SHAPE_KEYS: tuple[str, ...] = ("batch", "seq", "q_heads", "kv_heads", "head_dim", "dtype", "backward")
@@ -101,9 +101,24 @@ def flex_sentence(results: Sequence[CaseResult], summary: Mapping[str, Any]) -> 
     return kept if isinstance(kept, str) and kept else flex_summary_line(results)
 
 
-_STATUS_RANK = {s.value: i for i, s in enumerate(
-    [Status.PASS, Status.REF_FAIL, Status.FALLBACK, Status.UNSUPPORTED, Status.SILENT_EAGER, Status.BUDGET,
-     Status.FAIL_NUMERIC, Status.FAIL_COMPILE, Status.OOM, Status.CRASH, Status.ERROR])}  # fmt: skip
+_STATUS_RANK = {
+    s.value: i
+    for i, s in enumerate(
+        [
+            Status.PASS,
+            Status.REF_FAIL,
+            Status.FALLBACK,
+            Status.UNSUPPORTED,
+            Status.SILENT_EAGER,
+            Status.BUDGET,
+            Status.FAIL_NUMERIC,
+            Status.FAIL_COMPILE,
+            Status.OOM,
+            Status.CRASH,
+            Status.ERROR,
+        ]
+    )
+}
 
 
 def render(results: Sequence[CaseResult], page: Page) -> str | None:
@@ -153,17 +168,26 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
     body.append(plots.heatmap(rows, cols, cells, "mods x shapes, coloured by status (hover for details)"))
     metric_cols = [
         col_num("compile s", lambda r: seconds(r, "compile_s")),
-        col_num("fwd ms", lambda r: metric(r, "fwd_ms")), col_num("bwd ms", lambda r: metric(r, "bwd_ms")),
-        col_num("TFLOP/s", lambda r: metric(r, "tflops")), col_num("sparsity", lambda r: metric(r, "sparsity")),
+        col_num("fwd ms", lambda r: metric(r, "fwd_ms")),
+        col_num("bwd ms", lambda r: metric(r, "bwd_ms")),
+        col_num("TFLOP/s", lambda r: metric(r, "tflops")),
+        col_num("sparsity", lambda r: metric(r, "sparsity")),
         col_num("max abs err", lambda r: metric(r, "max_abs_err")),
-    ]  # fmt: skip
-    cols_t = [col_text("mod", lambda r: ps[id(r)]["mod"]), col_text("shape", shape), col_status(),
-              *metric_cols, col_reason()]  # fmt: skip
+    ]
+    cols_t = [
+        col_text("mod", lambda r: ps[id(r)]["mod"]),
+        col_text("shape", shape),
+        col_status(),
+        *metric_cols,
+        col_reason(),
+    ]
     bad = [r for r in rs if r.status is not Status.PASS]
     if bad:
         body.append(f"<h3>Not passing ({len(bad)})</h3>" + data_table("tbl-flex-fail", cols_t, bad))
-    body.append(f"<details><summary>all {len(rs)} cases</summary>{filter_bar('tbl-flex', rs)}"
-                f"{data_table('tbl-flex', cols_t, rs)}</details>")  # fmt: skip
+    body.append(
+        f"<details><summary>all {len(rs)} cases</summary>{filter_bar('tbl-flex', rs)}"
+        f"{data_table('tbl-flex', cols_t, rs)}</details>"
+    )
     return "".join(body)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bringup.api import Suite, register_suite, specs
+from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
@@ -132,14 +132,27 @@ def plan(
     return out
 
 
-def _case(spec: Any, dtype: str, backward: bool, budget_s: float, backend: str, hidden: dict[str, Any],
-          probe: bool) -> Case:  # fmt: skip
+def _case(
+    spec: Any, dtype: str, backward: bool, budget_s: float, backend: str, hidden: dict[str, Any], probe: bool
+) -> Case:
     """One Case from a matrix entry: its params are the FlexSpec's own serialization."""
     from bringup.flex.matrix import case_label
 
     try:
-        fs = FlexSpec(spec.mod, spec.batch, spec.seq, spec.q_heads, spec.kv_heads, spec.head_dim, dtype, backward,
-                      budget_s, backend, probe=probe, **hidden)  # fmt: skip
+        fs = FlexSpec(
+            spec.mod,
+            spec.batch,
+            spec.seq,
+            spec.q_heads,
+            spec.kv_heads,
+            spec.head_dim,
+            dtype,
+            backward,
+            budget_s,
+            backend,
+            probe=probe,
+            **hidden,
+        )
     except SpecError as e:
         raise BadInput(str(e)) from None
     name = f"{case_label(spec.mod, spec.batch, spec.seq, spec.q_heads, spec.kv_heads, spec.head_dim)} {dtype}"
@@ -250,14 +263,12 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     }
 
 
-register_suite(
-    Suite.from_face(
-        face,
-        build_cases=build_cases,
-        run_cases=run_cases,
-        summarize=summarize,
-        title="FlexAttention matrix",
-        section=section.render,
-        metrics=specs("compile_s", "fwd_ms", "bwd_ms", "tflops", "sparsity", "max_abs_err", "max_abs_over_peak"),
-    )
+register_capability(
+    face,
+    build_cases,
+    run_cases,
+    summarize,
+    title="FlexAttention matrix",
+    section=section.render,
+    metrics=specs("compile_s", "fwd_ms", "bwd_ms", "tflops", "sparsity", "max_abs_err", "max_abs_over_peak"),
 )

@@ -16,9 +16,18 @@ from bringup.flex.mods import display_name
 GROUP_FIELDS = ("mod", "batch", "seq", "heads", "head_dim", "dtype", "backward")
 # Which status wins when two cases land in one heatmap cell (worst first).
 _SEVERITY = (
-    Status.ERROR, Status.CRASH, Status.OOM, Status.FAIL_COMPILE, Status.BUDGET, Status.FAIL_NUMERIC,
-    Status.SILENT_EAGER, Status.FALLBACK, Status.UNSUPPORTED, Status.REF_FAIL, Status.PASS,
-)  # fmt: skip
+    Status.ERROR,
+    Status.CRASH,
+    Status.OOM,
+    Status.FAIL_COMPILE,
+    Status.BUDGET,
+    Status.FAIL_NUMERIC,
+    Status.SILENT_EAGER,
+    Status.FALLBACK,
+    Status.UNSUPPORTED,
+    Status.REF_FAIL,
+    Status.PASS,
+)
 
 
 def field_value(r: CaseResult, name: str) -> Any:
@@ -84,8 +93,15 @@ def shape_label(r: CaseResult, vary_dtype: bool, vary_backward: bool) -> str:
 
 def _shape_key(r: CaseResult) -> tuple[Any, ...]:
     p = r.params
-    return (p.get("batch", 0), p.get("seq", 0), p.get("q_heads", 0), -int(p.get("kv_heads", 0) or 0),
-            p.get("head_dim", 0), str(p.get("dtype")), bool(p.get("backward")))  # fmt: skip
+    return (
+        p.get("batch", 0),
+        p.get("seq", 0),
+        p.get("q_heads", 0),
+        -int(p.get("kv_heads", 0) or 0),
+        p.get("head_dim", 0),
+        str(p.get("dtype")),
+        bool(p.get("backward")),
+    )
 
 
 def heatmap(results: Sequence[CaseResult]) -> dict[str, Any]:
@@ -104,8 +120,9 @@ def heatmap(results: Sequence[CaseResult]) -> dict[str, Any]:
     n, k = len(mods), len(cols)
     status: list[list[str | None]] = [[None] * k for _ in range(n)]
     names: list[list[str | None]] = [[None] * k for _ in range(n)]
-    metrics: dict[str, list[list[float | None]]] = {m: [[None] * k for _ in range(n)] for m in
-                                                    ("compile_s", "fwd_ms", "tflops", "max_abs_err")}  # fmt: skip
+    metrics: dict[str, list[list[float | None]]] = {
+        m: [[None] * k for _ in range(n)] for m in ("compile_s", "fwd_ms", "tflops", "max_abs_err")
+    }
     for r in results:
         i, j = mods.index(field_value(r, "mod")), cols.index(shape_label(r, vary_dtype, vary_bwd))
         cur = status[i][j]

@@ -111,8 +111,7 @@ def attn_reason(check: ParityReport) -> str:
         return f"{head}: {w.why}"
     head = "ok" if check.ok else f"{w.name} off"
     extra = f" ({w.why})" if w.why else ""
-    return (f"{head}: rel_rmse {w.rel_rmse:.3g} (bound {w.bound:.3g}), max_abs_err {w.max_abs_err:.3g}"
-            f"{extra}")  # fmt: skip
+    return f"{head}: rel_rmse {w.rel_rmse:.3g} (bound {w.bound:.3g}), max_abs_err {w.max_abs_err:.3g}{extra}"
 
 
 def failed_checks(check: ParityReport, limit: int = 20) -> list[dict[str, str]]:
@@ -153,10 +152,15 @@ def check_tensor(name: str, got: torch.Tensor, ref: torch.Tensor, dtype: torch.d
     return TensorParity(name, rel <= bound, rel, max_abs, over_peak, bound)
 
 
-def check_attention(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], dtype: Any,
-                    trusted: dict[str, torch.Tensor] | None = None, dithered: Sequence[dict[str, torch.Tensor]] = (),
-                    inputs: dict[str, torch.Tensor] | None = None,
-                    reweights: Sequence[dict[str, Coefs]] = ()) -> ParityReport:  # fmt: skip
+def check_attention(
+    got: dict[str, torch.Tensor],
+    ref: dict[str, torch.Tensor],
+    dtype: Any,
+    trusted: dict[str, torch.Tensor] | None = None,
+    dithered: Sequence[dict[str, torch.Tensor]] = (),
+    inputs: dict[str, torch.Tensor] | None = None,
+    reweights: Sequence[dict[str, Coefs]] = (),
+) -> ParityReport:
     """Every tensor of `ref` (float64) against `got`, one (batch, kv-head group) slice at a time (dim 0 of
     the stacked tensors: a fault in one pair is judged in that pair, not diluted by the others). In bf16 /
     fp16 with `trusted` (the same attention at the case precision): the module rule (module doc;
@@ -184,8 +188,15 @@ def check_attention(got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor], 
     return ParityReport(all(t.ok for t in out), out)
 
 
-def _check_one(label: str, g: torch.Tensor, r: torch.Tensor, b: torch.Tensor | None, dt: torch.dtype,
-               floor: float, kind: str | None = None) -> TensorParity:  # fmt: skip
+def _check_one(
+    label: str,
+    g: torch.Tensor,
+    r: torch.Tensor,
+    b: torch.Tensor | None,
+    dt: torch.dtype,
+    floor: float,
+    kind: str | None = None,
+) -> TensorParity:
     kind = kind or label
     fixed = check_tensor(kind, g, r, dt)
     fixed = replace(fixed, name=label)
@@ -204,8 +215,15 @@ def _check_one(label: str, g: torch.Tensor, r: torch.Tensor, b: torch.Tensor | N
     if t.biased:
         why = f"bias {t.bias:+.3g} outside [{t.bias_lo:+.3g}, {t.bias_hi:+.3g}] {why}".strip()
     # parity's figures, with flex's verdict (ok, bound, why) and the element-wise figures of the fixed check
-    return replace(t, name=label, ok=ok, bound=bound, why=why, max_abs_err=fixed.max_abs_err,
-                   max_abs_over_peak=fixed.max_abs_over_peak)  # fmt: skip
+    return replace(
+        t,
+        name=label,
+        ok=ok,
+        bound=bound,
+        why=why,
+        max_abs_err=fixed.max_abs_err,
+        max_abs_over_peak=fixed.max_abs_over_peak,
+    )
 
 
 # ---- bf16 / fp16: the module rule ----------------------------------------------------------------------

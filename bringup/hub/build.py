@@ -191,8 +191,14 @@ def init_full(model: torch.nn.Module, seed: int) -> dict[str, int]:
     return counts
 
 
-def build_full(data: dict[str, Any], name: str, device: torch.device, dtype: torch.dtype, seed: int,
-               weights: list[str] | None = None) -> tuple[torch.nn.Module, str, str]:  # fmt: skip
+def build_full(
+    data: dict[str, Any],
+    name: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    seed: int,
+    weights: list[str] | None = None,
+) -> tuple[torch.nn.Module, str, str]:
     """(model on `device` in `dtype`, task, how its weights were obtained)."""
     task, arch = task_of(data)
     if weights:

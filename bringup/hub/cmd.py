@@ -47,8 +47,16 @@ class HubOptions(CommandOptions):
 
     def fetch(self, db: str) -> HubFetch:
         """What the fetch reads (bringup/hub/plan.py), the index beside `db`."""
-        return HubFetch(str(self.source), self.limit, self.filter, self.hub_index, self.hub_workers, self.hub_rate,
-                        self.hub_refresh, db)  # fmt: skip
+        return HubFetch(
+            str(self.source),
+            self.limit,
+            self.filter,
+            self.hub_index,
+            self.hub_workers,
+            self.hub_rate,
+            self.hub_refresh,
+            db,
+        )
 
 
 OPTIONS = HubOptions
@@ -56,12 +64,14 @@ OPTIONS = HubOptions
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="hub_action", metavar="ACTION", parser_class=type(p))
-    for name, help_ in (("fetch", "list a source and fetch its configs into the index"),
-                        ("plan", "ids -> signatures (nothing runs)"),
-                        ("export", "write the index as one .jsonl.gz file"),
-                        ("import", "merge an exported file into the index"),
-                        ("fields", "a model type's signature fields"),
-                        ("csv", "every id of a stored Hub sweep, with its outcome")):  # fmt: skip
+    for name, help_ in (
+        ("fetch", "list a source and fetch its configs into the index"),
+        ("plan", "ids -> signatures (nothing runs)"),
+        ("export", "write the index as one .jsonl.gz file"),
+        ("import", "merge an exported file into the index"),
+        ("fields", "a model type's signature fields"),
+        ("csv", "every id of a stored Hub sweep, with its outcome"),
+    ):
         sp = sub.add_parser(name, help=help_, description=help_)
         sp.add_argument("--hub-index", metavar="FILE", default=None, help="the Hub index (default beside --db)")
         if name in ("fetch", "plan", "export"):
@@ -153,21 +163,34 @@ def main(sess: Any) -> int:
         return 0
     entries = _entries(args, db)
     if action == "fetch":
-        con.print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(e.status for e in entries).items())),
-                  highlight=False)  # fmt: skip
+        con.print(
+            "by status: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(e.status for e in entries).items())),
+            highlight=False,
+        )
         return 0
     plan = hub_plan.plan_ids(entries)
     by_arch = Counter(plan.sigs[s].architecture for s in plan.sigs)
-    con.print(f"{len(plan.rows)} id(s) -> {len(plan.sigs)} signature(s) ({plan.signed} config(s) signed); config "
-              f"failures: {hub_plan.failure_line(plan) or 'none'}", highlight=False)  # fmt: skip
-    con.print("signatures by architecture: " + ", ".join(f"{a} {n}" for a, n in by_arch.most_common()),
-              highlight=False)  # fmt: skip
+    con.print(
+        f"{len(plan.rows)} id(s) -> {len(plan.sigs)} signature(s) ({plan.signed} config(s) signed); config "
+        f"failures: {hub_plan.failure_line(plan) or 'none'}",
+        highlight=False,
+    )
+    con.print("signatures by architecture: " + ", ".join(f"{a} {n}" for a, n in by_arch.most_common()), highlight=False)
     if sess.options.common.json:
         from bringup.files import write_json
 
-        data = {"ids": plan.rows, "signatures": {s: {"architecture": plan.sigs[s].architecture,
-                                                     "task": plan.sigs[s].task, "ids": len(plan.members[s]),
-                                                     "downloads": plan.downloads(s), "config": plan.sigs[s].config}
-                                                 for s in plan.order()}}  # fmt: skip
+        data = {
+            "ids": plan.rows,
+            "signatures": {
+                s: {
+                    "architecture": plan.sigs[s].architecture,
+                    "task": plan.sigs[s].task,
+                    "ids": len(plan.members[s]),
+                    "downloads": plan.downloads(s),
+                    "config": plan.sigs[s].config,
+                }
+                for s in plan.order()
+            },
+        }
         write_json(sess.options.common.json, data)
     return 0

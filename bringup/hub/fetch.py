@@ -77,8 +77,17 @@ class Search:
     @property
     def key(self) -> str:
         """The listing's key in the index (same query, same ids)."""
-        return json.dumps({"search": self.text, "library": self.library, "task": self.task, "author": self.author,
-                           "sort": self.sort, "limit": self.limit}, sort_keys=True)  # fmt: skip
+        return json.dumps(
+            {
+                "search": self.text,
+                "library": self.library,
+                "task": self.task,
+                "author": self.author,
+                "sort": self.sort,
+                "limit": self.limit,
+            },
+            sort_keys=True,
+        )
 
 
 def parse_search(spec: str, limit: int | None) -> Search:
@@ -154,8 +163,10 @@ def parse_limits(text: str | None) -> Limits:
         return Limits()
     m = re.fullmatch(r"\s*(\d+)\s*,\s*(\d+)\s*", text)
     if not m or int(m.group(1)) < 1 or int(m.group(2)) < 2:
-        raise BadInput(f"--hub-rate {text!r}: expected API,RESOLVE requests per 5 minutes (e.g. {DEFAULT_API},"
-                       f"{DEFAULT_RESOLVE}; a free token allows {FREE_API},{FREE_RESOLVE})")  # fmt: skip
+        raise BadInput(
+            f"--hub-rate {text!r}: expected API,RESOLVE requests per 5 minutes (e.g. {DEFAULT_API},"
+            f"{DEFAULT_RESOLVE}; a free token allows {FREE_API},{FREE_RESOLVE})"
+        )
     return Limits(int(m.group(1)), int(m.group(2)))
 
 
@@ -163,8 +174,13 @@ class RateLimiter:
     """Token bucket: at most `per_window` acquisitions in ANY `window_s` seconds (the burst plus the refill
     over a window stay under it), shared by threads."""
 
-    def __init__(self, per_window: int, window_s: float = WINDOW_S, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:  # fmt: skip
+    def __init__(
+        self,
+        per_window: int,
+        window_s: float = WINDOW_S,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.burst = max(float(CALLS_BRANCH), min(20.0, per_window / 100))  # >= the most one acquire asks
         self.rate = max(1e-9, (per_window - self.burst) / window_s)
         self.clock, self.sleep = clock, sleep
@@ -209,16 +225,19 @@ def cache_dir() -> str | None:
     return os.environ.get("HF_HUB_CACHE") or None
 
 
-def discover(search: Search, index: HubIndex, limiters: Limiters, refresh: bool = False,
-             log: Callable[[str], None] | None = None) -> list[Entry]:  # fmt: skip
+def discover(
+    search: Search, index: HubIndex, limiters: Limiters, refresh: bool = False, log: Callable[[str], None] | None = None
+) -> list[Entry]:
     """The ids of a search, in the Hub's order, with their metadata (listed now, or the saved listing when it
     completed before, or offline). Network errors are BadInput: nothing can be planned without the list."""
     ids = None if refresh else index.listing(search.key)
     if ids is None:
         if offline():
-            raise BadInput(f"hub-search: this query was never listed into {index.path} and HF_HUB_OFFLINE is set: "
-                           "list it where the Hub is reachable and import the export (bringup hub export / "
-                           "bringup hub import)")  # fmt: skip
+            raise BadInput(
+                f"hub-search: this query was never listed into {index.path} and HF_HUB_OFFLINE is set: "
+                "list it where the Hub is reachable and import the export (bringup hub export / "
+                "bringup hub import)"
+            )
         ids = _list(search, index, limiters, log)
     have = index.all()
     return [have.get((m, "")) or Entry(m) for m in ids]
@@ -229,18 +248,36 @@ def _list(search: Search, index: HubIndex, limiters: Limiters, log: Callable[[st
     from huggingface_hub.errors import HfHubHTTPError
 
     api = HfApi(endpoint=endpoint())
-    kw: dict[str, Any] = {"filter": search.library or None, "pipeline_tag": search.task, "author": search.author,
-                          "search": search.text or None, "sort": search.sort, "limit": search.limit,
-                          "expand": EXPAND}  # fmt: skip
+    kw: dict[str, Any] = {
+        "filter": search.library or None,
+        "pipeline_tag": search.task,
+        "author": search.author,
+        "search": search.text or None,
+        "sort": search.sort,
+        "limit": search.limit,
+        "expand": EXPAND,
+    }
     got: list[Entry] = []
     limiters.api.acquire()
     try:
         for i, m in enumerate(api.list_models(**{k: v for k, v in kw.items() if v is not None})):
             if i and i % PAGE == 0:
                 limiters.api.acquire()  # one API call per page of the listing
-            got.append(Entry(m.id, "", getattr(m, "sha", None), PENDING, "", getattr(m, "downloads", None),
-                             getattr(m, "likes", None), _gated(getattr(m, "gated", None)), getattr(m, "private", None),
-                             getattr(m, "pipeline_tag", None), getattr(m, "library_name", None)))  # fmt: skip
+            got.append(
+                Entry(
+                    m.id,
+                    "",
+                    getattr(m, "sha", None),
+                    PENDING,
+                    "",
+                    getattr(m, "downloads", None),
+                    getattr(m, "likes", None),
+                    _gated(getattr(m, "gated", None)),
+                    getattr(m, "private", None),
+                    getattr(m, "pipeline_tag", None),
+                    getattr(m, "library_name", None),
+                )
+            )
             if log is not None and len(got) % 10_000 == 0:
                 log(f"hub: listed {len(got)} ids")
     except (HfHubHTTPError, OSError, ValueError) as e:
@@ -266,8 +303,13 @@ def listed_entries(ids: list[ListedId], index: HubIndex) -> list[Entry]:
         e = have.get((li.model_id, li.revision))
         if e is None:
             base = have.get((li.model_id, ""))
-            e = Entry(li.model_id, li.revision, downloads=base.downloads if base else None,
-                      likes=base.likes if base else None, gated=base.gated if base else None)  # fmt: skip
+            e = Entry(
+                li.model_id,
+                li.revision,
+                downloads=base.downloads if base else None,
+                likes=base.likes if base else None,
+                gated=base.gated if base else None,
+            )
         if li.downloads is not None:
             e.downloads = li.downloads
         if li.likes is not None:
@@ -288,13 +330,21 @@ class FetchStats:
 
     def line(self) -> str:
         now = ", ".join(f"{k} {v}" for k, v in sorted(self.fetched.items())) or "nothing"
-        return (f"hub: {self.asked} id(s): {self.already} known from the index, fetched now: {now} "
-                f"({self.seconds:.1f} s)")  # fmt: skip
+        return (
+            f"hub: {self.asked} id(s): {self.already} known from the index, fetched now: {now} ({self.seconds:.1f} s)"
+        )
 
 
-def fetch(entries: list[Entry], index: HubIndex, limiters: Limiters, workers: int = 8, tries: int = 4,
-          backoff_s: float = 1.0, refresh: bool = False,
-          log: Callable[[str], None] | None = None) -> tuple[list[Entry], FetchStats]:  # fmt: skip
+def fetch(
+    entries: list[Entry],
+    index: HubIndex,
+    limiters: Limiters,
+    workers: int = 8,
+    tries: int = 4,
+    backoff_s: float = 1.0,
+    refresh: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> tuple[list[Entry], FetchStats]:
     """config.json of every entry not settled in the index (all not ok with `refresh`); returns the entries
     as the index now has them, in order. KeyboardInterrupt is re-raised after the finished ones are saved."""
     stats = FetchStats(asked=len(entries))
@@ -305,9 +355,11 @@ def fetch(entries: list[Entry], index: HubIndex, limiters: Limiters, workers: in
     if todo:
         off, ep, cache = offline(), endpoint(), cache_dir()
         say = log or (lambda s: None)
-        say(f"hub: fetching config.json of {len(todo)} id(s), {workers} at a time, <= "
+        say(
+            f"hub: fetching config.json of {len(todo)} id(s), {workers} at a time, <= "
             f"{limiters.resolve.rate * WINDOW_S + limiters.resolve.burst:.0f} /resolve/ calls per 5 min"
-            + (" (HF_HUB_OFFLINE: the cache only)" if off else ""))  # fmt: skip
+            + (" (HF_HUB_OFFLINE: the cache only)" if off else "")
+        )
         pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="hub-fetch")
         it = iter(todo)
         pending: dict[Future[Entry], Entry] = {}
@@ -351,8 +403,9 @@ def fetch(entries: list[Entry], index: HubIndex, limiters: Limiters, workers: in
     return [done.get(e.key, e) for e in entries], stats
 
 
-def fetch_one(e: Entry, off: bool, ep: str | None, cache: str | None, limiter: RateLimiter, tries: int,
-              backoff_s: float) -> Entry:  # fmt: skip
+def fetch_one(
+    e: Entry, off: bool, ep: str | None, cache: str | None, limiter: RateLimiter, tries: int, backoff_s: float
+) -> Entry:
     """One id's config.json, classified. Runs in a fetch thread; never raises (a bug becomes fetch_error)."""
     from huggingface_hub import hf_hub_download, try_to_load_from_cache
     from huggingface_hub.errors import (
@@ -382,8 +435,9 @@ def fetch_one(e: Entry, off: bool, ep: str | None, cache: str | None, limiter: R
                 if not off:
                     pinned = rev is not None and re.fullmatch(r"[0-9a-f]{40}", rev)
                     limiter.acquire(CALLS_PINNED if pinned else CALLS_BRANCH)
-                path = hf_hub_download(e.model_id, "config.json", revision=rev, cache_dir=cache, endpoint=ep,
-                                       local_files_only=off)  # fmt: skip
+                path = hf_hub_download(
+                    e.model_id, "config.json", revision=rev, cache_dir=cache, endpoint=ep, local_files_only=off
+                )
             sha = Path(path).parent.name if re.fullmatch(r"[0-9a-f]{40}", Path(path).parent.name) else None
             try:
                 data = json.loads(Path(path).read_text())

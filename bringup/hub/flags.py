@@ -38,16 +38,30 @@ class HubFetch:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Hub sweeps (--source hub-search:QUERY | hub-list:FILE; docs/hub.md)")
-    g.add_argument("--hub-index", metavar="FILE", default=None,
-                   help=f"the Hub index: listings and fetched configs (resumable, exportable with `bringup hub "
-                   f"export`); default {INDEX_NAME} beside --db")  # fmt: skip
-    g.add_argument("--hub-workers", type=positive_int, default=DEFAULT_WORKERS, metavar="N",
-                   help=f"concurrent config fetches (default {DEFAULT_WORKERS})")  # fmt: skip
-    g.add_argument("--hub-rate", metavar="API,RESOLVE", default=None,
-                   help=f"requests per 5 minutes to the Hub's API and /resolve/ (default {DEFAULT_API},"
-                   f"{DEFAULT_RESOLVE}: 90%% of a free token's {FREE_API},{FREE_RESOLVE})")  # fmt: skip
-    g.add_argument("--hub-refresh", action="store_true",
-                   help="list the query again and fetch every id whose config failed before")  # fmt: skip
+    g.add_argument(
+        "--hub-index",
+        metavar="FILE",
+        default=None,
+        help=f"the Hub index: listings and fetched configs (resumable, exportable with `bringup hub "
+        f"export`); default {INDEX_NAME} beside --db",
+    )
+    g.add_argument(
+        "--hub-workers",
+        type=positive_int,
+        default=DEFAULT_WORKERS,
+        metavar="N",
+        help=f"concurrent config fetches (default {DEFAULT_WORKERS})",
+    )
+    g.add_argument(
+        "--hub-rate",
+        metavar="API,RESOLVE",
+        default=None,
+        help=f"requests per 5 minutes to the Hub's API and /resolve/ (default {DEFAULT_API},"
+        f"{DEFAULT_RESOLVE}: 90%% of a free token's {FREE_API},{FREE_RESOLVE})",
+    )
+    g.add_argument(
+        "--hub-refresh", action="store_true", help="list the query again and fetch every id whose config failed before"
+    )
     g.add_argument(
         "--full-top",
         type=nonneg_int,
@@ -55,9 +69,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="K",
         help="also run the K most downloaded signatures at real size (meta init, memory preflight)",
     )
-    g.add_argument("--nproc", type=positive_int, default=1, metavar="N",
-                   help="--size full / --full-top: a model that does not fit one device is sharded with FSDP2 over "
-                   "N ranks (default 1: reported unsupported with the ranks it would need)")  # fmt: skip
-    g.add_argument("--device-memory", type=positive_float, default=None, metavar="GIB",
-                   help="--size full / --full-top: the preflight's free device memory (default: what the device "
-                   "reports); e.g. plan for a smaller device")  # fmt: skip
+    g.add_argument(
+        "--nproc",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="--size full / --full-top: a model that does not fit one device is sharded with FSDP2 over "
+        "N ranks (default 1: reported unsupported with the ranks it would need)",
+    )
+    g.add_argument(
+        "--device-memory",
+        type=positive_float,
+        default=None,
+        metavar="GIB",
+        help="--size full / --full-top: the preflight's free device memory (default: what the device "
+        "reports); e.g. plan for a smaller device",
+    )

@@ -132,10 +132,14 @@ class HubIndex(SQLiteFile):
     def save_listing(self, query: str, ids: list[str], complete: bool) -> None:
         with self.tx() as c:
             c.execute("DELETE FROM listing_ids WHERE query = ?", (query,))
-            c.execute("INSERT OR REPLACE INTO listings (query, complete, n, created) VALUES (?,?,?,?)",
-                      (query, int(complete), len(ids), time.time()))  # fmt: skip
-            c.executemany("INSERT INTO listing_ids (query, pos, model_id) VALUES (?,?,?)",
-                          [(query, i, m) for i, m in enumerate(ids)])  # fmt: skip
+            c.execute(
+                "INSERT OR REPLACE INTO listings (query, complete, n, created) VALUES (?,?,?,?)",
+                (query, int(complete), len(ids), time.time()),
+            )
+            c.executemany(
+                "INSERT INTO listing_ids (query, pos, model_id) VALUES (?,?,?)",
+                [(query, i, m) for i, m in enumerate(ids)],
+            )
 
     def listing(self, query: str) -> list[str] | None:
         row = self.conn.execute("SELECT complete FROM listings WHERE query = ?", (query,)).fetchone()
@@ -155,22 +159,27 @@ class HubIndex(SQLiteFile):
         """The Hub's metadata of listed ids; their fetch outcome (status, config) stays as it is."""
         sets = ", ".join(f"{k} = coalesce(excluded.{k}, models.{k})" for k in META)
         with self.tx() as c:
-            c.executemany(f"INSERT INTO models ({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))}) "
-                          f"ON CONFLICT (model_id, revision) DO UPDATE SET {sets}",
-                          [_entry_row(e) for e in entries])  # fmt: skip
+            c.executemany(
+                f"INSERT INTO models ({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))}) "
+                f"ON CONFLICT (model_id, revision) DO UPDATE SET {sets}",
+                [_entry_row(e) for e in entries],
+            )
 
     def record(self, entries: Iterable[Entry]) -> None:
         """Fetch outcomes: the whole row (metadata given as None keeps what was there)."""
         keep = ", ".join(f"{k} = coalesce(excluded.{k}, models.{k})" for k in META if k != "sha")
         sets = ", ".join(f"{k} = excluded.{k}" for k in ("sha", "status", "reason", "config", "fetched_at", "tries"))
         with self.tx() as c:
-            c.executemany(f"INSERT INTO models ({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))}) "
-                          f"ON CONFLICT (model_id, revision) DO UPDATE SET {sets}, {keep}",
-                          [_entry_row(e) for e in entries])  # fmt: skip
+            c.executemany(
+                f"INSERT INTO models ({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))}) "
+                f"ON CONFLICT (model_id, revision) DO UPDATE SET {sets}, {keep}",
+                [_entry_row(e) for e in entries],
+            )
 
     def get(self, model_id: str, revision: str = "") -> Entry | None:
-        row = self.conn.execute(f"SELECT {', '.join(_COLS)} FROM models WHERE model_id = ? AND revision = ?",
-                                (model_id, revision)).fetchone()  # fmt: skip
+        row = self.conn.execute(
+            f"SELECT {', '.join(_COLS)} FROM models WHERE model_id = ? AND revision = ?", (model_id, revision)
+        ).fetchone()
         return None if row is None else _row_to_entry(row)
 
     def all(self) -> dict[tuple[str, str], Entry]:

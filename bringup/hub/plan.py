@@ -63,14 +63,17 @@ def fetch_entries(args: HubFetch, pattern: re.Pattern[str] | None) -> list[Entry
         if args.limit is not None and args.source.startswith(hf.LIST_PREFIX):
             entries = entries[: args.limit]
         if not entries:
-            raise BadInput(f"zoo: --source {args.source} lists no model" + (f" matching --filter {args.filter!r}"
-                                                                           if pattern is not None else ""))  # fmt: skip
+            raise BadInput(
+                f"zoo: --source {args.source} lists no model"
+                + (f" matching --filter {args.filter!r}" if pattern is not None else "")
+            )
         try:
-            entries, stats = hf.fetch(entries, index, limiters, workers=args.hub_workers,
-                                      refresh=refresh, log=say)  # fmt: skip
+            entries, stats = hf.fetch(entries, index, limiters, workers=args.hub_workers, refresh=refresh, log=say)
         except KeyboardInterrupt:
-            say(f"hub: interrupted; the configs fetched so far are saved in {index.path}: run the same command "
-                "again to continue")  # fmt: skip
+            say(
+                f"hub: interrupted; the configs fetched so far are saved in {index.path}: run the same command "
+                "again to continue"
+            )
             raise
         say(stats.line())
     return entries
@@ -105,10 +108,20 @@ def plan_ids(entries: list[Entry], signer: sg.Signer | None = None) -> IdPlan:
     out = IdPlan()
     try:
         for e in entries:
-            row: dict[str, Any] = {"model_id": e.model_id, "revision": e.revision, "sha": e.sha,
-                                   "downloads": e.downloads, "likes": e.likes, "signature": None,
-                                   "architecture": None, "model_type": None, "task": None, "full_key": None,
-                                   "config_status": e.status, "reason": e.reason}  # fmt: skip
+            row: dict[str, Any] = {
+                "model_id": e.model_id,
+                "revision": e.revision,
+                "sha": e.sha,
+                "downloads": e.downloads,
+                "likes": e.likes,
+                "signature": None,
+                "architecture": None,
+                "model_type": None,
+                "task": None,
+                "full_key": None,
+                "config_status": e.status,
+                "reason": e.reason,
+            }
             i = len(out.rows)
             out.rows.append(row)
             if e.status != OK or e.config is None:
@@ -123,8 +136,9 @@ def plan_ids(entries: list[Entry], signer: sg.Signer | None = None) -> IdPlan:
                 continue
             row.update(signature=s.signature, architecture=s.architecture, task=s.task, full_key=sg.full_key(cfg))
             if isinstance(cfg.get("quantization_config"), dict):
-                row["reason"] = f"quantized checkpoint ({cfg['quantization_config'].get('quant_method', '?')}): " \
-                                "run unquantized"  # fmt: skip
+                row["reason"] = (
+                    f"quantized checkpoint ({cfg['quantization_config'].get('quant_method', '?')}): run unquantized"
+                )
             out.sigs.setdefault(s.signature, s)
             out.members.setdefault(s.signature, []).append(i)
             out.configs[i] = cfg

@@ -81,16 +81,20 @@ def resolve(ref: HubRef) -> Path:
     try:
         return Path(hf_hub_download(ref.id, "config.json", revision=ref.revision, local_files_only=offline()))
     except GatedRepoError as e:
-        raise BadInput(f"hub:{ref.name}: gated on the Hub (accept its licence, log in with `hf auth login`), then "
-                       f"pre-fetch it: {prefetch_command(ref)}") from e  # fmt: skip
+        raise BadInput(
+            f"hub:{ref.name}: gated on the Hub (accept its licence, log in with `hf auth login`), then "
+            f"pre-fetch it: {prefetch_command(ref)}"
+        ) from e
     except RepositoryNotFoundError as e:
         raise BadInput(f"hub:{ref.name}: no such model on the Hub (or private): check the id") from e
     except RevisionNotFoundError as e:
         raise BadInput(f"hub:{ref.name}: revision {ref.revision!r} not found on the Hub") from e
     except LocalEntryNotFoundError as e:
         why = "HF_HUB_OFFLINE is set" if offline() else "the Hub is unreachable"
-        raise BadInput(f"hub:{ref.name}: config.json is not in the Hugging Face cache and {why}; pre-fetch it: "
-                       f"{prefetch_command(ref)}") from e  # fmt: skip
+        raise BadInput(
+            f"hub:{ref.name}: config.json is not in the Hugging Face cache and {why}; pre-fetch it: "
+            f"{prefetch_command(ref)}"
+        ) from e
     except EntryNotFoundError as e:
         raise BadInput(f"hub:{ref.name}: the repository has no config.json (not a transformers model)") from e
     except OSError as e:

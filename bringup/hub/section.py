@@ -13,9 +13,18 @@ from bringup.report import plots
 from bringup.report.html import dict_table
 from bringup.report.plots import esc
 
-OUTCOME_COLOURS = {"pass": "#2e7d32", "graph_breaks": "#7cb342", "fallback": "#f9a825", "fail_numeric": "#c62828",
-                   "fail_compile": "#ad1457", "unsupported": "#6a1b9a", "other_fail": "#4e342e",
-                   "not_judged": "#9e9e9e", "config": "#546e7a", "pending": "#cfd8dc"}  # fmt: skip
+OUTCOME_COLOURS = {
+    "pass": "#2e7d32",
+    "graph_breaks": "#7cb342",
+    "fallback": "#f9a825",
+    "fail_numeric": "#c62828",
+    "fail_compile": "#ad1457",
+    "unsupported": "#6a1b9a",
+    "other_fail": "#4e342e",
+    "not_judged": "#9e9e9e",
+    "config": "#546e7a",
+    "pending": "#cfd8dc",
+}
 SHOW = 30
 
 
@@ -32,27 +41,56 @@ def _n(v: Any) -> str:
 def render(hub: dict[str, Any], page: Page) -> str:
     overall: dict[str, dict[str, Any]] = hub["overall"]
     outcomes = [o for o in OUTCOME_COLOURS if (overall.get(o) or {}).get("ids")]
-    parts = [f"<h3>Hub sweep: {_n(hub.get('ids'))} ids, {_n(hub.get('downloads'))} downloads, "
-             f"{_n(hub.get('signatures'))} distinct signatures ({esc(hub.get('ids_per_signature'))} ids each)</h3>",
-             "<p>Each id's outcome is the verdict of its signature's tiny case (what its config computes, not its "
-             "weights: docs/hub.md); config failures are ids whose config could not be fetched, read or "
-             "built.</p>"]  # fmt: skip
-    bars = [("ids", [(o, float(overall[o]["ids"])) for o in outcomes]),
-            ("downloads", [(o, float(overall[o]["downloads"]) / max(1, hub.get("downloads") or 1) *
-                            max(1, hub.get("ids") or 1)) for o in outcomes])]  # fmt: skip
-    parts.append(plots.stacked_bars(bars, "ids and downloads (scaled to ids) by outcome", unit="",
-                                    colours=OUTCOME_COLOURS))  # fmt: skip
+    parts = [
+        f"<h3>Hub sweep: {_n(hub.get('ids'))} ids, {_n(hub.get('downloads'))} downloads, "
+        f"{_n(hub.get('signatures'))} distinct signatures ({esc(hub.get('ids_per_signature'))} ids each)</h3>",
+        "<p>Each id's outcome is the verdict of its signature's tiny case (what its config computes, not its "
+        "weights: docs/hub.md); config failures are ids whose config could not be fetched, read or "
+        "built.</p>",
+    ]
+    bars = [
+        ("ids", [(o, float(overall[o]["ids"])) for o in outcomes]),
+        (
+            "downloads",
+            [
+                (o, float(overall[o]["downloads"]) / max(1, hub.get("downloads") or 1) * max(1, hub.get("ids") or 1))
+                for o in outcomes
+            ],
+        ),
+    ]
+    parts.append(
+        plots.stacked_bars(bars, "ids and downloads (scaled to ids) by outcome", unit="", colours=OUTCOME_COLOURS)
+    )
     rows = [{"name": o, **overall[o]} for o in outcomes]
-    parts.append(dict_table("tbl-hub-overall", rows, [
-        ("name", "outcome", str), ("ids", "ids", _n), ("ids_pct", "% ids", lambda v: f"{v:.1f}"),
-        ("downloads", "downloads", _n), ("downloads_pct", "% downloads", lambda v: f"{v:.1f}")]))  # fmt: skip
+    parts.append(
+        dict_table(
+            "tbl-hub-overall",
+            rows,
+            [
+                ("name", "outcome", str),
+                ("ids", "ids", _n),
+                ("ids_pct", "% ids", lambda v: f"{v:.1f}"),
+                ("downloads", "downloads", _n),
+                ("downloads_pct", "% downloads", lambda v: f"{v:.1f}"),
+            ],
+        )
+    )
     archs = hub.get("by_architecture") or []
     top = archs[:SHOW]
-    parts.append(plots.stacked_bars([(a["architecture"], [(o, float(a.get(o) or 0)) for o in outcomes]) for a in top],
-                                    f"ids by outcome, the {len(top)} most downloaded architectures", unit="",
-                                    colours=OUTCOME_COLOURS))  # fmt: skip
-    cols = [("name", "architecture", str), ("ids", "ids", _n), ("downloads", "downloads", _n),
-            ("signatures", "signatures", _n)] + [(o, o, _n) for o in outcomes]  # fmt: skip
+    parts.append(
+        plots.stacked_bars(
+            [(a["architecture"], [(o, float(a.get(o) or 0)) for o in outcomes]) for a in top],
+            f"ids by outcome, the {len(top)} most downloaded architectures",
+            unit="",
+            colours=OUTCOME_COLOURS,
+        )
+    )
+    cols = [
+        ("name", "architecture", str),
+        ("ids", "ids", _n),
+        ("downloads", "downloads", _n),
+        ("signatures", "signatures", _n),
+    ] + [(o, o, _n) for o in outcomes]
     parts.append(
         f"<details><summary>every architecture ({len(archs)})</summary>"
         + dict_table("tbl-hub-arch", [{"name": a["architecture"], **a} for a in archs], cols)
@@ -60,22 +98,41 @@ def render(hub: dict[str, Any], page: Page) -> str:
     )
     fails = hub.get("config_failures") or {}
     if fails:
-        lis = "".join(f"<li>{esc(k)}: {_n(v['ids'])} ids, {_n(v['downloads'])} downloads (e.g. "
-                      f"{esc(', '.join(v.get('examples') or []))})</li>" for k, v in fails.items())  # fmt: skip
+        lis = "".join(
+            f"<li>{esc(k)}: {_n(v['ids'])} ids, {_n(v['downloads'])} downloads (e.g. "
+            f"{esc(', '.join(v.get('examples') or []))})</li>"
+            for k, v in fails.items()
+        )
         parts.append(f"<details open><summary>config failures by reason</summary><ul>{lis}</ul></details>")
     worst = hub.get("worst") or []
     if worst:
-        parts.append("<details open><summary>worst offenders (failing signatures by downloads covered)</summary>"
-                     + dict_table("tbl-hub-worst", [{"name": w["case"], **w} for w in worst], [
-                         ("name", "case", str), ("architecture", "architecture", str), ("status", "status", str),
-                         ("ids", "ids", _n), ("downloads", "downloads", _n), ("reason", "reason", str)])
-                     + "</details>")  # fmt: skip
+        parts.append(
+            "<details open><summary>worst offenders (failing signatures by downloads covered)</summary>"
+            + dict_table(
+                "tbl-hub-worst",
+                [{"name": w["case"], **w} for w in worst],
+                [
+                    ("name", "case", str),
+                    ("architecture", "architecture", str),
+                    ("status", "status", str),
+                    ("ids", "ids", _n),
+                    ("downloads", "downloads", _n),
+                    ("reason", "reason", str),
+                ],
+            )
+            + "</details>"
+        )
     full = hub.get("full") or []
     if full:
-        parts.append("<details open><summary>at real size (--full-top)</summary>" + dict_table("tbl-hub-full", [
-            {"name": f["case"], **f} for f in full], [("name", "case", str), ("status", "status", str),
-                                                      ("nproc", "ranks", _n), ("reason", "reason", str)])
-            + "</details>")  # fmt: skip
+        parts.append(
+            "<details open><summary>at real size (--full-top)</summary>"
+            + dict_table(
+                "tbl-hub-full",
+                [{"name": f["case"], **f} for f in full],
+                [("name", "case", str), ("status", "status", str), ("nproc", "ranks", _n), ("reason", "reason", str)],
+            )
+            + "</details>"
+        )
     base = hub.get("baseline")
     if base:
         parts.append(

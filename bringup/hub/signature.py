@@ -67,8 +67,9 @@ NON_GRAPH: dict[str, str] = {
 # use_cache, which `config_object` forces off (it stays in the tiny config: the cache path is another graph).
 RAW_IGNORED = (frozenset(NON_GRAPH) - {"architectures", "auto_map"}) | {"use_cache"}
 # Keys that cannot change the full-size computation either (the full-size fan-out key, `full_key`).
-FULL_IGNORED = frozenset({"_name_or_path", "name_or_path", "_commit_hash", "transformers_version", "use_cache",
-                          "dtype", "torch_dtype"})  # fmt: skip
+FULL_IGNORED = frozenset(
+    {"_name_or_path", "name_or_path", "_commit_hash", "transformers_version", "use_cache", "dtype", "torch_dtype"}
+)
 
 # Why an id has no signature (config failures, counted by reason; fetch failures come from hub/fetch.py).
 BAD_CONFIG = "bad_config"
@@ -124,8 +125,9 @@ def graph_config(model_type: str, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _strip(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: _strip(v) if isinstance(v, dict) and "model_type" in v else v for k, v in d.items()
-            if k not in NON_GRAPH}  # fmt: skip
+    return {
+        k: _strip(v) if isinstance(v, dict) and "model_type" in v else v for k, v in d.items() if k not in NON_GRAPH
+    }
 
 
 def architecture_of(raw: dict[str, Any]) -> str:
@@ -148,19 +150,29 @@ def check_supported(raw: dict[str, Any]) -> ConfigFailure | None:
     remote = isinstance(raw.get("auto_map"), dict) and bool(raw.get("auto_map"))
     if mt not in CONFIG_MAPPING:
         if remote:
-            return ConfigFailure(CUSTOM_CODE, f"model_type {mt!r} exists only as the checkpoint's own code "
-                                 "(auto_map, trust_remote_code)", mt)  # fmt: skip
-        return ConfigFailure(UNKNOWN_MODEL_TYPE, f"model_type {mt!r} is not in transformers "
-                             f"{_transformers_version()} (a newer release may have it)", mt)  # fmt: skip
+            return ConfigFailure(
+                CUSTOM_CODE,
+                f"model_type {mt!r} exists only as the checkpoint's own code (auto_map, trust_remote_code)",
+                mt,
+            )
+        return ConfigFailure(
+            UNKNOWN_MODEL_TYPE,
+            f"model_type {mt!r} is not in transformers {_transformers_version()} (a newer release may have it)",
+            mt,
+        )
     import transformers
 
     for a in archs or []:
         if not hasattr(transformers, a):
             if remote:
-                return ConfigFailure(CUSTOM_CODE, f"architecture {a} is the checkpoint's own code (auto_map, "
-                                     "trust_remote_code), not transformers'", mt)  # fmt: skip
-            return ConfigFailure(UNKNOWN_ARCHITECTURE, f"architecture {a} is not in transformers "
-                                 f"{_transformers_version()}", mt)  # fmt: skip
+                return ConfigFailure(
+                    CUSTOM_CODE,
+                    f"architecture {a} is the checkpoint's own code (auto_map, trust_remote_code), not transformers'",
+                    mt,
+                )
+            return ConfigFailure(
+                UNKNOWN_ARCHITECTURE, f"architecture {a} is not in transformers {_transformers_version()}", mt
+            )
     return None
 
 
@@ -176,8 +188,9 @@ def config_object(raw: dict[str, Any]) -> Any:
     from transformers import CONFIG_MAPPING
 
     # nested values copied: transformers' rope standardisation writes into the rope dicts it is given
-    d = zero_dropout({k: copy.deepcopy(v) if isinstance(v, (dict, list)) else v for k, v in raw.items()
-                      if k not in RAW_IGNORED})  # fmt: skip
+    d = zero_dropout(
+        {k: copy.deepcopy(v) if isinstance(v, (dict, list)) else v for k, v in raw.items() if k not in RAW_IGNORED}
+    )
     d["use_cache"] = False
     return CONFIG_MAPPING[d["model_type"]](**d)
 

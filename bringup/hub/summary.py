@@ -29,12 +29,31 @@ from typing import Any
 from bringup.case import CaseResult, Status
 
 CSV_NAME = "hub-ids.csv"
-OUTCOMES = ("pass", "graph_breaks", "fallback", "fail_numeric", "fail_compile", "unsupported", "other_fail",
-            "not_judged", "config", "pending")  # fmt: skip
+OUTCOMES = (
+    "pass",
+    "graph_breaks",
+    "fallback",
+    "fail_numeric",
+    "fail_compile",
+    "unsupported",
+    "other_fail",
+    "not_judged",
+    "config",
+    "pending",
+)
 DEVICE_FAILURES = ("fallback", "fail_numeric", "fail_compile", "unsupported", "other_fail")
-CSV_COLUMNS = ("model_id", "revision", "sha", "architecture", "model_type", "task", "downloads", "likes",
-               "signature", "case", "outcome", "status", "reason", "graph_breaks", "full_status",
-               "full_reason")  # fmt: skip
+ID_COLUMNS = (
+    "model_id",
+    "revision",
+    "sha",
+    "architecture",
+    "model_type",
+    "task",
+    "downloads",
+    "likes",
+    "signature",
+)  # the sweep's id row, as stored
+CSV_COLUMNS = ID_COLUMNS + ("case", "outcome", "status", "reason", "graph_breaks", "full_status", "full_reason")
 SHOW_ARCHS = 25
 SHOW_WORST = 15
 
@@ -84,8 +103,9 @@ def coverage(rows: Sequence[dict[str, Any]], results: Sequence[CaseResult]) -> d
         if row.get("signature"):
             sigs.add(row["signature"])
         arch = row.get("architecture") or "(unknown)"
-        a = archs.setdefault(arch, {"architecture": arch, "ids": 0, "downloads": 0, "signatures": set(),
-                                    **{k: 0 for k in OUTCOMES}})  # fmt: skip
+        a = archs.setdefault(
+            arch, {"architecture": arch, "ids": 0, "downloads": 0, "signatures": set(), **{k: 0 for k in OUTCOMES}}
+        )
         a["ids"] += 1
         a["downloads"] += dl
         a[o] += 1
@@ -99,32 +119,53 @@ def coverage(rows: Sequence[dict[str, Any]], results: Sequence[CaseResult]) -> d
             if len(f["examples"]) < 3:
                 f["examples"].append(row["model_id"])
         if o in DEVICE_FAILURES and r is not None:
-            w = worst.setdefault(r.case_id, {"case": r.name, "signature": row.get("signature"), "architecture": arch,
-                                             "status": r.status.value, "reason": r.reason[:200], "ids": 0,
-                                             "downloads": 0})  # fmt: skip
+            w = worst.setdefault(
+                r.case_id,
+                {
+                    "case": r.name,
+                    "signature": row.get("signature"),
+                    "architecture": arch,
+                    "status": r.status.value,
+                    "reason": r.reason[:200],
+                    "ids": 0,
+                    "downloads": 0,
+                },
+            )
             w["ids"] += 1
             w["downloads"] += dl
         full = by_case.get(row.get("full_case_id") or "")
-        per_id.append({**{k: row.get(k) for k in ("model_id", "revision", "sha", "architecture", "model_type", "task",
-                                                  "downloads", "likes", "signature")},
-                       "case": r.name if r is not None else "", "outcome": o,
-                       "status": r.status.value if r is not None else row.get("config_status"), "reason": why,
-                       "graph_breaks": r.fields.get("graph_breaks") if r is not None else None,
-                       "full_status": full.status.value if full is not None else "",
-                       "full_reason": full.reason if full is not None else ""})  # fmt: skip
-    arch_rows = sorted(({**a, "signatures": len(a["signatures"])} for a in archs.values()),
-                       key=lambda a: (-a["downloads"], -a["ids"], a["architecture"]))  # fmt: skip
+        per_id.append(
+            {
+                **{k: row.get(k) for k in ID_COLUMNS},
+                "case": r.name if r is not None else "",
+                "outcome": o,
+                "status": r.status.value if r is not None else row.get("config_status"),
+                "reason": why,
+                "graph_breaks": r.fields.get("graph_breaks") if r is not None else None,
+                "full_status": full.status.value if full is not None else "",
+                "full_reason": full.reason if full is not None else "",
+            }
+        )
+    arch_rows = sorted(
+        ({**a, "signatures": len(a["signatures"])} for a in archs.values()),
+        key=lambda a: (-a["downloads"], -a["ids"], a["architecture"]),
+    )
     for o in OUTCOMES:
         overall[o]["ids_pct"] = _pct(overall[o]["ids"], total_ids)
         overall[o]["downloads_pct"] = _pct(overall[o]["downloads"], total_dl)
     return {
-        "ids": total_ids, "downloads": total_dl, "signatures": len(sigs),
+        "ids": total_ids,
+        "downloads": total_dl,
+        "signatures": len(sigs),
         "ids_per_signature": round(sum(overall[o]["ids"] for o in OUTCOMES if o != "config") / max(1, len(sigs)), 2),
-        "overall": overall, "by_architecture": arch_rows,
+        "overall": overall,
+        "by_architecture": arch_rows,
         "config_failures": dict(sorted(failures.items(), key=lambda kv: -kv[1]["ids"])),
         "worst": sorted(worst.values(), key=lambda w: (-w["downloads"], -w["ids"]))[:50],
-        "full": _full(results), "baseline": _baseline(rows, by_case), "per_id": per_id,
-    }  # fmt: skip
+        "full": _full(results),
+        "baseline": _baseline(rows, by_case),
+        "per_id": per_id,
+    }
 
 
 def _pct(n: int, total: int) -> float | None:
@@ -132,9 +173,17 @@ def _pct(n: int, total: int) -> float | None:
 
 
 def _full(results: Sequence[CaseResult]) -> list[dict[str, Any]]:
-    return [{"case": r.name, "status": r.status.value, "reason": r.reason[:200], "nproc": r.params.get("nproc", 1),
-             "sharded": bool(r.fields.get("sharded"))}
-            for r in results if r.params.get("source") == "hub-cfg"]  # fmt: skip
+    return [
+        {
+            "case": r.name,
+            "status": r.status.value,
+            "reason": r.reason[:200],
+            "nproc": r.params.get("nproc", 1),
+            "sharded": bool(r.fields.get("sharded")),
+        }
+        for r in results
+        if r.params.get("source") == "hub-cfg"
+    ]
 
 
 def _baseline(rows: Sequence[dict[str, Any]], by_case: dict[str, CaseResult]) -> dict[str, Any] | None:
@@ -151,9 +200,13 @@ def _baseline(rows: Sequence[dict[str, Any]], by_case: dict[str, CaseResult]) ->
             ids[key][0] += 1
             ids[key][1] += int(row.get("downloads") or 0)
     st = Counter((c or {}).get("status") for c in checks.values())
-    return {"bundle": next(iter(checks.values())).get("bundle"), "compared": st.get("ok", 0) + st.get("differs", 0),
-            "differs": st.get("differs", 0), "not_in_bundle": len(sig_cases - set(checks)),
-            "ids": {k: {"ids": v[0], "downloads": v[1]} for k, v in ids.items()}}  # fmt: skip
+    return {
+        "bundle": next(iter(checks.values())).get("bundle"),
+        "compared": st.get("ok", 0) + st.get("differs", 0),
+        "differs": st.get("differs", 0),
+        "not_in_bundle": len(sig_cases - set(checks)),
+        "ids": {k: {"ids": v[0], "downloads": v[1]} for k, v in ids.items()},
+    }
 
 
 def write_csv(path: Path, per_id: Sequence[dict[str, Any]]) -> Path:
@@ -172,8 +225,9 @@ def _fmt_n(n: int) -> str:
     return f"{n:,}"
 
 
-def summarize(rows: Sequence[dict[str, Any]], results: Sequence[CaseResult], console: Any,
-              csv_path: Path | None) -> dict[str, Any]:  # fmt: skip
+def summarize(
+    rows: Sequence[dict[str, Any]], results: Sequence[CaseResult], console: Any, csv_path: Path | None
+) -> dict[str, Any]:
     """Print the answer; return it for the JSON (without the per-id list, which is the CSV)."""
     from rich.table import Table
 
@@ -181,41 +235,77 @@ def summarize(rows: Sequence[dict[str, Any]], results: Sequence[CaseResult], con
     per_id = cov.pop("per_id")
     if csv_path is not None:
         cov["csv"] = str(write_csv(csv_path, per_id))
-    t = Table(title=f"Hub sweep: {cov['ids']:,} ids, {cov['downloads']:,} downloads, {cov['signatures']} distinct "
-              f"signatures ({cov['ids_per_signature']} ids each)", title_justify="left")  # fmt: skip
+    t = Table(
+        title=f"Hub sweep: {cov['ids']:,} ids, {cov['downloads']:,} downloads, {cov['signatures']} distinct "
+        f"signatures ({cov['ids_per_signature']} ids each)",
+        title_justify="left",
+    )
     for c in ("outcome", "ids", "% ids", "downloads", "% downloads"):
         t.add_column(c, justify="left" if c == "outcome" else "right")
     for o in OUTCOMES:
         v = cov["overall"][o]
         if v["ids"]:
-            t.add_row(o, _fmt_n(v["ids"]), f"{v['ids_pct']:.1f}", _fmt_n(v["downloads"]),
-                      "-" if v["downloads_pct"] is None else f"{v['downloads_pct']:.1f}")  # fmt: skip
+            t.add_row(
+                o,
+                _fmt_n(v["ids"]),
+                f"{v['ids_pct']:.1f}",
+                _fmt_n(v["downloads"]),
+                "-" if v["downloads_pct"] is None else f"{v['downloads_pct']:.1f}",
+            )
     console.print(t)
     a = Table(title="by architecture (most downloaded first)", title_justify="left")
-    short = {"graph_breaks": "breaks", "fail_numeric": "numeric", "fail_compile": "compile", "unsupported": "unsup",
-             "other_fail": "other", "not_judged": "unjudged", "fallback": "fallbk"}  # fmt: skip
+    short = {
+        "graph_breaks": "breaks",
+        "fail_numeric": "numeric",
+        "fail_compile": "compile",
+        "unsupported": "unsup",
+        "other_fail": "other",
+        "not_judged": "unjudged",
+        "fallback": "fallbk",
+    }
     shown = [o for o in OUTCOMES if any(ar[o] for ar in cov["by_architecture"])]
     for c in ("architecture", "ids", "downloads", "sigs", *[short.get(o, o) for o in shown]):
         a.add_column(c, justify="left" if c == "architecture" else "right", overflow="fold")
     for ar in cov["by_architecture"][:SHOW_ARCHS]:
-        a.add_row(ar["architecture"], _fmt_n(ar["ids"]), _fmt_n(ar["downloads"]), str(ar["signatures"]),
-                  *[str(ar[o]) if ar[o] else "" for o in shown])  # fmt: skip
+        a.add_row(
+            ar["architecture"],
+            _fmt_n(ar["ids"]),
+            _fmt_n(ar["downloads"]),
+            str(ar["signatures"]),
+            *[str(ar[o]) if ar[o] else "" for o in shown],
+        )
     console.print(a)
     if len(cov["by_architecture"]) > SHOW_ARCHS:
-        console.print(f"... {len(cov['by_architecture']) - SHOW_ARCHS} more architectures in the JSON and the CSV",
-                      highlight=False)  # fmt: skip
+        console.print(
+            f"... {len(cov['by_architecture']) - SHOW_ARCHS} more architectures in the JSON and the CSV",
+            highlight=False,
+        )
     if cov["config_failures"]:
-        console.print("config failures by reason: " + "; ".join(
-            f"{k} {v['ids']} ids / {v['downloads']:,} downloads (e.g. {', '.join(v['examples'])})"
-            for k, v in cov["config_failures"].items()), highlight=False, markup=False)  # fmt: skip
+        console.print(
+            "config failures by reason: "
+            + "; ".join(
+                f"{k} {v['ids']} ids / {v['downloads']:,} downloads (e.g. {', '.join(v['examples'])})"
+                for k, v in cov["config_failures"].items()
+            ),
+            highlight=False,
+            markup=False,
+        )
     for w in cov["worst"][:SHOW_WORST]:
-        console.print(f"worst: {w['case']} [{w['architecture']}] {w['status']}: {w['ids']} ids, "
-                      f"{w['downloads']:,} downloads: {w['reason'][:120]}", highlight=False, markup=False)  # fmt: skip
+        console.print(
+            f"worst: {w['case']} [{w['architecture']}] {w['status']}: {w['ids']} ids, "
+            f"{w['downloads']:,} downloads: {w['reason'][:120]}",
+            highlight=False,
+            markup=False,
+        )
     if cov["baseline"]:
         b = cov["baseline"]
         ids = ", ".join(f"{k} {v['ids']}" for k, v in sorted(b["ids"].items()))
-        console.print(f"baseline {b['bundle']}: {b['compared']} signature(s) compared, {b['differs']} differ, "
-                      f"{b['not_in_bundle']} not in the bundle; ids: {ids}", highlight=False, markup=False)  # fmt: skip
+        console.print(
+            f"baseline {b['bundle']}: {b['compared']} signature(s) compared, {b['differs']} differ, "
+            f"{b['not_in_bundle']} not in the bundle; ids: {ids}",
+            highlight=False,
+            markup=False,
+        )
     if csv_path is not None:
         console.print(f"every id: {cov['csv']}", highlight=False, markup=False)
     return cov

@@ -41,8 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", choices=["hf", "timm", "fn"], default="hf", help="where MODEL comes from (default hf)")
     p.add_argument("--task", default="causal-lm", help="HF task (default causal-lm)")
     add_dtype(p, "fp32", PURE_DTYPES, why="the module-by-module rule needs one run dtype")
-    p.add_argument("--compile-backend", default=None, metavar="NAME",
-                   help="also localize a compiled run: when eager matches, each module compiled alone with NAME "
-                   "and judged the same way (the first compiled region off)")  # fmt: skip
+    p.add_argument(
+        "--compile-backend",
+        default=None,
+        metavar="NAME",
+        help="also localize a compiled run: when eager matches, each module compiled alone with NAME "
+        "and judged the same way (the first compiled region off)",
+    )
     add_seed(p, 0)
     add_case_budget(p, DEFAULT_BUDGET_S, old=["--budget"])

@@ -39,7 +39,7 @@ def build_cases(opts: LocalizeOptions) -> list[Case]:
         "seed": opts.seed,
         "backend": opts.compile_backend or "",
         "inputs": "text",
-    }  # fmt: skip  (the zoo's step 0 as a job feeds it: bringup/models/batches.py)
+    }  # (the zoo's step 0 as a job feeds it: bringup/models/batches.py)
     if opts.compile_backend:
         check_compile_backend(opts.compile_backend)
     mode = f" {opts.compile_backend}" if opts.compile_backend else ""
@@ -56,8 +56,9 @@ def _check_model_type(model: str) -> None:
     if model not in CONFIG_MAPPING_NAMES:
         near = difflib.get_close_matches(model, list(CONFIG_MAPPING_NAMES), n=3)
         hint = f" (did you mean {', '.join(near)}?)" if near else ""
-        raise BadInput(f"localize: {model!r} is not a transformers model type{hint}; --source timm or fn for "
-                       "other models")  # fmt: skip
+        raise BadInput(
+            f"localize: {model!r} is not a transformers model type{hint}; --source timm or fn for other models"
+        )
 
 
 def run_case(case: Case, ctx: Any) -> CaseResult:
@@ -85,32 +86,51 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     train_run(built, init, [built.make_batch(0)], dev, prec, module_check=mc)
     rep = mc.judge_eager()
     if not rep.judged and mc.calls:
-        return CaseResult.for_case(case, Status.REF_FAIL, f"reference: no module could be replayed on cpu "
-                                   f"({rep.modules[0].note})")  # fmt: skip
-    r.fields.update({"modules_compared": len(rep.judged), "first_module": None, "first_op": None, "op_rel_err": None,
-                     "op_bound": None, "op_shapes": None, "op_dtypes": None, "ops_compared": None,
-                     "ops_skipped": None, "repro": None, "compiled_region": None, "regions_tried": None,
-                     "module_check": rep.fields()})  # fmt: skip
+        return CaseResult.for_case(
+            case, Status.REF_FAIL, f"reference: no module could be replayed on cpu ({rep.modules[0].note})"
+        )
+    r.fields.update(
+        {
+            "modules_compared": len(rep.judged),
+            "first_module": None,
+            "first_op": None,
+            "op_rel_err": None,
+            "op_bound": None,
+            "op_shapes": None,
+            "op_dtypes": None,
+            "ops_compared": None,
+            "ops_skipped": None,
+            "repro": None,
+            "compiled_region": None,
+            "regions_tried": None,
+            "module_check": rep.fields(),
+        }
+    )
     mod = rep.first_failed
     if mod is None and p.get("backend"):
         crep = mc.judge_compiled(p["backend"])
-        r.fields["regions_tried"] = [{"module": m.name, "ok": m.ok, "score": m.score, "note": m.note}
-                                     for m in crep.modules]  # fmt: skip
+        r.fields["regions_tried"] = [
+            {"module": m.name, "ok": m.ok, "score": m.score, "note": m.note} for m in crep.modules
+        ]
         r.fields["module_check_compiled"] = crep.fields()
         region = crep.first_failed
         r.wall_s = time.monotonic() - t0
         r.metric("localize_s", r.wall_s, "s")
         if region is None:
-            r.reason = (f"eager: no module diverges ({len(rep.judged)} judged); compiled with {p['backend']}, each "
-                        f"module alone: none diverges ({len(crep.judged)} judged)")  # fmt: skip
+            r.reason = (
+                f"eager: no module diverges ({len(rep.judged)} judged); compiled with {p['backend']}, each "
+                f"module alone: none diverges ({len(crep.judged)} judged)"
+            )
             return r
         w = region.worst
         r.fields["compiled_region"] = region.name
         r.status = Status.FAIL_NUMERIC
         r.metric("max_rel_err", w.rel_rmse if w else None)
-        r.reason = (f"first divergence (compiled, {p['backend']}): {region.name}, "
-                    f"{w.summary() if w else region.note} (eager on the device matches float64; "
-                    f"{len(crep.judged)} modules compiled alone)")  # fmt: skip
+        r.reason = (
+            f"first divergence (compiled, {p['backend']}): {region.name}, "
+            f"{w.summary() if w else region.note} (eager on the device matches float64; "
+            f"{len(crep.judged)} modules compiled alone)"
+        )
         return r
     if mod is None:
         r.reason = f"no module diverges ({len(rep.judged)} modules within bounds vs float64, forward and backward)"
@@ -119,20 +139,38 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         return r
     r.status = Status.FAIL_NUMERIC
     w = mod.worst
-    r.fields.update({"first_module": mod.name, "module_rel_err": w.rel_rmse if w else None,
-                     "module_bound": w.bound if w else None, "module_why": w.summary() if w else mod.note})  # fmt: skip
+    r.fields.update(
+        {
+            "first_module": mod.name,
+            "module_rel_err": w.rel_rmse if w else None,
+            "module_bound": w.bound if w else None,
+            "module_why": w.summary() if w else mod.note,
+        }
+    )
     op, n_ops, skipped = replay(record_call_ops(mc, mod.name), prec.compute_dtype)
     r.fields.update({"ops_compared": n_ops, "ops_skipped": skipped})
     if op is None:
-        r.reason = (f"first divergence: {mod.name} ({w.summary() if w else mod.note}); none of its {n_ops} aten "
-                    "op(s) is off alone on replay (the error builds up across ops)")  # fmt: skip
+        r.reason = (
+            f"first divergence: {mod.name} ({w.summary() if w else mod.note}); none of its {n_ops} aten "
+            "op(s) is off alone on replay (the error builds up across ops)"
+        )
     else:
-        r.fields.update({"first_op": op.name, "op_rel_err": op.rel_err, "op_bound": op.bound, "op_shapes": op.shapes,
-                         "op_dtypes": op.dtypes, "op_index": op.index, "op_why": op.why})  # fmt: skip
+        r.fields.update(
+            {
+                "first_op": op.name,
+                "op_rel_err": op.rel_err,
+                "op_bound": op.bound,
+                "op_shapes": op.shapes,
+                "op_dtypes": op.dtypes,
+                "op_index": op.index,
+                "op_why": op.why,
+            }
+        )
         r.reason = f"first divergence: {mod.name} -> {op.name}, rel err {fmt_err(op.rel_err)} ({op.why})"
         try:
-            script = write_repro(op, ctx.artifact("repro"), ctx.device.name, prec.compute_dtype, list(ctx.imports),
-                                 mod.name)  # fmt: skip
+            script = write_repro(
+                op, ctx.artifact("repro"), ctx.device.name, prec.compute_dtype, list(ctx.imports), mod.name
+            )
             r.fields["repro"] = str(script)
             r.artifacts["repro"] = str(script)
         except (ValueError, OSError) as e:
@@ -155,8 +193,12 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
         if r.fields.get("first_module"):
             console.print(escape(f"{r.name}: {r.reason}"), highlight=False)
             if r.fields.get("first_op"):
-                console.print(escape(f"  op inputs {r.fields['op_shapes']} {r.fields['op_dtypes']}, bound "
-                                     f"{r.fields['op_bound']:.2g}"), highlight=False)  # fmt: skip
+                console.print(
+                    escape(
+                        f"  op inputs {r.fields['op_shapes']} {r.fields['op_dtypes']}, bound {r.fields['op_bound']:.2g}"
+                    ),
+                    highlight=False,
+                )
             if r.fields.get("repro"):
                 console.print(escape(f"  repro: {r.fields['repro']}"), highlight=False)
     keys = ("first_module", "first_op", "op_rel_err", "repro", "compiled_region")

@@ -114,10 +114,15 @@ def replay(ops: list[OpRecord], dtype: torch.dtype) -> tuple[OpDivergence | None
         if not got:
             continue
         try:
-            ref = _floats(op.func(*tree_map(lambda x: _cast(x, torch.float64), op.args),
-                                  **tree_map(lambda x: _cast(x, torch.float64), op.kwargs)))  # fmt: skip
-            base = _floats(op.func(*tree_map(lambda x: _cast(x, dtype), op.args),
-                                   **tree_map(lambda x: _cast(x, dtype), op.kwargs)))  # fmt: skip
+            ref = _floats(
+                op.func(
+                    *tree_map(lambda x: _cast(x, torch.float64), op.args),
+                    **tree_map(lambda x: _cast(x, torch.float64), op.kwargs),
+                )
+            )
+            base = _floats(
+                op.func(*tree_map(lambda x: _cast(x, dtype), op.args), **tree_map(lambda x: _cast(x, dtype), op.kwargs))
+            )
         except Exception as e:  # an op cpu can't run (a device-only kernel): named, not judged
             skipped.append(f"{op.name}: {type(e).__name__}")
             continue
@@ -133,9 +138,22 @@ def replay(ops: list[OpRecord], dtype: torch.dtype) -> tuple[OpDivergence | None
             tp = judge_tensor(f"{op.name}[{j}]", g, r, base[j], dtype, covariate=x)
             if not tp.ok:
                 max_abs = float((g.double() - r.double()).abs().max()) if g.numel() and g.shape == r.shape else math.inf
-                return OpDivergence(i, op.name, tp.rel_rmse, tp.bound, max_abs,
-                                    [list(x.shape) for x in tens], [str(x.dtype).replace("torch.", "") for x in tens],
-                                    tp.summary(), op, j), n, skipped  # fmt: skip
+                return (
+                    OpDivergence(
+                        i,
+                        op.name,
+                        tp.rel_rmse,
+                        tp.bound,
+                        max_abs,
+                        [list(x.shape) for x in tens],
+                        [str(x.dtype).replace("torch.", "") for x in tens],
+                        tp.summary(),
+                        op,
+                        j,
+                    ),
+                    n,
+                    skipped,
+                )
     return None, n, skipped
 
 

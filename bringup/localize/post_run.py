@@ -23,8 +23,12 @@ _DTYPES = TORCH_DTYPE_NAMES  # zoo's precision name -> localize's case dtype (pu
 
 def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     d = argparse.SUPPRESS if suppress else None
-    p.add_argument("--localize", action="store_true", default=d if suppress else False,
-                   help="localize every zoo fail_numeric: first module and aten op off (bringup localize)")  # fmt: skip
+    p.add_argument(
+        "--localize",
+        action="store_true",
+        default=d if suppress else False,
+        help="localize every zoo fail_numeric: first module and aten op off (bringup localize)",
+    )
 
 
 @dataclass(frozen=True)
@@ -53,17 +57,28 @@ def cases_for(results: Sequence[CaseResult]) -> tuple[list[Case], list[str]]:
             continue
         compiled = r.reason.startswith("compiled") and str(p.get("backend") or "none") not in ("none", "eager")
         backend = str(p["backend"]) if compiled else ""
-        params = {"source": p["source"], "model": p["model"], "task": p.get("task") or "", "dtype": dtype,
-                  "seed": int(p.get("seed", 0)), "backend": backend}  # fmt: skip
+        params = {
+            "source": p["source"],
+            "model": p["model"],
+            "task": p.get("task") or "",
+            "dtype": dtype,
+            "seed": int(p.get("seed", 0)),
+            "backend": backend,
+        }
         name = f"{r.name} {dtype}" + (f" {backend}" if backend else "")
         out.append(Case("localize", name, params, "bringup.localize.cli:run_case", 600.0))
     return out, notes
 
 
 def run_localize(
-    options: Options, store: Any, run_id: str, results: Sequence[CaseResult],
-    new_executor: Callable[[], Any], run_dir: Path, console: Any,
-) -> list[CaseResult]:  # fmt: skip
+    options: Options,
+    store: Any,
+    run_id: str,
+    results: Sequence[CaseResult],
+    new_executor: Callable[[], Any],
+    run_dir: Path,
+    console: Any,
+) -> list[CaseResult]:
     """With --localize: run the localize cases into `run_id`; returns their results ([] without)."""
     if not _asked(options):
         return []
@@ -86,8 +101,9 @@ class LocalizeStep(Step):
     suites' summaries."""
 
     def run(self, ctx: AfterRun) -> list[CaseResult]:
-        return run_localize(ctx.options, ctx.store, ctx.run.run_id, ctx.results, ctx.new_executor, ctx.run_dir,
-                            ctx.console)  # fmt: skip
+        return run_localize(
+            ctx.options, ctx.store, ctx.run.run_id, ctx.results, ctx.new_executor, ctx.run_dir, ctx.console
+        )
 
     def finish(self, ctx: AfterRun, added: Sequence[CaseResult]) -> Finished:
         if not added:

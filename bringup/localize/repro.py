@@ -123,8 +123,9 @@ def _encode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
     raise ValueError(f"argument of type {type(node).__name__} can't be written as JSON")
 
 
-def write_repro(d: OpDivergence, out_dir: Path, device: str, dtype: torch.dtype, imports: list[str],
-                where: str) -> Path:  # fmt: skip
+def write_repro(
+    d: OpDivergence, out_dir: Path, device: str, dtype: torch.dtype, imports: list[str], where: str
+) -> Path:
     """Write the repro of `d` under out_dir; returns the script's path. ValueError when an argument
     can't be serialised (the report then says so)."""
     from safetensors.torch import save_file
@@ -137,10 +138,21 @@ def write_repro(d: OpDivergence, out_dir: Path, device: str, dtype: torch.dtype,
     from bringup.checks.module_rule import module_tolerance
 
     tol = module_tolerance(dtype)
-    meta = {"op": d.name, "args": args, "kwargs": kwargs, "device": device, "imports": imports,
-            "dtype": str(dtype).replace("torch.", ""), "output": d.output, "where": where,
-            "rel_err": d.rel_err, "bound": d.bound, "size_floor": tol.size_floor, "floor": tol.floor,
-            "z": tol.z}  # fmt: skip
+    meta = {
+        "op": d.name,
+        "args": args,
+        "kwargs": kwargs,
+        "device": device,
+        "imports": imports,
+        "dtype": str(dtype).replace("torch.", ""),
+        "output": d.output,
+        "where": where,
+        "rel_err": d.rel_err,
+        "bound": d.bound,
+        "size_floor": tol.size_floor,
+        "floor": tol.floor,
+        "z": tol.z,
+    }
     (out_dir / "op.json").write_text(json.dumps(meta, indent=2) + "\n")
     script = out_dir / "repro.py"
     script.write_text(SCRIPT.format(summary=f"{where} -> {d.name}, rel err {d.rel_err:.2g} on {device}"))

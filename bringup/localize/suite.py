@@ -5,7 +5,7 @@ numeric failures."""
 
 from __future__ import annotations
 
-from bringup.api import Suite, register_suite
+from bringup.api import register_capability
 from bringup.case import Case
 from bringup.device import Device
 from bringup.localize import args as face  # the torch-free face (cli)
@@ -18,10 +18,4 @@ def _build_cases(options: Options, device: Device) -> list[Case]:
     return build_cases(options.of(LocalizeOptions))
 
 
-register_suite(
-    Suite.from_face(
-        face,
-        build_cases=_build_cases,
-        summarize=summarize,
-    )
-)
+register_capability(face, _build_cases, None, summarize)

@@ -183,9 +183,15 @@ def describe(batch: dict[str, Any], inputs: str) -> dict[str, Any]:
         return {}
     flat = torch.cat(real)
     counts = torch.bincount(flat - flat.min()) if flat.numel() else torch.zeros(1)
-    return {"inputs": inputs, "ids": "zipf" if inputs == "text" else "uniform", "layouts": layouts,
-            "tokens": int(flat.numel()), "distinct_ids": int((counts > 0).sum()), "max_repeat": int(counts.max()),
-            "seq": int(parts[0]["input_ids"].shape[-1])}  # fmt: skip
+    return {
+        "inputs": inputs,
+        "ids": "zipf" if inputs == "text" else "uniform",
+        "layouts": layouts,
+        "tokens": int(flat.numel()),
+        "distinct_ids": int((counts > 0).sum()),
+        "max_repeat": int(counts.max()),
+        "seq": int(parts[0]["input_ids"].shape[-1]),
+    }
 
 
 def _layout(b: dict[str, Any], keep: torch.Tensor) -> str:

@@ -133,8 +133,9 @@ def load_config(model: str, overrides: list[str] | None = None) -> Any:
             except (ValueError, KeyError, TypeError) as e:
                 raise BadInput(f"model config {model}: {e}".splitlines()[0]) from e
     else:
-        raise BadInput(f"unknown model {model!r}: use a preset ({', '.join(PRESETS)}), a config JSON path, "
-                       "or module:function")  # fmt: skip
+        raise BadInput(
+            f"unknown model {model!r}: use a preset ({', '.join(PRESETS)}), a config JSON path, or module:function"
+        )
     cfg = apply_overrides(make(dict(kw)), overrides)
     if overrides:
         cfg = make({**kw, **dict(parse_override(o) for o in overrides)})
@@ -142,8 +143,13 @@ def load_config(model: str, overrides: list[str] | None = None) -> Any:
     return cfg
 
 
-def build_model(model: str, overrides: list[str] | None = None, device: str | torch.device = "cpu",
-                dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.nn.Module:  # fmt: skip
+def build_model(
+    model: str,
+    overrides: list[str] | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+) -> torch.nn.Module:
     """Random-init causal LM on `device` ("meta" for shapes only). Seeded: identical across modes."""
     if is_user_fn(model):
         mod_name, _, fn_name = model.partition(":")
@@ -253,8 +259,9 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     raise BadInput(f"{type(model).__name__}: no decoder layer list found for regional compile")
 
 
-def apply_mode(model: torch.nn.Module, mode: str, backend: str = "inductor", dynamic: bool | None = None
-               ) -> torch.nn.Module:  # fmt: skip
+def apply_mode(
+    model: torch.nn.Module, mode: str, backend: str = "inductor", dynamic: bool | None = None
+) -> torch.nn.Module:
     """eager: as is. compile: torch.compile(model). regional: each decoder block compiled in place
     (`block.compile(fullgraph=True)`, as TorchTitan does): small graphs compiled once, reused.
     `dynamic`: torch.compile's (None: its default, automatic dynamic shapes after a recompile)."""
@@ -269,9 +276,13 @@ def apply_mode(model: torch.nn.Module, mode: str, backend: str = "inductor", dyn
     raise BadInput(f"unknown mode {mode!r}; use {', '.join(MODES)}")
 
 
-def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor,
-               precision: Precision | None = None, scaler: torch.amp.GradScaler | None = None,
-               ) -> torch.Tensor:  # fmt: skip
+def train_step(
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    tokens: torch.Tensor,
+    precision: Precision | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+) -> torch.Tensor:
     """One causal-LM step (labels = inputs; the model shifts them). Returns the detached loss.
 
     Mixed precision (`precision.mixed`): the forward (loss included) runs under the device's autocast

@@ -74,8 +74,10 @@ class Estimate:
             return f"{n / GIB:.2f} GiB"
 
         free = "unknown" if self.free_bytes is None else g(self.free_bytes)
-        return (f"needs {g(self.total)} (params {g(self.param_bytes)} + grads {g(self.grad_bytes)} + AdamW "
-                f"{g(self.optimizer_bytes)} + activations {g(self.activation_bytes)}) vs {free} free")  # fmt: skip
+        return (
+            f"needs {g(self.total)} (params {g(self.param_bytes)} + grads {g(self.grad_bytes)} + AdamW "
+            f"{g(self.optimizer_bytes)} + activations {g(self.activation_bytes)}) vs {free} free"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "total": self.total, "fits": self.fits(), "suggested_nproc": self.suggested_nproc()}
@@ -107,8 +109,10 @@ def activation_bytes(
         depths = getattr(t, "depths", None)
         layers = int(sum(depths)) if isinstance(depths, (list, tuple)) else 12
     heads = int(_get(t, "num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", default=1) or 1)
-    ffn = int(_get(t, "intermediate_size", "ffn_dim", "n_inner", "d_ff", "hidden_dim", "encoder_ffn_dim",
-                   default=4 * h) or 4 * h)  # fmt: skip
+    ffn = int(
+        _get(t, "intermediate_size", "ffn_dim", "n_inner", "d_ff", "hidden_dim", "encoder_ffn_dim", default=4 * h)
+        or 4 * h
+    )
     moe = _get(t, "moe_intermediate_size")
     k = _get(t, "num_experts_per_tok", "moe_topk")
     if moe and k:
@@ -143,8 +147,14 @@ def free_memory(device: torch.device) -> int | None:
         return None
 
 
-def estimate(meta_model: torch.nn.Module, param_dtype: torch.dtype, compute_dtype: torch.dtype, batch: int,
-             seq: int, free_bytes: int | None) -> Estimate:  # fmt: skip
+def estimate(
+    meta_model: torch.nn.Module,
+    param_dtype: torch.dtype,
+    compute_dtype: torch.dtype,
+    batch: int,
+    seq: int,
+    free_bytes: int | None,
+) -> Estimate:
     """The preflight estimate of a model built on the meta device."""
     seen: set[int] = set()
     n = 0
@@ -156,5 +166,12 @@ def estimate(meta_model: torch.nn.Module, param_dtype: torch.dtype, compute_dtyp
     cb = torch.empty((), dtype=compute_dtype).element_size()
     impl = getattr(meta_model.config, "_attn_implementation", None) or "eager"
     act, layers = activation_bytes(meta_model.config, batch, seq, cb, eager_attention=impl == "eager")
-    return Estimate(params=n, param_bytes=n * pb, grad_bytes=n * pb, optimizer_bytes=ADAMW_STATES * n * pb,
-                    activation_bytes=act, free_bytes=free_bytes, layers=layers)  # fmt: skip
+    return Estimate(
+        params=n,
+        param_bytes=n * pb,
+        grad_bytes=n * pb,
+        optimizer_bytes=ADAMW_STATES * n * pb,
+        activation_bytes=act,
+        free_bytes=free_bytes,
+        layers=layers,
+    )

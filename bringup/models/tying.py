@@ -76,5 +76,7 @@ def move(model: torch.nn.Module, device: torch.device | str, dtype: torch.dtype 
 def describe(broken: list[list[str]], device: str) -> str:
     """One line naming the finding and its remedy."""
     pairs = "; ".join(" = ".join(g) for g in broken)
-    return (f"tying broken by .to({device}): {pairs} became separate tensors (this device's tensors can't be "
-            f"shallow-copied from cpu ones, so Module.to makes new Parameters); remedy: {REMEDY}")  # fmt: skip
+    return (
+        f"tying broken by .to({device}): {pairs} became separate tensors (this device's tensors can't be "
+        f"shallow-copied from cpu ones, so Module.to makes new Parameters); remedy: {REMEDY}"
+    )

@@ -204,8 +204,14 @@ def hf_model_class(task: str) -> Any:
     return getattr(transformers, _AUTO_CLASS[task])
 
 
-def build_hf(model_type: str, task: str = "causal-lm", bs: BatchSpec | None = None, seed: int = 0,
-             cfg: Any = None, limit: int = PARAM_LIMIT) -> Built:  # fmt: skip
+def build_hf(
+    model_type: str,
+    task: str = "causal-lm",
+    bs: BatchSpec | None = None,
+    seed: int = 0,
+    cfg: Any = None,
+    limit: int = PARAM_LIMIT,
+) -> Built:
     """A tiny transformers model of `model_type` for `task` (or from `cfg` when given)."""
     bs = bs or BatchSpec()
     try:
@@ -273,8 +279,14 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
             raise ConfigError(str(e)) from e
     text = main == "input_ids" and bs.inputs == "text" and not hints.get("pixel_values")
     # the padded and packed layouts for text tasks whose labels (if any) follow the tokens or the row
-    layout = text and task in ("causal-lm", "masked-lm", "seq2seq-lm", "sequence-classification",
-                               "token-classification", "base")  # fmt: skip
+    layout = text and task in (
+        "causal-lm",
+        "masked-lm",
+        "seq2seq-lm",
+        "sequence-classification",
+        "token-classification",
+        "base",
+    )
     pack = layout and task == "causal-lm"
     steps = (
         batches.step_batches(tokens, bs.batch, bs.seq, seed, pack, bs.alternate, bs.left_pad)
@@ -434,8 +446,14 @@ def build_fn(entry: str, seed: int = 0, batch: int = 2, bs: BatchSpec | None = N
     if example is None:
         if getattr(model, "config", None) is None:
             raise ConfigError(f"{entry}: return (module, example_inputs) for a model that is not a transformers model")
-        return Built(model, hf_batches(model, "causal-lm", bs or BatchSpec(batch=batch), seed), call_kwargs, hf_loss,
-                     first_float, note=type(model).__name__)  # fmt: skip
+        return Built(
+            model,
+            hf_batches(model, "causal-lm", bs or BatchSpec(batch=batch), seed),
+            call_kwargs,
+            hf_loss,
+            first_float,
+            note=type(model).__name__,
+        )
 
     def make_batch(step: int) -> dict[str, Any]:
         g = _generator(seed * 1000 + step + 1)

@@ -90,14 +90,27 @@ _ROLES: dict[str, tuple[str, ...]] = {
 ROLE_OF: dict[str, str] = {k: role for role, keys in _ROLES.items() for k in keys}
 
 # keys that hold per-layer lists (resized with the layer count) and index lists (filtered)
-_INDEX_LIST_KEYS = ("mlp_only_layers", "full_attn_idxs", "moe_layers", "no_rope_layers", "hybrid_layer_ids",
-                    "attention_layers_idx", "attn_layer_indices", "ple_layer_ids")  # fmt: skip
+_INDEX_LIST_KEYS = (
+    "mlp_only_layers",
+    "full_attn_idxs",
+    "moe_layers",
+    "no_rope_layers",
+    "hybrid_layer_ids",
+    "attention_layers_idx",
+    "attn_layer_indices",
+    "ple_layer_ids",
+)
 _PER_LAYER_DICT_KEYS = ("per_layer_config",)
 # keys whose value the shrinker never touches (dropout etc. are handled separately)
-_TOKEN_ID = re.compile(r"(^|_)(token_id|token_index|token_ids|_id)$|_token_id$|_token_index$|^(bos|eos|pad|sep|cls|"
-                       r"mask|unk|decoder_start)_")  # fmt: skip
-DROPOUT = re.compile(r"(dropout|drop_rate|pdrop|drop_prob|layerdrop|drop_path|jitter_noise|mask_time_prob|"
-                     r"mask_feature_prob)", re.IGNORECASE)  # fmt: skip
+_TOKEN_ID = re.compile(
+    r"(^|_)(token_id|token_index|token_ids|_id)$|_token_id$|_token_index$|^(bos|eos|pad|sep|cls|"
+    r"mask|unk|decoder_start)_"
+)
+DROPOUT = re.compile(
+    r"(dropout|drop_rate|pdrop|drop_prob|layerdrop|drop_path|jitter_noise|mask_time_prob|"
+    r"mask_feature_prob)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -193,8 +206,11 @@ def shrink_dict(d: dict[str, Any], s: Sizes = SIZES) -> dict[str, Any]:
     # layer count first: per-layer lists are resized to the kept layers
     layer_keys = [k for k in d if ROLE_OF.get(k) == "layers" and isinstance(d[k], int) and not isinstance(d[k], bool)]
     n_old = max((d[k] for k in layer_keys), default=0)
-    per_layer = [k for k, v in d.items() if isinstance(v, list) and n_old and len(v) == n_old and k not in
-                 ("id2label", "label2id")]  # fmt: skip
+    per_layer = [
+        k
+        for k, v in d.items()
+        if isinstance(v, list) and n_old and len(v) == n_old and k not in ("id2label", "label2id")
+    ]
     keep = _layer_selection(n_old, [d[k] for k in per_layer], s) if n_old else []
     for k in layer_keys:
         if d[k] == n_old:
@@ -265,11 +281,24 @@ def shrink_dict(d: dict[str, Any], s: Sizes = SIZES) -> dict[str, Any]:
 
 def role_value(role: str, s: Sizes) -> int:
     return {
-        "hidden": s.hidden, "heads": s.heads, "head_dim": s.head_dim, "ffn": s.ffn, "moe_ffn": s.moe_ffn,
-        "experts": s.experts, "top_k": s.top_k, "vocab": s.vocab, "positions": s.positions,
-        "lora_rank": s.lora_rank, "rope_head_dim": s.rope_head_dim, "rotary_dim": s.head_dim // 2,
-        "v_head_dim": s.head_dim, "state": s.state, "image": s.image, "patch": s.patch, "mel_bins": s.mel_bins,
-    }[role]  # fmt: skip
+        "hidden": s.hidden,
+        "heads": s.heads,
+        "head_dim": s.head_dim,
+        "ffn": s.ffn,
+        "moe_ffn": s.moe_ffn,
+        "experts": s.experts,
+        "top_k": s.top_k,
+        "vocab": s.vocab,
+        "positions": s.positions,
+        "lora_rank": s.lora_rank,
+        "rope_head_dim": s.rope_head_dim,
+        "rotary_dim": s.head_dim // 2,
+        "v_head_dim": s.head_dim,
+        "state": s.state,
+        "image": s.image,
+        "patch": s.patch,
+        "mel_bins": s.mel_bins,
+    }[role]
 
 
 def _shrink_rope(rope: dict[str, Any], s: Sizes) -> dict[str, Any]:

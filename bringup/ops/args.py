@@ -37,6 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_filter(p, "OpInfos (name with variant, e.g. div.floor_rounding)")
     p.add_argument("--dtypes", default=DEFAULT_DTYPES, help=f"comma list of dtypes (default {DEFAULT_DTYPES})")
-    p.add_argument("--samples", type=positive_int, default=DEFAULT_SAMPLES,
-                   help=f"inputs per (op, dtype) from OpInfo reference_inputs (default {DEFAULT_SAMPLES})")  # fmt: skip
+    p.add_argument(
+        "--samples",
+        type=positive_int,
+        default=DEFAULT_SAMPLES,
+        help=f"inputs per (op, dtype) from OpInfo reference_inputs (default {DEFAULT_SAMPLES})",
+    )
     add_case_budget(p, DEFAULT_BUDGET_S, old=["--budget"])

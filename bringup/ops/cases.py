@@ -21,9 +21,21 @@ from bringup.options import Options
 ENTRY = "bringup.ops.run:run_op"
 # `bringup run --quick`: a handful of everyday ops, float32, 2 samples each (~1 min on 2 cpu cores).
 QUICK_OPS = (
-    "add", "mul", "div.no_rounding_mode", "matmul", "sin", "exp", "sum", "mean", "softmax",
-    "nn.functional.relu", "nn.functional.gelu", "nn.functional.layer_norm", "cat", "index_select",
-)  # fmt: skip
+    "add",
+    "mul",
+    "div.no_rounding_mode",
+    "matmul",
+    "sin",
+    "exp",
+    "sum",
+    "mean",
+    "softmax",
+    "nn.functional.relu",
+    "nn.functional.gelu",
+    "nn.functional.layer_norm",
+    "cat",
+    "index_select",
+)
 QUICK_SAMPLES = 2
 
 

@@ -61,8 +61,13 @@ SAME_DTYPE_FLOOR = 64.0  # no float64 result: tensor-wide allowance, in eps x RM
 # float64 and complex128 have no higher-precision reference here: judged against cpu alone.
 TOLERANCES[torch.float64] = OpTolerance(16, 2.0, 1.0, "float64: no higher precision to compare with")
 TOLERANCES[torch.complex128] = TOLERANCES[torch.float64]
-UPCAST = {torch.float32: torch.float64, torch.float16: torch.float64, torch.bfloat16: torch.float64,
-           torch.complex64: torch.complex128, torch.complex32: torch.complex128}  # fmt: skip
+UPCAST = {
+    torch.float32: torch.float64,
+    torch.float16: torch.float64,
+    torch.bfloat16: torch.float64,
+    torch.complex64: torch.complex128,
+    torch.complex32: torch.complex128,
+}
 # Worst first: the case's status is the worst of its samples'.
 
 
@@ -102,8 +107,10 @@ def judge_tensor(got: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor | Non
     bad_g = ~torch.isfinite(g)
     same = (g == c) | (torch.isnan(g) & torch.isnan(c)) | (g == r) | (torch.isnan(g) & torch.isnan(r))
     if bool((bad_g & ~same).any()):
-        return (f"NaN/inf where cpu and float64 have none or others ({int(bad_g.sum())} non-finite vs cpu "
-                f"{int((~torch.isfinite(c)).sum())})")  # fmt: skip
+        return (
+            f"NaN/inf where cpu and float64 have none or others ({int(bad_g.sum())} non-finite vs cpu "
+            f"{int((~torch.isfinite(c)).sum())})"
+        )
     lost = torch.isfinite(g) & ~torch.isfinite(c) & ~torch.isfinite(r)
     if bool(lost.any()):
         return f"{int(lost.sum())} finite value(s) where cpu and float64 give NaN/inf"

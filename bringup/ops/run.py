@@ -151,8 +151,13 @@ def _identical(a: Any, b: Any) -> bool:
 
 
 # torch.testing's default (rtol, atol) per dtype: what PyTorch's own tests compare a device with cpu by
-_TESTING_TOLERANCES = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
-                       torch.float64: (1e-7, 1e-7), torch.complex64: (1.3e-6, 1e-5)}  # fmt: skip
+_TESTING_TOLERANCES = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex64: (1.3e-6, 1e-5),
+}
 
 
 def error_vs_cpu(pairs: list[tuple[Any, Any]]) -> dict[str, Any] | None:
@@ -179,9 +184,14 @@ def error_vs_cpu(pairs: list[tuple[Any, Any]]) -> dict[str, Any] | None:
             d, mag = (gd - rd).abs()[ok], rd.abs()[ok]
             rtol, atol = _TESTING_TOLERANCES.get(r.dtype, (1.3e-6, 1e-5))
             rel = (d / mag)[mag > 0]
-            e = {"max_abs": float(d.max()), "max_rel": float(rel.max()) if rel.numel() else 0.0,
-                 "atol_needed": max(0.0, float((d - rtol * mag).max())), "rtol": rtol, "default_atol": atol,
-                 "dtype": str(r.dtype).removeprefix("torch.")}  # fmt: skip
+            e = {
+                "max_abs": float(d.max()),
+                "max_rel": float(rel.max()) if rel.numel() else 0.0,
+                "atol_needed": max(0.0, float((d - rtol * mag).max())),
+                "rtol": rtol,
+                "default_atol": atol,
+                "dtype": str(r.dtype).removeprefix("torch."),
+            }
             if worst is None:
                 worst = e
             else:
@@ -201,8 +211,9 @@ def run_op(case: Case, ctx: Any) -> CaseResult:
         return CaseResult.for_case(case, Status.REF_FAIL, f"no OpInfo named {name!r} in this torch")
     fields: dict[str, Any] = {"op": name, "dtype": dtype_s}
     if dtype not in op.supported_dtypes("cpu"):
-        return CaseResult.for_case(case, Status.REF_FAIL, f"OpInfo {name} does not support {dtype_s} on cpu",
-                                   fields=fields)  # fmt: skip
+        return CaseResult.for_case(
+            case, Status.REF_FAIL, f"OpInfo {name} does not support {dtype_s} on cpu", fields=fields
+        )
     torch.manual_seed(0)
     try:
         samples = list(itertools.islice(op.reference_inputs("cpu", dtype, requires_grad=False), n))
@@ -237,8 +248,9 @@ def run_op(case: Case, ctx: Any) -> CaseResult:
                 got = _run_seeded(op, s, 0)
             except Exception as e:
                 st = classify(e)
-                outcomes.append((i, st if st in (Status.UNSUPPORTED, Status.OOM) else Status.CRASH,
-                                 f"sample {i}: {first_line(e)}"))  # fmt: skip
+                outcomes.append(
+                    (i, st if st in (Status.UNSUPPORTED, Status.OOM) else Status.CRASH, f"sample {i}: {first_line(e)}")
+                )
                 continue
             outs.append((i, got, ref, rnd))
     rep = det.report()

@@ -21,7 +21,7 @@ from bringup.report.kit import (
     get,
     listish,
     metric,
-)  # fmt: skip
+)
 
 
 # -- ops
@@ -30,11 +30,14 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         return None
     rs = list(results)
     cols = [
-        col_text("op", lambda r: get(r, "op") or r.name), col_text("dtype", lambda r: get(r, "dtype")),
-        col_status(), col_num("samples", lambda r: metric(r, "samples"), lambda v: f"{v:.0f}"),
+        col_text("op", lambda r: get(r, "op") or r.name),
+        col_text("dtype", lambda r: get(r, "dtype")),
+        col_status(),
+        col_num("samples", lambda r: metric(r, "samples"), lambda v: f"{v:.0f}"),
         col_text("CPU-fallback ops", lambda r: ", ".join(listish(r.fields.get("fallback_ops"))) or None),
-        col_num("max abs err", lambda r: metric(r, "max_abs_err")), col_reason(),
-    ]  # fmt: skip
+        col_num("max abs err", lambda r: metric(r, "max_abs_err")),
+        col_reason(),
+    ]
     by_dtype: dict[str, Counter[str]] = {}
     for r in rs:
         by_dtype.setdefault(str(get(r, "dtype") or "-"), Counter())[r.status.value] += 1

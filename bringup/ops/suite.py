@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from bringup.api import Suite, register_suite, specs
+from bringup.api import register_capability, specs
 from bringup.case import CaseResult, Status
 from bringup.ops import args as face  # the torch-free face (cli)
 from bringup.ops import section as ops_section
@@ -91,15 +91,13 @@ def scorecard(results: list[CaseResult]) -> list[tuple[str, str]]:
     return [("ops (OpInfo cases)", text + (f"; fallback ops: {', '.join(fell[:4])}" if fell else ""))]
 
 
-register_suite(
-    Suite.from_face(
-        face,
-        build_cases=build_cases,
-        run_cases=run_cases,
-        summarize=summarize,
-        title="Op coverage",
-        section=ops_section.render,
-        scorecard=scorecard,
-        metrics=specs("samples", "fallback_calls", "max_abs_err"),
-    )
+register_capability(
+    face,
+    build_cases,
+    run_cases,
+    summarize,
+    title="Op coverage",
+    section=ops_section.render,
+    scorecard=scorecard,
+    metrics=specs("samples", "fallback_calls", "max_abs_err"),
 )

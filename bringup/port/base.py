@@ -229,8 +229,11 @@ class CodemodBase(ContextAwareTransformer):
                     RemoveImportsVisitor.remove_unused_import(self.context, q.name, None, asname)
 
     def _backend_ref(self, node: cst.CSTNode, qn: str) -> None:
-        hint = ('for TF32 use torch.set_float32_matmul_precision("high")' if qn.endswith("allow_tf32")
-                else "mark a deliberate one `# cuda-ok`")  # fmt: skip
+        hint = (
+            'for TF32 use torch.set_float32_matmul_precision("high")'
+            if qn.endswith("allow_tf32")
+            else "mark a deliberate one `# cuda-ok`"
+        )
         self.report(node, "BU130", f"{qn} is a CUDA-only switch (no effect elsewhere): {hint}", False)
 
     def _env_call(self, call: cst.Call, qn: str) -> None:

@@ -56,13 +56,23 @@ class CallRules(CodemodBase):
     def _dot_cuda(self, orig: cst.Call, upd: cst.Call) -> cst.BaseExpression:
         assert isinstance(orig.func, cst.Attribute) and isinstance(upd.func, cst.Attribute)
         if any(a.star for a in orig.args):
-            self.report(orig.func.attr, "BU101", f".cuda(*args) moves to CUDA only: rewrite as .to({self.D}, ...) "
-                        "with the device argument mapped by hand", False)  # fmt: skip
+            self.report(
+                orig.func.attr,
+                "BU101",
+                f".cuda(*args) moves to CUDA only: rewrite as .to({self.D}, ...) "
+                "with the device argument mapped by hand",
+                False,
+            )
             return upd
         obj = orig.func.value
         if isinstance(obj, cst.Call) and isinstance(obj.func, cst.Name) and obj.func.value == "super":
-            self.report(orig.func.attr, "BU101", "super().cuda() in an override: forward to "
-                        f"super().to({self.D}) by hand if the override's meaning allows", False)  # fmt: skip
+            self.report(
+                orig.func.attr,
+                "BU101",
+                "super().cuda() in an override: forward to "
+                f"super().to({self.D}) by hand if the override's meaning allows",
+                False,
+            )
             return upd
         dev_arg = find_arg(upd.args, 0, "device")
         orig_dev = find_arg(orig.args, 0, "device")
@@ -113,8 +123,12 @@ class CallRules(CodemodBase):
         args = list(upd.args)
         stars = {a.star for a in args if a.star}
         if ("**" in stars and fn.device_kw) or ("*" in stars and name == "amp.autocast"):
-            self.report(node, fn.code, f"{old}() with *args/**kwargs is CUDA-only: map the arguments to "
-                        f"torch.{fn.target}() by hand", False)  # fmt: skip
+            self.report(
+                node,
+                fn.code,
+                f"{old}() with *args/**kwargs is CUDA-only: map the arguments to torch.{fn.target}() by hand",
+                False,
+            )
             return upd
         if name == "Event":
             names = ("enable_timing", "blocking", "interprocess", "external")
@@ -124,8 +138,12 @@ class CallRules(CodemodBase):
                 or any(a.star for a in args)
                 or any(a.keyword is not None and a.keyword.value == "external" for a in args)
             ):
-                self.report(node, "BU112", f"{old}(external=...) has no device-generic form: use torch.Event "
-                            "for the others", False)  # fmt: skip
+                self.report(
+                    node,
+                    "BU112",
+                    f"{old}(external=...) has no device-generic form: use torch.Event for the others",
+                    False,
+                )
                 return upd
             args = [(kw_arg(names[i], a) if a.keyword is None else a) for i, a in enumerate(args)]
         elif name == "Stream":
@@ -134,8 +152,12 @@ class CallRules(CodemodBase):
                 or any(a.keyword is not None and a.keyword.value not in ("device", "priority") for a in args)
                 or len([a for a in args if a.keyword is None]) > 2
             ):
-                self.report(node, "BU112", f"{old}(...) with these arguments: rewrite by hand to "
-                            "torch.Stream(device, priority=p)", False)  # fmt: skip
+                self.report(
+                    node,
+                    "BU112",
+                    f"{old}(...) with these arguments: rewrite by hand to torch.Stream(device, priority=p)",
+                    False,
+                )
                 return upd
             dev = find_arg(args, 0, "device")
             pri = find_arg(args, 1, "priority")
@@ -159,12 +181,17 @@ class CallRules(CodemodBase):
             args = [*pos, new_arg(self.dev_type(), "device_type"), *kws]
         elif fn.device_kw:
             args = [(as_positional(a) if a.keyword is not None and a.keyword.value == "device" else a) for a in args]
-        what = {"amp.autocast": f"torch.autocast({self.D}.type, ...)",
-                "amp.GradScaler": f"torch.amp.GradScaler({self.D}.type, ...)",
-                "amp.custom_fwd": f"torch.amp.custom_fwd(device_type={self.D}.type)",
-                "amp.custom_bwd": f"torch.amp.custom_bwd(device_type={self.D}.type)"}.get(name, f"{new}()")  # fmt: skip
-        extra = " (guarded by torch.accelerator.is_available(), as torch.cuda was a no-op without CUDA)" if (
-            fn.guard is not None) else ""  # fmt: skip
+        what = {
+            "amp.autocast": f"torch.autocast({self.D}.type, ...)",
+            "amp.GradScaler": f"torch.amp.GradScaler({self.D}.type, ...)",
+            "amp.custom_fwd": f"torch.amp.custom_fwd(device_type={self.D}.type)",
+            "amp.custom_bwd": f"torch.amp.custom_bwd(device_type={self.D}.type)",
+        }.get(name, f"{new}()")
+        extra = (
+            " (guarded by torch.accelerator.is_available(), as torch.cuda was a no-op without CUDA)"
+            if (fn.guard is not None)
+            else ""
+        )
         if not self.report(node, fn.code, f"{old}() is CUDA-only: use {what}{extra}", True):
             return upd
         self._drop_import(orig.func, qn)

@@ -33,10 +33,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="Python files or directories to scan")
     p.add_argument("--fix", action="store_true", help="rewrite what can be rewritten safely (atomic writes)")
     p.add_argument("--diff", action="store_true", help="print the unified diff of the fixes; write nothing")
-    p.add_argument("--select", metavar="CODES", default=None,
-                   help="only these rules: comma-separated codes or prefixes (BU101,BU11)")  # fmt: skip
-    p.add_argument("--json", metavar="FILE", default=argparse.SUPPRESS,
-                   help='write {"findings": [...], "summary": {...}}')  # fmt: skip
+    p.add_argument(
+        "--select",
+        metavar="CODES",
+        default=None,
+        help="only these rules: comma-separated codes or prefixes (BU101,BU11)",
+    )
+    p.add_argument(
+        "--json", metavar="FILE", default=argparse.SUPPRESS, help='write {"findings": [...], "summary": {...}}'
+    )
 
 
 def main(sess: Any) -> int:

@@ -74,15 +74,20 @@ def as_positional(a: cst.Arg) -> cst.Arg:
 
 
 def kw_arg(name: str, a: cst.Arg) -> cst.Arg:
-    return a.with_changes(keyword=cst.Name(name), equal=cst.AssignEqual(
-        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))  # fmt: skip
+    return a.with_changes(
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
 
 
 def new_arg(value: cst.BaseExpression, keyword: str | None = None) -> cst.Arg:
     if keyword is None:
         return cst.Arg(value=value)
-    return cst.Arg(value=value, keyword=cst.Name(keyword), equal=cst.AssignEqual(
-        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))  # fmt: skip
+    return cst.Arg(
+        value=value,
+        keyword=cst.Name(keyword),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
 
 
 def find_arg(args: Sequence[cst.Arg], pos: int | None, kw: str | None) -> cst.Arg | None:
@@ -122,8 +127,12 @@ def torch_aliases(stmt: cst.CSTNode) -> list[str]:
 
 
 def is_docstring(stmt: cst.CSTNode) -> bool:
-    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)
-            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))  # fmt: skip
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
 
 
 def is_import_line(stmt: cst.CSTNode) -> bool:

@@ -162,8 +162,13 @@ class LiteralRules(CodemodBase):
         shown = v if v is not None else 'f"cuda:{...}"'
         literal_ok = not isinstance(orig, cst.SimpleString) or orig.raw_value.startswith("cuda")
         if role == "cmp":
-            self.report(orig, "BU104", f'compares a device with "{shown}" (true only on CUDA): compare with '
-                        f'{self.D}.type, or test `.type != "cpu"` for any accelerator', False)  # fmt: skip
+            self.report(
+                orig,
+                "BU104",
+                f'compares a device with "{shown}" (true only on CUDA): compare with '
+                f'{self.D}.type, or test `.type != "cpu"` for any accelerator',
+                False,
+            )
             return upd
         if role == "backend":
             return upd
@@ -176,9 +181,11 @@ class LiteralRules(CodemodBase):
             new, what = "TYPE", f"{self.D}.type"
         else:
             new, what = "FSTR", f'f"{{{self.D}.type}}{(v or "cuda:...")[4:]}"'
-        msgs = {"BU102": f'device "{shown}" is CUDA-only: use {what}',
-                "BU103": f'device string "{shown}" is CUDA-only: use {what}',
-                "BU122": f'autocast/GradScaler device type "{shown}" is CUDA-only: use {what}'}  # fmt: skip
+        msgs = {
+            "BU102": f'device "{shown}" is CUDA-only: use {what}',
+            "BU103": f'device string "{shown}" is CUDA-only: use {what}',
+            "BU122": f'autocast/GradScaler device type "{shown}" is CUDA-only: use {what}',
+        }
         if not self.report(orig, code, msgs[code], literal_ok):
             return upd
         self.fixed_strings.add(id(orig))
@@ -203,13 +210,21 @@ class LiteralRules(CodemodBase):
         prefix = upd.prefix.replace("u", "").replace("U", "")
         return cst.FormattedString(
             parts=[typ, *([cst.FormattedStringText(raw)] if raw else [])],
-            start=f"{prefix}f{upd.quote}", end=upd.quote, lpar=upd.lpar, rpar=upd.rpar,
-        )  # fmt: skip
+            start=f"{prefix}f{upd.quote}",
+            end=upd.quote,
+            lpar=upd.lpar,
+            rpar=upd.rpar,
+        )
 
     def _nccl_literal(self, orig: cst.SimpleString, upd: cst.SimpleString, role: str) -> cst.BaseExpression:
         if role == "cmp":
-            self.report(orig, "BU131", 'compares a backend with "nccl" (CUDA-only): compare with '
-                        f"torch.distributed.get_default_backend_for_device({self.D})", False)  # fmt: skip
+            self.report(
+                orig,
+                "BU131",
+                'compares a backend with "nccl" (CUDA-only): compare with '
+                f"torch.distributed.get_default_backend_for_device({self.D})",
+                False,
+            )
             return upd
         if role not in ("backend", "value"):
             return upd

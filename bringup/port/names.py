@@ -98,13 +98,42 @@ CUDA_FNS: dict[str, CudaFn] = {
     "amp.custom_fwd": CudaFn("BU123", "amp.custom_fwd", device_kw=False),
     "amp.custom_bwd": CudaFn("BU123", "amp.custom_bwd", device_kw=False),
 }
-_RNG = {"manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "get_rng_state_all",
-        "set_rng_state", "set_rng_state_all", "default_generators"}  # fmt: skip
-_PROPS = {"get_device_name", "get_device_properties", "get_device_capability", "is_bf16_supported",
-          "is_tf32_supported", "get_arch_list", "get_gencode_flags", "utilization", "temperature", "power_draw",
-          "clock_rate", "device_memory_used"}  # fmt: skip
-_MEMORY = {"ipc_collect", "list_gpu_processes", "MemPool", "use_mem_pool", "set_per_process_memory_fraction",
-           "get_per_process_memory_fraction", "caching_allocator_alloc", "caching_allocator_delete"}  # fmt: skip
+_RNG = {
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
+    "initial_seed",
+    "get_rng_state",
+    "get_rng_state_all",
+    "set_rng_state",
+    "set_rng_state_all",
+    "default_generators",
+}
+_PROPS = {
+    "get_device_name",
+    "get_device_properties",
+    "get_device_capability",
+    "is_bf16_supported",
+    "is_tf32_supported",
+    "get_arch_list",
+    "get_gencode_flags",
+    "utilization",
+    "temperature",
+    "power_draw",
+    "clock_rate",
+    "device_memory_used",
+}
+_MEMORY = {
+    "ipc_collect",
+    "list_gpu_processes",
+    "MemPool",
+    "use_mem_pool",
+    "set_per_process_memory_fraction",
+    "get_per_process_memory_fraction",
+    "caching_allocator_alloc",
+    "caching_allocator_delete",
+}
 _GRAPHS = {"CUDAGraph", "graph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing"}
 _RNG_HINT = {
     "manual_seed": "torch.manual_seed(s) seeds cpu and every accelerator; "
@@ -179,8 +208,10 @@ def cuda_other(name: str, device_name: str) -> tuple[str, str]:
     old = f"torch.cuda.{name}" if name else "torch.cuda"
     if name in _RNG:
         return "BU113", f"{old} is CUDA-only: " + _RNG_HINT.get(
-            name, "torch.manual_seed / torch.get_rng_state cover cpu; accelerators: "
-            "torch.get_device_module(DEVICE) where the backend has it").replace("DEVICE", device_name)  # fmt: skip
+            name,
+            "torch.manual_seed / torch.get_rng_state cover cpu; accelerators: "
+            "torch.get_device_module(DEVICE) where the backend has it",
+        ).replace("DEVICE", device_name)
     if name in _PROPS:
         return "BU114", f"{old} is CUDA-only: " + _PROP_HINT.get(
             name, "query the backend via torch.get_device_module(DEVICE) or torch.accelerator"

@@ -20,8 +20,12 @@ class ReferenceRules(CodemodBase):
         if isinstance(self.parent(original_node), cst.Call) and self.parent(original_node).func is original_node:
             return updated_node
         if original_node.attr.value == "is_cuda" and self.qname(original_node) is None:
-            self.report(original_node.attr, "BU106", ".is_cuda is true only on CUDA tensors: test "
-                        f'`t.device.type == {self.D}.type` (or `!= "cpu"`)', False)  # fmt: skip
+            self.report(
+                original_node.attr,
+                "BU106",
+                f'.is_cuda is true only on CUDA tensors: test `t.device.type == {self.D}.type` (or `!= "cpu"`)',
+                False,
+            )
             return updated_node
         return self._reference(original_node, updated_node)
 

@@ -24,9 +24,13 @@ class PortRunOptions(CommandOptions):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--port", metavar="PATH", action="append", default=[],
-                   help="also scan PATH for CUDA-only code (bringup port) and put findings in the report "
-                   "(repeatable)")  # fmt: skip
+    p.add_argument(
+        "--port",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="also scan PATH for CUDA-only code (bringup port) and put findings in the report (repeatable)",
+    )
 
 
 def check_paths(paths: list[str]) -> None:
@@ -47,8 +51,11 @@ def scan_paths(paths: list[str]) -> dict[str, Any]:
 def _summarize(port: dict[str, Any]) -> Any:
     def show(console: Any) -> None:
         s = port.get("summary", {})
-        console.print(f"port: {s.get('findings', 0)} finding(s) in {s.get('files', 0)} file(s), "
-                      f"{s.get('fixable', 0)} fixable (bringup port --fix)", highlight=False)  # fmt: skip
+        console.print(
+            f"port: {s.get('findings', 0)} finding(s) in {s.get('files', 0)} file(s), "
+            f"{s.get('fixable', 0)} fixable (bringup port --fix)",
+            highlight=False,
+        )
 
     return show
 

@@ -38,8 +38,14 @@ class Finding:
     fixable: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "col": self.col, "code": self.code,
-                "message": self.message, "fixable": self.fixable}  # fmt: skip
+        return {
+            "file": self.file,
+            "line": self.line,
+            "col": self.col,
+            "code": self.code,
+            "message": self.message,
+            "fixable": self.fixable,
+        }
 
     def line_text(self) -> str:
         return (
@@ -128,9 +134,8 @@ def _walk(p: str) -> Iterator[tuple[str, Path]]:
         return
     for dirpath, dirnames, filenames in os.walk(p, followlinks=False):
         dirnames[:] = sorted(
-            d for d in dirnames
-            if not d.startswith(".") and d not in _SKIP_DIRS and not _is_venv(Path(dirpath, d))
-        )  # fmt: skip
+            d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS and not _is_venv(Path(dirpath, d))
+        )
         for f in sorted(filenames):
             if f.endswith(".py") or f.endswith(".pyi"):
                 yield os.path.join(dirpath, f), Path(dirpath, f)
@@ -196,22 +201,38 @@ def _one(src: _Source, select: set[str] | None, fix: bool, write: bool, rep: Por
         line = getattr(e, "editor_line", None) or getattr(e, "lineno", None) or 1
         col = getattr(e, "editor_column", None) or getattr(e, "offset", None) or 1
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        rep.findings.append(Finding(src.shown, int(line), int(col), PARSE_ERROR,
-                                    f"cannot parse, left untouched: {msg}", False))  # fmt: skip
+        rep.findings.append(
+            Finding(src.shown, int(line), int(col), PARSE_ERROR, f"cannot parse, left untouched: {msg}", False)
+        )
         return
     except Exception as e:  # our bug: say so, keep the file as it is, go on with the others
         rep.parse_errors += 1
         msg = f"{type(e).__name__}: {e}".splitlines()[0]
-        rep.findings.append(Finding(src.shown, 1, 1, PARSE_ERROR, f"internal error in bringup port, file left "
-                                    f"untouched (please report): {msg}", False))  # fmt: skip
+        rep.findings.append(
+            Finding(
+                src.shown,
+                1,
+                1,
+                PARSE_ERROR,
+                f"internal error in bringup port, file left untouched (please report): {msg}",
+                False,
+            )
+        )
         return
     if not fix or res.code == text:
         add(res.hits)
         return
     new_data = res.code.encode(encoding)
-    rep.diffs.append("".join(difflib.unified_diff(
-        text.splitlines(keepends=True), res.code.splitlines(keepends=True),
-        fromfile=f"a/{src.shown.lstrip('/')}", tofile=f"b/{src.shown.lstrip('/')}")))  # fmt: skip
+    rep.diffs.append(
+        "".join(
+            difflib.unified_diff(
+                text.splitlines(keepends=True),
+                res.code.splitlines(keepends=True),
+                fromfile=f"a/{src.shown.lstrip('/')}",
+                tofile=f"b/{src.shown.lstrip('/')}",
+            )
+        )
+    )
     rep.fixed += res.fixed
     if not write:
         add(res.hits)

@@ -61,22 +61,30 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         fixable = sum(bool(f.get("fixable")) for f in findings)
         by_code = Counter(str(f.get("code", "?")) for f in findings)
         rules = ", ".join(f"{k} {n}" for k, n in sorted(by_code.items()))
-        body.append(f'<p class="summary-line">{len(findings)} findings, {fixable} fixable with '
-                    f"<code>bringup port --fix</code>; by rule: {esc(rules)}</p>")  # fmt: skip
+        body.append(
+            f'<p class="summary-line">{len(findings)} findings, {fixable} fixable with '
+            f"<code>bringup port --fix</code>; by rule: {esc(rules)}</p>"
+        )
         rows = []
         for f in findings:
             loc = f"{f.get('file', '?')}:{f.get('line', '?')}:{f.get('col', '?')}"
             fx = "1" if f.get("fixable") else "0"
             word = "fixable" if fx == "1" else "manual"
-            rows.append(f'<tr data-status="{word}" data-fixable="{fx}"><td data-v="{esc(loc)}">{esc(loc)}</td>'
-                        f'<td>{esc(f.get("code", ""))}</td><td class="reason">{esc(f.get("message", ""))}</td>'
-                        f"<td>{word}</td></tr>")  # fmt: skip
-        body.append('<form class="filters" data-table="tbl-port" role="search">'
-                    '<input type="search" name="q" placeholder="filter findings" aria-label="filter findings">'
-                    '<label><input type="checkbox" name="fixable"> fixable only</label>'
-                    '<span class="shown"></span></form>')  # fmt: skip
-        body.append('<table class="data sortable" id="tbl-port"><thead><tr><th>where</th><th>code</th>'
-                    f"<th>message</th><th>fix</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")  # fmt: skip
+            rows.append(
+                f'<tr data-status="{word}" data-fixable="{fx}"><td data-v="{esc(loc)}">{esc(loc)}</td>'
+                f'<td>{esc(f.get("code", ""))}</td><td class="reason">{esc(f.get("message", ""))}</td>'
+                f"<td>{word}</td></tr>"
+            )
+        body.append(
+            '<form class="filters" data-table="tbl-port" role="search">'
+            '<input type="search" name="q" placeholder="filter findings" aria-label="filter findings">'
+            '<label><input type="checkbox" name="fixable"> fixable only</label>'
+            '<span class="shown"></span></form>'
+        )
+        body.append(
+            '<table class="data sortable" id="tbl-port"><thead><tr><th>where</th><th>code</th>'
+            f"<th>message</th><th>fix</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
     extra = {k: v for k, v in summary.items() if not isinstance(v, (dict, list))}
     if extra:
         body.append("<details><summary>scan summary</summary>" + kv_table(extra) + "</details>")

@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_filter(p, "features", old=["--only"])
     add_case_budget(p, None, default_note=f"{BUDGET_S:g}; compile probes {COMPILE_BUDGET_S:g}")
-    p.add_argument("--compile-backends", default=None,
-                   help=f"torch.compile backends to probe (default {DEFAULT_COMPILE_BACKENDS} and the device's own, "
-                   "e.g. openxla on xla); e.g. a device's own backend registered by an --import plugin")  # fmt: skip
+    p.add_argument(
+        "--compile-backends",
+        default=None,
+        help=f"torch.compile backends to probe (default {DEFAULT_COMPILE_BACKENDS} and the device's own, "
+        "e.g. openxla on xla); e.g. a device's own backend registered by an --import plugin",
+    )

@@ -81,8 +81,12 @@ def probe_execution(case: Case, device: Device) -> CaseResult:
     lazy = keep > 0 and drop < LAZY_RATIO * keep
     what = f"a dropped {n}x{n} GEMM + synchronize took {drop * 1e3:.3g} ms, a kept one {keep * 1e3:.3g} ms"
     r = CaseResult.for_case(case, Status.UNSUPPORTED if lazy else Status.PASS)
-    r.fields |= {"execution": "lazy" if lazy else "eager", "dropped_ms": drop * 1e3, "kept_ms": keep * 1e3,
-                 "declared": device.execution}  # fmt: skip
+    r.fields |= {
+        "execution": "lazy" if lazy else "eager",
+        "dropped_ms": drop * 1e3,
+        "kept_ms": keep * 1e3,
+        "declared": device.execution,
+    }
     if lazy:
         r.reason = f"lazy execution: ops are recorded and run on sync; {what} (never run)"
         switch = device.adapter.eager_switch()
@@ -124,8 +128,11 @@ def _dtensor(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor
     dw = distribute_tensor(w.to(dev), mesh, [Replicate()])
     y = dx @ dw  # sharded rows x replicated: sharded rows
     s = dx.sum()  # a partial sum per rank, all-reduced by full_tensor()
-    return {"matmul": y.full_tensor().cpu(), "sum": s.full_tensor().cpu(),
-            "local_rows": torch.tensor(dx.to_local().shape[0])}  # fmt: skip
+    return {
+        "matmul": y.full_tensor().cpu(),
+        "sum": s.full_tensor().cpu(),
+        "local_rows": torch.tensor(dx.to_local().shape[0]),
+    }
 
 
 def _fsdp_model() -> torch.nn.Module:
@@ -204,12 +211,21 @@ def _rank(rank: int, world: int, kind: str, device: str, imports: tuple[str, ...
         dev = d.torch_device
         if not d.is_cpu and d.index is None and d.count() > 1:
             dev = torch.device(d.type, rank % d.count())
-        dist.init_process_group(d.distributed_backend(), init_method=init, rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=TIMEOUT_S))  # fmt: skip
+        dist.init_process_group(
+            d.distributed_backend(),
+            init_method=init,
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=TIMEOUT_S),
+        )
         res = KINDS[kind](rank, world, dev)
     except BaseException as e:
-        res = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300], "where": _where(e),
-               "unsupported": is_unsupported(e), "traceback": "".join(traceback.format_exception(e))[-4000:]}
+        res = {
+            "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
+            "where": _where(e),
+            "unsupported": is_unsupported(e),
+            "traceback": "".join(traceback.format_exception(e))[-4000:],
+        }
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -221,8 +237,13 @@ def _launch(kind: str, device: Device, imports: tuple[str, ...]) -> list[dict[st
 
     with tempfile.TemporaryDirectory(prefix="bringup-dist-") as tmp:
         init, out = f"file://{os.path.join(tmp, 'store')}", os.path.join(tmp, "result")
-        mp.start_processes(_rank, args=(WORLD, kind, device.name, tuple(imports), init, out), nprocs=WORLD,
-                           join=True, start_method="spawn")  # fmt: skip
+        mp.start_processes(
+            _rank,
+            args=(WORLD, kind, device.name, tuple(imports), init, out),
+            nprocs=WORLD,
+            join=True,
+            start_method="spawn",
+        )
         return [torch.load(f"{out}.{r}", weights_only=True) for r in range(WORLD)]
 
 
@@ -257,8 +278,11 @@ def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ())
         return CaseResult.for_case(case, Status.UNSUPPORTED, "torch.distributed is not available in this torch build")
     backend = device.distributed_backend()
     if not backend:
-        return CaseResult.for_case(case, Status.UNSUPPORTED, f"{what}: no torch.distributed backend is registered "
-                                   f"for device type {device.type!r}")  # fmt: skip
+        return CaseResult.for_case(
+            case,
+            Status.UNSUPPORTED,
+            f"{what}: no torch.distributed backend is registered for device type {device.type!r}",
+        )
     ranks = _launch(kind, device, imports)
     failed = [(r, x) for r, x in enumerate(ranks) if "error" in x]
     if failed:
@@ -267,8 +291,11 @@ def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ())
         status = Status.UNSUPPORTED if x["unsupported"] or control == "pass" else Status.ERROR
         where = _short(x["where"])
         why = f"{what} with backend {backend}: rank {r}: {x['error']} (raised at {where}"
-        why += "; the same code passes on cpu with gloo)" if control == "pass" else (
-            f"; on cpu with gloo: {control})" if control else ")")  # fmt: skip
+        why += (
+            "; the same code passes on cpu with gloo)"
+            if control == "pass"
+            else (f"; on cpu with gloo: {control})" if control else ")")
+        )
         res = CaseResult.for_case(case, status, why, error=x["traceback"])
         res.fields |= {"backend": backend, "world_size": WORLD, "raised_at": x["where"], "cpu_control": control}
         return res
@@ -277,10 +304,13 @@ def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ())
         got = {f"rank{i}": x["all_reduce"] for i, x in enumerate(ranks)}
         ref = {k: total * torch.arange(8, dtype=torch.float64) for k in got}
         res = _judge(case, got, ref)
-        if res.status is Status.FAIL_NUMERIC and all(torch.equal(x["all_reduce"], (i + 1) * torch.arange(8.0))
-                                                     for i, x in enumerate(ranks)):  # fmt: skip
-            res.reason = (f"all_reduce over {WORLD} ranks with backend {backend!r} returned each rank's own input: "
-                          "the process group did not communicate")  # fmt: skip
+        if res.status is Status.FAIL_NUMERIC and all(
+            torch.equal(x["all_reduce"], (i + 1) * torch.arange(8.0)) for i, x in enumerate(ranks)
+        ):
+            res.reason = (
+                f"all_reduce over {WORLD} ranks with backend {backend!r} returned each rank's own input: "
+                "the process group did not communicate"
+            )
     elif kind == "dtensor":
         x, w = _dtensor_inputs()
         xr = x.to(torch.float32).to(torch.float64)
@@ -302,4 +332,3 @@ def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ())
     if res.status is Status.PASS:
         res.reason = f"backend {backend}, {WORLD} ranks"
     return res
-

@@ -16,7 +16,7 @@ from bringup.report.kit import (
     data_table,
     esc,
     get,
-)  # fmt: skip
+)
 
 
 def render(results: Sequence[CaseResult], page: Page) -> str | None:
@@ -28,15 +28,18 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         Col(
             "verdict",
             lambda r: (f"{badge(r.status)} {esc(word.get(r.status, ''))}", STATUS_ORDER.index(r.status.value)),
-        ),  # fmt: skip
+        ),
         col_reason("detail"),
     ]
     return counts_line(results) + data_table("tbl-probe", cols, results)
 
 
 # ---- the backend scorecard (`bringup compare`): what the articles compare backends by -------------------
-SCORECARD_ROWS = (("distributed.default", "torch.distributed"), ("distributed.dtensor", "DTensor"),
-                  ("distributed.fsdp2", "FSDP2"))  # fmt: skip
+SCORECARD_ROWS = (
+    ("distributed.default", "torch.distributed"),
+    ("distributed.dtensor", "DTensor"),
+    ("distributed.fsdp2", "FSDP2"),
+)
 
 
 def _said(r: CaseResult, limit: int = 100) -> str:

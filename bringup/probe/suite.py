@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from bringup.api import Suite, register_suite, specs
+from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line, is_unsupported
 from bringup.checks.parity import parity, rel_rmse
@@ -263,8 +263,9 @@ def probe_sdpa(case: Case, dev: torch.device) -> CaseResult:
         except RuntimeError as e:
             why = [str(w.message).splitlines()[0] for w in caught if str(w.message).strip()]
             if is_unsupported(e):
-                return CaseResult.for_case(case, Status.UNSUPPORTED, (why[0] if why else first_line(e))[:300],
-                                           error=first_line(e, 2000))  # fmt: skip
+                return CaseResult.for_case(
+                    case, Status.UNSUPPORTED, (why[0] if why else first_line(e))[:300], error=first_line(e, 2000)
+                )
             raise
     return _judge(case, {"out": out.cpu()}, {"out": ref}, dt)
 
@@ -278,8 +279,12 @@ def probe_compile(case: Case, dev: torch.device, ctx: Any) -> CaseResult:
 
     backend = case.params["backend"]
     if backend == "inductor" and not ctx.device.has_inductor_codegen:
-        return CaseResult.for_case(case, Status.UNSUPPORTED, f"inductor has no code generator for device type "
-                                   f"{dev.type!r} (none registered with register_backend_for_device)")  # fmt: skip
+        return CaseResult.for_case(
+            case,
+            Status.UNSUPPORTED,
+            f"inductor has no code generator for device type "
+            f"{dev.type!r} (none registered with register_backend_for_device)",
+        )
     x, y = _rand(16, 32, seed=11), _rand(32, 8, seed=12)
     ref = _tiny(x, y)
     torch._dynamo.reset()
@@ -315,8 +320,9 @@ def probe_compile(case: Case, dev: torch.device, ctx: Any) -> CaseResult:
 
 def _torchao_model(dims: int) -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(dims, dims, bias=False), torch.nn.ReLU(),
-                               torch.nn.Linear(dims, dims, bias=False)).to(torch.bfloat16)  # fmt: skip
+    return torch.nn.Sequential(
+        torch.nn.Linear(dims, dims, bias=False), torch.nn.ReLU(), torch.nn.Linear(dims, dims, bias=False)
+    ).to(torch.bfloat16)
 
 
 def _converted(model: torch.nn.Module) -> list[str]:
@@ -362,21 +368,32 @@ def probe_torchao(case: Case, dev: torch.device) -> CaseResult:
     _torchao_convert(feature, model)
     converted = _converted(model)
     if not converted:
-        return CaseResult.for_case(case, Status.FAIL_NUMERIC, f"torchao {feature}: no Linear was converted "
-                                   "(module and weight types unchanged): nothing low-precision ran")  # fmt: skip
+        return CaseResult.for_case(
+            case,
+            Status.FAIL_NUMERIC,
+            f"torchao {feature}: no Linear was converted "
+            "(module and weight types unchanged): nothing low-precision ran",
+        )
     try:
         got = _torchao_step(model, x.to(dev))
     except Exception as e:
         if feature == "mxfp8_training" and not _has_triton() and any("triton" in str(c) for c in _chain(e)):
             # torchao's MXFP8 training kernels are triton kernels: none for this device / build
-            return CaseResult.for_case(case, Status.UNSUPPORTED, f"torchao MXFP8 training runs triton kernels and "
-                                       f"triton is not available here ({_last_line(e)})", error=_tb(e))  # fmt: skip
+            return CaseResult.for_case(
+                case,
+                Status.UNSUPPORTED,
+                f"torchao MXFP8 training runs triton kernels and triton is not available here ({_last_line(e)})",
+                error=_tb(e),
+            )
         raise
     errs = {k: rel_rmse(got[k], ref[k]) if k in got else math.inf for k in ref}
     worst = max(errs, key=lambda k: errs[k])
     if errs[worst] > FP8_GROSS or set(got) != set(ref):
-        r = CaseResult.for_case(case, Status.FAIL_NUMERIC, f"{worst}: rel_rmse {errs[worst]:.3g} vs float64 "
-                                f"(bound {FP8_GROSS:g}: fp8's own rounding stays under it)")  # fmt: skip
+        r = CaseResult.for_case(
+            case,
+            Status.FAIL_NUMERIC,
+            f"{worst}: rel_rmse {errs[worst]:.3g} vs float64 (bound {FP8_GROSS:g}: fp8's own rounding stays under it)",
+        )
     elif dev.type != "cpu" and (base := _torchao_cpu(feature, dims, x)) is not None:
         r = _judge(case, got, ref, torch.bfloat16, baseline=base)  # as far from float64 as cpu's run, x3
     else:  # cpu: this run is the trusted one; only the format's bound applies
@@ -520,16 +537,14 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     return {"features": supported}
 
 
-register_suite(
-    Suite.from_face(
-        face,
-        build_cases=build_cases,
-        run_cases=run_cases,
-        summarize=summarize,
-        title="Feature probe",
-        section=probe_section.render,
-        scorecard=probe_section.scorecard,
-        verdict_word="supported",
-        metrics=specs("max_rel_err", "graphs", "rel_rmse"),
-    )
+register_capability(
+    face,
+    build_cases,
+    run_cases,
+    summarize,
+    title="Feature probe",
+    section=probe_section.render,
+    scorecard=probe_section.scorecard,
+    verdict_word="supported",
+    metrics=specs("max_rel_err", "graphs", "rel_rmse"),
 )

@@ -53,7 +53,6 @@ COMPILED_PREFIX = "Torch-Compiled Region"  # Dynamo's frame marker ("Torch-Compi
 COMPILED_NAMES = frozenset({"CompiledFunction", "CompiledFunctionBackward"})  # AOTAutograd fwd / bwd
 
 
-
 # ---- the step timeline --------------------------------------------------------------------------
 def step_windows(sp: Sequence[Span]) -> list[Interval]:
     """The profiled steps (`ProfilerStep#N` annotations), merged. A trace without step markers is
@@ -142,10 +141,17 @@ def top_ops(sp: Sequence[Span], n: int = 15) -> list[dict[str, Any]]:
         a[2] += s.dur
     rows = sorted(agg.items(), key=lambda kv: -kv[1][1])[:n]
     return [
-        {"name": name, "kind": kind, "calls": _per_step(c, steps), "self_s": secs(su, steps),
-         "total_s": secs(tu, steps), "pct": round(100.0 * su / step_us, 2), "fallback": False}
+        {
+            "name": name,
+            "kind": kind,
+            "calls": _per_step(c, steps),
+            "self_s": secs(su, steps),
+            "total_s": secs(tu, steps),
+            "pct": round(100.0 * su / step_us, 2),
+            "fallback": False,
+        }
         for (name, kind), (c, su, tu) in rows
-    ]  # fmt: skip
+    ]
 
 
 def top_kernels(sp: Sequence[Span], n: int = 15) -> list[dict[str, Any]] | None:
@@ -162,10 +168,15 @@ def top_kernels(sp: Sequence[Span], n: int = 15) -> list[dict[str, Any]] | None:
         a[1] += s.dur
     rows = sorted(agg.items(), key=lambda kv: -kv[1][1])[:n]
     return [
-        {"name": name, "kind": cat, "calls": _per_step(c, steps), "time_s": secs(us, steps),
-         "pct_busy": round(100.0 * us / busy_us, 2)}
+        {
+            "name": name,
+            "kind": cat,
+            "calls": _per_step(c, steps),
+            "time_s": secs(us, steps),
+            "pct_busy": round(100.0 * us / busy_us, 2),
+        }
         for (name, cat), (c, us) in rows
-    ]  # fmt: skip
+    ]
 
 
 def is_compiled_region(s: Span) -> bool:
@@ -218,8 +229,11 @@ def device_memcpy(sp: Sequence[Span]) -> dict[str, dict[str, Any]] | None:
         nbytes = s.args.get("bytes", 0)
         a[1] += int(nbytes) if isinstance(nbytes, (int, float)) else 0
         a[2] += s.dur
-    return {d: {"count": _per_step(c, steps), "bytes": _per_step(b, steps), "time_s": secs(us, steps)}
-            for d, (c, b, us) in out.items() if d != "other" or c}  # fmt: skip
+    return {
+        d: {"count": _per_step(c, steps), "bytes": _per_step(b, steps), "time_s": secs(us, steps)}
+        for d, (c, b, us) in out.items()
+        if d != "other" or c
+    }
 
 
 @dataclass(frozen=True)
@@ -258,8 +272,9 @@ def _norm_dev(dev: str) -> str:
     return dev if ":" in dev else f"{dev}:0"
 
 
-def count_transfers(records: Iterable[CopyRecord], steps: int = 1,
-                    memcpy: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+def count_transfers(
+    records: Iterable[CopyRecord], steps: int = 1, memcpy: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Per direction: count, bytes, time_s (device memcpy time where the device reports memcpy
     events for that direction, else host time inside the copy ops; `time_from` says which) and
     host_s. Per step. 'unknown' (a non-cpu source with no recorded destination) only when present."""
@@ -435,9 +450,15 @@ def _export(prof: Any, path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def capture(step: Callable[[], Any], device_type: str, steps: int, trace_path: str | os.PathLike[str],
-            sync: Callable[[], None] | None = None, warmup: int = 1,
-            activities: tuple[list[Any], str] | None = None) -> Capture:  # fmt: skip
+def capture(
+    step: Callable[[], Any],
+    device_type: str,
+    steps: int,
+    trace_path: str | os.PathLike[str],
+    sync: Callable[[], None] | None = None,
+    warmup: int = 1,
+    activities: tuple[list[Any], str] | None = None,
+) -> Capture:
     """Run `step` warmup + steps times under torch.profiler (schedule: `warmup` untraced profiler
     warm-up steps, then `steps` recorded ones, each marked ProfilerStep#N), calling `sync` at the end
     of each step so its device work falls inside its window; export the trace to `trace_path`."""

@@ -16,8 +16,17 @@ NAME = "profile"
 HELP = "a few training steps under torch.profiler: trace, busy/idle/host split, top ops, transfers"
 ORDER = 70
 
-DEFAULTS: dict[str, Any] = {"model": "qwen3-tiny", "mode": "eager", "steps": 3, "warmup": 2, "batch": 4,
-                            "seq": 128, "dtype": "fp32", "top": 15, "backend": "inductor"}  # fmt: skip
+DEFAULTS: dict[str, Any] = {
+    "model": "qwen3-tiny",
+    "mode": "eager",
+    "steps": 3,
+    "warmup": 2,
+    "batch": 4,
+    "seq": 128,
+    "dtype": "fp32",
+    "top": 15,
+    "backend": "inductor",
+}
 BUDGET_S = {"eager": 600.0, "compiled": 1500.0}  # each case's wall-clock limit (--case-budget), by mode
 
 
@@ -62,10 +71,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_compile_backend(p, default=d["backend"])
     # not train's --steps / --warmup (the warm-up steps inside the measured ones): here the untraced steps come
     # before the traced ones; the train spellings are refused, naming these
-    p.add_argument("--traced-steps", type=positive_int, default=d["steps"], metavar="N",
-                   help="profiled (traced) steps (default 3)")  # fmt: skip
-    p.add_argument("--untraced-steps", type=nonneg_int, default=d["warmup"], metavar="N",
-                   help="untraced steps before the traced ones (compile, caches, allocator; default 2)")  # fmt: skip
+    p.add_argument(
+        "--traced-steps", type=positive_int, default=d["steps"], metavar="N", help="profiled (traced) steps (default 3)"
+    )
+    p.add_argument(
+        "--untraced-steps",
+        type=nonneg_int,
+        default=d["warmup"],
+        metavar="N",
+        help="untraced steps before the traced ones (compile, caches, allocator; default 2)",
+    )
     refuse_old(p, ["--steps"], "--traced-steps")
     refuse_old(p, ["--warmup"], "--untraced-steps")
     p.add_argument("--batch", type=positive_int, default=d["batch"], help="batch size (default 4)")

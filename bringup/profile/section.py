@@ -20,7 +20,7 @@ from bringup.report.kit import (
     kv_table,
     listish,
     num,
-)  # fmt: skip
+)
 
 
 def _ms(v: Any) -> str:
@@ -47,25 +47,54 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         head = f"per step: {_ms(step)}; " if num(step) is not None else ""
         body.append(f'<p class="summary-line">{esc(head + "; ".join(parts))}</p>')
         if all(num(v) is None for v in times.values()):
-            body.append('<p class="muted">busy / idle / host: n/a: the trace holds no device events '
-                        "(on cpu the device timeline is the host timeline).</p>")  # fmt: skip
+            body.append(
+                '<p class="muted">busy / idle / host: n/a: the trace holds no device events '
+                "(on cpu the device timeline is the host timeline).</p>"
+            )
         else:
             segs = [(names[k], float(num(v) or 0.0)) for k, v in times.items() if num(v) is not None]
             body.append(plots.stacked_bars([(r.name, [(k, v * 1e3) for k, v in segs])], "Step time split", "ms"))
         top = r.fields.get("top_ops")
         if isinstance(top, list) and top:
-            rows = [{**o, "self_s": o.get("self_s", o.get("self_time", o.get("self_time_s"))),
-                     "name": str(o.get("name", "?")) + (" [CPU fallback]" if o.get("fallback") else "")}
-                    for o in top if isinstance(o, dict)]  # fmt: skip
-            body.append("<h3>Top ops by self time (per step)</h3>" + dict_table(
-                f"tbl-profile-ops-{i}", rows, [("name", "op", str), ("kind", "kind", str), ("calls", "calls", fmt),
-                                               ("self_s", "self time", _ms), ("pct", "%", fmt)]))  # fmt: skip
+            rows = [
+                {
+                    **o,
+                    "self_s": o.get("self_s", o.get("self_time", o.get("self_time_s"))),
+                    "name": str(o.get("name", "?")) + (" [CPU fallback]" if o.get("fallback") else ""),
+                }
+                for o in top
+                if isinstance(o, dict)
+            ]
+            body.append(
+                "<h3>Top ops by self time (per step)</h3>"
+                + dict_table(
+                    f"tbl-profile-ops-{i}",
+                    rows,
+                    [
+                        ("name", "op", str),
+                        ("kind", "kind", str),
+                        ("calls", "calls", fmt),
+                        ("self_s", "self time", _ms),
+                        ("pct", "%", fmt),
+                    ],
+                )
+            )
         kern = r.fields.get("top_kernels")
         if isinstance(kern, list) and kern:
-            body.append("<h3>Top device kernels (per step)</h3>" + dict_table(
-                f"tbl-profile-kernels-{i}", kern, [("name", "kernel", str), ("kind", "kind", str),
-                                                   ("calls", "calls", fmt), ("time_s", "time", _ms),
-                                                   ("pct_busy", "% busy", fmt)]))  # fmt: skip
+            body.append(
+                "<h3>Top device kernels (per step)</h3>"
+                + dict_table(
+                    f"tbl-profile-kernels-{i}",
+                    kern,
+                    [
+                        ("name", "kernel", str),
+                        ("kind", "kind", str),
+                        ("calls", "calls", fmt),
+                        ("time_s", "time", _ms),
+                        ("pct_busy", "% busy", fmt),
+                    ],
+                )
+            )
         tr = r.fields.get("transfers")
         body.append("<h3>Host &lt;-&gt; device transfers (per step)</h3>")
         moved = isinstance(tr, dict) and any(num(v.get("count")) for v in tr.values() if isinstance(v, dict))
@@ -73,9 +102,19 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
             body.append('<p class="muted">none (no tensor crossed a host/device boundary; on cpu there is none)</p>')
         elif isinstance(tr, dict) and tr and all(isinstance(v, dict) for v in tr.values()):
             rows = [{"name": str(d).upper(), **v} for d, v in tr.items()]
-            body.append(dict_table(f"tbl-profile-transfers-{i}", rows, [
-                ("name", "direction", str), ("count", "count", fmt), ("bytes", "bytes", lambda v: fmt_bytes(num(v))),
-                ("time_s", "time", _ms), ("time_from", "time from", str)]))  # fmt: skip
+            body.append(
+                dict_table(
+                    f"tbl-profile-transfers-{i}",
+                    rows,
+                    [
+                        ("name", "direction", str),
+                        ("count", "count", fmt),
+                        ("bytes", "bytes", lambda v: fmt_bytes(num(v))),
+                        ("time_s", "time", _ms),
+                        ("time_from", "time from", str),
+                    ],
+                )
+            )
         elif isinstance(tr, dict) and tr:
             body.append(kv_table(tr))
         else:
@@ -85,9 +124,14 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
             body.append(f"<p><b>CPU-fallback ops</b>: {esc(', '.join(listish(fb)))}</p>")
         regions = r.fields.get("compiled_regions")
         if isinstance(regions, list) and regions:
-            body.append(f"<h3>Compiled regions ({esc(_ms(get(r, 'compiled_s')))} of the step)</h3>" + dict_table(
-                f"tbl-profile-regions-{i}", regions, [("name", "region", str), ("calls", "calls", fmt),
-                                                      ("time_s", "time", _ms)]))  # fmt: skip
+            body.append(
+                f"<h3>Compiled regions ({esc(_ms(get(r, 'compiled_s')))} of the step)</h3>"
+                + dict_table(
+                    f"tbl-profile-regions-{i}",
+                    regions,
+                    [("name", "region", str), ("calls", "calls", fmt), ("time_s", "time", _ms)],
+                )
+            )
         if r.fields.get("note"):
             body.append(f'<p class="muted">{esc(r.fields["note"])}</p>')
         for name, path in r.artifacts.items():

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bringup.api import Suite, register_suite, specs
+from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
@@ -56,20 +56,39 @@ def check_model(model: str, overrides: list[str]) -> None:
     lm.load_config(model, overrides)
 
 
-def make_case(model: str = DEFAULTS["model"], mode: str = DEFAULTS["mode"], steps: int = DEFAULTS["steps"],
-              warmup: int = DEFAULTS["warmup"], batch: int = DEFAULTS["batch"], seq: int = DEFAULTS["seq"],
-              dtype: str = DEFAULTS["dtype"], top: int = DEFAULTS["top"], backend: str = DEFAULTS["backend"],
-              overrides: list[str] | None = None, out: str | None = None,
-              budget_s: float | None = None) -> Case:  # fmt: skip
+def make_case(
+    model: str = DEFAULTS["model"],
+    mode: str = DEFAULTS["mode"],
+    steps: int = DEFAULTS["steps"],
+    warmup: int = DEFAULTS["warmup"],
+    batch: int = DEFAULTS["batch"],
+    seq: int = DEFAULTS["seq"],
+    dtype: str = DEFAULTS["dtype"],
+    top: int = DEFAULTS["top"],
+    backend: str = DEFAULTS["backend"],
+    overrides: list[str] | None = None,
+    out: str | None = None,
+    budget_s: float | None = None,
+) -> Case:
     from bringup.models.lm import MODES
 
     if mode not in MODES:
         raise BadInput(f"unknown --mode {mode!r}; use {', '.join(MODES)}")
     if mode != "eager" and warmup < 1:
         raise BadInput(f"--mode {mode} needs --untraced-steps >= 1 (the first step compiles; it must not be profiled)")
-    params = {"model": model, "overrides": list(overrides or []), "mode": mode, "backend": backend,
-              "steps": steps, "warmup": warmup, "batch": batch, "seq": seq, "dtype": dtype, "top": top,
-              "out": out}  # fmt: skip
+    params = {
+        "model": model,
+        "overrides": list(overrides or []),
+        "mode": mode,
+        "backend": backend,
+        "steps": steps,
+        "warmup": warmup,
+        "batch": batch,
+        "seq": seq,
+        "dtype": dtype,
+        "top": top,
+        "out": out,
+    }
     budget = budget_s or BUDGET_S["eager" if mode == "eager" else "compiled"]
     return Case("profile", f"{model}-{mode}", params, "bringup.profile.suite:run_profile", budget, isolated=True)
 
@@ -200,11 +219,22 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
     summary = bp.summarize_capture(cap, int(p["top"]), fallback_ops)
     summary["unprofiled_step_s"] = plain_s
     slow = summary["step_s"] / plain_s if summary.get("step_s") and plain_s > 0 else None
-    over = (f"torch.profiler slowed each step {slow:.1f}x ({summary['step_s']:.3g} s vs {plain_s:.3g} s unprofiled): "
-            "the trace's times are mostly the profiler's own" if slow and slow > PROFILER_SLOWDOWN else "")  # fmt: skip
+    over = (
+        f"torch.profiler slowed each step {slow:.1f}x ({summary['step_s']:.3g} s vs {plain_s:.3g} s unprofiled): "
+        "the trace's times are mostly the profiler's own"
+        if slow and slow > PROFILER_SLOWDOWN
+        else ""
+    )
     summary["note"] = "; ".join(x for x in (summary["note"], fb_note, over) if x)
-    summary |= {"model": p["model"], "mode": mode, "device": dev.name, "batch": p["batch"], "seq": p["seq"],
-                "dtype": p["dtype"], "loss": loss}  # fmt: skip
+    summary |= {
+        "model": p["model"],
+        "mode": mode,
+        "device": dev.name,
+        "batch": p["batch"],
+        "seq": p["seq"],
+        "dtype": p["dtype"],
+        "loss": loss,
+    }
     summary_path = write_json(ctx.artifact("summary.json"), summary)
     artifacts = {"trace": str(cap.trace_path), "summary": str(summary_path)}
     if p.get("out"):
@@ -261,18 +291,24 @@ def print_profile(r: CaseResult, console: Any) -> None:
 
     f = r.fields
     step = f.get("step_s")
-    console.print(f"[bold]profile {escape(r.name)}[/]: {f.get('steps')} steps, {_ms(step)} per step "
-                  f"(activities: {', '.join(f.get('activities') or [])})")  # fmt: skip
+    console.print(
+        f"[bold]profile {escape(r.name)}[/]: {f.get('steps')} steps, {_ms(step)} per step "
+        f"(activities: {', '.join(f.get('activities') or [])})"
+    )
     if f.get("busy_s") is None:
-        console.print(f"  device busy n/a · device idle n/a · host overhead n/a (no device events in the trace); "
-                      f"host inside torch ops {_ms(f.get('ops_s'))} per step")  # fmt: skip
+        console.print(
+            f"  device busy n/a · device idle n/a · host overhead n/a (no device events in the trace); "
+            f"host inside torch ops {_ms(f.get('ops_s'))} per step"
+        )
     else:
 
         def pct(v: float) -> str:
             return f"{100 * v / step:.0f}%" if step else "-"
 
-        console.print(f"  device busy {_ms(f['busy_s'])} ({pct(f['busy_s'])}) · device idle {_ms(f['idle_s'])} "
-                      f"({pct(f['idle_s'])}) · host overhead {_ms(f['host_s'])} ({pct(f['host_s'])})")  # fmt: skip
+        console.print(
+            f"  device busy {_ms(f['busy_s'])} ({pct(f['busy_s'])}) · device idle {_ms(f['idle_s'])} "
+            f"({pct(f['idle_s'])}) · host overhead {_ms(f['host_s'])} ({pct(f['host_s'])})"
+        )
     ops = f.get("top_ops") or []
     marks = any(o.get("fallback") for o in ops)
     t = Table(title="top ops by self time (per step)", title_justify="left")
@@ -295,15 +331,18 @@ def print_profile(r: CaseResult, console: Any) -> None:
     elif f.get("device") == "cpu":
         console.print("  transfers: none (on cpu there is no host<->device boundary)")
     else:
-        parts = [f"{d.upper()} {v['count']} × {_bytes(v['bytes'])} in {_ms(v['time_s'])} ({v['time_from']})"
-                 for d, v in tr.items()]  # fmt: skip
+        parts = [
+            f"{d.upper()} {v['count']} × {_bytes(v['bytes'])} in {_ms(v['time_s'])} ({v['time_from']})"
+            for d, v in tr.items()
+        ]
         console.print(f"  transfers per step: {' · '.join(parts)}")
     if f.get("fallback_ops"):
         ops = ", ".join(f"{k} ×{v}" for k, v in sorted(f["fallback_ops"].items()))
         console.print(f"  [yellow]CPU-fallback ops[/]: {escape(ops)}")
     if f.get("compiled_regions"):
-        regs = ", ".join(f"{escape(clip(c['name'], 40))} ×{c['calls']} {_ms(c['time_s'])}"
-                         for c in f["compiled_regions"])  # fmt: skip
+        regs = ", ".join(
+            f"{escape(clip(c['name'], 40))} ×{c['calls']} {_ms(c['time_s'])}" for c in f["compiled_regions"]
+        )
         console.print(f"  compiled regions ({_ms(f.get('compiled_s'))} of the step): {regs}")
     if f.get("note"):
         console.print(f"  note: {escape(f['note'])}")
@@ -325,14 +364,12 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     return extras
 
 
-register_suite(
-    Suite.from_face(
-        face,
-        build_cases=build_cases,
-        run_cases=run_cases,
-        summarize=summarize,
-        title="Profile",
-        section=profile_section.render,
-        metrics=specs("step_s", "busy_s", "idle_s", "host_s", "ops_s", "compiled_s"),
-    )
+register_capability(
+    face,
+    build_cases,
+    run_cases,
+    summarize,
+    title="Profile",
+    section=profile_section.render,
+    metrics=specs("step_s", "busy_s", "idle_s", "host_s", "ops_s", "compiled_s"),
 )

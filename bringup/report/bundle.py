@@ -37,17 +37,28 @@ OPTIONS = ExportOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", nargs="?", default=None,
-                   help="run id (default: the latest run in --db), or a bundle file")  # fmt: skip
-    p.add_argument("--out", required=True, metavar="FILE",
-                   help="the file to write (support-table: FILE.md and FILE.csv; pytorch-tests: FILE.py and "
-                        "FILE.json)")  # fmt: skip
-    p.add_argument("--format", default="bundle", choices=FORMATS,
-                   help="bundle (default: the run, portable JSON), benchmark-records (PyTorch's benchmark "
-                        "database JSON), support-table (per op and dtype, Markdown + CSV), pytorch-tests "
-                        "(set_test_configs for PyTorch's device-generic tests)")  # fmt: skip
-    p.add_argument("--margin", type=float, default=None, metavar="X",
-                   help="pytorch-tests: tolerance = X times the largest error measured (default 2)")  # fmt: skip
+    p.add_argument("run", nargs="?", default=None, help="run id (default: the latest run in --db), or a bundle file")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="the file to write (support-table: FILE.md and FILE.csv; pytorch-tests: FILE.py and FILE.json)",
+    )
+    p.add_argument(
+        "--format",
+        default="bundle",
+        choices=FORMATS,
+        help="bundle (default: the run, portable JSON), benchmark-records (PyTorch's benchmark "
+        "database JSON), support-table (per op and dtype, Markdown + CSV), pytorch-tests "
+        "(set_test_configs for PyTorch's device-generic tests)",
+    )
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=None,
+        metavar="X",
+        help="pytorch-tests: tolerance = X times the largest error measured (default 2)",
+    )
 
 
 def _load(sess: Any, run_arg: str | None) -> tuple[Any, list[Any], dict[str, Any], Path | None]:
@@ -70,8 +81,9 @@ def _load(sess: Any, run_arg: str | None) -> tuple[Any, list[Any], dict[str, Any
         raise BadInput(f"{sess.db} is not a usable bringup database ({e})") from e
 
 
-def render(fmt: str, run: Any, results: list[Any], data: dict[str, Any], out: Path,
-           margin: float | None = None) -> dict[Path, str]:  # fmt: skip
+def render(
+    fmt: str, run: Any, results: list[Any], data: dict[str, Any], out: Path, margin: float | None = None
+) -> dict[Path, str]:
     """{path: text} of every file the format writes (raises BadInput when the run has nothing for it)."""
     from bringup.files import dumps
 

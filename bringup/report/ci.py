@@ -62,21 +62,38 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult], marks: CaseMarks | No
         kinds = [junit_kind(r.status, allow) for r in rs]
         notes: list[str | None] = [None] * len(rs)
         if marks is not None:
-            kinds, notes = map(list, zip(*(marks.junit(r.case_id, k) for r, k in zip(rs, kinds, strict=True)),
-                                         strict=True))  # fmt: skip
+            kinds, notes = map(
+                list, zip(*(marks.junit(r.case_id, k) for r, k in zip(rs, kinds, strict=True)), strict=True)
+            )
         unjudged = bool(unjudged_suites(rs))  # all ref_fail: one failing testcase says so (CI reads JUnit)
-        counts = {"tests": len(rs) + unjudged, "failures": kinds.count("failure") + unjudged,
-                  "errors": kinds.count("error"), "skipped": kinds.count("skipped")}  # fmt: skip
+        counts = {
+            "tests": len(rs) + unjudged,
+            "failures": kinds.count("failure") + unjudged,
+            "errors": kinds.count("error"),
+            "skipped": kinds.count("skipped"),
+        }
         t = sum(r.wall_s for r in rs)
-        ts = ET.SubElement(root, "testsuite", name=xml_text(f"bringup.{suite}"), hostname=xml_text(run.host),
-                           time=f"{t:.3f}", **{k: str(v) for k, v in counts.items()})  # fmt: skip
+        ts = ET.SubElement(
+            root,
+            "testsuite",
+            name=xml_text(f"bringup.{suite}"),
+            hostname=xml_text(run.host),
+            time=f"{t:.3f}",
+            **{k: str(v) for k, v in counts.items()},
+        )
         props = ET.SubElement(ts, "properties")
-        for k, v in (("run_id", run.run_id), ("device", run.device), ("device_name", run.device_name),
-                     ("torch", run.torch_version), ("bringup", run.bringup_version)):  # fmt: skip
+        for k, v in (
+            ("run_id", run.run_id),
+            ("device", run.device),
+            ("device_name", run.device_name),
+            ("torch", run.torch_version),
+            ("bringup", run.bringup_version),
+        ):
             ET.SubElement(props, "property", name=k, value=xml_text(v))
         for r, kind, note in zip(rs, kinds, notes, strict=True):
-            tc = ET.SubElement(ts, "testcase", classname=xml_text(f"bringup.{suite}"), name=xml_text(r.name),
-                               time=f"{r.wall_s:.3f}")  # fmt: skip
+            tc = ET.SubElement(
+                ts, "testcase", classname=xml_text(f"bringup.{suite}"), name=xml_text(r.name), time=f"{r.wall_s:.3f}"
+            )
             if note and not kind:
                 ET.SubElement(tc, "system-out").text = xml_text(note)
             if kind:
@@ -103,8 +120,9 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult], marks: CaseMarks | No
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult],
-                marks: CaseMarks | None = None) -> None:  # fmt: skip
+def write_junit(
+    path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult], marks: CaseMarks | None = None
+) -> None:
     atomic_write_text(path, junit_xml(run, results, marks))
 
 
@@ -114,9 +132,16 @@ def write_junit(path: str | os.PathLike[str], run: RunInfo, results: Sequence[Ca
 # metric, whichever suite recorded it), then any other catalogued metric the run's cases recorded (a
 # plugin suite's metrics reach the CSV too).
 HARNESS_COLUMNS: tuple[str, ...] = (
-    "dev", "suite", "name", "batch_size", "accuracy", "speedup", "abs_latency", "compilation_latency",
+    "dev",
+    "suite",
+    "name",
+    "batch_size",
+    "accuracy",
+    "speedup",
+    "abs_latency",
+    "compilation_latency",
     "peak_mem_gb",
-)  # fmt: skip
+)
 METRIC_COLUMNS: tuple[MetricSpec, ...] = specs(
     "graph_breaks", "recompiles", "max_abs_err", "max_rel_err", "loss_divergence", "tokens_per_s", "mfu", "ttfs_s"
 )
@@ -158,8 +183,9 @@ def _eager_step(results: Sequence[CaseResult]) -> dict[tuple[str, Any], float]:
     return out
 
 
-def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float],
-            marks: CaseMarks | None = None) -> dict[str, Any]:  # fmt: skip
+def csv_row(
+    run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float], marks: CaseMarks | None = None
+) -> dict[str, Any]:
     step = _seconds(r, "step_s")
     latency_ms = step * 1e3 if step is not None else _metric(r, "fwd_ms", "abs_latency_ms", "latency_ms")
     speedup = _metric(r, "speedup", "speedup_vs_eager")
@@ -171,15 +197,29 @@ def csv_row(run: RunInfo, r: CaseResult, eager: dict[tuple[str, Any], float],
         phases = [_seconds(r, k) for k in r.metrics if k.startswith("compile_") and "total" not in k]
         compile_s = sum(p for p in phases if p is not None) if phases else None
     peak = _metric(r, "peak_mem_bytes")
-    batch = next((r.params.get(k, r.fields.get(k)) for k in ("batch_size", "batch") if
-                  r.params.get(k, r.fields.get(k)) is not None), None)  # fmt: skip
+    batch = next(
+        (
+            r.params.get(k, r.fields.get(k))
+            for k in ("batch_size", "batch")
+            if r.params.get(k, r.fields.get(k)) is not None
+        ),
+        None,
+    )
     row: dict[str, Any] = {
-        "dev": run.device, "suite": r.suite, "name": r.name, "batch_size": batch, "accuracy": r.status.value,
-        "speedup": speedup, "abs_latency": latency_ms, "compilation_latency": compile_s,
+        "dev": run.device,
+        "suite": r.suite,
+        "name": r.name,
+        "batch_size": batch,
+        "accuracy": r.status.value,
+        "speedup": speedup,
+        "abs_latency": latency_ms,
+        "compilation_latency": compile_s,
         "peak_mem_gb": peak / 1e9 if peak is not None else None,
-        "wall_s": round(r.wall_s, 4), "reason": r.reason, "case_id": r.case_id,
+        "wall_s": round(r.wall_s, 4),
+        "reason": r.reason,
+        "case_id": r.case_id,
         "expectation": marks.label(r.case_id) if marks is not None else "",
-    }  # fmt: skip
+    }
     for m in [*METRIC_COLUMNS, *(s for s in metric_specs() if s not in METRIC_COLUMNS)]:
         if m.name not in row and m.name not in _SHOWN_ELSEWHERE:
             row[m.name] = _seconds(r, m.name) if m.unit == "s" else _metric(r, m.name)
@@ -210,6 +250,7 @@ def csv_text(run: RunInfo, results: Sequence[CaseResult], marks: CaseMarks | Non
     return buf.getvalue()
 
 
-def write_csv(path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult],
-              marks: CaseMarks | None = None) -> None:  # fmt: skip
+def write_csv(
+    path: str | os.PathLike[str], run: RunInfo, results: Sequence[CaseResult], marks: CaseMarks | None = None
+) -> None:
     atomic_write_text(path, csv_text(run, results, marks))

@@ -40,26 +40,52 @@ OPTIONS = ReportOptions
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "run", nargs="*", default=[], metavar="RUN",
+        "run",
+        nargs="*",
+        default=[],
+        metavar="RUN",
         help="run id in --db (default: the latest run), or a bundle file from `bringup export`; with --history:"
-             " stores (.db) and bundles to draw together (default: --db)",
-    )  # fmt: skip
+        " stores (.db) and bundles to draw together (default: --db)",
+    )
     p.add_argument(
-        "--out", metavar="FILE", default=None,
+        "--out",
+        metavar="FILE",
+        default=None,
         help="HTML path (default: <db dir>/<run id>/report.html; for a bundle: next to it, .html;"
-             " --history: <db dir>/history.html, or ./history.html for several sources)",
-    )  # fmt: skip
-    p.add_argument("--db", dest="stores", action="append", default=[], metavar="FILE",
-                   help="the store to read (as the global --db); repeatable with --history")  # fmt: skip
+        " --history: <db dir>/history.html, or ./history.html for several sources)",
+    )
+    p.add_argument(
+        "--db",
+        dest="stores",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="the store to read (as the global --db); repeatable with --history",
+    )
     h = p.add_argument_group("trend across stored runs (--history)")
-    h.add_argument("--history", action="store_true",
-                   help="pass rate per suite, tokens/s, MFU and first step across runs, with the moves beyond "
-                        "their noise (docs/report.md)")  # fmt: skip
-    h.add_argument("--device", dest="filter_device", action="append", default=[], metavar="DEV",
-                   help="only runs on DEV (cuda matches cuda:0 and cuda:1); repeatable")  # fmt: skip
+    h.add_argument(
+        "--history",
+        action="store_true",
+        help="pass rate per suite, tokens/s, MFU and first step across runs, with the moves beyond "
+        "their noise (docs/report.md)",
+    )
+    h.add_argument(
+        "--device",
+        dest="filter_device",
+        action="append",
+        default=[],
+        metavar="DEV",
+        help="only runs on DEV (cuda matches cuda:0 and cuda:1); repeatable",
+    )
     h.add_argument("--suite", dest="filter_suite", default=None, metavar="A,B", help="only these suites")
-    h.add_argument("--torch", dest="filter_torch", action="append", default=[], metavar="VERSION",
-                   help="only runs on this torch (2.13 matches 2.13.0+cpu); repeatable")  # fmt: skip
+    h.add_argument(
+        "--torch",
+        dest="filter_torch",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="only runs on this torch (2.13 matches 2.13.0+cpu); repeatable",
+    )
     h.add_argument("--since", default=None, metavar="DATE", help="only runs started on or after DATE (YYYY-MM-DD)")
     h.add_argument("--until", default=None, metavar="DATE", help="only runs started on or before DATE (YYYY-MM-DD)")
 

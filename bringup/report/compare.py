@@ -210,8 +210,7 @@ def match(
     by_name = [(ua[k], ub[k]) for k in ua if k in ub]
     paired_a = {id(x) for x, _ in by_name}
     paired_b = {id(y) for _, y in by_name}
-    return (pairs + by_name, [r for r in rest_a if id(r) not in paired_a],
-            [r for r in rest_b if id(r) not in paired_b])  # fmt: skip
+    return (pairs + by_name, [r for r in rest_a if id(r) not in paired_a], [r for r in rest_b if id(r) not in paired_b])
 
 
 def compare(a: Sequence[CaseResult], b: Sequence[CaseResult], fail_on: dict[str, float | None]) -> list[CaseDiff]:
@@ -234,8 +233,12 @@ def _side_rows(run: RunInfo, results: Sequence[CaseResult]) -> list[tuple[str, s
     rows = [("device", f"{run.device} ({run.device_name}), torch {run.torch_version}")]
     peaks = run.info.get("peak_flops") or {}
     if peaks:
-        rows.append(("peak FLOP/s (this run's)", "; ".join(f"{k.split('/')[-1]} {v['flops']:.3g}" for k, v in
-                                                         sorted(peaks.items()) if v)))  # fmt: skip
+        rows.append(
+            (
+                "peak FLOP/s (this run's)",
+                "; ".join(f"{k.split('/')[-1]} {v['flops']:.3g}" for k, v in sorted(peaks.items()) if v),
+            )
+        )
     by_suite: dict[str, list[CaseResult]] = {}
     for r in results:
         by_suite.setdefault(r.suite, []).append(r)
@@ -251,8 +254,9 @@ def _side_rows(run: RunInfo, results: Sequence[CaseResult]) -> list[tuple[str, s
     return rows
 
 
-def scorecard(run_a: RunInfo, res_a: Sequence[CaseResult], run_b: RunInfo, res_b: Sequence[CaseResult]
-              ) -> list[dict[str, str | None]]:  # fmt: skip
+def scorecard(
+    run_a: RunInfo, res_a: Sequence[CaseResult], run_b: RunInfo, res_b: Sequence[CaseResult]
+) -> list[dict[str, str | None]]:
     """[{"row", "a", "b"}]: each suite's scorecard rows for both runs, in the registry's order."""
     a, b = dict(_side_rows(run_a, res_a)), dict(_side_rows(run_b, res_b))
     order = list(a)
@@ -345,8 +349,12 @@ def print_diffs(console: Console, run_a: RunInfo, run_b: RunInfo, diffs: list[Ca
         keep = [i for i, (name, _) in enumerate(cols) if i < 3 or any(c[i] != "-" for c in cells)]
         for i in keep:
             name = cols[i][0]
-            t.add_column(name, justify="right" if name in ("throughput", "ttfs", "loss div") else "left",
-                         overflow="fold", no_wrap=name in ("A -> B", "change", "throughput", "ttfs"))  # fmt: skip
+            t.add_column(
+                name,
+                justify="right" if name in ("throughput", "ttfs", "loss div") else "left",
+                overflow="fold",
+                no_wrap=name in ("A -> B", "change", "throughput", "ttfs"),
+            )
         for c in cells:
             t.add_row(*[c[i] for i in keep])
         print_wide(console, t, 160)  # a log or CI: wider, unfolded
@@ -379,12 +387,21 @@ def summary_line(diffs: list[CaseDiff]) -> str:
     )
 
 
-def to_json(run_a: RunInfo, run_b: RunInfo, fail_on: dict[str, float | None], diffs: list[CaseDiff],
-            card: list[dict[str, str | None]] | None = None) -> dict[str, Any]:  # fmt: skip
+def to_json(
+    run_a: RunInfo,
+    run_b: RunInfo,
+    fail_on: dict[str, float | None],
+    diffs: list[CaseDiff],
+    card: list[dict[str, str | None]] | None = None,
+) -> dict[str, Any]:
     return {
-        "a": run_a.to_json(), "b": run_b.to_json(), "fail_on": fail_on, "summary": summary(diffs),
-        "scorecard": card or [], "cases": [asdict(d) for d in diffs],
-    }  # fmt: skip
+        "a": run_a.to_json(),
+        "b": run_b.to_json(),
+        "fail_on": fail_on,
+        "summary": summary(diffs),
+        "scorecard": card or [],
+        "cases": [asdict(d) for d in diffs],
+    }
 
 
 def junit_xml(run_a: RunInfo, run_b: RunInfo, diffs: list[CaseDiff]) -> str:
@@ -395,9 +412,15 @@ def junit_xml(run_a: RunInfo, run_b: RunInfo, diffs: list[CaseDiff]) -> str:
 
     root = ET.Element("testsuites", name=_x(f"bringup compare {run_a.run_id} {run_b.run_id}"))
     skipped = sum(d.change in ("missing", "new") and not d.regressions for d in diffs)
-    ts = ET.SubElement(root, "testsuite", name="bringup.compare", tests=str(len(diffs)),
-                       failures=str(sum(bool(d.regressions) for d in diffs)), errors="0",
-                       skipped=str(skipped))  # fmt: skip
+    ts = ET.SubElement(
+        root,
+        "testsuite",
+        name="bringup.compare",
+        tests=str(len(diffs)),
+        failures=str(sum(bool(d.regressions) for d in diffs)),
+        errors="0",
+        skipped=str(skipped),
+    )
     for d in diffs:
         tc = ET.SubElement(ts, "testcase", classname=_x(f"bringup.compare.{d.suite}"), name=_x(d.name))
         if d.regressions:
@@ -427,13 +450,21 @@ OPTIONS = CompareOptions
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", metavar="A", help="baseline: a run id in --db or a bundle file (bringup export)")
     p.add_argument("b", metavar="B", help="candidate: a run id in --db or a bundle file")
-    p.add_argument("--fail-on", default=DEFAULT_FAIL_ON, metavar="KINDS",
-                   help=f"which changes make the exit code 1 (default {DEFAULT_FAIL_ON}); kinds: "
-                   f"{', '.join(KINDS)}; 'none' = report only")  # fmt: skip
+    p.add_argument(
+        "--fail-on",
+        default=DEFAULT_FAIL_ON,
+        metavar="KINDS",
+        help=f"which changes make the exit code 1 (default {DEFAULT_FAIL_ON}); kinds: "
+        f"{', '.join(KINDS)}; 'none' = report only",
+    )
     p.add_argument("--all", action="store_true", help="list unchanged cases too")
     p.add_argument("--json", metavar="FILE", default=argparse.SUPPRESS, help="write the comparison as JSON")
-    p.add_argument("--junit", metavar="FILE", default=argparse.SUPPRESS,
-                   help="write a JUnit XML: a testcase per case, a failure per counted regression")  # fmt: skip
+    p.add_argument(
+        "--junit",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="write a JUnit XML: a testcase per case, a failure per counted regression",
+    )
 
 
 def main(sess: Any) -> int:

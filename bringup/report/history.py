@@ -58,11 +58,13 @@ class Filters:
         return self.until is None or run.started_at <= self.until
 
     def describe(self) -> str:
-        parts = [f"device {', '.join(self.devices)}" if self.devices else "",
-                 f"suite {', '.join(self.suites)}" if self.suites else "",
-                 f"torch {', '.join(self.torch)}" if self.torch else "",
-                 f"since {_day(self.since)}" if self.since is not None else "",
-                 f"until {_day(self.until)}" if self.until is not None else ""]  # fmt: skip
+        parts = [
+            f"device {', '.join(self.devices)}" if self.devices else "",
+            f"suite {', '.join(self.suites)}" if self.suites else "",
+            f"torch {', '.join(self.torch)}" if self.torch else "",
+            f"since {_day(self.since)}" if self.since is not None else "",
+            f"until {_day(self.until)}" if self.until is not None else "",
+        ]
         return "; ".join(p for p in parts if p) or "none"
 
 
@@ -92,9 +94,31 @@ def parse_date(text: str, flag: str, end_of_day: bool = False) -> float:
 
 
 # The options that change what a run measures (its line on the page, and a move's explanation when they differ).
-ASKED = ("dtype", "compile_backend", "backend", "mode", "modes", "model", "source", "filter", "limit", "size",
-         "matrix", "mods", "dtypes", "quick", "full", "only", "skip", "cache", "nproc", "batch", "seq", "steps",
-         "fallback")  # fmt: skip
+ASKED = (
+    "dtype",
+    "compile_backend",
+    "backend",
+    "mode",
+    "modes",
+    "model",
+    "source",
+    "filter",
+    "limit",
+    "size",
+    "matrix",
+    "mods",
+    "dtypes",
+    "quick",
+    "full",
+    "only",
+    "skip",
+    "cache",
+    "nproc",
+    "batch",
+    "seq",
+    "steps",
+    "fallback",
+)
 
 
 @dataclass(frozen=True)
@@ -256,8 +280,9 @@ def metric_lines(runs: Sequence[StoredRun]) -> list[Line]:
                     continue
                 value = spec.display(m.value) if m.unit in (spec.unit, "") else m.value
                 key = (name, r.suite, sr.machine, r.case_id)
-                line = lines.setdefault(key, Line(name, r.suite, r.name, TIMING, spec.higher_is_better,
-                                                  spec.display_unit))  # fmt: skip
+                line = lines.setdefault(
+                    key, Line(name, r.suite, r.name, TIMING, spec.higher_is_better, spec.display_unit)
+                )
                 line.points.append((sr, value, ""))
     several = len({sr.machine for sr in runs}) > 1
     same = Counter((n, s, m, ln.label) for (n, s, m, _), ln in lines.items())

@@ -62,6 +62,9 @@ def main(args: ReportOptions, global_db: str | None, default_db: Path, console: 
     except OSError as e:
         raise BadInput(f"cannot write the history page to {out}: {e.strerror or e}") from e
     moved = sum(m.kind == "moved" for ln in h.lines for m in ln.moves)
-    console.print(f"history: {len(h.runs)} run(s), {len({r.machine for r in h.runs})} machine(s), "
-                  f"{moved} move(s) beyond the noise: {path}", highlight=False)  # fmt: skip
+    console.print(
+        f"history: {len(h.runs)} run(s), {len({r.machine for r in h.runs})} machine(s), "
+        f"{moved} move(s) beyond the noise: {path}",
+        highlight=False,
+    )
     return 0

@@ -43,22 +43,34 @@ def run_label(sr: StoredRun) -> str:
 
 def point_title(line: Line, sr: StoredRun, value: float, detail: str) -> str:
     extra = f"; {detail}" if detail else ""
-    return (f"{run_label(sr)} ({fmt_time(sr.run.started_at)}), {sr.machine}, torch {sr.run.torch_version}: "
-            f"{TITLES.get(line.chart, line.chart)} {value_text(value, line.unit)}{extra}")  # fmt: skip
+    return (
+        f"{run_label(sr)} ({fmt_time(sr.run.started_at)}), {sr.machine}, torch {sr.run.torch_version}: "
+        f"{TITLES.get(line.chart, line.chart)} {value_text(value, line.unit)}{extra}"
+    )
 
 
 def move_text(m: NamedMove) -> str:
     ln, mv = m.line, m.move
     rel = f" ({mv.relative:+.0%})" if mv.relative is not None and ln.chart != "pass_rate" else ""
-    what = {"moved": "moved" if mv.confirmed else "moved (latest run: not confirmed yet)",
-            "outlier": "one-run outlier (the next run is back)"}[mv.kind]  # fmt: skip
-    since = "; ".join(m.changed) if m.changed else (
-        "nothing recorded changed since the run before (same torch, bringup and libraries)" if m.recorded
-        else "nothing changed in the versions recorded (commits not recorded by these runs)")  # fmt: skip
-    return (f"{TITLES.get(ln.chart, ln.chart)}, {ln.suite} / {ln.label}: "
-            f"{value_text(mv.before, ln.unit)} → {value_text(mv.value, ln.unit)}{rel}"
-            f"{', ' + m.direction if m.direction else ''} — {what}, at run {run_label(m.at)} "
-            f"({fmt_time(m.at.run.started_at)}); since run #{m.before.n}: {since}")  # fmt: skip
+    what = {
+        "moved": "moved" if mv.confirmed else "moved (latest run: not confirmed yet)",
+        "outlier": "one-run outlier (the next run is back)",
+    }[mv.kind]
+    since = (
+        "; ".join(m.changed)
+        if m.changed
+        else (
+            "nothing recorded changed since the run before (same torch, bringup and libraries)"
+            if m.recorded
+            else "nothing changed in the versions recorded (commits not recorded by these runs)"
+        )
+    )
+    return (
+        f"{TITLES.get(ln.chart, ln.chart)}, {ln.suite} / {ln.label}: "
+        f"{value_text(mv.before, ln.unit)} → {value_text(mv.value, ln.unit)}{rel}"
+        f"{', ' + m.direction if m.direction else ''} — {what}, at run {run_label(m.at)} "
+        f"({fmt_time(m.at.run.started_at)}); since run #{m.before.n}: {since}"
+    )
 
 
 def chart(lines: Sequence[Line], title: str, ticks: Sequence[tuple[float, str]], ylabel: str) -> str:
@@ -71,16 +83,26 @@ def chart(lines: Sequence[Line], title: str, ticks: Sequence[tuple[float, str]],
             for i, (sr, v, d) in enumerate(ln.points)
         ]
     pct = ylabel == "%"
-    svg = plots.trend_chart(series, title, ylabel, ticks, "run (numbered in start order; table below)",
-                            y_floor=0.0 if pct else None, y_ceiling=100.0 if pct else None)  # fmt: skip
+    svg = plots.trend_chart(
+        series,
+        title,
+        ylabel,
+        ticks,
+        "run (numbered in start order; table below)",
+        y_floor=0.0 if pct else None,
+        y_ceiling=100.0 if pct else None,
+    )
     left = [ln.label for ln in lines if ln not in shown]
-    note = (f'<p class="muted">{len(left)} more line(s) not drawn: {esc(", ".join(left))}. '
-            "Narrow with --suite or --device.</p>" if left else "")  # fmt: skip
+    note = (
+        f'<p class="muted">{len(left)} more line(s) not drawn: {esc(", ".join(left))}. '
+        "Narrow with --suite or --device.</p>"
+        if left
+        else ""
+    )
     return f'<div class="trend" data-chart="{esc(title)}">{svg}{note}</div>'
 
 
-def charts_section(area: str, title: str, lines: Sequence[Line], ticks: Sequence[tuple[float, str]],
-                   what: str) -> str:  # fmt: skip
+def charts_section(area: str, title: str, lines: Sequence[Line], ticks: Sequence[tuple[float, str]], what: str) -> str:
     if not lines:
         return section(area, title, f'<p class="empty">No {esc(what)} recorded by the runs shown.</p>')
     by_suite: dict[str, list[Line]] = {}
@@ -92,46 +114,83 @@ def charts_section(area: str, title: str, lines: Sequence[Line], ticks: Sequence
 
 
 def moves_section(moves: Sequence[NamedMove]) -> str:
-    rule = (f"<p class=\"muted\">The rule: {esc(TIMING.describe())} (timings and throughputs); pass rates "
-            f"the same without the floor. Why these numbers: docs/report.md.</p>")  # fmt: skip
+    rule = (
+        f'<p class="muted">The rule: {esc(TIMING.describe())} (timings and throughputs); pass rates '
+        f"the same without the floor. Why these numbers: docs/report.md.</p>"
+    )
     if not moves:
-        return section("moves", "Moves beyond the noise",
-                       rule + '<p class="empty">No line moved beyond its noise.</p>')  # fmt: skip
+        return section("moves", "Moves beyond the noise", rule + '<p class="empty">No line moved beyond its noise.</p>')
     items = []
     for m in moves:
         cls = f"move {m.move.kind} {m.direction}".strip()
-        items.append(f'<li class="{esc(cls)}" data-run="{esc(m.at.run.run_id)}" data-chart="{esc(m.line.chart)}">'
-                     f"{esc(move_text(m))}</li>")  # fmt: skip
-    return section("moves", f"Moves beyond the noise ({sum(m.move.kind == 'moved' for m in moves)})",
-                   rule + f'<ul class="moves">{"".join(items)}</ul>')  # fmt: skip
+        items.append(
+            f'<li class="{esc(cls)}" data-run="{esc(m.at.run.run_id)}" data-chart="{esc(m.line.chart)}">'
+            f"{esc(move_text(m))}</li>"
+        )
+    return section(
+        "moves",
+        f"Moves beyond the noise ({sum(m.move.kind == 'moved' for m in moves)})",
+        rule + f'<ul class="moves">{"".join(items)}</ul>',
+    )
 
 
 def runs_table(runs: Sequence[StoredRun], out_dir: Path | None) -> str:
-    head = ("#", "started", "machine", "device name", "torch", "torch commit", "bringup", "bringup commit",
-            "run", "command", "outcome", "source", "scorecard")  # fmt: skip
+    head = (
+        "#",
+        "started",
+        "machine",
+        "device name",
+        "torch",
+        "torch commit",
+        "bringup",
+        "bringup commit",
+        "run",
+        "command",
+        "outcome",
+        "source",
+        "scorecard",
+    )
     rows = []
     for sr in runs:
         link = "-"
         if sr.report is not None and out_dir is not None:
             href = os.path.relpath(sr.report.absolute(), out_dir)
             link = f'<a href="{esc(href)}">report</a>'
-        cells = [str(sr.n), fmt_time(sr.run.started_at), sr.machine, sr.run.device_name, sr.run.torch_version,
-                 _short(sr.build.get("torch_git")), sr.run.bringup_version, _short(sr.build.get("bringup_git")),
-                 sr.run.run_id, sr.run.command, outcome_line(sr.results), sr.source]  # fmt: skip
+        cells = [
+            str(sr.n),
+            fmt_time(sr.run.started_at),
+            sr.machine,
+            sr.run.device_name,
+            sr.run.torch_version,
+            _short(sr.build.get("torch_git")),
+            sr.run.bringup_version,
+            _short(sr.build.get("bringup_git")),
+            sr.run.run_id,
+            sr.run.command,
+            outcome_line(sr.results),
+            sr.source,
+        ]
         tds = "".join(f'<td data-v="{esc(sr.n) if i == 0 else esc(c)}">{esc(c)}</td>' for i, c in enumerate(cells))
         rows.append(f'<tr data-run="{esc(sr.run.run_id)}">{tds}<td>{link}</td></tr>')
     ths = "".join(f"<th>{esc(h)}</th>" for h in head)
-    return (f'<table class="data sortable" id="tbl-runs"><thead><tr>{ths}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>")  # fmt: skip
+    return (
+        f'<table class="data sortable" id="tbl-runs"><thead><tr>{ths}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def header(h: History) -> str:
     machines = sorted({sr.machine for sr in h.runs})
     torches = sorted({sr.run.torch_version for sr in h.runs})
     left = ", ".join(f"{n} {why}" for why, n in h.skipped.items() if n)
-    rows = [("sources", ", ".join(h.sources)), ("runs", f"{len(h.runs)} of {h.seen}" + (f" ({left})" if left else "")),
-            ("machines", ", ".join(machines)), ("torch", ", ".join(torches)), ("filters", h.filters.describe()),
-            ("span", f"{fmt_time(h.runs[0].run.started_at)} … {fmt_time(h.runs[-1].run.started_at)}")]  # fmt: skip
+    rows = [
+        ("sources", ", ".join(h.sources)),
+        ("runs", f"{len(h.runs)} of {h.seen}" + (f" ({left})" if left else "")),
+        ("machines", ", ".join(machines)),
+        ("torch", ", ".join(torches)),
+        ("filters", h.filters.describe()),
+        ("span", f"{fmt_time(h.runs[0].run.started_at)} … {fmt_time(h.runs[-1].run.started_at)}"),
+    ]
     kv = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
     return (
         f'<header class="top" id="sec-header"><h1>bringup history: {esc(", ".join(machines))}</h1>'
@@ -160,7 +219,7 @@ def page_data(h: History, moves: Sequence[NamedMove]) -> dict[str, Any]:
                 "command": sr.run.command,
             }
             for sr in h.runs
-        ],  # fmt: skip
+        ],
         "lines": [
             {
                 "chart": ln.chart,
@@ -170,7 +229,7 @@ def page_data(h: History, moves: Sequence[NamedMove]) -> dict[str, Any]:
                 "points": [[sr.n, v] for sr, v, _ in ln.points],
             }
             for ln in h.lines
-        ],  # fmt: skip
+        ],
         "moves": [
             {
                 "chart": m.line.chart,
@@ -186,7 +245,7 @@ def page_data(h: History, moves: Sequence[NamedMove]) -> dict[str, Any]:
                 "changed": list(m.changed),
             }
             for m in moves
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -199,20 +258,30 @@ def travel(h: History, out_dir: Path | None) -> Portable:
 def render(h: History, out_dir: Path | None = None) -> str:
     ticks = [(float(sr.n), f"#{sr.n}") for sr in h.runs]
     moves = named_moves(h.lines)
-    sections = [moves_section(moves),
-                charts_section("pass_rate", "Pass rate per suite", [ln for ln in h.lines if ln.chart == "pass_rate"],
-                               ticks, "pass rate")]  # fmt: skip
+    sections = [
+        moves_section(moves),
+        charts_section(
+            "pass_rate", "Pass rate per suite", [ln for ln in h.lines if ln.chart == "pass_rate"], ticks, "pass rate"
+        ),
+    ]
     for name, title in METRICS:
         lines = [ln for ln in h.lines if ln.chart == name]
         sections.append(charts_section(name, title[0].upper() + title[1:], lines, ticks, title))
     sections.append(section("runs", f"Runs ({len(h.runs)})", runs_table(h.runs, out_dir)))
-    toc = "".join(f'<a href="#sec-{esc(a)}">{esc(t)}</a>' for a, t in
-                  [("moves", "moves"), ("pass_rate", "pass rate"), *METRICS, ("runs", "runs")])  # fmt: skip
-    body = "".join([
-        header(h), f'<nav class="toc">{toc}</nav><main>', *sections, "</main>",
-        f"<footer>Generated by bringup from {len(h.runs)} stored run(s) on {esc(fmt_time(time.time()))}. "
-        "Self-contained: no network access needed.</footer>",
-        f'<script type="application/json" id="bringup-history">{json_for_script(page_data(h, moves))}</script>',
-    ])  # fmt: skip
+    toc = "".join(
+        f'<a href="#sec-{esc(a)}">{esc(t)}</a>'
+        for a, t in [("moves", "moves"), ("pass_rate", "pass rate"), *METRICS, ("runs", "runs")]
+    )
+    body = "".join(
+        [
+            header(h),
+            f'<nav class="toc">{toc}</nav><main>',
+            *sections,
+            "</main>",
+            f"<footer>Generated by bringup from {len(h.runs)} stored run(s) on {esc(fmt_time(time.time()))}. "
+            "Self-contained: no network access needed.</footer>",
+            f'<script type="application/json" id="bringup-history">{json_for_script(page_data(h, moves))}</script>',
+        ]
+    )
     title = f"bringup history: {', '.join(sorted({sr.machine for sr in h.runs}))}"
     return page_html(title, body, travel(h, out_dir))

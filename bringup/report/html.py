@@ -44,6 +44,7 @@ from bringup.store import RunInfo, Store
 
 GAP_STATUSES = frozenset(BY_KEY["gap"].statuses)  # amber tiles: the only non-passing cases are gaps
 
+
 def _template(name: str) -> str:
     return resources.files("bringup.report").joinpath("templates", name).read_text(encoding="utf-8")
 
@@ -98,11 +99,14 @@ def header(run: RunInfo, results: Sequence[CaseResult], allow_unsupported: bool)
     dur = (run.ended_at - run.started_at) if run.ended_at else None
     rows = [
         ("device", f"{run.device} ({run.device_name})" if run.device_name else run.device),
-        ("torch", run.torch_version), ("bringup", run.bringup_version), ("host", run.host),
-        ("started", fmt_time(run.started_at)), ("duration", fmt_dur(dur)),
+        ("torch", run.torch_version),
+        ("bringup", run.bringup_version),
+        ("host", run.host),
+        ("started", fmt_time(run.started_at)),
+        ("duration", fmt_dur(dur)),
         ("run", f"{run.run_id} ({run.command}, {run.status})"),
         ("command line", " ".join(["bringup", *map(str, run.argv)])),
-    ]  # fmt: skip
+    ]
     imports = run.info.get("imports")
     if imports:
         rows.append(("plugins", ", ".join(map(str, imports))))
@@ -113,8 +117,11 @@ def header(run: RunInfo, results: Sequence[CaseResult], allow_unsupported: bool)
     from bringup.console import unjudged_suites
 
     none = unjudged_suites(results)
-    head = (outcome_line(results) + (" (unsupported allowed by --allow-unsupported)" if allow_unsupported else "")
-            + (f"; nothing judged in {', '.join(none)} (all ref_fail)" if none else ""))  # fmt: skip
+    head = (
+        outcome_line(results)
+        + (" (unsupported allowed by --allow-unsupported)" if allow_unsupported else "")
+        + (f"; nothing judged in {', '.join(none)} (all ref_fail)" if none else "")
+    )
     if run.status != "finished":
         head += f" — run {run.status}: results are partial"
     return (
@@ -144,12 +151,17 @@ def failures_section(results: Sequence[CaseResult], allow_unsupported: bool) -> 
         items = []
         for r in rs:
             tb = f"<details><summary>traceback</summary><pre>{esc(r.error)}</pre></details>" if r.error else ""
-            note = (' <span class="muted">(allowed: not counted by the exit code)</span>'
-                    if allow_unsupported and r.status is Status.UNSUPPORTED else "")  # fmt: skip
+            note = (
+                ' <span class="muted">(allowed: not counted by the exit code)</span>'
+                if allow_unsupported and r.status is Status.UNSUPPORTED
+                else ""
+            )
             items.append(f"<li>{esc(r.suite)}/{esc(r.name)} {badge(r.status)} {esc(r.reason)}{note}{tb}</li>")
         title = f"{o.many[0].upper()}{o.many[1:]} ({len(rs)})"
-        body.append(f'<h3 id="not-passing-{esc(o.key)}">{esc(title)}</h3><p class="muted">{esc(o.meaning)}.</p>'
-                    f'<ul class="failures" data-outcome="{esc(o.key)}">{"".join(items)}</ul>')  # fmt: skip
+        body.append(
+            f'<h3 id="not-passing-{esc(o.key)}">{esc(title)}</h3><p class="muted">{esc(o.meaning)}.</p>'
+            f'<ul class="failures" data-outcome="{esc(o.key)}">{"".join(items)}</ul>'
+        )
     counts = ", ".join(f"{len(rs)} {o.one if len(rs) == 1 else o.many}" for o, rs in groups if rs)
     return section("failures", f"Not passing ({total}): {counts}", "".join(body))
 
@@ -160,13 +172,21 @@ def _post_run_sections(info: dict[str, Any]) -> list[str]:
     expectations gate's block, --expect FILE, docs/expect.md)."""
     from bringup.api import post_runs
 
-    return [p.section(info[p.info_key]) for p in post_runs()
-            if p.section is not None and p.info_key and isinstance(info.get(p.info_key), dict)]  # fmt: skip
+    return [
+        p.section(info[p.info_key])
+        for p in post_runs()
+        if p.section is not None and p.info_key and isinstance(info.get(p.info_key), dict)
+    ]
 
 
-def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] | None = None,
-           out_dir: Path | None = None, run_dir: Path | None = None,
-           suites: Sequence[Suite] | None = None) -> str:  # fmt: skip
+def render(
+    run: RunInfo,
+    results: Sequence[CaseResult],
+    summary: dict[str, Any] | None = None,
+    out_dir: Path | None = None,
+    run_dir: Path | None = None,
+    suites: Sequence[Suite] | None = None,
+) -> str:
     """The whole page as a string. Reads nothing but its arguments, the suite registry (`suites`,
     default `bringup.api.suites()`) and the packaged templates (and checks whether artifact files exist
     under `run_dir`, to link them from `out_dir`)."""
@@ -212,12 +232,17 @@ def render(run: RunInfo, results: Sequence[CaseResult], summary: dict[str, Any] 
     toc = "".join(f'<a href="#sec-{esc(a)}">{esc(TOC_LABELS.get(a, a))}</a>' for a in toc_ids)
     data = contract(run, list(results), extras or None)
     title = f"bringup scorecard: {run.device} {run.device_name} {fmt_time(run.started_at)}"
-    body = "".join([
-        header(run, results, allow), f'<nav class="toc">{toc}</nav><main>', *sections, "</main>",
-        f'<footer>Generated by bringup {esc(run.bringup_version)} from run {esc(run.run_id)} on '
-        f"{esc(fmt_time(time.time()))}. Self-contained: no network access needed.</footer>",
-        f'<script type="application/json" id="bringup-data">{json_for_script(data)}</script>',
-    ])  # fmt: skip
+    body = "".join(
+        [
+            header(run, results, allow),
+            f'<nav class="toc">{toc}</nav><main>',
+            *sections,
+            "</main>",
+            f"<footer>Generated by bringup {esc(run.bringup_version)} from run {esc(run.run_id)} on "
+            f"{esc(fmt_time(time.time()))}. Self-contained: no network access needed.</footer>",
+            f'<script type="application/json" id="bringup-data">{json_for_script(data)}</script>',
+        ]
+    )
     return page_html(title, body, travel(run, out_dir, run_dir))
 
 
@@ -232,15 +257,17 @@ def travel(run: RunInfo, out_dir: Path | None, run_dir: Path | None) -> Portable
 def page_html(title: str, body: str, paths: Portable) -> str:
     """A whole self-contained page: the head (strict CSP: no network), `body`, the script. Every
     absolute path in the title and the body (the embedded JSON included) goes through `paths`."""
-    return "".join([
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\';'
-        " script-src 'unsafe-inline'; img-src data:\">",
-        f"<title>{paths.page(esc(title))}</title><style>{stylesheet()}</style></head><body>",
-        paths.page(body),
-        f"<script>{script()}</script></body></html>\n",
-    ])  # fmt: skip
+    return "".join(
+        [
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline';"
+            " script-src 'unsafe-inline'; img-src data:\">",
+            f"<title>{paths.page(esc(title))}</title><style>{stylesheet()}</style></head><body>",
+            paths.page(body),
+            f"<script>{script()}</script></body></html>\n",
+        ]
+    )
 
 
 def suite_section(s: Suite, results: Sequence[CaseResult], page: Page) -> str:

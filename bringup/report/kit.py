@@ -159,8 +159,13 @@ def json_for_script(data: Any) -> str:
     from bringup.files import json_safe
 
     text = json.dumps(json_safe(data), default=str, allow_nan=False, separators=(",", ":"))
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))  # fmt: skip
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 @dataclass
@@ -330,5 +335,7 @@ def dict_table(table_id: str, rows: Sequence[Any], cols: Sequence[tuple[str, str
             cls = "" if k == "name" else ' class="num"'
             cells.append(f'<td{cls} data-v="{esc(key)}">{esc(f(v) if v is not None else "-")}</td>')
         body.append(f"<tr>{''.join(cells)}</tr>")
-    return (f'<table class="data sortable" id="{esc(table_id)}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table>")  # fmt: skip
+    return (
+        f'<table class="data sortable" id="{esc(table_id)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )

@@ -16,8 +16,17 @@ from bringup.report.palette import STATUS_COLOURS, status_colour, text_on
 
 # Distinguishable on light and dark backgrounds (Okabe-Ito + two).
 PALETTE: tuple[str, ...] = (
-    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#999999", "#7F3C8D", "#11A579",
-)  # fmt: skip
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#CC79A7",
+    "#D55E00",
+    "#56B4E9",
+    "#F0E442",
+    "#999999",
+    "#7F3C8D",
+    "#11A579",
+)
 
 NO_CASE_COLOUR = "#e9ecef"
 
@@ -103,8 +112,10 @@ def line_chart(
     log_y: bool = False,
 ) -> str:
     """One line per series (points with non-finite values are dropped), axes, ticks and a legend."""
-    clean = {k: [(float(x), float(y)) for x, y in pts if _finite(x) and _finite(y) and (not log_y or y > 0)]
-             for k, pts in series.items()}  # fmt: skip
+    clean = {
+        k: [(float(x), float(y)) for x, y in pts if _finite(x) and _finite(y) and (not log_y or y > 0)]
+        for k, pts in series.items()
+    }
     clean = {k: v for k, v in clean.items() if v}
     if not clean:
         return f'<p class="empty">{esc(title)}: no finite data points to plot.</p>'
@@ -138,8 +149,9 @@ def line_chart(
     for t in xt:
         x = px(t)
         out.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{f.top}" y2="{f.top + f.ph}"/>')
-        out.append(f'<text class="tick" x="{x:.1f}" y="{f.top + f.ph + 16}" text-anchor="middle">'
-                   f"{esc(fmt_num(t))}</text>")  # fmt: skip
+        out.append(
+            f'<text class="tick" x="{x:.1f}" y="{f.top + f.ph + 16}" text-anchor="middle">{esc(fmt_num(t))}</text>'
+        )
     out += _frame_and_labels(f, height, xlabel, ylabel, log_y)
     for i, (name, pts) in enumerate(clean.items()):
         colour = PALETTE[i % len(PALETTE)]
@@ -150,8 +162,10 @@ def line_chart(
         if len(pts) > 1:
             out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="{d}"/>')
         for x, y in pts if len(pts) <= 60 else pts[:: max(1, len(pts) // 60)]:
-            out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="{colour}">'
-                       f"<title>{esc(name)}: step {esc(fmt_num(x))}, {esc(fmt_num(y))}</title></circle>")  # fmt: skip
+            out.append(
+                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="{colour}">'
+                f"<title>{esc(name)}: step {esc(fmt_num(x))}, {esc(fmt_num(y))}</title></circle>"
+            )
         out.append("</g>")
         if len(clean) > 1:
             ly = f.top + 6 + i * 18
@@ -221,8 +235,9 @@ def trend_chart(
         out.append(f'<text class="tick" x="{f.left - 6}" y="{y + 4:.1f}" text-anchor="end">{esc(label)}</text>')
     step = max(1, math.ceil(len(x_ticks) / 16))
     for x, label in list(x_ticks)[::step]:
-        out.append(f'<text class="tick" x="{px(x):.1f}" y="{f.top + f.ph + 16}" text-anchor="middle">'
-                   f"{esc(label)}</text>")  # fmt: skip
+        out.append(
+            f'<text class="tick" x="{px(x):.1f}" y="{f.top + f.ph + 16}" text-anchor="middle">{esc(label)}</text>'
+        )
     out += _frame_and_labels(f, height, xlabel, ylabel, log_y)
     for i, (name, pts) in enumerate(clean.items()):
         colour = PALETTE[i % len(PALETTE)]
@@ -233,19 +248,23 @@ def trend_chart(
             out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="{d}"/>')
         for p in pts:
             cx, cyp = px(p.x), py(p.y)
-            out.append(f'<circle cx="{cx:.1f}" cy="{cyp:.1f}" r="3" fill="{colour}">'
-                       f"<title>{esc(p.title)}</title></circle>")  # fmt: skip
+            out.append(
+                f'<circle cx="{cx:.1f}" cy="{cyp:.1f}" r="3" fill="{colour}"><title>{esc(p.title)}</title></circle>'
+            )
             if p.mark:
                 ring = ' stroke-dasharray="3 2"' if p.mark != "moved" else ""
-                out.append(f'<circle class="mark {esc(p.mark)}" data-run="{esc(p.run)}" cx="{cx:.1f}" cy="{cyp:.1f}"'
-                           f' r="8" fill="none" stroke="{colour}" stroke-width="2.5"{ring}>'
-                           f"<title>{esc(p.mark)}: {esc(p.title)}</title></circle>")  # fmt: skip
+                out.append(
+                    f'<circle class="mark {esc(p.mark)}" data-run="{esc(p.run)}" cx="{cx:.1f}" cy="{cyp:.1f}"'
+                    f' r="8" fill="none" stroke="{colour}" stroke-width="2.5"{ring}>'
+                    f"<title>{esc(p.mark)}: {esc(p.title)}</title></circle>"
+                )
         out.append("</g>")
         ly = f.top + 6 + i * 18
         lx = f.left + f.pw + 12
         out.append(f'<line x1="{lx}" x2="{lx + 18}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="3"{dash}/>')
-        out.append(f'<text class="legend" x="{lx + 24}" y="{ly + 4}">{esc(_clip(name, 26))}'
-                   f"<title>{esc(name)}</title></text>")  # fmt: skip
+        out.append(
+            f'<text class="legend" x="{lx + 24}" y="{ly + 4}">{esc(_clip(name, 26))}<title>{esc(name)}</title></text>'
+        )
     out.append("</svg>")
     return "".join(out)
 
@@ -296,24 +315,32 @@ def stacked_bars(
     for t in ticks:
         x = px(t)
         out.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{f.top - 4}" y2="{plot_bottom}"/>')
-        out.append(f'<text class="tick" x="{x:.1f}" y="{plot_bottom + 14}" text-anchor="middle">'
-                   f"{esc(fmt_num(t))}</text>")  # fmt: skip
-    out.append(f'<text class="axis-label" x="{f.left + pw / 2:.1f}" y="{height - 6}" text-anchor="middle">'
-               f"{esc(unit)}</text>")  # fmt: skip
+        out.append(
+            f'<text class="tick" x="{x:.1f}" y="{plot_bottom + 14}" text-anchor="middle">{esc(fmt_num(t))}</text>'
+        )
+    out.append(
+        f'<text class="axis-label" x="{f.left + pw / 2:.1f}" y="{height - 6}" text-anchor="middle">{esc(unit)}</text>'
+    )
     for i, ((label, segs), total) in enumerate(zip(bars, totals, strict=True)):
         y = f.top + i * (bar_h + gap)
         out.append(f'<g class="bar" data-label="{esc(label)}">')
-        out.append(f'<text class="bar-label" x="{f.left - 6}" y="{y + bar_h / 2 + 4:.1f}" text-anchor="end">'
-                   f"{esc(_clip(label, 30))}</text>")  # fmt: skip
+        out.append(
+            f'<text class="bar-label" x="{f.left - 6}" y="{y + bar_h / 2 + 4:.1f}" text-anchor="end">'
+            f"{esc(_clip(label, 30))}</text>"
+        )
         x = float(f.left)
         for s, v in segs:
             w = px(v) - f.left if _finite(v) and v > 0 else 0.0
             shown = f"{fmt_num(v)} {unit}" if _finite(v) else "-"
-            out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour[s]}">'
-                       f"<title>{esc(label)}: {esc(s)} {esc(shown)}</title></rect>")  # fmt: skip
+            out.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour[s]}">'
+                f"<title>{esc(label)}: {esc(s)} {esc(shown)}</title></rect>"
+            )
             x += w
-        out.append(f'<text class="bar-total" x="{x + 4:.1f}" y="{y + bar_h / 2 + 4:.1f}">'
-                   f"{esc(fmt_num(total))} {esc(unit)}</text></g>")  # fmt: skip
+        out.append(
+            f'<text class="bar-total" x="{x + 4:.1f}" y="{y + bar_h / 2 + 4:.1f}">'
+            f"{esc(fmt_num(total))} {esc(unit)}</text></g>"
+        )
     out.append("</svg>")
     return "".join(out)
 
@@ -339,8 +366,9 @@ def heatmap(
     row_w = min(200, 16 + 7 * max(len(r) for r in rows))
     col_h = min(240, 16 + 6 * max(len(c) for c in cols))
     left, top = row_w, 24 + col_h
-    statuses = sorted({c.status for c in cells.values()}, key=lambda s: list(STATUS_COLOURS).index(s)
-                      if s in STATUS_COLOURS else 99)  # fmt: skip
+    statuses = sorted(
+        {c.status for c in cells.values()}, key=lambda s: list(STATUS_COLOURS).index(s) if s in STATUS_COLOURS else 99
+    )
     legend_h = 24
     width = max(left + len(cols) * cell_w + 16, 360, 24 + 8 * len(title))
     height = top + len(rows) * cell_h + legend_h + 16
@@ -348,27 +376,37 @@ def heatmap(
     out.append(f'<text class="plot-title" x="8" y="16">{esc(title)}</text>')
     for j, c in enumerate(cols):
         x = left + j * cell_w + cell_w / 2
-        out.append(f'<text class="col-label" transform="translate({x + 4:.1f} {top - 6}) rotate(-60)">'
-                   f"{esc(_clip(c, 34))}<title>{esc(c)}</title></text>")  # fmt: skip
+        out.append(
+            f'<text class="col-label" transform="translate({x + 4:.1f} {top - 6}) rotate(-60)">'
+            f"{esc(_clip(c, 34))}<title>{esc(c)}</title></text>"
+        )
     for i, r in enumerate(rows):
         y = top + i * cell_h
-        out.append(f'<text class="row-label" x="{left - 6}" y="{y + cell_h / 2 + 4:.1f}" text-anchor="end">'
-                   f"{esc(_clip(r, 26))}<title>{esc(r)}</title></text>")  # fmt: skip
+        out.append(
+            f'<text class="row-label" x="{left - 6}" y="{y + cell_h / 2 + 4:.1f}" text-anchor="end">'
+            f"{esc(_clip(r, 26))}<title>{esc(r)}</title></text>"
+        )
         for j, c in enumerate(cols):
             x = left + j * cell_w
             cell = cells.get((r, c))
             if cell is None:
-                out.append(f'<rect class="cell none" x="{x + 1}" y="{y + 1}" width="{cell_w - 2}" height="{cell_h - 2}"'
-                           f' fill="{NO_CASE_COLOUR}"><title>{esc(r)} | {esc(c)}: no case</title></rect>')  # fmt: skip
+                out.append(
+                    f'<rect class="cell none" x="{x + 1}" y="{y + 1}" width="{cell_w - 2}" height="{cell_h - 2}"'
+                    f' fill="{NO_CASE_COLOUR}"><title>{esc(r)} | {esc(c)}: no case</title></rect>'
+                )
                 continue
             fill = status_colour(cell.status)
-            out.append(f'<g class="cell" data-status="{esc(cell.status)}"><rect x="{x + 1}" y="{y + 1}"'
-                       f' width="{cell_w - 2}" height="{cell_h - 2}" fill="{fill}">'
-                       f"<title>{esc(cell.tooltip)}</title></rect>")  # fmt: skip
+            out.append(
+                f'<g class="cell" data-status="{esc(cell.status)}"><rect x="{x + 1}" y="{y + 1}"'
+                f' width="{cell_w - 2}" height="{cell_h - 2}" fill="{fill}">'
+                f"<title>{esc(cell.tooltip)}</title></rect>"
+            )
             if cell.label:
-                out.append(f'<text class="cell-label" x="{x + cell_w / 2:.1f}" y="{y + cell_h / 2 + 4:.1f}"'
-                           f' text-anchor="middle" style="fill: {text_on(fill)}">'
-                           f"{esc(_clip(cell.label, 6))}</text>")  # fmt: skip
+                out.append(
+                    f'<text class="cell-label" x="{x + cell_w / 2:.1f}" y="{y + cell_h / 2 + 4:.1f}"'
+                    f' text-anchor="middle" style="fill: {text_on(fill)}">'
+                    f"{esc(_clip(cell.label, 6))}</text>"
+                )
             out.append("</g>")
     ly = top + len(rows) * cell_h + 18
     lx = 8
@@ -386,11 +424,15 @@ def _clip(s: str, n: int) -> str:
 
 def _frame_and_labels(f: _Frame, height: int, xlabel: str, ylabel: str, log_y: bool) -> list[str]:
     """The plot frame and its axis labels (the y label only when given; ' (log)' on a log axis)."""
-    out = [f'<rect class="frame" x="{f.left}" y="{f.top}" width="{f.pw}" height="{f.ph}" fill="none"/>',
-           f'<text class="axis-label" x="{f.left + f.pw / 2:.1f}" y="{height - 6}" text-anchor="middle">'
-           f"{esc(xlabel)}</text>"]  # fmt: skip
+    out = [
+        f'<rect class="frame" x="{f.left}" y="{f.top}" width="{f.pw}" height="{f.ph}" fill="none"/>',
+        f'<text class="axis-label" x="{f.left + f.pw / 2:.1f}" y="{height - 6}" text-anchor="middle">'
+        f"{esc(xlabel)}</text>",
+    ]
     if ylabel:
         cy = f.top + f.ph / 2
-        out.append(f'<text class="axis-label" transform="translate(14 {cy:.1f}) rotate(-90)" text-anchor="middle">'
-                   f"{esc(ylabel + (' (log)' if log_y else ''))}</text>")  # fmt: skip
+        out.append(
+            f'<text class="axis-label" transform="translate(14 {cy:.1f}) rotate(-90)" text-anchor="middle">'
+            f"{esc(ylabel + (' (log)' if log_y else ''))}</text>"
+        )
     return out

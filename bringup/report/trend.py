@@ -43,9 +43,11 @@ class Rule:
 
     def describe(self) -> str:
         floor = f", at least {self.rel_floor:.0%} of the level" if self.rel_floor else ""
-        return (f"a point moved when it is more than {self.k:g} x the robust spread (1.4826 x MAD{floor}) away "
-                f"from the median of the up to {self.window} runs before it on the same line since its last "
-                f"move; never judged on fewer than {self.min_points} runs before it")  # fmt: skip
+        return (
+            f"a point moved when it is more than {self.k:g} x the robust spread (1.4826 x MAD{floor}) away "
+            f"from the median of the up to {self.window} runs before it on the same line since its last "
+            f"move; never judged on fewer than {self.min_points} runs before it"
+        )
 
 
 TIMING = Rule()

@@ -65,9 +65,15 @@ def execute(
     console = console or make_console(stderr=True)
     show = console.is_terminal and sys.stderr.isatty()
     with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.fields[current]}"), console=console, disable=not show, transient=True,
-    ) as progress:  # fmt: skip
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[current]}"),
+        console=console,
+        disable=not show,
+        transient=True,
+    ) as progress:
         task = progress.add_task("cases", total=len(todo), current="")
 
         def on_start(c: Case) -> None:

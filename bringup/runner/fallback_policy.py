@@ -27,8 +27,15 @@ from bringup.errors import BadInput
 
 POLICIES = ("gap", "error")
 # What the backend's counter may count that is no missing op: reading a value to the host, copies.
-NOT_FALLBACKS = ("aten::_local_scalar_dense", "aten::_to_copy", "aten::copy_", "aten::_copy_from",
-                 "aten::_copy_from_and_resize", "aten::to", "aten::_to_cpu")  # fmt: skip
+NOT_FALLBACKS = (
+    "aten::_local_scalar_dense",
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::_copy_from",
+    "aten::_copy_from_and_resize",
+    "aten::to",
+    "aten::_to_cpu",
+)
 
 
 @dataclass(frozen=True)
@@ -47,8 +54,9 @@ class FallbackPolicy:
                     continue
                 suite, _, pol = item.rpartition("=")
                 if pol not in POLICIES:
-                    raise BadInput(f"--fallback {item}: the policy is one of {', '.join(POLICIES)} (SUITE=POLICY "
-                                   "for one suite)")  # fmt: skip
+                    raise BadInput(
+                        f"--fallback {item}: the policy is one of {', '.join(POLICIES)} (SUITE=POLICY for one suite)"
+                    )
                 if not suite:
                     default = pol
                 elif known_set is not None and suite not in known_set:

@@ -77,12 +77,25 @@ class WorkerProcess:
         if forked is not None:
             self.proc = forked
         else:
-            cmd = [sys.executable, "-m", "bringup.runner.worker", "--fd", str(w), "--parent-pid", str(os.getpid()),
-                   *args]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "bringup.runner.worker",
+                "--fd",
+                str(w),
+                "--parent-pid",
+                str(os.getpid()),
+                *args,
+            ]
             self.proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, pass_fds=(w,),
-                start_new_session=True, env=env,
-            )  # fmt: skip
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(w,),
+                start_new_session=True,
+                env=env,
+            )
         os.close(w)
         self._r = r
         self._buf = b""

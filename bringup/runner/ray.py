@@ -203,8 +203,10 @@ class RayExecutor:
         have = float(total.get(key, 0.0))
         if have <= 0:
             hint = "--num-gpus N" if key == "GPU" else f"--resources '{{\"{key}\": N}}'"
-            raise BadInput(f"--executor ray: the Ray cluster has no {key!r} resource for device {self.spec.device}"
-                           f" (start its nodes with `ray start ... {hint}`)")  # fmt: skip
+            raise BadInput(
+                f"--executor ray: the Ray cluster has no {key!r} resource for device {self.spec.device}"
+                f" (start its nodes with `ray start ... {hint}`)"
+            )
         opts["num_cpus"] = 1
         if key == "GPU":
             opts["num_gpus"] = _amount(have, self.workers)
@@ -282,11 +284,14 @@ class RayExecutor:
                         del inflight[ref]
                         self._drop_actor(task.slot)  # ray.kill fails its pending task; its worker follows
                         free.append(task.slot)
-                        on_result(CaseResult.for_case(
-                            task.case, Status.CRASH,
-                            f"ray: no answer from the worker in {now - task.started:.0f} s"
-                            " (lost, wedged or unschedulable)",
-                        ))  # fmt: skip
+                        on_result(
+                            CaseResult.for_case(
+                                task.case,
+                                Status.CRASH,
+                                f"ray: no answer from the worker in {now - task.started:.0f} s"
+                                " (lost, wedged or unschedulable)",
+                            )
+                        )
         finally:
             self.shutdown()
 

@@ -32,10 +32,19 @@ OPTIONS = SelftestOptions
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bringup.options import add_case_budget, seconds
 
-    p.add_argument("--plan", default="ok*3", help="comma list of ok|sleep:S|segv|exit:N|raise|hang|alloc:GB|"
-                   "phase:S|unsupported|print|spin:N|lose|loseonce|flip, each optionally *N "
-                   "(default ok*3)")  # fmt: skip
+    p.add_argument(
+        "--plan",
+        default="ok*3",
+        help="comma list of ok|sleep:S|segv|exit:N|raise|hang|alloc:GB|"
+        "phase:S|unsupported|print|spin:N|lose|loseonce|flip, each optionally *N "
+        "(default ok*3)",
+    )
     add_case_budget(p, 60.0, old=["--budget"])
-    p.add_argument("--phase-budget", type=seconds, default=1.0, metavar="SEC",
-                   help="budget of the 'phase' item's phase, seconds (default 1)")  # fmt: skip
+    p.add_argument(
+        "--phase-budget",
+        type=seconds,
+        default=1.0,
+        metavar="SEC",
+        help="budget of the 'phase' item's phase, seconds (default 1)",
+    )
     p.add_argument("--tag", default="", help="distinguishes otherwise identical plans (part of case ids)")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bringup.api import Suite, register_suite
+from bringup.api import register_capability
 from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.errors import BadInput
@@ -114,12 +114,4 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     return {}
 
 
-register_suite(
-    Suite.from_face(
-        face,
-        build_cases=build_cases,
-        run_cases=None,
-        summarize=summarize,
-        title="Harness self-test",
-    )
-)
+register_capability(face, build_cases, None, summarize, title="Harness self-test")

@@ -31,6 +31,11 @@ OPTIONS = SmokeOptions
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bringup.options import PURE_DTYPES, add_case_budget, add_dtype
 
-    add_dtype(p, "fp32", PURE_DTYPES, why="the GEMM and the MLP step run in one dtype, weights included; mixed "
-              "precision is train's, zoo's and flex's")  # fmt: skip
+    add_dtype(
+        p,
+        "fp32",
+        PURE_DTYPES,
+        why="the GEMM and the MLP step run in one dtype, weights included; mixed "
+        "precision is train's, zoo's and flex's",
+    )
     add_case_budget(p, DEFAULT_BUDGET_S)

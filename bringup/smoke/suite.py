@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from bringup.api import Suite, register_suite, specs
+from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.checks.parity import parity
@@ -133,13 +133,11 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     return {}
 
 
-register_suite(
-    Suite.from_face(
-        face,
-        build_cases=build_cases,
-        run_cases=run_cases,
-        summarize=summarize,
-        title="Smoke",
-        metrics=specs("max_abs_err", "max_rel_err"),
-    )
+register_capability(
+    face,
+    build_cases,
+    run_cases,
+    summarize,
+    title="Smoke",
+    metrics=specs("max_abs_err", "max_rel_err"),
 )

@@ -63,10 +63,20 @@ FLAGS = ("bf16_matmul", "drop_scale", "sdpa_mask_as_causal")
 # The ops with a native testdev kernel besides memory/copy/view plumbing (documentation and tests;
 # the dispatcher's registrations are the source of truth).
 NATIVE_COMPUTE_OPS = (
-    "aten::add.Tensor", "aten::add_.Tensor", "aten::sub.Tensor", "aten::sub_.Tensor",
-    "aten::mul.Tensor", "aten::mul_.Tensor", "aten::div.Tensor", "aten::div_.Tensor",
-    "aten::mm", "aten::bmm", "aten::addmm", "aten::fill_.Scalar", "aten::zero_",
-)  # fmt: skip
+    "aten::add.Tensor",
+    "aten::add_.Tensor",
+    "aten::sub.Tensor",
+    "aten::sub_.Tensor",
+    "aten::mul.Tensor",
+    "aten::mul_.Tensor",
+    "aten::div.Tensor",
+    "aten::div_.Tensor",
+    "aten::mm",
+    "aten::bmm",
+    "aten::addmm",
+    "aten::fill_.Scalar",
+    "aten::zero_",
+)
 
 
 def register() -> None:
@@ -195,9 +205,18 @@ def parse_faults(spec: str) -> Faults:
 def set_faults(faults: Faults | str | None) -> None:
     """Switch numeric faults on in this process (None / "" / Faults(): all off)."""
     f = parse_faults(faults) if isinstance(faults, str) else (faults or Faults())
-    load_extension().set_faults(dict(f.scales), f.bf16_matmul, f.drop_scale, dict(f.args), dict(f.shifts),
-                                list(f.approx), list(f.lastwrite), f.sdpa_mask_as_causal, list(f.count_ignored),
-                                dict(f.blockscan))  # fmt: skip
+    load_extension().set_faults(
+        dict(f.scales),
+        f.bf16_matmul,
+        f.drop_scale,
+        dict(f.args),
+        dict(f.shifts),
+        list(f.approx),
+        list(f.lastwrite),
+        f.sdpa_mask_as_causal,
+        list(f.count_ignored),
+        dict(f.blockscan),
+    )
 
 
 def faults() -> Faults:

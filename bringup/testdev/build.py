@@ -39,8 +39,14 @@ def build_key() -> str:
     h = hashlib.sha256()
     for name in (*SOURCES, *HEADERS):
         h.update(name.encode() + b"\0" + (CSRC / name).read_bytes() + b"\0")
-    for part in (torch.__version__, str(torch.version.git_version), sys.version, platform.machine(),
-                 os.environ.get("CXX", ""), sysconfig.get_config_var("EXT_SUFFIX") or ""):  # fmt: skip
+    for part in (
+        torch.__version__,
+        str(torch.version.git_version),
+        sys.version,
+        platform.machine(),
+        os.environ.get("CXX", ""),
+        sysconfig.get_config_var("EXT_SUFFIX") or "",
+    ):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:16]
 
@@ -76,8 +82,11 @@ def load_extension(verbose: bool = False) -> ModuleType:
         # We hold the real (OS) lock, so any baton here is stale.
         (build_dir / "lock").unlink(missing_ok=True)
         if sys.stderr.isatty():
-            print("bringup.testdev: building the C++ test device (once; cached in "
-                  f"{build_dir})...", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"bringup.testdev: building the C++ test device (once; cached in {build_dir})...",
+                file=sys.stderr,
+                flush=True,
+            )
         from torch.utils.cpp_extension import load
 
         try:

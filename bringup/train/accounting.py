@@ -10,8 +10,13 @@ from typing import Any
 from bringup.case import CaseResult, Status
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_WARM, TrainSpec
 
-LAYERS = {"fx_graph": "fx", "aot_autograd": "aot", "kernels": "kernel", "generated_modules": "module",
-          "precompile": "precompile"}  # fmt: skip
+LAYERS = {
+    "fx_graph": "fx",
+    "aot_autograd": "aot",
+    "kernels": "kernel",
+    "generated_modules": "module",
+    "precompile": "precompile",
+}
 
 
 def layers(cache: dict[str, int]) -> dict[str, dict[str, int]]:
@@ -36,17 +41,24 @@ def warnings(spec: TrainSpec, snap: dict[str, Any]) -> list[str]:
     c, out = snap["cache"], []
     compiled_graphs = snap["graphs"] > 0
     if compiled_graphs and c["aot_hit"] + c["aot_miss"] + c["aot_bypass"] == 0:
-        out.append(f"backend {spec.backend!r} bypasses AOTAutograd's cache (it applies to inductor-style compilers "
-                   "only): every new job traces forward and backward again")  # fmt: skip
+        out.append(
+            f"backend {spec.backend!r} bypasses AOTAutograd's cache (it applies to inductor-style compilers "
+            "only): every new job traces forward and backward again"
+        )
     elif c["aot_bypass"]:
-        out.append(f"AOTAutograd's cache was bypassed {c['aot_bypass']} time(s) (a graph it cannot cache): those "
-                   "graphs compile again in every new job")  # fmt: skip
+        out.append(
+            f"AOTAutograd's cache was bypassed {c['aot_bypass']} time(s) (a graph it cannot cache): those "
+            "graphs compile again in every new job"
+        )
     if compiled_graphs and c["fx_hit"] + c["fx_miss"] + c["fx_bypass"] == 0:
-        out.append(f"backend {spec.backend!r} uses no FX graph cache: its code generation is not reused by a new "
-                   "job (warm caches and artifacts cannot help it)")  # fmt: skip
+        out.append(
+            f"backend {spec.backend!r} uses no FX graph cache: its code generation is not reused by a new "
+            "job (warm caches and artifacts cannot help it)"
+        )
     elif c["fx_bypass"]:
-        out.append(f"the FX graph cache was bypassed {c['fx_bypass']} time(s): those graphs compile again in every "
-                   "new job")  # fmt: skip
+        out.append(
+            f"the FX graph cache was bypassed {c['fx_bypass']} time(s): those graphs compile again in every new job"
+        )
     return out
 
 
@@ -63,8 +75,10 @@ def reused_nothing(spec: TrainSpec, cache: dict[str, int], backend: tuple[str, d
         src = "the loaded cache artifact" if spec.cache == CACHE_ARTIFACT else "the warm cache dirs"
         text = f"{src} gave nothing: {cache['fx_miss']} FX graph and {cache['aot_miss']} AOTAutograd cache miss(es)"
         if backend:
-            text += (f", {backend[0]}: {own.get('miss', 0)} miss(es) and {own.get('failed', 0)} entr(ies) it "
-                     "wrote but could not load")  # fmt: skip
+            text += (
+                f", {backend[0]}: {own.get('miss', 0)} miss(es) and {own.get('failed', 0)} entr(ies) it "
+                "wrote but could not load"
+            )
         return text + ", 0 hits: this job compiled cold"
     return ""
 
@@ -83,14 +97,24 @@ def kernel_warning(spec: TrainSpec, kernels: dict[str, int] | None) -> str:
     if spec.cache != CACHE_ARTIFACT or not kernels or not kernels["built"]:
         return ""
     if not kernels["supplied"]:
-        return (f"the cache artifact supplied no compiled kernels: this job built {kernels['built']} itself "
-                "(the artifact holds graphs only)")  # fmt: skip
-    return (f"the cache artifact supplied {kernels['supplied']} compiled kernel(s) but this job built "
-            f"{kernels['built']} more (other compile flags or code than the job that made it)")  # fmt: skip
+        return (
+            f"the cache artifact supplied no compiled kernels: this job built {kernels['built']} itself "
+            "(the artifact holds graphs only)"
+        )
+    return (
+        f"the cache artifact supplied {kernels['supplied']} compiled kernel(s) but this job built "
+        f"{kernels['built']} more (other compile flags or code than the job that made it)"
+    )
 
 
-def account(r: CaseResult, spec: TrainSpec, snap: dict[str, Any], loaded: dict[str, Any], built: int | None = None,
-            backend: tuple[str, dict[str, int]] | None = None) -> list[tuple[Status, str]]:  # fmt: skip
+def account(
+    r: CaseResult,
+    spec: TrainSpec,
+    snap: dict[str, Any],
+    loaded: dict[str, Any],
+    built: int | None = None,
+    backend: tuple[str, dict[str, int]] | None = None,
+) -> list[tuple[Status, str]]:
     """Record the case's cache layers and warnings; the verdicts they give (a warm start that was cold).
     `built`: compiled kernel files this job wrote (None: not counted). `backend`: the device family's own
     persistent compile cache's lookups in this job (Device.adapter.compile_cache_counts())."""
@@ -101,10 +125,12 @@ def account(r: CaseResult, spec: TrainSpec, snap: dict[str, Any], loaded: dict[s
     if kernels is not None:
         r.fields["cache_layers"]["compiled_kernels"] = kernels
     if loaded:
-        r.fields["cache_layers"]["artifact"] = {"loaded": sum(loaded.get("entries", {}).values()) or 1,
-                                                "bytes": loaded.get("bytes", 0),
-                                                "kernels": loaded.get("kernels_supplied", 0),
-                                                "headers": loaded.get("headers_supplied", 0)}  # fmt: skip
+        r.fields["cache_layers"]["artifact"] = {
+            "loaded": sum(loaded.get("entries", {}).values()) or 1,
+            "bytes": loaded.get("bytes", 0),
+            "kernels": loaded.get("kernels_supplied", 0),
+            "headers": loaded.get("headers_supplied", 0),
+        }
     warns = warnings(spec, snap) + ([w] if (w := kernel_warning(spec, kernels)) else [])
     if warns:
         r.fields["cache_warnings"] = warns

@@ -22,10 +22,17 @@ EXTRA_MODES = ("nested", "aot")
 # cold case whose dirs / artifact it reuses).
 ALL_ARMS: tuple[tuple[str, str], ...] = (
     ("eager", CACHE_NONE),
-    ("compile", CACHE_COLD), ("regional", CACHE_COLD), ("nested", CACHE_COLD), ("aot", CACHE_COLD),
-    ("compile", CACHE_WARM), ("regional", CACHE_WARM), ("nested", CACHE_WARM),
-    ("compile", CACHE_ARTIFACT), ("regional", CACHE_ARTIFACT), ("aot", CACHE_ARTIFACT),
-)  # fmt: skip
+    ("compile", CACHE_COLD),
+    ("regional", CACHE_COLD),
+    ("nested", CACHE_COLD),
+    ("aot", CACHE_COLD),
+    ("compile", CACHE_WARM),
+    ("regional", CACHE_WARM),
+    ("nested", CACHE_WARM),
+    ("compile", CACHE_ARTIFACT),
+    ("regional", CACHE_ARTIFACT),
+    ("aot", CACHE_ARTIFACT),
+)
 STEPS_N = (1, 100, 10_000)
 
 
@@ -74,8 +81,15 @@ def advice(arms: list[dict[str, Any]]) -> str:
 def waterfall(phases: dict[str, float], width: int = 40) -> str:
     """The phases of one arm's time to first step as a text bar ('.' load, 'b' build, 'm' mode, 'd' dynamo,
     'a' AOT autograd, 'k' backend/kernels, 'r' the rest of step 1)."""
-    marks = {"load_artifact_s": ".", "build_s": "b", "apply_mode_s": "m", "dynamo_s": "d", "aot_autograd_s": "a",
-             "backend_s": "k", "run_s": "r"}  # fmt: skip
+    marks = {
+        "load_artifact_s": ".",
+        "build_s": "b",
+        "apply_mode_s": "m",
+        "dynamo_s": "d",
+        "aot_autograd_s": "a",
+        "backend_s": "k",
+        "run_s": "r",
+    }
     total = sum(max(phases.get(k, 0.0), 0.0) for k in marks)
     if total <= 0:
         return ""

@@ -76,14 +76,26 @@ class Artifact:
 def header_for(spec: Any, device_type: str, kind: str) -> dict[str, Any]:
     import torch
 
-    return {"kind": kind, "torch": torch.__version__, "device_type": device_type, "backend": spec.backend,
-            "mode": spec.mode, "model": spec.model, "overrides": list(spec.overrides), "dtype": spec.dtype,
-            "batch": spec.batch, "seq": spec.seq, "nproc": spec.nproc, "dynamic": spec.dynamic,
-            "seqs": list(spec.seqs)}  # fmt: skip
+    return {
+        "kind": kind,
+        "torch": torch.__version__,
+        "device_type": device_type,
+        "backend": spec.backend,
+        "mode": spec.mode,
+        "model": spec.model,
+        "overrides": list(spec.overrides),
+        "dtype": spec.dtype,
+        "batch": spec.batch,
+        "seq": spec.seq,
+        "nproc": spec.nproc,
+        "dynamic": spec.dynamic,
+        "seqs": list(spec.seqs),
+    }
 
 
-def encode(header: dict[str, Any], payload: bytes, kernels: bytes = b"", kernel_info: dict[str, Any] | None = None
-           ) -> bytes:  # fmt: skip
+def encode(
+    header: dict[str, Any], payload: bytes, kernels: bytes = b"", kernel_info: dict[str, Any] | None = None
+) -> bytes:
     """The file's bytes. `kernels` (a kernel section from `pack_kernels`) goes with `kernel_info`, the
     stack it was built on (`kernel_stack()` plus its counts)."""
     ks = None
@@ -93,8 +105,9 @@ def encode(header: dict[str, Any], payload: bytes, kernels: bytes = b"", kernel_
     return MAGIC + json.dumps(h, sort_keys=True).encode() + b"\n" + payload + kernels
 
 
-def write(path: Path, header: dict[str, Any], payload: bytes, kernels: bytes = b"",
-          kernel_info: dict[str, Any] | None = None) -> None:  # fmt: skip
+def write(
+    path: Path, header: dict[str, Any], payload: bytes, kernels: bytes = b"", kernel_info: dict[str, Any] | None = None
+) -> None:
     from bringup.files import atomic_write_bytes
 
     path = Path(path)
@@ -111,12 +124,16 @@ def read(path: str | Path) -> Artifact:
     except OSError as e:
         raise BadInput(f"cache artifact {path}: cannot read it: {e.strerror or e}") from None
     if old := next((m for m in OLD_MAGICS if data.startswith(m)), None):
-        raise BadInput(f"cache artifact {path}: file format {old.decode().split()[-1]} (an older bringup: it carries "
-                       f"no compiled kernels); this bringup reads {MAGIC.decode().split()[-1]}: make a new one with "
-                       "--save-cache-artifact")  # fmt: skip
+        raise BadInput(
+            f"cache artifact {path}: file format {old.decode().split()[-1]} (an older bringup: it carries "
+            f"no compiled kernels); this bringup reads {MAGIC.decode().split()[-1]}: make a new one with "
+            "--save-cache-artifact"
+        )
     if not data.startswith(MAGIC):
-        raise BadInput(f"cache artifact {path}: not a bringup cache artifact (no '{MAGIC.decode().strip()}' "
-                       "header); make one with `bringup train --save-cache-artifact PATH`")  # fmt: skip
+        raise BadInput(
+            f"cache artifact {path}: not a bringup cache artifact (no '{MAGIC.decode().strip()}' "
+            "header); make one with `bringup train --save-cache-artifact PATH`"
+        )
     line, sep, body = data[len(MAGIC) :].partition(b"\n")
     try:
         header = json.loads(line)
@@ -132,16 +149,21 @@ def read(path: str | Path) -> Artifact:
         raise BadInput(f"cache artifact {path}: truncated ({len(body)} of {n} + {k} payload and kernel bytes)")
     payload, kernels = body[:n], body[n:]
     if kernels and hashlib.sha256(kernels).hexdigest() != ks.get("sha256"):
-        raise BadInput(f"cache artifact {path}: damaged kernel section (its sha256 differs from the header's): "
-                       "make a new one with --save-cache-artifact")  # fmt: skip
+        raise BadInput(
+            f"cache artifact {path}: damaged kernel section (its sha256 differs from the header's): "
+            "make a new one with --save-cache-artifact"
+        )
     return Artifact(header, payload, kernels)
 
 
 def mismatch(header: dict[str, Any], want: dict[str, Any]) -> str:
     """'' when the file fits this run, else what differs (the file's value -> this run's)."""
     have = {k: header.get(k, GRAPH_DEFAULTS.get(k)) for k in STACK_KEYS + GRAPH_KEYS}
-    diffs = [f"{k} {have[k]!r} (this run: {want.get(k)!r})" for k in STACK_KEYS + GRAPH_KEYS
-             if _norm(have[k]) != _norm(want.get(k))]  # fmt: skip
+    diffs = [
+        f"{k} {have[k]!r} (this run: {want.get(k)!r})"
+        for k in STACK_KEYS + GRAPH_KEYS
+        if _norm(have[k]) != _norm(want.get(k))
+    ]
     return ", ".join(diffs)
 
 
@@ -194,21 +216,27 @@ def fits_stack(art: Artifact, path: str | Path, spec: Any, device_type: str) -> 
     kernels' machine and compiler."""
     want = header_for(spec, device_type, art.header["kind"])
     if diff := mismatch(art.header, want):
-        raise BadInput(f"cache artifact {path} does not fit this run: {diff}; torch's caches would miss and the "
-                       "job would start cold: make one on this stack with --save-cache-artifact")  # fmt: skip
+        raise BadInput(
+            f"cache artifact {path} does not fit this run: {diff}; torch's caches would miss and the "
+            "job would start cold: make one on this stack with --save-cache-artifact"
+        )
     if diff := kernel_mismatch(art.header.get("kernels"), kernel_stack() if art.header.get("kernels") else {}):
-        raise BadInput(f"cache artifact {path}: its compiled kernels were built on another machine or compiler: "
-                       f"{diff}; they would be built again (or not load) and the job would start cold: make one "
-                       "on this machine with --save-cache-artifact")  # fmt: skip
+        raise BadInput(
+            f"cache artifact {path}: its compiled kernels were built on another machine or compiler: "
+            f"{diff}; they would be built again (or not load) and the job would start cold: make one "
+            "on this machine with --save-cache-artifact"
+        )
     return art
 
 
 def fits_code(art: Artifact, path: str | Path) -> Artifact:
     """The slow part of `check` (an AOT function's: it imports the modules it traced): their source."""
     if diff := source_mismatch(art.header.get("sources")):
-        raise BadInput(f"cache artifact {path}: the model code it compiled has changed since: {diff}; the "
-                       "AOT-compiled function would run the old code: make a new one with "
-                       "--save-cache-artifact")  # fmt: skip
+        raise BadInput(
+            f"cache artifact {path}: the model code it compiled has changed since: {diff}; the "
+            "AOT-compiled function would run the old code: make a new one with "
+            "--save-cache-artifact"
+        )
     return art
 
 
@@ -225,8 +253,12 @@ def kernel_stack() -> dict[str, Any]:
     except Exception as e:  # no compiler (or a torch without these helpers): nothing to compare it with
         compiler = f"unavailable ({type(e).__name__})"
     version = next((x for x in compiler.split("_") if " version " in x), compiler[-120:])
-    return {"machine": platform.machine(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "compiler": version.strip(), "compiler_sha256": hashlib.sha256(compiler.encode()).hexdigest()}  # fmt: skip
+    return {
+        "machine": platform.machine(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "compiler": version.strip(),
+        "compiler_sha256": hashlib.sha256(compiler.encode()).hexdigest(),
+    }
 
 
 def kernel_dirs() -> dict[str, Path]:
@@ -264,8 +296,12 @@ def pack_kernels() -> tuple[bytes, dict[str, Any]]:
         for top, rels in names.items():
             for rel in rels:
                 tf.add(dirs[top] / rel, arcname=f"{top}/{rel}", recursive=False)
-    info = {**kernel_stack(), "kernels": len(names["inductor"]), "vec_isa": picked_vec_isa(),
-            "headers": sum(1 for r in names.get("headers", ()) if r.endswith(".gch"))}  # fmt: skip
+    info = {
+        **kernel_stack(),
+        "kernels": len(names["inductor"]),
+        "vec_isa": picked_vec_isa(),
+        "headers": sum(1 for r in names.get("headers", ()) if r.endswith(".gch")),
+    }
     return buf.getvalue(), info
 
 

@@ -165,9 +165,14 @@ def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any],
         raise
     supplied = unpacking.result() if unpacking is not None else {}
     isa = (head.get("kernels") or {}).get("vec_isa", "") if art.kernels else ""
-    out = {"kind": head["kind"], "bytes": len(art.payload) + len(art.kernels),
-           "kernels_supplied": supplied.get("kernels", 0), "headers_supplied": supplied.get("headers", 0),
-           "vec_isa": isa, "vec_isa_adopted": artifact.adopt_vec_isa(isa)}  # fmt: skip
+    out = {
+        "kind": head["kind"],
+        "bytes": len(art.payload) + len(art.kernels),
+        "kernels_supplied": supplied.get("kernels", 0),
+        "headers_supplied": supplied.get("headers", 0),
+        "vec_isa": isa,
+        "vec_isa_adopted": artifact.adopt_vec_isa(isa),
+    }
     if entries is None:
         return {"load": art.payload}, {**out, "load_s": time.perf_counter() - t}
     return {}, {**out, "load_s": time.perf_counter() - t, "entries": entries}
@@ -205,8 +210,9 @@ def fresh(spec: TrainSpec, run_dir: Path, device: Any = None) -> CacheDirs:
     return dirs
 
 
-def _prime_child(params: dict[str, Any], device_name: str, imports: list[str], err_path: str,
-                 save_to: str = "") -> None:  # fmt: skip
+def _prime_child(
+    params: dict[str, Any], device_name: str, imports: list[str], err_path: str, save_to: str = ""
+) -> None:
     import importlib
 
     from bringup.device import resolve_device
@@ -227,8 +233,9 @@ def _prime_child(params: dict[str, Any], device_name: str, imports: list[str], e
         raise SystemExit(1) from None
 
 
-def prime(spec: TrainSpec, device_name: str, imports: tuple[str, ...], workdir: Path, save_to: Path | None = None
-          ) -> str:  # fmt: skip
+def prime(
+    spec: TrainSpec, device_name: str, imports: tuple[str, ...], workdir: Path, save_to: Path | None = None
+) -> str:
     """Fill the active cache dirs with a cold compile in a child process (one step, not timed); with
     `save_to`, the child also writes its artifact there. Returns "" on success, else the child's first
     error line."""

@@ -101,10 +101,16 @@ def launch(
     for old in [workdir / FIRST_STEP_MARKER, *workdir.glob("rank*-error.json")]:
         old.unlink(missing_ok=True)
     cfg = LaunchConfig(
-        min_nodes=1, max_nodes=1, nproc_per_node=spec.nproc, run_id=f"bringup-{uuid.uuid4().hex[:12]}",
-        rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=spec.nproc,
+        run_id=f"bringup-{uuid.uuid4().hex[:12]}",
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        max_restarts=0,
+        monitor_interval=0.1,
         start_method="spawn",
-    )  # fmt: skip
+    )
     box: dict[str, Any] = {}
 
     def go() -> None:

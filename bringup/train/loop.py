@@ -73,8 +73,11 @@ class TrainOutcome:
         if wall <= 0:
             return steady, None, None
         tokens = sum(spec.tokens_at(i) for i in steps)
-        flops = sum(spec.tokens_at(i) * self.flops_per_token_at[spec.seq_at(i)] for i in steps) \
-            if self.flops_per_token_at else None  # fmt: skip
+        flops = (
+            sum(spec.tokens_at(i) * self.flops_per_token_at[spec.seq_at(i)] for i in steps)
+            if self.flops_per_token_at
+            else None
+        )
         return wall / len(steps), tokens / wall, (flops / wall if flops else None)
 
 
@@ -90,8 +93,9 @@ def shard(model: torch.nn.Module, device: Device, world: int) -> torch.nn.Module
     return model
 
 
-def prepare(model: torch.nn.Module, spec: TrainSpec, device: Device, world: int,
-            mode_kw: dict[str, Any] | None = None) -> torch.nn.Module:  # fmt: skip
+def prepare(
+    model: torch.nn.Module, spec: TrainSpec, device: Device, world: int, mode_kw: dict[str, Any] | None = None
+) -> torch.nn.Module:
     """Apply the mode (and FSDP2 when world > 1). Regional: blocks compiled first, then sharded (as
     TorchTitan does); full compile: shard first, then compile the sharded model. nested / aot
     (train/modes.py): one rank only (the suite refuses them with --nproc); `mode_kw` goes to AOTModel."""
@@ -128,8 +132,7 @@ def train(
     t0 = time.perf_counter()
     prec = parse_precision(spec.dtype)  # amp-*: fp32 params (and AdamW state), autocast compute
     try:
-        model = lm.build_model(spec.model, list(spec.overrides), device.torch_device, prec.param_dtype,
-                               seed=spec.seed)  # fmt: skip
+        model = lm.build_model(spec.model, list(spec.overrides), device.torch_device, prec.param_dtype, seed=spec.seed)
         params, _ = lm.param_counts(model)
         try:
             flops: int | None = lm.flops_per_token(model, spec.seq)
@@ -218,17 +221,32 @@ def train(
         dist.all_reduce(mem, op=dist.ReduceOp.MAX)
         peak = int(mem.item()) or peak
     return TrainOutcome(
-        losses=[float(x) for x in loss_t.cpu()], step_s=[float(x) for x in step_t.cpu()], setup_s=setup_s,
-        params=params, flops_per_token=flops, peak_mem_bytes=peak, first=first, final=final,
-        fallback_ops=fallback_ops, host_reads=host_reads, notes=notes, rank_first_s=rank_first, compiled_s=compiled,
-        flops_per_token_at=flops_at, phases={"build_s": setup_s - apply_mode_s, "apply_mode_s": apply_mode_s},
+        losses=[float(x) for x in loss_t.cpu()],
+        step_s=[float(x) for x in step_t.cpu()],
+        setup_s=setup_s,
+        params=params,
+        flops_per_token=flops,
+        peak_mem_bytes=peak,
+        first=first,
+        final=final,
+        fallback_ops=fallback_ops,
+        host_reads=host_reads,
+        notes=notes,
+        rank_first_s=rank_first,
+        compiled_s=compiled,
+        flops_per_token_at=flops_at,
+        phases={"build_s": setup_s - apply_mode_s, "apply_mode_s": apply_mode_s},
         memory_gap=memory_gap,
-    )  # fmt: skip
+    )
 
 
-def _fallbacks(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor, device: Device,
-               step: Callable[[torch.nn.Module, torch.optim.Optimizer, torch.Tensor], torch.Tensor]
-               ) -> tuple[dict[str, int] | None, str, dict[str, int] | None]:  # fmt: skip
+def _fallbacks(
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    tokens: torch.Tensor,
+    device: Device,
+    step: Callable[[torch.nn.Module, torch.optim.Optimizer, torch.Tensor], torch.Tensor],
+) -> tuple[dict[str, int] | None, str, dict[str, int] | None]:
     """One extra (untimed) step under the CPU-fallback detector: ({op: calls} that ran via the fallback,
     a note, {op: calls} of the step's own host reads). The window holds the model's step and nothing of
     the harness: the loss is read (and the device drained) after it closes."""

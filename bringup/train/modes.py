@@ -21,8 +21,9 @@ def nested_regions(model: torch.nn.Module, backend: str, dynamic: bool | None = 
     for block in decoder_layers(model):
         cls = type(block)
         if cls not in made:
-            made[cls] = type(f"Nested{cls.__name__}", (cls,),
-                             {"forward": torch.compiler.nested_compile_region(cls.forward)})  # fmt: skip
+            made[cls] = type(
+                f"Nested{cls.__name__}", (cls,), {"forward": torch.compiler.nested_compile_region(cls.forward)}
+            )
         block.__class__ = made[cls]
     return torch.compile(model, backend=backend, dynamic=dynamic)  # type: ignore[return-value]
 
@@ -44,9 +45,14 @@ class AOTModel(torch.nn.Module):
     only the shapes its guards allow (dynamic=True: symbolic sizes), since nothing can recompile it: a call
     outside them is a gap of the remedy (NotImplementedError), not a crash."""
 
-    def __init__(self, inner: torch.nn.Module, backend: str, load: bytes | None = None,
-                 on_compiled: Callable[[bytes, dict[str, str]], None] | None = None, dynamic: bool | None = None
-                 ) -> None:  # fmt: skip
+    def __init__(
+        self,
+        inner: torch.nn.Module,
+        backend: str,
+        load: bytes | None = None,
+        on_compiled: Callable[[bytes, dict[str, str]], None] | None = None,
+        dynamic: bool | None = None,
+    ) -> None:
         super().__init__()
         self.inner = inner
         self.backend = backend
@@ -62,8 +68,13 @@ class AOTModel(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> _Loss:
         if self.fn is None:
             name_kernel_funcs()  # the graphs it saves name the model's classes (compat.py)
-            compiled = torch.compile(lm_loss, fullgraph=True, backend=self.backend, dynamic=self.dynamic,
-                                     options={"guard_filter_fn": portable_guards})  # fmt: skip
+            compiled = torch.compile(
+                lm_loss,
+                fullgraph=True,
+                backend=self.backend,
+                dynamic=self.dynamic,
+                options={"guard_filter_fn": portable_guards},
+            )
             try:
                 # Python floats specialized: aot_compile has no restart loop, and with dynamic shapes dynamo
                 # raised the restart it uses to specialize one (TensorifyScalarRestartAnalysis, torch 2.13)
@@ -71,8 +82,9 @@ class AOTModel(torch.nn.Module):
                     self.fn = compiled.aot_compile(((self.inner, input_ids, labels), {}))  # type: ignore[attr-defined]
             except Exception as e:
                 if type(e).__name__ == "PackageError":  # torch._dynamo.exc: a guard it cannot serialize
-                    raise NotImplementedError(f"torch {torch.__version__} cannot aot_compile this model: "
-                                              f"{type(e).__name__}: {e}") from e  # fmt: skip
+                    raise NotImplementedError(
+                        f"torch {torch.__version__} cannot aot_compile this model: {type(e).__name__}: {e}"
+                    ) from e
                 raise
             if self.on_compiled is not None:
                 self.on_compiled(aot_bytes(self.fn), traced_sources(self.fn))
@@ -82,10 +94,11 @@ class AOTModel(torch.nn.Module):
             if not str(e).startswith("GuardManager check failed"):
                 raise
             why = " ".join(str(e).split())[:300]
-            raise NotImplementedError(f"the AOT-compiled function does not serve input_ids of shape "
-                                      f"{tuple(input_ids.shape)} (compiled with dynamic={self.dynamic}) and nothing "
-                                      f"can recompile it: compile it with dynamic shapes (--dynamic on) ({why})"
-                                      ) from e  # fmt: skip
+            raise NotImplementedError(
+                f"the AOT-compiled function does not serve input_ids of shape "
+                f"{tuple(input_ids.shape)} (compiled with dynamic={self.dynamic}) and nothing "
+                f"can recompile it: compile it with dynamic shapes (--dynamic on) ({why})"
+            ) from e
 
 
 def portable_guards(entries: Sequence[Any]) -> list[bool]:
@@ -108,8 +121,10 @@ def traced_sources(fn: Any) -> dict[str, str]:
     import hashlib
 
     info = fn.source_info()
-    return {s.module: hashlib.sha256(s.content.encode()).hexdigest() for s in sorted(info.inlined_sources,
-            key=lambda s: s.module)}  # fmt: skip
+    return {
+        s.module: hashlib.sha256(s.content.encode()).hexdigest()
+        for s in sorted(info.inlined_sources, key=lambda s: s.module)
+    }
 
 
 def aot_bytes(fn: Any) -> bytes:

@@ -61,8 +61,10 @@ class BandReport:
     def summary(self, mode: str) -> str:
         if self.ok:
             return f"{mode} loss within {self.band:g} of eager (max {self.max_rel_dev:.2g})"
-        return (f"{mode} loss leaves the band at step {self.first_bad_step}: {self.max_rel_dev:.3g} relative "
-                f"to eager (band {self.band:g})")  # fmt: skip
+        return (
+            f"{mode} loss leaves the band at step {self.first_bad_step}: {self.max_rel_dev:.3g} relative "
+            f"to eager (band {self.band:g})"
+        )
 
 
 def rel_dev(got: float, ref: float) -> float:

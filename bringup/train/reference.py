@@ -54,8 +54,15 @@ REF_TOKENS = 1024  # batch x seq of the check at most (seq kept up to 256, then 
 REF_BYTES = 8 << 30  # a cpu reference run may use this much (or a quarter of the host's memory, if less)
 MODULE_BLOCKS = 1  # the module check judges the first block of the stack (every block runs the same code)
 # Qwen3 presets past REF_BYTES are checked at this size: same architecture and code path.
-SHRINK = ("num_hidden_layers=2", "hidden_size=256", "intermediate_size=768", "num_attention_heads=4",
-          "num_key_value_heads=2", "head_dim=64", "vocab_size=4096")  # fmt: skip
+SHRINK = (
+    "num_hidden_layers=2",
+    "hidden_size=256",
+    "intermediate_size=768",
+    "num_attention_heads=4",
+    "num_key_value_heads=2",
+    "head_dim=64",
+    "vocab_size=4096",
+)
 
 
 @dataclass
@@ -70,8 +77,15 @@ class RefCheck:
     modules: dict[str, Any] | None = None  # the module check's ModuleReport.fields() (None: not run)
 
     def fields(self) -> dict[str, Any]:
-        return {"reference": self.reference, "ok": self.ok, "summary": self.summary, "tensors": self.tensors,
-                "model": self.model, "max_rel_err": self.max_rel_err, "modules": self.modules}  # fmt: skip
+        return {
+            "reference": self.reference,
+            "ok": self.ok,
+            "summary": self.summary,
+            "tensors": self.tensors,
+            "model": self.model,
+            "max_rel_err": self.max_rel_err,
+            "modules": self.modules,
+        }
 
 
 def host_budget() -> int:
@@ -112,13 +126,25 @@ def plan(spec: TrainSpec) -> tuple[list[str], Precision | None, str]:
         if n64 <= budget:
             return overrides, PRECISIONS["fp64"], "cpu fp64" + note
         if n32 <= budget:
-            return overrides, PRECISIONS["fp32"], (f"cpu fp32: float64 needs ~{n64 / 2**30:.1f} GiB, over the "
-                                                   f"{budget / 2**30:.1f} GiB a reference may take{note}")  # fmt: skip
+            return (
+                overrides,
+                PRECISIONS["fp32"],
+                (
+                    f"cpu fp32: float64 needs ~{n64 / 2**30:.1f} GiB, over the "
+                    f"{budget / 2**30:.1f} GiB a reference may take{note}"
+                ),
+            )
         if attempt or spec.model not in lm.PRESETS:
             break
         overrides = [*overrides, *SHRINK]
-    return overrides, None, (f"none: a cpu reference of {spec.model} needs ~{n32 / 2**30:.1f} GiB even in fp32 "
-                             f"(over {budget / 2**30:.1f} GiB)")  # fmt: skip
+    return (
+        overrides,
+        None,
+        (
+            f"none: a cpu reference of {spec.model} needs ~{n32 / 2**30:.1f} GiB even in fp32 "
+            f"(over {budget / 2**30:.1f} GiB)"
+        ),
+    )
 
 
 def _no_dropout(model: torch.nn.Module) -> None:
@@ -131,9 +157,14 @@ def _no_dropout(model: torch.nn.Module) -> None:
             m.attention_dropout = 0.0
 
 
-def first_steps(spec: TrainSpec, overrides: list[str], device: torch.device, prec: Precision,
-                round_to: torch.dtype | None = None, module_check: Any = None,
-                ) -> tuple[dict[str, torch.Tensor], list[list[str]]]:  # fmt: skip
+def first_steps(
+    spec: TrainSpec,
+    overrides: list[str],
+    device: torch.device,
+    prec: Precision,
+    round_to: torch.dtype | None = None,
+    module_check: Any = None,
+) -> tuple[dict[str, torch.Tensor], list[list[str]]]:
     """REF_STEPS eager steps of the spec's model, built on cpu with its seed and moved to `device` in
     `prec` (weights first rounded through `round_to`: the reference starts from exactly the weights a
     bf16 run holds); {loss.step<i>, grad.<name> (first step)} on cpu, and the ties the move split.
@@ -214,16 +245,22 @@ def check_eager(spec: TrainSpec, device: Device) -> RefCheck:
         checks.append(ModuleCheck(model, prec, device.torch_device, blocks=MODULE_BLOCKS))
         return checks[-1]
 
-    got, broken = first_steps(spec, overrides, device.torch_device, prec,
-                              module_check=None if device.is_cpu else module_check)  # fmt: skip
+    got, broken = first_steps(
+        spec, overrides, device.torch_device, prec, module_check=None if device.is_cpu else module_check
+    )
     try:
         ref, _ = first_steps(spec, overrides, torch.device("cpu"), ref_prec, round_to=prec.param_dtype)
         base = None
         if not device.is_cpu and prec.low:  # a trusted run at the case's precision (module doc)
             base, _ = first_steps(spec, overrides, torch.device("cpu"), prec)
     except Exception as e:
-        return RefCheck(None, f"none: the cpu reference failed: {first_line(e)}", "the cpu reference failed",
-                        model=shrunk, broken_ties=broken)  # fmt: skip
+        return RefCheck(
+            None,
+            f"none: the cpu reference failed: {first_line(e)}",
+            "the cpu reference failed",
+            model=shrunk,
+            broken_ties=broken,
+        )
     # On cpu a low-precision run IS the trusted run at its precision: judged for gross errors only, as the
     # zoo judges cpu eager (parity's fixed bf16 bias bound flags correct cpu bf16 runs at 1024 tokens).
     trusted = device.is_cpu and prec.low

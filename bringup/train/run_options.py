@@ -22,10 +22,18 @@ class TrainRunOptions(CommandOptions):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--save-cache-artifact", metavar="PATH", default=None,
-                   help="train: the full compile cold case also writes a portable warm cache here")  # fmt: skip
-    p.add_argument("--load-cache-artifact", metavar="PATH", default=None,
-                   help="train: the artifact's mode starts from it in empty cache dirs (docs/train.md)")  # fmt: skip
+    p.add_argument(
+        "--save-cache-artifact",
+        metavar="PATH",
+        default=None,
+        help="train: the full compile cold case also writes a portable warm cache here",
+    )
+    p.add_argument(
+        "--load-cache-artifact",
+        metavar="PATH",
+        default=None,
+        help="train: the artifact's mode starts from it in empty cache dirs (docs/train.md)",
+    )
 
 
 def apply(options: Options, device: Any, cases: list[Case], picked: bool) -> RunPart | None:

@@ -25,13 +25,20 @@ from bringup.report.kit import (
     mfu_percent,
     num,
     seconds,
-)  # fmt: skip
+)
 
 # -- train
 _MODE_ORDER = {"eager": 0, "compile": 1, "regional": 2, "nested": 3, "aot": 4}
 _CACHE_ORDER = {"": 0, "cold": 1, "warm": 2, "artifact": 3}
-_PHASES = {"load_artifact_s": "load artifact", "build_s": "build", "apply_mode_s": "apply mode", "dynamo_s": "dynamo",
-           "aot_autograd_s": "AOT autograd", "backend_s": "backend", "run_s": "step 1 (rest)"}  # fmt: skip
+_PHASES = {
+    "load_artifact_s": "load artifact",
+    "build_s": "build",
+    "apply_mode_s": "apply mode",
+    "dynamo_s": "dynamo",
+    "aot_autograd_s": "AOT autograd",
+    "backend_s": "backend",
+    "run_s": "step 1 (rest)",
+}
 
 
 def job_bars(results: Sequence[CaseResult]) -> list[tuple[str, list[tuple[str, float]]]]:
@@ -84,9 +91,11 @@ REST = "first step run (rest)"
 # with the model already built), with what each counts.
 FIRST_IN_WORKER = "first step in the suite's worker"
 FIRST_AS_JOB = "first step as a new job"
-FIRST_STEP_NOTE = (f"{FIRST_IN_WORKER}: step 1 alone in the case's worker process, its compile included, the "
-                   f"model already built and the mode applied. {FIRST_AS_JOB}: what a fresh process waits "
-                   "for: artifact load + model build + applying the mode + step 1.")  # fmt: skip
+FIRST_STEP_NOTE = (
+    f"{FIRST_IN_WORKER}: step 1 alone in the case's worker process, its compile included, the "
+    f"model already built and the mode applied. {FIRST_AS_JOB}: what a fresh process waits "
+    "for: artifact load + model build + applying the mode + step 1."
+)
 
 
 def ttfs_bars(results: Sequence[CaseResult]) -> list[tuple[str, list[tuple[str, float]]]]:
@@ -115,8 +124,9 @@ def _train_setup(r: CaseResult) -> str:
     text = ", ".join(parts) + ("; " + ", ".join(shape) if shape else "")
     peak = metric(r, "peak_flops")
     if peak:
-        text += f"; MFU against {peak:.3g} FLOP/s" + (f" ({r.fields['peak_flops_source']})"
-                                                      if r.fields.get("peak_flops_source") else "")  # fmt: skip
+        text += f"; MFU against {peak:.3g} FLOP/s" + (
+            f" ({r.fields['peak_flops_source']})" if r.fields.get("peak_flops_source") else ""
+        )
     return text
 
 
@@ -148,7 +158,8 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         return v
 
     cols = [
-        col_text("mode", train_label), col_status(),
+        col_text("mode", train_label),
+        col_status(),
         col_num(FIRST_IN_WORKER + " s", lambda r: seconds(r, "ttfs_s")),
         col_num(FIRST_AS_JOB + " s", lambda r: seconds(r, "job_ttfs_s")),
         col_num("steady step s", lambda r: seconds(r, "step_s")),
@@ -161,7 +172,7 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         col_num("graph breaks", lambda r: metric(r, "graph_breaks"), lambda v: f"{v:.0f}"),
         col_num("recompiles", lambda r: metric(r, "recompiles"), lambda v: f"{v:.0f}"),
         col_reason(),
-    ]  # fmt: skip
+    ]
     first = next((r for r in rs if "params" in r.metrics), rs[0])
     body = [
         *head,
@@ -177,18 +188,21 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
     steps_advice = t_extra.get("advice_steps") if isinstance(t_extra, dict) else None
     if isinstance(steps_advice, str) and steps_advice:
         body.append(f'<p class="summary-line">{esc(steps_advice[0].upper() + steps_advice[1:])}</p>')
-    fast = [r for r in rs if r.status is Status.PASS and seconds(r, "ttfs_s") is not None
-            and str(get(r, "mode")) != "eager"]  # fmt: skip
+    fast = [
+        r for r in rs if r.status is Status.PASS and seconds(r, "ttfs_s") is not None and str(get(r, "mode")) != "eager"
+    ]
     if fast:
         best = min(fast, key=lambda r: seconds(r, "ttfs_s") or 0.0)
         sp = speedup(best)
         e_ttfs = seconds(eager, "ttfs_s") if eager else None
         body.append(
             f'<p class="summary-line">Fastest compiled start: {esc(train_label(best))}, {esc(FIRST_IN_WORKER)} '
-            f"{esc(fmt(seconds(best, 'ttfs_s')))} s" + (f" (eager {esc(fmt(e_ttfs))} s)" if e_ttfs else "")
+            f"{esc(fmt(seconds(best, 'ttfs_s')))} s"
+            + (f" (eager {esc(fmt(e_ttfs))} s)" if e_ttfs else "")
             + f"; steady {esc(fmt(seconds(best, 'step_s')))} s/step"
-            + (f", {esc(f'{sp:.2f}')}x eager throughput" if sp else "") + "</p>"
-        )  # fmt: skip
+            + (f", {esc(f'{sp:.2f}')}x eager throughput" if sp else "")
+            + "</p>"
+        )
     losses = {train_label(r): r.series["loss"] for r in rs if r.series.get("loss")}
     plots_html = [plots.line_chart(losses, "Loss per step (same seed, same data)", "step", "loss")]
     ref = dict(eager.series.get("loss", [])) if eager else {}
@@ -201,8 +215,10 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         plots_html.append(plots.line_chart(dev, "Loss minus eager loss, per step", "step", "difference"))
     nested = [train_label(r) for r in rs if (seconds(r, "ttfs_s") or 0) * 1.02 < sum(v for _, v in compile_phases(r))]
     if nested:
-        body.append(f'<p class="muted">compile phases add up to more than the first step for {esc(", ".join(nested))}'
-                    ": the recorded phases overlap (nested timers); their bars show the phases' sum.</p>")  # fmt: skip
+        body.append(
+            f'<p class="muted">compile phases add up to more than the first step for {esc(", ".join(nested))}'
+            ": the recorded phases overlap (nested timers); their bars show the phases' sum.</p>"
+        )
     in_worker = f"{FIRST_IN_WORKER[0].upper()}{FIRST_IN_WORKER[1:]}: compile phases + the rest of step 1"
     plots_html.append(plots.stacked_bars(ttfs_bars(rs), in_worker, "s", last=[REST], colours={REST: "#7f8c8d"}))
     if len(jb := job_bars(rs)) > 1:

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bringup.api import Suite, register_suite, specs
+from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.device import Device
@@ -27,89 +27,31 @@ from bringup.train import args as face  # the torch-free face (cli)
 from bringup.train import section
 from bringup.train.args import D, TrainOptions
 from bringup.train.arms import EXTRA_MODES
+from bringup.train.planning import check_model, first_seen_last, parse_dynamic, parse_modes, parse_seqs
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
 ENTRY, FLOPS_ENTRY = "bringup.train.suite:run_mode", "bringup.train.suite:run_flops"
 
 
-# ---- planning (pure; raises BadInput before any work) --------------------------------------------
-def parse_modes(text: str) -> tuple[str, ...]:
-    from bringup.models.lm import MODES as LM_MODES
-    from bringup.train.arms import EXTRA_MODES
-
-    MODES = LM_MODES + EXTRA_MODES
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise BadInput(f"bad --modes {text!r}: use a comma list of {', '.join(MODES)}")
-    return tuple(m for m in MODES if m in modes)  # canonical order: eager first (the reference)
-
-
-def parse_seqs(text: str | None, seq: int | None) -> tuple[int, ...]:
-    """--seqs L1,L2,... -> the schedule (() without it); BadInput for a bad list or a --seq that is not its max."""
-    if text is None:
-        return ()
-    try:
-        seqs = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        seqs = ()
-    if not seqs or min(seqs) < 1:
-        raise BadInput(f"bad --seqs {text!r}: use a comma list of positive sequence lengths, e.g. 256,192,128")
-    if seq is not None and seq != max(seqs):
-        raise BadInput(f"--seq {seq} with --seqs {text}: --seq is the schedule's longest length ({max(seqs)}); "
-                       "drop --seq")  # fmt: skip
-    return seqs
-
-
-def parse_dynamic(text: str | None) -> tuple[str, ...]:
-    from bringup.train.spec import DYNAMIC
-
-    got = [d.strip() for d in (text or "auto").split(",") if d.strip()]
-    bad = [d for d in got if d not in DYNAMIC]
-    if bad or not got:
-        raise BadInput(f"bad --dynamic {text!r}: use a comma list of {', '.join(DYNAMIC)}")
-    return tuple(d for d in DYNAMIC if d in got)
-
-
-def first_seen_last(seqs: tuple[int, ...]) -> int:
-    """The step (1-based) at which the schedule's last new length first appears: every shape has been
-    met once by then (a graph per shape compiled, with dynamic shapes off)."""
-    return max(seqs.index(s) + 1 for s in set(seqs)) if seqs else 1
-
-
-def check_model(model: str, overrides: list[str], seq: int) -> dict[str, Any]:
-    """Presets and config JSONs are built on the meta device (no memory, catches bad configs) and give
-    params and FLOPs/token; module:function is only checked for an importable callable."""
-    import importlib
-
-    import bringup.models  # noqa: F401  (torchvision shim before transformers)
-    from bringup.models import lm
-
-    if lm.is_user_fn(model):
-        if overrides:
-            raise BadInput("--override applies to presets and config JSONs, not to module:function models")
-        mod_name, _, fn_name = model.partition(":")
-        try:
-            fn = getattr(importlib.import_module(mod_name), fn_name)
-        except (ImportError, AttributeError, ValueError) as e:
-            raise BadInput(f"model {model}: {type(e).__name__}: {e}".splitlines()[0]) from None
-        if not callable(fn):
-            raise BadInput(f"model {model}: {fn_name} is not callable")
-        return {}
-    lm.load_config(model, overrides)
-    try:
-        meta = lm.build_model(model, overrides, device="meta")
-    except BadInput:
-        raise
-    except Exception as e:
-        raise BadInput(f"model {model}: cannot build it: {type(e).__name__}: {e}".splitlines()[0]) from None
-    params, emb = lm.param_counts(meta)
-    return {"params": params, "embedding_params": emb, "flops_per_token": lm.flops_per_token(meta, seq)}
-
-
+# ---- planning (pure; raises BadInput before any work; the parsers: bringup/train/planning.py) ---------
 def _flops_conflicts(opts: TrainOptions) -> list[str]:
-    names = ("modes", "steps", "warmup", "batch", "dtype", "compile_backend", "cache", "nproc", "compile_budget",
-             "lr", "loss_rtol", "save_cache_artifact", "load_cache_artifact", "seqs", "dynamic")  # fmt: skip
+    names = (
+        "modes",
+        "steps",
+        "warmup",
+        "batch",
+        "dtype",
+        "compile_backend",
+        "cache",
+        "nproc",
+        "compile_budget",
+        "lr",
+        "loss_rtol",
+        "save_cache_artifact",
+        "load_cache_artifact",
+        "seqs",
+        "dynamic",
+    )
     return ["--" + o.replace("_", "-") for o in names if getattr(opts, o) is not None]
 
 
@@ -128,8 +70,10 @@ def build_cases(options: Options, device: Device) -> list[Case]:
     # with a schedule the warm-up covers the first meeting of every length (its compiles), when steps allow
     warmup = opts.warmup if opts.warmup is not None else min(max(D.warmup, first_seen_last(seqs)), steps - 1)
     if steps < 2 or warmup >= steps:
-        raise BadInput(f"--steps ({steps}) must be more than --warmup ({warmup}): step 1 is the compile, and "
-                       "the steady step needs at least one step after the warm-up")  # fmt: skip
+        raise BadInput(
+            f"--steps ({steps}) must be more than --warmup ({warmup}): step 1 is the compile, and "
+            "the steady step needs at least one step after the warm-up"
+        )
     load = opts.load_cache_artifact
     default_modes = ("eager", "compile", "regional")
     if opts.cache == "all":
@@ -147,19 +91,34 @@ def build_cases(options: Options, device: Device) -> list[Case]:
         raise BadInput(f"--nproc {nproc}: only {device.count()} {device.type} device(s) here")
     check_model(model, list(opts.override), seq)
     base = TrainSpec(
-        model=model, overrides=tuple(opts.override), steps=steps, warmup=warmup, batch=opts.batch or D.batch,
-        seq=seq, dtype=parse_precision(opts.dtype or D.dtype).name, backend=backend, nproc=nproc,
-        lr=opts.lr or D.lr, compile_budget_s=opts.compile_budget, loss_rtol=opts.loss_rtol, seqs=seqs,
-    )  # fmt: skip
+        model=model,
+        overrides=tuple(opts.override),
+        steps=steps,
+        warmup=warmup,
+        batch=opts.batch or D.batch,
+        seq=seq,
+        dtype=parse_precision(opts.dtype or D.dtype).name,
+        backend=backend,
+        nproc=nproc,
+        lr=opts.lr or D.lr,
+        compile_budget_s=opts.compile_budget,
+        loss_rtol=opts.loss_rtol,
+        seqs=seqs,
+    )
     save = opts.save_cache_artifact
-    return plan_arms(base, arms_for(opts, modes, base, device, dynamics), opts.case_budget,
-                     artifact=str(Path(load).expanduser().resolve()) if load else "",
-                     save_artifact=str(Path(save).expanduser().resolve()) if save else "",
-                     dynamics=dynamics)  # fmt: skip
+    return plan_arms(
+        base,
+        arms_for(opts, modes, base, device, dynamics),
+        opts.case_budget,
+        artifact=str(Path(load).expanduser().resolve()) if load else "",
+        save_artifact=str(Path(save).expanduser().resolve()) if save else "",
+        dynamics=dynamics,
+    )
 
 
-def arms_for(opts: TrainOptions, modes: tuple[str, ...], base: TrainSpec, device: Device,
-             dynamics: tuple[str, ...] = ("auto",)) -> list[tuple[str, str]]:  # fmt: skip
+def arms_for(
+    opts: TrainOptions, modes: tuple[str, ...], base: TrainSpec, device: Device, dynamics: tuple[str, ...] = ("auto",)
+) -> list[tuple[str, str]]:
     """The (mode, cache) arms to run, in an order the local executor can run; BadInput for combinations
     that cannot work (checked before any work)."""
     from bringup.train import arms, artifact
@@ -174,8 +133,11 @@ def arms_for(opts: TrainOptions, modes: tuple[str, ...], base: TrainSpec, device
                 artifact.check(load, base.with_(mode=m, dynamic=d), device.type)
         caches: tuple[str, ...] = (CACHE_ARTIFACT,)
     else:
-        caches = {CACHE_WARM: (CACHE_WARM,), "both": (CACHE_COLD, CACHE_WARM),
-                  CACHE_ARTIFACT: (CACHE_COLD, CACHE_ARTIFACT)}.get(opts.cache, (CACHE_COLD,))  # fmt: skip
+        caches = {
+            CACHE_WARM: (CACHE_WARM,),
+            "both": (CACHE_COLD, CACHE_WARM),
+            CACHE_ARTIFACT: (CACHE_COLD, CACHE_ARTIFACT),
+        }.get(opts.cache, (CACHE_COLD,))
     if opts.cache == "all":
         chosen = [a for a in arms.ALL_ARMS if a[0] in modes]
     else:
@@ -188,17 +150,24 @@ def arms_for(opts: TrainOptions, modes: tuple[str, ...], base: TrainSpec, device
     if save:
         colds = sum(c == CACHE_COLD for _, c in chosen) * len(dynamics)  # cold cases: one per dynamic setting
         if colds != 1:
-            raise BadInput(f"--save-cache-artifact needs exactly one compiled mode compiled cold (this run has "
-                           f"{colds}): e.g. --modes eager,compile")  # fmt: skip
+            raise BadInput(
+                f"--save-cache-artifact needs exactly one compiled mode compiled cold (this run has "
+                f"{colds}): e.g. --modes eager,compile"
+            )
         parent = Path(save).expanduser().resolve().parent
         if not parent.is_dir():
             raise BadInput(f"--save-cache-artifact {save}: no directory {parent}")
     return chosen
 
 
-def plan_arms(base: TrainSpec, chosen: list[tuple[str, str]], case_budget: float = 3600.0,
-              artifact: str = "", save_artifact: str = "", dynamics: tuple[str, ...] = ("auto",)
-              ) -> list[Case]:  # fmt: skip
+def plan_arms(
+    base: TrainSpec,
+    chosen: list[tuple[str, str]],
+    case_budget: float = 3600.0,
+    artifact: str = "",
+    save_artifact: str = "",
+    dynamics: tuple[str, ...] = ("auto",),
+) -> list[Case]:
     """One case per arm, and per dynamic-shape setting for a compiled arm (eager has none)."""
     specs = []
     for mode, cache in chosen:
@@ -243,8 +212,10 @@ def apply_artifact_flags(cases: list[Case], save: str | None, load: str | None, 
         mode = artifact.read(load).header.get("mode")
         match = [(c, s) for c, s in cold if s.mode == mode]
         if not match:
-            raise BadInput(f"--load-cache-artifact {load}: made for mode {mode!r}, which this run's train cases "
-                           "do not compile cold")  # fmt: skip
+            raise BadInput(
+                f"--load-cache-artifact {load}: made for mode {mode!r}, which this run's train cases "
+                "do not compile cold"
+            )
         c, s = match[0]
         artifact.check(load, s, device.type)
         base = changed.get(c.case_id, s)
@@ -269,8 +240,16 @@ def run_cases(device: Device, quick: bool) -> list[Case]:
         return cases
     from bringup.train.summary import preset_that_fits
 
-    base = TrainSpec(model=preset_that_fits(device, batch=2, seq=2048), steps=20, warmup=5, batch=2, seq=2048,
-                     dtype=low_precision(device), compile_budget_s=1800.0, backend=backend)  # fmt: skip
+    base = TrainSpec(
+        model=preset_that_fits(device, batch=2, seq=2048),
+        steps=20,
+        warmup=5,
+        batch=2,
+        seq=2048,
+        dtype=low_precision(device),
+        compile_budget_s=1800.0,
+        backend=backend,
+    )
     return plan(base, modes, (CACHE_COLD, CACHE_WARM), case_budget=7200.0)
 
 
@@ -429,14 +408,18 @@ def _record_check(r: CaseResult, chk: Any, device: Device) -> list[tuple[Status,
     return []
 
 
-def _failed(case: Case, exc: BaseException, stage: str, compiling: bool, device: Device | None = None
-            ) -> CaseResult:  # fmt: skip
+def _failed(case: Case, exc: BaseException, stage: str, compiling: bool, device: Device | None = None) -> CaseResult:
     status = getattr(exc, "status", None) or classify(exc, compiling=compiling)
     why = str(exc) if hasattr(exc, "status") else first_line(exc)  # a RankError: already "rank R: Type: msg"
     target = next((ln.strip() for ln in str(exc).splitlines() if ln.strip().startswith("target:")), "")
     why += f" ({target})" if target else ""  # inductor lowering errors name the op on a later line
-    if (compiling and device is not None and status is Status.FAIL_COMPILE
-            and case.params.get("backend") == "inductor" and not device.has_inductor_codegen):  # fmt: skip
+    if (
+        compiling
+        and device is not None
+        and status is Status.FAIL_COMPILE
+        and case.params.get("backend") == "inductor"
+        and not device.has_inductor_codegen
+    ):
         status, why = Status.UNSUPPORTED, f"inductor has no code generator registered for {device.type!r}: {why}"
     r = CaseResult.for_case(case, status, f"{stage}: {why}")
     r.error = "".join(traceback.format_exception(exc))
@@ -499,9 +482,19 @@ def run_flops(case: Case, ctx: Any) -> CaseResult:
     r.metric("params", params)
     r.metric("embedding_params", emb)
     r.metric("flops_per_token", lm.flops_per_token(meta, int(p["seq"])), "FLOP")
-    r.fields["config"] = {k: getattr(cfg, k, None) for k in (
-        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-        "head_dim", "vocab_size", "tie_word_embeddings")}  # fmt: skip
+    r.fields["config"] = {
+        k: getattr(cfg, k, None)
+        for k in (
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "vocab_size",
+            "tie_word_embeddings",
+        )
+    }
     return r
 
 
@@ -517,26 +510,24 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     return _summarize(results, console)
 
 
-register_suite(
-    Suite.from_face(
-        face,
-        build_cases=build_cases,
-        run_cases=run_cases,
-        summarize=summarize,
-        title="Training: eager vs compiled",
-        section=section.render,
-        scorecard=lambda rs: _scorecard(list(rs)),
-        metrics=specs(
-            "ttfs_s",
-            "step_s",
-            "tokens_per_s",
-            "tokens_per_s_per_device",
-            "mfu",
-            "peak_mem_bytes",
-            "graph_breaks",
-            "recompiles",
-            "compile_s",
-            "loss_divergence",
-        ),
-    )
+register_capability(
+    face,
+    build_cases,
+    run_cases,
+    summarize,
+    title="Training: eager vs compiled",
+    section=section.render,
+    scorecard=lambda rs: _scorecard(list(rs)),
+    metrics=specs(
+        "ttfs_s",
+        "step_s",
+        "tokens_per_s",
+        "tokens_per_s_per_device",
+        "mfu",
+        "peak_mem_bytes",
+        "graph_breaks",
+        "recompiles",
+        "compile_s",
+        "loss_divergence",
+    ),
 )

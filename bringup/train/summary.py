@@ -31,10 +31,20 @@ from bringup.train import arms, compile_metrics
 from bringup.train.loop import TrainOutcome
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
-MODE_ORDER = {("eager", CACHE_NONE): 0, ("compile", CACHE_COLD): 1, ("compile", CACHE_WARM): 2,
-              ("compile", CACHE_ARTIFACT): 3, ("regional", CACHE_COLD): 4, ("regional", CACHE_WARM): 5,
-              ("regional", CACHE_ARTIFACT): 6, ("nested", CACHE_COLD): 7, ("nested", CACHE_WARM): 8,
-              ("nested", CACHE_ARTIFACT): 9, ("aot", CACHE_COLD): 10, ("aot", CACHE_ARTIFACT): 11}  # fmt: skip
+MODE_ORDER = {
+    ("eager", CACHE_NONE): 0,
+    ("compile", CACHE_COLD): 1,
+    ("compile", CACHE_WARM): 2,
+    ("compile", CACHE_ARTIFACT): 3,
+    ("regional", CACHE_COLD): 4,
+    ("regional", CACHE_WARM): 5,
+    ("regional", CACHE_ARTIFACT): 6,
+    ("nested", CACHE_COLD): 7,
+    ("nested", CACHE_WARM): 8,
+    ("nested", CACHE_ARTIFACT): 9,
+    ("aot", CACHE_COLD): 10,
+    ("aot", CACHE_ARTIFACT): 11,
+}
 USABLE = (Status.PASS, Status.FALLBACK)  # ran and measured: may give advice
 
 
@@ -45,13 +55,16 @@ def mfu_impossible(r: CaseResult) -> str:
     if mfu is None or mfu <= 1.0:
         return ""
     peak, got = r.value("peak_flops"), r.fields.get("achieved_flops")
-    return (f"MFU {mfu:.1%} is above 100%: {got or 0:.4g} FLOP/s achieved per device vs a peak of {peak or 0:.4g} "
-            f"FLOP/s ({r.fields.get('peak_flops_source', '?')}): the peak or the step timing is wrong")  # fmt: skip
+    return (
+        f"MFU {mfu:.1%} is above 100%: {got or 0:.4g} FLOP/s achieved per device vs a peak of {peak or 0:.4g} "
+        f"FLOP/s ({r.fields.get('peak_flops_source', '?')}): the peak or the step timing is wrong"
+    )
 
 
 # ---- recording (in the worker) -------------------------------------------------------------------
-def record_outcome(r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: Device, load_s: float = 0.0,
-                   run_dir: Path | None = None) -> None:  # fmt: skip
+def record_outcome(
+    r: CaseResult, spec: TrainSpec, out: TrainOutcome, device: Device, load_s: float = 0.0, run_dir: Path | None = None
+) -> None:
     """The case's metrics and fields. MFU is against the run's one peak for (device, dtype) (`run_peak`:
     computed by the first case that asks, shared through the run dir)."""
     steady, tok_s, flop_s = out.window(spec)
@@ -118,8 +131,10 @@ def record_ranks(r: CaseResult, firsts: list[float]) -> None:
     r.fields["rank_compile_s"] = [round(x, 4) for x in firsts]
     r.metric("rank_compile_skew_s", max(firsts) - min(firsts), "s")
     if med > 0 and firsts[slow] > SKEW_FACTOR * med:
-        r.fields["slow_rank"] = (f"rank {slow} compiled for {firsts[slow]:.3g} s, {firsts[slow] / med:.1f}x the ranks' "
-                                 f"median ({med:.3g} s): it compiled alone while the others waited")  # fmt: skip
+        r.fields["slow_rank"] = (
+            f"rank {slow} compiled for {firsts[slow]:.3g} s, {firsts[slow] / med:.1f}x the ranks' "
+            f"median ({med:.3g} s): it compiled alone while the others waited"
+        )
 
 
 # ---- choosing a model for `bringup run --full` ---------------------------------------------------
@@ -138,8 +153,10 @@ def total_memory(device: Device) -> int | None:
 def training_bytes(cfg: dict[str, Any], batch: int, seq: int) -> float:
     """Rough bf16 AdamW footprint: 8 B/param (weights, grads, two moments) + activations without
     checkpointing (~34 B per layer x token x hidden, Korthikanti et al.) + logits (bf16, fp32 loss, grad)."""
-    h, i, L, q, kv = (cfg[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
-                                       "num_attention_heads", "num_key_value_heads"))  # fmt: skip
+    h, i, L, q, kv = (
+        cfg[k]
+        for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads")
+    )
     hd, V = cfg.get("head_dim", 128), cfg.get("vocab_size", 151936)
     layer = h * (q + 2 * kv) * hd + q * hd * h + 3 * h * i
     params = L * layer + V * h * (1 if cfg.get("tie_word_embeddings") else 2)
@@ -166,16 +183,36 @@ def _m(r: CaseResult, k: str) -> float | None:
 def entry(r: CaseResult) -> dict[str, Any]:
     spec = TrainSpec.from_params(r.params)
     e: dict[str, Any] = {"status": r.status.value, "reason": r.reason, "cache": spec.cache}
-    for k in ("ttfs_s", "step_s", "first_over_steady", "tokens_per_s", "tokens_per_s_per_device", "mfu",
-              "peak_mem_bytes", "graph_breaks", "recompiles", "compile_s", "loss_divergence"):  # fmt: skip
+    for k in (
+        "ttfs_s",
+        "step_s",
+        "first_over_steady",
+        "tokens_per_s",
+        "tokens_per_s_per_device",
+        "mfu",
+        "peak_mem_bytes",
+        "graph_breaks",
+        "recompiles",
+        "compile_s",
+        "loss_divergence",
+    ):
         e[k] = _m(r, k)
     for k in ("peak_mem_bytes", "graph_breaks", "recompiles"):
         e[k] = int(e[k]) if e[k] is not None else None
     e["compile_breakdown"] = r.fields.get("compile_breakdown")
     e["arm"] = spec.name
     e["job_ttfs_s"] = _m(r, "job_ttfs_s")
-    for k in ("ttfs_phases", "cache_layers", "cache_warnings", "artifact", "artifact_from", "rank_compile_s",
-              "slow_rank", "recompiled_at", "recompile_reasons"):  # fmt: skip
+    for k in (
+        "ttfs_phases",
+        "cache_layers",
+        "cache_warnings",
+        "artifact",
+        "artifact_from",
+        "rank_compile_s",
+        "slow_rank",
+        "recompiled_at",
+        "recompile_reasons",
+    ):
         if k in r.fields:
             e[k] = r.fields[k]
     e["phases"] = r.fields.get("ttfs_phases")
@@ -203,8 +240,14 @@ def fast_start(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
     fn, fe = min(ok, key=lambda x: x[1]["ttfs_s"])
     sn, se = min(ok, key=lambda x: x[1]["step_s"])
     ln, le = max(ok, key=lambda x: x[1]["ttfs_s"])
-    out: dict[str, Any] = {"entry": fn, "ttfs_s": fe["ttfs_s"], "step_s": fe["step_s"], "fastest_steady": sn,
-                           "steady_cost_vs_fastest": fe["step_s"] / se["step_s"], "break_even_steps": None}  # fmt: skip
+    out: dict[str, Any] = {
+        "entry": fn,
+        "ttfs_s": fe["ttfs_s"],
+        "step_s": fe["step_s"],
+        "fastest_steady": sn,
+        "steady_cost_vs_fastest": fe["step_s"] / se["step_s"],
+        "break_even_steps": None,
+    }
     text = f"fast start: {fn} reaches step 1 first, in {fe['ttfs_s']:.3g} s"
     if ln != fn:
         text += f" ({le['ttfs_s'] / fe['ttfs_s']:.1f}x sooner than {ln}, {le['ttfs_s']:.3g} s)"
@@ -229,25 +272,42 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
 
     extras: dict[str, Any] = {}
     flops = [r for r in results if r.params.get("flops_only")]
-    runs = sorted((r for r in results if not r.params.get("flops_only")),
-                  key=lambda r: MODE_ORDER.get((r.params.get("mode"), r.params.get("cache")), 9))  # fmt: skip
+    runs = sorted(
+        (r for r in results if not r.params.get("flops_only")),
+        key=lambda r: MODE_ORDER.get((r.params.get("mode"), r.params.get("cache")), 9),
+    )
     for r in flops:
         cfg = r.fields.get("config", {})
-        extras.update(model=r.params["model"], params=_int(_m(r, "params")), seq=r.params["seq"],
-                      embedding_params=_int(_m(r, "embedding_params")),
-                      flops_per_token=_int(_m(r, "flops_per_token")), config=cfg)  # fmt: skip
-        console.print(f"[bold]train --flops-only[/]: {r.params['model']}: {_int(_m(r, 'params')) or 0:,} params "
-                      f"({_int(_m(r, 'embedding_params')) or 0:,} embedding); FLOPs/token at seq {r.params['seq']}: "
-                      f"{fmt(_m(r, 'flops_per_token'))} (TorchTitan's formula)" + (f" [{r.status}: {r.reason}]"
-                      if r.status is not Status.PASS else ""), highlight=False)  # fmt: skip
+        extras.update(
+            model=r.params["model"],
+            params=_int(_m(r, "params")),
+            seq=r.params["seq"],
+            embedding_params=_int(_m(r, "embedding_params")),
+            flops_per_token=_int(_m(r, "flops_per_token")),
+            config=cfg,
+        )
+        console.print(
+            f"[bold]train --flops-only[/]: {r.params['model']}: {_int(_m(r, 'params')) or 0:,} params "
+            f"({_int(_m(r, 'embedding_params')) or 0:,} embedding); FLOPs/token at seq {r.params['seq']}: "
+            f"{fmt(_m(r, 'flops_per_token'))} (TorchTitan's formula)"
+            + (f" [{r.status}: {r.reason}]" if r.status is not Status.PASS else ""),
+            highlight=False,
+        )
     if not runs:
         return extras
     spec = TrainSpec.from_params(runs[0].params)
     first = next((r for r in runs if "params" in r.metrics), runs[0])
-    extras.update(model=spec.model, params=_int(_m(first, "params")),
-                  flops_per_token=_int(_m(first, "flops_per_token")), seq=spec.seq, batch=spec.batch,
-                  nproc=spec.nproc, dtype=spec.dtype, peak_flops=_m(first, "peak_flops"),
-                  peak_flops_source=first.fields.get("peak_flops_source"))  # fmt: skip
+    extras.update(
+        model=spec.model,
+        params=_int(_m(first, "params")),
+        flops_per_token=_int(_m(first, "flops_per_token")),
+        seq=spec.seq,
+        batch=spec.batch,
+        nproc=spec.nproc,
+        dtype=spec.dtype,
+        peak_flops=_m(first, "peak_flops"),
+        peak_flops_source=first.fields.get("peak_flops_source"),
+    )
     specs = {r.case_id: TrainSpec.from_params(r.params) for r in runs}
     rows = [(label(specs[r.case_id]), entry(r), r) for r in runs]
     eager = next((e for n, e, _ in rows if n == "eager"), None)
@@ -271,24 +331,52 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     extras["fastest_by_steps"] = {str(n): a for n, a in arms.fastest(usable).items()}
     extras["advice_steps"] = arms.advice(usable) or None
 
-    t = Table(title=f"train: {spec.model}, {spec.batch} x {spec.seq} tokens x {spec.nproc} rank(s), {spec.dtype}",
-              title_justify="left")  # fmt: skip
-    for c in ("mode", "status", "first step s", "steady step s", "ratio", "tok/s", "tok/s/dev", "MFU %",
-              "speed-up", "compile s", "breaks", "peak mem GB"):  # fmt: skip
+    t = Table(
+        title=f"train: {spec.model}, {spec.batch} x {spec.seq} tokens x {spec.nproc} rank(s), {spec.dtype}",
+        title_justify="left",
+    )
+    for c in (
+        "mode",
+        "status",
+        "first step s",
+        "steady step s",
+        "ratio",
+        "tok/s",
+        "tok/s/dev",
+        "MFU %",
+        "speed-up",
+        "compile s",
+        "breaks",
+        "peak mem GB",
+    ):
         t.add_column(c, justify="left" if c in ("mode", "status") else "right", no_wrap=c in ("mode", "status"))
     for _, e, r in rows:
         mfu = e["mfu"] * 100 if e["mfu"] is not None else None
         mem = e["peak_mem_bytes"] / 1e9 if e["peak_mem_bytes"] else None
         name = specs[r.case_id].name.replace("-", " ")  # "compile cold", "compile cold dynamic on"
-        t.add_row(name, styled(r.status), fmt(e["ttfs_s"]), fmt(e["step_s"]), fmt(e["first_over_steady"]),
-                  fmt(e["tokens_per_s"]), fmt(e["tokens_per_s_per_device"]), fmt(mfu), _x(e["speedup_vs_eager"]),
-                  fmt(e["compile_s"]), fmt(e["graph_breaks"]), fmt(mem))  # fmt: skip
+        t.add_row(
+            name,
+            styled(r.status),
+            fmt(e["ttfs_s"]),
+            fmt(e["step_s"]),
+            fmt(e["first_over_steady"]),
+            fmt(e["tokens_per_s"]),
+            fmt(e["tokens_per_s_per_device"]),
+            fmt(mfu),
+            _x(e["speedup_vs_eager"]),
+            fmt(e["compile_s"]),
+            fmt(e["graph_breaks"]),
+            fmt(mem),
+        )
     print_wide(console, t, 150)  # a log or CI: wider, unfolded
     params, fpt = extras["params"], extras["flops_per_token"]
     if params:
         peak = f"{fmt(extras['peak_flops'])} FLOP/s per device ({extras['peak_flops_source'] or 'no peak'})"
-        console.print(f"{spec.model}: {params:,} params, {fmt(fpt)} FLOPs/token at seq {spec.seq}; MFU against {peak}",
-                      highlight=False, markup=False)  # fmt: skip
+        console.print(
+            f"{spec.model}: {params:,} params, {fmt(fpt)} FLOPs/token at seq {spec.seq}; MFU against {peak}",
+            highlight=False,
+            markup=False,
+        )
     for n, _, r in rows:
         if r.reason:
             console.print(f"  {n}: {r.status.value}: {r.reason}", highlight=False, markup=False)
@@ -313,18 +401,50 @@ def _print_fastest(console: Any, rows: list[dict[str, Any]]) -> None:
 
     from bringup.console import fmt, print_wide
 
-    t = Table(title="fastest start (each arm a fresh process; job first step = load + build + mode + step 1)",
-              title_justify="left")  # fmt: skip
-    for c in ("arm", "job first step s", "waterfall .bmdakr", "load", "build", "mode", "dynamo", "aot", "backend",
-              "rest", "steady s", "vs compile", "step 100 s", "step 10k s"):  # fmt: skip
+    t = Table(
+        title="fastest start (each arm a fresh process; job first step = load + build + mode + step 1)",
+        title_justify="left",
+    )
+    for c in (
+        "arm",
+        "job first step s",
+        "waterfall .bmdakr",
+        "load",
+        "build",
+        "mode",
+        "dynamo",
+        "aot",
+        "backend",
+        "rest",
+        "steady s",
+        "vs compile",
+        "step 100 s",
+        "step 10k s",
+    ):
         t.add_column(c, justify="left" if c in ("arm", "waterfall .bmdakr") else "right", no_wrap=True)
     for row in rows:
         ph = row.get("phases") or {}
-        t.add_row(row["arm"], fmt(row["job_ttfs_s"]), arms.waterfall(ph, 24),
-                  *[fmt(ph.get(k)) for k in ("load_artifact_s", "build_s", "apply_mode_s", "dynamo_s", "aot_autograd_s",
-                                             "backend_s", "run_s")],
-                  fmt(row["step_s"]), _x(row["steady_vs_full_compile"]), fmt(row["reach_s"]["100"]),
-                  fmt(row["reach_s"]["10000"]))  # fmt: skip
+        t.add_row(
+            row["arm"],
+            fmt(row["job_ttfs_s"]),
+            arms.waterfall(ph, 24),
+            *[
+                fmt(ph.get(k))
+                for k in (
+                    "load_artifact_s",
+                    "build_s",
+                    "apply_mode_s",
+                    "dynamo_s",
+                    "aot_autograd_s",
+                    "backend_s",
+                    "run_s",
+                )
+            ],
+            fmt(row["step_s"]),
+            _x(row["steady_vs_full_compile"]),
+            fmt(row["reach_s"]["100"]),
+            fmt(row["reach_s"]["10000"]),
+        )
     print_wide(console, t, 170)  # a log or CI: wider, unfolded
 
 
@@ -339,8 +459,10 @@ def _x(v: float | None) -> str:
 # ---- the backend scorecard (`bringup compare`) -----------------------------------------------------
 def scorecard(results: list[CaseResult]) -> list[tuple[str, str]]:
     """Per arm: time to first step, steady tokens/s, MFU; the fallbacks and host reads of a step."""
-    runs = sorted((r for r in results if not r.params.get("flops_only")),
-                  key=lambda r: MODE_ORDER.get((r.params.get("mode"), r.params.get("cache")), 99))  # fmt: skip
+    runs = sorted(
+        (r for r in results if not r.params.get("flops_only")),
+        key=lambda r: MODE_ORDER.get((r.params.get("mode"), r.params.get("cache")), 99),
+    )
     if not runs:
         return []
 
@@ -352,10 +474,12 @@ def scorecard(results: list[CaseResult]) -> list[tuple[str, str]]:
             parts.append(f"{arm} {fmt(v) if v is not None else r.status.value}")
         return "; ".join(parts)
 
-    rows = [("train status", "; ".join(f"{label(TrainSpec.from_params(r.params))} {r.status.value}" for r in runs)),
-            ("first step s", per_arm("ttfs_s", lambda v: f"{v:.3g}")),
-            ("tokens/s", per_arm("tokens_per_s", lambda v: f"{v:,.0f}")),
-            ("MFU", per_arm("mfu", lambda v: f"{v:.2%}"))]  # fmt: skip
+    rows = [
+        ("train status", "; ".join(f"{label(TrainSpec.from_params(r.params))} {r.status.value}" for r in runs)),
+        ("first step s", per_arm("ttfs_s", lambda v: f"{v:.3g}")),
+        ("tokens/s", per_arm("tokens_per_s", lambda v: f"{v:,.0f}")),
+        ("MFU", per_arm("mfu", lambda v: f"{v:.2%}")),
+    ]
     peak = next((r for r in runs if r.value("peak_flops")), None)
     if peak is not None:
         rows.append(("peak FLOP/s", f"{peak.value('peak_flops'):.3g} ({peak.fields.get('peak_flops_source', '?')})"))

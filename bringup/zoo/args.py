@@ -27,8 +27,14 @@ NAME = "zoo"
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
 ORDER = 50
 # `bringup hub`: Hub sweeps without a device (hub/cmd.py), a tool beside the zoo's sub-command
-TOOLS = (Tool("hub", "bringup.hub.cmd", "Hub sweeps without a device: fetch configs, plan signatures, export/import",
-              device=False),)  # fmt: skip
+TOOLS = (
+    Tool(
+        "hub",
+        "bringup.hub.cmd",
+        "Hub sweeps without a device: fetch configs, plan signatures, export/import",
+        device=False,
+    ),
+)
 
 SIZES = ("tiny", "full")
 REFERENCES = ("cpu", "baseline", "none")
@@ -79,24 +85,32 @@ class ZooOptions(CommandOptions):
 
     def hub_fetch(self, db: str | None) -> hub_flags.HubFetch:
         """What a Hub sweep's fetch reads (bringup/hub/plan.py); the index beside `db` (the global --db)."""
-        return hub_flags.HubFetch(self.source, self.limit, self.filter, self.hub_index, self.hub_workers,
-                                  self.hub_rate, self.hub_refresh, db)  # fmt: skip
+        return hub_flags.HubFetch(
+            self.source, self.limit, self.filter, self.hub_index, self.hub_workers, self.hub_rate, self.hub_refresh, db
+        )
 
 
 OPTIONS = ZooOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--source", default="hf-causal",
-                   help="hf-causal (default: the 196 causal-LM types) | hf-all (every task mapping) | timm | "
-                   "hub-top (the shipped catalogue of widely used Hub models) | hub:ORG/NAME[@REV][,...] (Hub ids, "
-                   "through the Hugging Face cache; HF_HUB_OFFLINE respected) | hub-search:[TEXT][,library=L]"
-                   "[,task=T][,author=A][,sort=downloads|likes] / hub-list:FILE (a Hub sweep: one case per distinct "
-                   "signature, the verdict for every id; docs/hub.md) | FILE (one module:function, HF config JSON "
-                   "path or Hub id per line)")  # fmt: skip
-    p.add_argument("--size", default="tiny", choices=SIZES,
-                   help="hub sources: tiny (default: the config shrunk, judged against float64) | full (the real "
-                   "config, meta-device init, memory preflight, judged against --reference)")  # fmt: skip
+    p.add_argument(
+        "--source",
+        default="hf-causal",
+        help="hf-causal (default: the 196 causal-LM types) | hf-all (every task mapping) | timm | "
+        "hub-top (the shipped catalogue of widely used Hub models) | hub:ORG/NAME[@REV][,...] (Hub ids, "
+        "through the Hugging Face cache; HF_HUB_OFFLINE respected) | hub-search:[TEXT][,library=L]"
+        "[,task=T][,author=A][,sort=downloads|likes] / hub-list:FILE (a Hub sweep: one case per distinct "
+        "signature, the verdict for every id; docs/hub.md) | FILE (one module:function, HF config JSON "
+        "path or Hub id per line)",
+    )
+    p.add_argument(
+        "--size",
+        default="tiny",
+        choices=SIZES,
+        help="hub sources: tiny (default: the config shrunk, judged against float64) | full (the real "
+        "config, meta-device init, memory preflight, judged against --reference)",
+    )
     p.add_argument(
         "--reference",
         default=None,
@@ -127,20 +141,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_filter(p, "models")
     add_limit(p, "models")
-    p.add_argument("--steps", type=positive_int, default=None, metavar="K",
-                   help=f"optimizer steps per run (default {DEFAULT_STEPS}; {FULL_STEPS} at --size full)")  # fmt: skip
+    p.add_argument(
+        "--steps",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help=f"optimizer steps per run (default {DEFAULT_STEPS}; {FULL_STEPS} at --size full)",
+    )
     add_compile_backend(p, default=None, extra_help="; 'none' skips the compiled run")
     add_dtype(p, "fp32")
-    p.add_argument("--noise-seeds", type=nonneg_int, default=NOISE_SEEDS, metavar="N",
-                   help=f"trusted runs under N more seeds measure the precision's noise per tensor "
-                   f"(default {NOISE_SEEDS}; 0: the trusted run of the case's seed only)")  # fmt: skip
-    p.add_argument("--module-check", default="auto", choices=["auto", "on", "off"],
-                   help="judge every module on its own too, forward and backward, on the inputs the device gave it "
-                   "(eager replay and each module compiled alone; default auto: on, off on lazy devices such as "
-                   "PyTorch/XLA, where each module's replay is its own graph compile)")  # fmt: skip
-    add_case_budget(p, None, old=["--timeout"],
-                    default_note=f"{DEFAULT_TIMEOUT:g}; --size full: {FULL_TIMEOUT:g}")  # fmt: skip
-    p.add_argument("--baseline", default=None, metavar="BUNDLE",
-                   help="compare curves and outputs with this exported run (bringup export)")  # fmt: skip
+    p.add_argument(
+        "--noise-seeds",
+        type=nonneg_int,
+        default=NOISE_SEEDS,
+        metavar="N",
+        help=f"trusted runs under N more seeds measure the precision's noise per tensor "
+        f"(default {NOISE_SEEDS}; 0: the trusted run of the case's seed only)",
+    )
+    p.add_argument(
+        "--module-check",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="judge every module on its own too, forward and backward, on the inputs the device gave it "
+        "(eager replay and each module compiled alone; default auto: on, off on lazy devices such as "
+        "PyTorch/XLA, where each module's replay is its own graph compile)",
+    )
+    add_case_budget(p, None, old=["--timeout"], default_note=f"{DEFAULT_TIMEOUT:g}; --size full: {FULL_TIMEOUT:g}")
+    p.add_argument(
+        "--baseline",
+        default=None,
+        metavar="BUNDLE",
+        help="compare curves and outputs with this exported run (bringup export)",
+    )
     add_seed(p, 0)
     hub_flags.add_arguments(p)

@@ -24,17 +24,26 @@ class BaselineIndex:
         (exit 2, one line): a model the bundle lacks, or one it ran in another dtype or step count.
         Otherwise such a case said "missing" / "incomparable" and the run exited 0 having compared nothing."""
         missing = [n for n in names if n not in self.by_name]
-        other = sorted({f"{r.params.get('dtype')} x {r.params.get('steps')} steps" for n in names
-                        if (r := self.by_name.get(n)) is not None
-                        and (r.params.get("dtype") != dtype or r.params.get("steps") != steps)})  # fmt: skip
+        other = sorted(
+            {
+                f"{r.params.get('dtype')} x {r.params.get('steps')} steps"
+                for n in names
+                if (r := self.by_name.get(n)) is not None
+                and (r.params.get("dtype") != dtype or r.params.get("steps") != steps)
+            }
+        )
         if missing:
             held = ", ".join(sorted(self.by_name)[:8]) + (" ..." if len(self.by_name) > 8 else "")
-            raise BadInput(f"--baseline {given}: the bundle has no result for {', '.join(missing[:8])}"
-                           f"{' ...' if len(missing) > 8 else ''}, so nothing would be compared for it; narrow "
-                           f"--filter to the bundle's models ({held})")  # fmt: skip
+            raise BadInput(
+                f"--baseline {given}: the bundle has no result for {', '.join(missing[:8])}"
+                f"{' ...' if len(missing) > 8 else ''}, so nothing would be compared for it; narrow "
+                f"--filter to the bundle's models ({held})"
+            )
         if other:
-            raise BadInput(f"--baseline {given}: the bundle ran {', '.join(other)}, this run {dtype} x {steps} steps: "
-                           "nothing would be comparable; use the bundle's --dtype and --steps")  # fmt: skip
+            raise BadInput(
+                f"--baseline {given}: the bundle ran {', '.join(other)}, this run {dtype} x {steps} steps: "
+                "nothing would be comparable; use the bundle's --dtype and --steps"
+            )
 
     def full_entry_for(self, name: str, params: dict[str, Any], given: str) -> dict[str, Any]:
         """A full-size case's view of the bundle: its per-step series. The bundle must hold the same id at
@@ -43,16 +52,27 @@ class BaselineIndex:
         r = self.by_name.get(name)
         if r is None:
             held = ", ".join(sorted(self.by_name)[:8]) + (" ..." if len(self.by_name) > 8 else "")
-            raise BadInput(f"--baseline {given}: the bundle has no result for {name}, so nothing would be compared "
-                           f"for it; narrow --filter to the bundle's models ({held})")  # fmt: skip
+            raise BadInput(
+                f"--baseline {given}: the bundle has no result for {name}, so nothing would be compared "
+                f"for it; narrow --filter to the bundle's models ({held})"
+            )
         bp = r.params
         for key in ("size", "seed", "batch", "seq", "weights"):
             if bp.get(key) != params.get(key):
-                raise BadInput(f"--baseline {given}: {name} ran {key}={bp.get(key)!r} in the bundle, "
-                               f"{params.get(key)!r} here: nothing would be comparable")  # fmt: skip
-        return {"path": self.path, "device": self.device, "found": True, "status": r.status.value,
-                "dtype": bp.get("dtype"), "steps": bp.get("steps"), "grad_norms0": r.fields.get("grad_norms0"),
-                "series": {k: [v for _, v in s] for k, s in r.series.items()}}  # fmt: skip
+                raise BadInput(
+                    f"--baseline {given}: {name} ran {key}={bp.get(key)!r} in the bundle, "
+                    f"{params.get(key)!r} here: nothing would be comparable"
+                )
+        return {
+            "path": self.path,
+            "device": self.device,
+            "found": True,
+            "status": r.status.value,
+            "dtype": bp.get("dtype"),
+            "steps": bp.get("steps"),
+            "grad_norms0": r.fields.get("grad_norms0"),
+            "series": {k: [v for _, v in s] for k, s in r.series.items()},
+        }
 
     def entry_for(self, name: str, dtype: str, steps: int) -> dict[str, Any]:
         """What the worker needs to compare a model with the bundle (small: curves and statistics)."""
@@ -62,11 +82,14 @@ class BaselineIndex:
             return {**head, "found": False}
         f = r.fields
         return {
-            **head, "found": True, "status": r.status.value, "dtype": r.params.get("dtype"),
+            **head,
+            "found": True,
+            "status": r.status.value,
+            "dtype": r.params.get("dtype"),
             "steps": r.params.get("steps"),
             "curves": {k: [v for _, v in s] for k, s in r.series.items() if k.startswith("loss.")},
             "logits": f.get("logits"),
-        }  # fmt: skip
+        }
 
 
 def load_baseline(path: str) -> BaselineIndex:

@@ -29,13 +29,32 @@ class Entry:
         return self.label or self.model
 
 
-def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, seed: int = 0,
-              baseline: Any = None, noise_seeds: int = NOISE_SEEDS, module_check: bool | None = None,
-              inputs: str = "text", batch: int = 0, seq: int = 0) -> Case:  # fmt: skip
+def make_case(
+    e: Entry,
+    dtype: str,
+    steps: int,
+    backend: str,
+    timeout: float,
+    seed: int = 0,
+    baseline: Any = None,
+    noise_seeds: int = NOISE_SEEDS,
+    module_check: bool | None = None,
+    inputs: str = "text",
+    batch: int = 0,
+    seq: int = 0,
+) -> Case:
     """One tiny case: `baseline` is a BaselineIndex (zoo/baseline.py) or None; `module_check` None is auto;
     `inputs` how a text model is fed (bringup/models/batches.py); `batch` / `seq` 0: the tiny defaults."""
-    params: dict[str, Any] = {"source": e.source, "model": e.model, "task": e.task, "dtype": dtype,
-                              "steps": steps, "backend": backend, "seed": seed, "inputs": inputs}  # fmt: skip
+    params: dict[str, Any] = {
+        "source": e.source,
+        "model": e.model,
+        "task": e.task,
+        "dtype": dtype,
+        "steps": steps,
+        "backend": backend,
+        "seed": seed,
+        "inputs": inputs,
+    }
     if batch:
         params["batch"] = batch
     if seq:
@@ -53,14 +72,36 @@ def make_case(e: Entry, dtype: str, steps: int, backend: str, timeout: float, se
     return Case("zoo", e.name, params, ENTRY, budget_s=timeout, isolated=False)
 
 
-def full_params(source: str, model: str, task: str, dtype: str, steps: int, backend: str, weights: str,
-                reference: str, opts: ZooOptions, **extra: Any) -> dict[str, Any]:  # fmt: skip
+def full_params(
+    source: str,
+    model: str,
+    task: str,
+    dtype: str,
+    steps: int,
+    backend: str,
+    weights: str,
+    reference: str,
+    opts: ZooOptions,
+    **extra: Any,
+) -> dict[str, Any]:
     """A --size full / --full-top case's params (zoo/full.py), written as stored runs have them: the run-wide
     ones from the command line (seed, batch, seq, --nproc and --device-memory when given), then `extra`."""
     batch, seq = opts.batch or FULL_BATCH, opts.seq or FULL_SEQ
-    params: dict[str, Any] = {"source": source, "model": model, "task": task, "dtype": dtype, "steps": steps,
-                              "backend": backend, "seed": opts.seed, "size": "full", "batch": batch,
-                              "seq": seq, "weights": weights, "reference": reference, **extra}  # fmt: skip
+    params: dict[str, Any] = {
+        "source": source,
+        "model": model,
+        "task": task,
+        "dtype": dtype,
+        "steps": steps,
+        "backend": backend,
+        "seed": opts.seed,
+        "size": "full",
+        "batch": batch,
+        "seq": seq,
+        "weights": weights,
+        "reference": reference,
+        **extra,
+    }
     if opts.nproc > 1:  # FSDP2 over N ranks when one device is too small (zoo/fsdp.py)
         params["nproc"] = int(opts.nproc)
     if opts.device_memory:

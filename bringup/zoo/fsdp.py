@@ -45,8 +45,16 @@ def wants_shards(est: Any, nproc: int) -> bool:
     return est.fits() is False and nproc > 1 and n is not None and n <= nproc
 
 
-def run_sharded(p: dict[str, Any], dev: Device, prec: Precision, steps: int, backend: str, nproc: int,
-                imports: tuple[str, ...], workdir: Path) -> dict[str, Any]:  # fmt: skip
+def run_sharded(
+    p: dict[str, Any],
+    dev: Device,
+    prec: Precision,
+    steps: int,
+    backend: str,
+    nproc: int,
+    imports: tuple[str, ...],
+    workdir: Path,
+) -> dict[str, Any]:
     """Launch the ranks; rank 0's outcome: {"eager": series, "compiled": series | None, "compiled_error",
     "ranks": [{"rank", "local_params", "peak_rss_bytes"}], "params"}. A rank's failure raises RankFailed."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
@@ -59,9 +67,18 @@ def run_sharded(p: dict[str, Any], dev: Device, prec: Precision, steps: int, bac
     workdir.mkdir(parents=True, exist_ok=True)
     for old in workdir.glob("rank*-error.json"):
         old.unlink()
-    cfg = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"bringup-zoo-{uuid.uuid4().hex[:12]}",
-                       rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-                       start_method="spawn", logs_specs=DefaultLogsSpecs(log_dir=str(workdir / "logs")))  # fmt: skip
+    cfg = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=nproc,
+        run_id=f"bringup-zoo-{uuid.uuid4().hex[:12]}",
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        max_restarts=0,
+        monitor_interval=0.1,
+        start_method="spawn",
+        logs_specs=DefaultLogsSpecs(log_dir=str(workdir / "logs")),
+    )
     try:
         out = elastic_launch(cfg, rank_main)(p, dev.type, list(imports), str(workdir), steps, backend)
     except Exception as e:
@@ -69,8 +86,9 @@ def run_sharded(p: dict[str, Any], dev: Device, prec: Precision, steps: int, bac
         if not errs:
             raise
         err = json.loads(errs[0].read_text())
-        raise RankFailed(f"rank {errs[0].name.split('-')[0].removeprefix('rank')}: {err['message']}",
-                         err.get("traceback", "")) from e  # fmt: skip
+        raise RankFailed(
+            f"rank {errs[0].name.split('-')[0].removeprefix('rank')}: {err['message']}", err.get("traceback", "")
+        ) from e
     got = out.get(0)
     if not isinstance(got, dict):
         raise RuntimeError("rank 0 returned no result")
@@ -83,8 +101,9 @@ class RankFailed(RuntimeError):
         self.tb = tb
 
 
-def rank_main(p: dict[str, Any], device_type: str, imports: list[str], workdir: str, steps: int,
-              backend: str) -> dict[str, Any] | None:  # fmt: skip
+def rank_main(
+    p: dict[str, Any], device_type: str, imports: list[str], workdir: str, steps: int, backend: str
+) -> dict[str, Any] | None:
     """One rank (a process spawned by the elastic agent)."""
     import importlib
 
@@ -107,13 +126,16 @@ def rank_main(p: dict[str, Any], device_type: str, imports: list[str], workdir: 
             try:
                 out["compiled"], _ = train(p, device, prec, steps, rank, world, backend)
             except Exception as e:  # a compile failure is the case's finding, not a dead launch
-                out["compiled_error"] = {"message": f"{type(e).__name__}: {e}".splitlines()[0][:300],
-                                         "traceback": traceback.format_exc()}  # fmt: skip
+                out["compiled_error"] = {
+                    "message": f"{type(e).__name__}: {e}".splitlines()[0][:300],
+                    "traceback": traceback.format_exc(),
+                }
         stats = torch.tensor([float(local_n), float(_peak_rss())], dtype=torch.float64)
         gathered = [torch.zeros_like(stats) for _ in range(world)]
         dist.all_gather(gathered, stats)
-        out["ranks"] = [{"rank": i, "local_params": int(g[0]), "peak_rss_bytes": int(g[1])}
-                        for i, g in enumerate(gathered)]  # fmt: skip
+        out["ranks"] = [
+            {"rank": i, "local_params": int(g[0]), "peak_rss_bytes": int(g[1])} for i, g in enumerate(gathered)
+        ]
     except BaseException as e:
         err = {"message": f"{type(e).__name__}: {e}".splitlines()[0][:300], "traceback": traceback.format_exc()}
         (Path(workdir) / ERROR_FILE.format(rank=rank)).write_text(json.dumps(err))
@@ -140,8 +162,9 @@ def _peak_rss() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def build_sharded(data: dict[str, Any], name: str, device: Device, dtype: torch.dtype, seed: int,
-                  world: int) -> tuple[torch.nn.Module, str, int]:  # fmt: skip
+def build_sharded(
+    data: dict[str, Any], name: str, device: Device, dtype: torch.dtype, seed: int, world: int
+) -> tuple[torch.nn.Module, str, int]:
     """(FSDP2-sharded model on `device`, task, parameters held by this rank), with the single-device values."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -180,15 +203,19 @@ def build_sharded(data: dict[str, Any], name: str, device: Device, dtype: torch.
     return model, task, local
 
 
-def _materialise(model: torch.nn.Module, unit: torch.nn.Module, prefix: str, index: dict[str, int], std: float,
-                 seed: int) -> None:  # fmt: skip
+def _materialise(
+    model: torch.nn.Module, unit: torch.nn.Module, prefix: str, index: dict[str, int], std: float, seed: int
+) -> None:
     """The still-meta parameters and buffers under `unit`, on the host, initialised as build_full does."""
     from bringup.hub import build
     from bringup.models import zoo as mz
 
     owner = _owner(model, unit)
-    todo = [(n, m) for n, m in unit.named_modules(prefix=prefix)
-            if any(t.is_meta for t in [*m.parameters(recurse=False), *m.buffers(recurse=False)])]  # fmt: skip
+    todo = [
+        (n, m)
+        for n, m in unit.named_modules(prefix=prefix)
+        if any(t.is_meta for t in [*m.parameters(recurse=False), *m.buffers(recurse=False)])
+    ]
     for _, m in todo:
         m.to_empty(device="cpu", recurse=False)
     with torch.no_grad():
@@ -227,8 +254,9 @@ def _owner(model: torch.nn.Module, unit: torch.nn.Module) -> dict[int, Any]:
     return out
 
 
-def train(p: dict[str, Any], device: Device, prec: Precision, steps: int, rank: int, world: int,
-          backend: str | None) -> tuple[dict[str, Any], int]:  # fmt: skip
+def train(
+    p: dict[str, Any], device: Device, prec: Precision, steps: int, rank: int, world: int, backend: str | None
+) -> tuple[dict[str, Any], int]:
     """K AdamW steps of the sharded model on this rank's slice of each global batch (zoo/steps.py's loop);
     the pooled series."""
     import torch.distributed as dist
@@ -257,8 +285,10 @@ def train(p: dict[str, Any], device: Device, prec: Precision, steps: int, rank: 
 
     def batch_at(i: int) -> dict[str, Any]:
         full = make(i)
-        part = {k: (v[rank * per : (rank + 1) * per] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == gb
-                    else v) for k, v in full.items()}  # fmt: skip
+        part = {
+            k: (v[rank * per : (rank + 1) * per] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == gb else v)
+            for k, v in full.items()
+        }
         return {**part, **global_items(full, world)} if takes_items else part
 
     def at_step0(loss: torch.Tensor, logits: torch.Tensor | None) -> None:
@@ -274,8 +304,18 @@ def train(p: dict[str, Any], device: Device, prec: Precision, steps: int, rank: 
         series["grad_norm"].append(float(gn.detach().to("cpu", torch.float64)))
 
     # no GradScaler here (as before the loop was shared): the sharded run trains in the param dtype
-    series["seconds"], _ = train_steps(model, fn, opt, batch_at, steps, dev, prec.param_dtype, at_step0=at_step0,
-                                       after_clip=after_clip, max_grad_norm=MAX_GRAD_NORM)  # fmt: skip
+    series["seconds"], _ = train_steps(
+        model,
+        fn,
+        opt,
+        batch_at,
+        steps,
+        dev,
+        prec.param_dtype,
+        at_step0=at_step0,
+        after_clip=after_clip,
+        max_grad_norm=MAX_GRAD_NORM,
+    )
     return series, local
 
 

@@ -61,8 +61,15 @@ def tolerance(a: Precision, b: Precision) -> float:
     return float(tolerance_for(a.compute_dtype).loss_rel + tolerance_for(b.compute_dtype).loss_rel)
 
 
-def run_steps(params: ZooSpec | dict[str, Any], data: dict[str, Any], device: torch.device, prec: Precision, steps: int,
-              backend: str | None = None, on_first_step: Any = None) -> FullOut:  # fmt: skip
+def run_steps(
+    params: ZooSpec | dict[str, Any],
+    data: dict[str, Any],
+    device: torch.device,
+    prec: Precision,
+    steps: int,
+    backend: str | None = None,
+    on_first_step: Any = None,
+) -> FullOut:
     """Build the full-size model on `device` and train `steps` AdamW steps (zoo/steps.py's loop); per-step series."""
     from bringup.hub import build
     from bringup.models import zoo as mz
@@ -77,8 +84,11 @@ def run_steps(params: ZooSpec | dict[str, Any], data: dict[str, Any], device: to
     out = FullOut(weights=how)
 
     def at_step0(loss: torch.Tensor, logits: torch.Tensor | None) -> None:
-        out.grad_norms0 = {n: float(q.grad.detach().to("cpu", torch.float64).norm())
-                           for n, q in model.named_parameters() if q.grad is not None}  # fmt: skip
+        out.grad_norms0 = {
+            n: float(q.grad.detach().to("cpu", torch.float64).norm())
+            for n, q in model.named_parameters()
+            if q.grad is not None
+        }
 
     def after_clip(loss: torch.Tensor, logits: torch.Tensor | None, gn: torch.Tensor) -> None:
         out.loss.append(float(loss.detach().to("cpu", torch.float64)))
@@ -86,9 +96,19 @@ def run_steps(params: ZooSpec | dict[str, Any], data: dict[str, Any], device: to
         out.logits_std.append(logits_std(logits))
 
     out.seconds, out.first_step_s = train_steps(
-        model, fn, opt, make, steps, device, prec.param_dtype, scaler=prec.grad_scaler(device.type),
-        first_step=on_first_step, at_step0=at_step0, after_clip=after_clip, max_grad_norm=MAX_GRAD_NORM,
-    )  # fmt: skip
+        model,
+        fn,
+        opt,
+        make,
+        steps,
+        device,
+        prec.param_dtype,
+        scaler=prec.grad_scaler(device.type),
+        first_step=on_first_step,
+        at_step0=at_step0,
+        after_clip=after_clip,
+        max_grad_norm=MAX_GRAD_NORM,
+    )
     return out
 
 
@@ -142,8 +162,7 @@ def compare(ours: dict[str, Any], theirs: dict[str, Any], tol: float) -> tuple[f
 
 
 def _series_of(out: FullOut) -> dict[str, Any]:
-    return {"loss": out.loss, "grad_norm": out.grad_norm, "logits_std": out.logits_std,
-            "grad_norms0": out.grad_norms0}  # fmt: skip
+    return {"loss": out.loss, "grad_norm": out.grad_norm, "logits_std": out.logits_std, "grad_norms0": out.grad_norms0}
 
 
 def run_full(case: Case, ctx: Any) -> CaseResult:
@@ -162,10 +181,22 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
     dev: Device = ctx.device
     t_case = time.monotonic()
     r = CaseResult.for_case(case, Status.PASS)
-    r.fields.update({"source": spec.source, "task": spec.task, "backend": backend, "size": "full",
-                     "reference": reference, "params": None, "graph_breaks": None, "fallback_ops": None,
-                     "max_rel_err": None, "loss_divergence": None, "compile_s": None,
-                     "peak_mem_bytes": None})  # fmt: skip
+    r.fields.update(
+        {
+            "source": spec.source,
+            "task": spec.task,
+            "backend": backend,
+            "size": "full",
+            "reference": reference,
+            "params": None,
+            "graph_breaks": None,
+            "fallback_ops": None,
+            "max_rel_err": None,
+            "loss_divergence": None,
+            "compile_s": None,
+            "peak_mem_bytes": None,
+        }
+    )
     torch._dynamo.reset()
     # -- 1. preflight --
     try:
@@ -176,8 +207,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
     except Exception as e:
         return _fail(r, Status.REF_FAIL, f"config: {first_line(e)}")
     batch, seq = spec.batch, spec.seq
-    free = (int(spec.device_memory_gib * memory.GIB) if spec.device_memory_gib
-            else memory.free_memory(dev.torch_device))  # fmt: skip
+    free = int(spec.device_memory_gib * memory.GIB) if spec.device_memory_gib else memory.free_memory(dev.torch_device)
     est = memory.estimate(meta, prec.param_dtype, prec.compute_dtype, batch, seq, free)
     del meta
     r.fields["params"] = est.params
@@ -185,9 +215,12 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
     nproc = spec.nproc
     if est.fits() is False and not zoo_fsdp.wants_shards(est, nproc):
         n = est.suggested_nproc()
-        hint = (f"it needs {n} such devices with FSDP2 sharding of params, grads and AdamW state (run it with "
-                f"--nproc {n}{'' if nproc == 1 else f'; --nproc {nproc} is too few'})" if n else
-                "activations alone exceed the device: lower --batch / --seq")  # fmt: skip
+        hint = (
+            f"it needs {n} such devices with FSDP2 sharding of params, grads and AdamW state (run it with "
+            f"--nproc {n}{'' if nproc == 1 else f'; --nproc {nproc} is too few'})"
+            if n
+            else "activations alone exceed the device: lower --batch / --seq"
+        )
         return _fail(r, Status.UNSUPPORTED, f"memory preflight: {est.summary()}; {hint}")
     if est.fits() is False:  # -- 2+3. FSDP2 over --nproc ranks (zoo/fsdp.py) --
         eager_s, comp_s = _sharded(r, p, dev, prec, steps, backend, nproc, ctx, est)
@@ -210,10 +243,12 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
         if peak is not None:
             measured = peak - (mem0 or 0)
             r.fields["peak_mem_bytes"] = peak
-            r.fields["memory"] = {"predicted_bytes": est.total, "measured_bytes": measured,
-                                  "measured_over_predicted": round(measured / max(1, est.total), 3),
-                                  "measured_as": "peak RSS minus RSS before building" if dev.is_cpu
-                                  else "max_memory_allocated"}  # fmt: skip
+            r.fields["memory"] = {
+                "predicted_bytes": est.total,
+                "measured_bytes": measured,
+                "measured_over_predicted": round(measured / max(1, est.total), 3),
+                "measured_as": "peak RSS minus RSS before building" if dev.is_cpu else "max_memory_allocated",
+            }
         r.fields["weights_from"] = eager.weights
         r.fields["note"] = f"{spec.model} at full size, {task}, {eager.weights}"
     for k in SERIES:
@@ -228,13 +263,19 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
         left = max(1.0, case.budget_s - (time.monotonic() - t_case))
         try:
             with watch() as graphs:
-                comp = run_steps(spec, data, dev.torch_device, prec, steps, backend=backend,
-                                 on_first_step=lambda: ctx.phase("compile", budget_s=left))  # fmt: skip
+                comp = run_steps(
+                    spec,
+                    data,
+                    dev.torch_device,
+                    prec,
+                    steps,
+                    backend=backend,
+                    on_first_step=lambda: ctx.phase("compile", budget_s=left),
+                )
         except Exception as e:
             r.error = r.error or traceback.format_exc()
             _fail(r, classify(e, compiling=True), f"compiled: {first_line(e)}")
-        r.fields.update({"graph_count": graphs.graph_count, "graph_breaks": graphs.graph_breaks,
-                         "break_reasons": graphs.break_reasons, "recompiles": graphs.recompiles})  # fmt: skip
+        r.fields.update(graphs.fields())
         if comp is not None:
             r.fields["compile_s"] = round(graphs.compile_s or comp.first_step_s, 3)
             if graphs.graph_count == 0:
@@ -257,8 +298,14 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
             r.fields["cpu_reference"] = {"status": "the device is cpu in fp32: the eager run is the reference"}
         else:
             cpu = torch.device("cpu")
-            ref_est = memory.estimate(build.meta_model(data, spec.model)[0], fp32.param_dtype, fp32.compute_dtype,
-                                      batch, seq, memory.free_memory(cpu))  # fmt: skip
+            ref_est = memory.estimate(
+                build.meta_model(data, spec.model)[0],
+                fp32.param_dtype,
+                fp32.compute_dtype,
+                batch,
+                seq,
+                memory.free_memory(cpu),
+            )
             if ref_est.fits() is False:
                 r.fields["cpu_reference"] = {"status": f"skipped: {ref_est.summary()}"}
             else:
@@ -266,8 +313,12 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
                     ref = run_steps(spec, data, cpu, fp32, min(steps, REF_STEPS))
                     tol = tolerance(prec, fp32)
                     d, problems = compare(_series_of(eager), _series_of(ref), tol)
-                    r.fields["cpu_reference"] = {"status": "ok" if not problems else "differs", "max_rel_dev": d,
-                                                 "tolerance": tol, "steps": len(ref.loss)}  # fmt: skip
+                    r.fields["cpu_reference"] = {
+                        "status": "ok" if not problems else "differs",
+                        "max_rel_dev": d,
+                        "tolerance": tol,
+                        "steps": len(ref.loss),
+                    }
                     r.series["loss.cpu_fp32"] = list(enumerate(ref.loss))
                     divergence = max(divergence, d)
                     compared.append("eager vs cpu fp32")
@@ -288,8 +339,11 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
     r.fields["compared"] = compared
     r.fields["loss_divergence"] = divergence
     if not compared and r.status is Status.PASS:
-        _fail(r, Status.REF_FAIL, "reference: nothing judged this run (cpu reference skipped or failed, no compiled "
-              "run, no baseline)")  # fmt: skip
+        _fail(
+            r,
+            Status.REF_FAIL,
+            "reference: nothing judged this run (cpu reference skipped or failed, no compiled run, no baseline)",
+        )
     for k in ("loss_divergence", "compile_s", "params", "graph_breaks", "peak_mem_bytes"):
         v = r.fields.get(k)
         r.metric(k, v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
@@ -297,28 +351,47 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
 
 
 def _full_out(s: dict[str, Any]) -> FullOut:
-    return FullOut(loss=list(s["loss"]), grad_norm=list(s["grad_norm"]), logits_std=list(s["logits_std"]),
-                   grad_norms0=dict(s["grad_norms0"]), weights="seeded init on cpu, FSDP2-sharded",
-                   seconds=float(s.get("seconds", 0.0)))  # fmt: skip
+    return FullOut(
+        loss=list(s["loss"]),
+        grad_norm=list(s["grad_norm"]),
+        logits_std=list(s["logits_std"]),
+        grad_norms0=dict(s["grad_norms0"]),
+        weights="seeded init on cpu, FSDP2-sharded",
+        seconds=float(s.get("seconds", 0.0)),
+    )
 
 
-def _sharded(r: CaseResult, p: dict[str, Any], dev: Device, prec: Precision, steps: int, backend: str, nproc: int,
-             ctx: Any, est: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:  # fmt: skip
+def _sharded(
+    r: CaseResult,
+    p: dict[str, Any],
+    dev: Device,
+    prec: Precision,
+    steps: int,
+    backend: str,
+    nproc: int,
+    ctx: Any,
+    est: Any,
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The device runs on --nproc ranks (zoo/fsdp.py); (eager series, compiled series) or (None, None)
     with the case failed. A compile failure fails the case and leaves the eager series to be judged."""
     from bringup.checks.errors import classify, first_line
     from bringup.zoo import fsdp as zoo_fsdp
 
     try:
-        out = zoo_fsdp.run_sharded(p, dev, prec, steps, backend, nproc, tuple(getattr(ctx, "imports", ())),
-                                   Path(ctx.artifact_dir) / "ranks")  # fmt: skip
+        out = zoo_fsdp.run_sharded(
+            p, dev, prec, steps, backend, nproc, tuple(getattr(ctx, "imports", ())), Path(ctx.artifact_dir) / "ranks"
+        )
     except Exception as e:
         r.error = getattr(e, "tb", "") or traceback.format_exc()
         _fail(r, classify(e), f"eager: FSDP2 over {nproc} ranks: {first_line(e)}")
         return None, None
     ranks = out.get("ranks") or []
-    r.fields["sharded"] = {"nproc": nproc, "ranks": ranks, "params": est.params,
-                           "per_rank_predicted_bytes": est.sharded // nproc + est.activation_bytes}  # fmt: skip
+    r.fields["sharded"] = {
+        "nproc": nproc,
+        "ranks": ranks,
+        "params": est.params,
+        "per_rank_predicted_bytes": est.sharded // nproc + est.activation_bytes,
+    }
     r.fields["weights_from"] = "seeded init on cpu, materialised one FSDP2 unit at a time, then sharded"
     if out.get("compiled_error"):
         r.error = out["compiled_error"].get("traceback", "")
@@ -326,8 +399,7 @@ def _sharded(r: CaseResult, p: dict[str, Any], dev: Device, prec: Precision, ste
     return out["eager"], out.get("compiled")
 
 
-def _eager_run(p: ZooSpec, data: dict[str, Any], dev: Device, prec: Precision, steps: int,
-               r: CaseResult) -> FullOut:  # fmt: skip
+def _eager_run(p: ZooSpec, data: dict[str, Any], dev: Device, prec: Precision, steps: int, r: CaseResult) -> FullOut:
     """The device eager run; off cpu under the fallback detector (which ops ran through the CPU
     fallback), as the tiny zoo's. A detector that can't start leaves fallback_ops unknown (null)."""
     from bringup.checks.errors import first_line
@@ -349,8 +421,9 @@ def _eager_run(p: ZooSpec, data: dict[str, Any], dev: Device, prec: Precision, s
     return out
 
 
-def _compare_baseline(r: CaseResult, bl: dict[str, Any], prec: Precision, eager: FullOut,
-                      comp: FullOut | None) -> list[str]:  # fmt: skip
+def _compare_baseline(
+    r: CaseResult, bl: dict[str, Any], prec: Precision, eager: FullOut, comp: FullOut | None
+) -> list[str]:
     out: dict[str, Any] = {"bundle": bl.get("path"), "bundle_device": bl.get("device"), "bundle_dtype": bl.get("dtype")}
     r.fields["baseline_check"] = out
     if not bl.get("found"):

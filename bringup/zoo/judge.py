@@ -24,8 +24,14 @@ class TrustedNoise:
     errors: list[str] = field(default_factory=list)
 
 
-def judge_run(got: RunOut, ref: RunOut, base: RunOut | None, prec: Precision | torch.dtype,
-              noise: TrustedNoise | None = None, trusted: bool = False) -> tuple[Any, Any]:  # fmt: skip
+def judge_run(
+    got: RunOut,
+    ref: RunOut,
+    base: RunOut | None,
+    prec: Precision | torch.dtype,
+    noise: TrustedNoise | None = None,
+    trusted: bool = False,
+) -> tuple[Any, Any]:
     """The zoo's verdict on one run: (ParityReport of loss, logits and every grad at step 0, CurveReport
     of the K-step loss curve), both against float64 and bounded by the trusted runs (checks/parity.py)."""
     from bringup.checks.losscurve import compare_curves
@@ -33,15 +39,35 @@ def judge_run(got: RunOut, ref: RunOut, base: RunOut | None, prec: Precision | t
 
     nz = noise or TrustedNoise()
     with_base = base is not None and not trusted
-    rep = parity(got.tensors, ref.tensors, prec, baseline=base.tensors if with_base and base else None,
-                 trusted=trusted, noise=nz.tensors if with_base else None)  # fmt: skip
-    curve = compare_curves(got.curve, ref.curve, prec, baseline=base.curve if with_base and base else None,
-                           trusted=trusted, noise=nz.curves if with_base else ())  # fmt: skip
+    rep = parity(
+        got.tensors,
+        ref.tensors,
+        prec,
+        baseline=base.tensors if with_base and base else None,
+        trusted=trusted,
+        noise=nz.tensors if with_base else None,
+    )
+    curve = compare_curves(
+        got.curve,
+        ref.curve,
+        prec,
+        baseline=base.curve if with_base and base else None,
+        trusted=trusted,
+        noise=nz.curves if with_base else (),
+    )
     return rep, curve
 
 
-def judge(r: CaseResult, label: str, got: RunOut, ref: RunOut, base: RunOut | None, dtype: Precision,
-           noise: TrustedNoise, trusted: bool = False) -> None:  # fmt: skip
+def judge(
+    r: CaseResult,
+    label: str,
+    got: RunOut,
+    ref: RunOut,
+    base: RunOut | None,
+    dtype: Precision,
+    noise: TrustedNoise,
+    trusted: bool = False,
+) -> None:
     rep, curve = judge_run(got, ref, base, dtype, noise, trusted)
     r.fields[f"{label}_max_rel_err"] = rep.max_rel_err
     r.fields[f"{label}_loss_divergence"] = curve.max_rel_dev

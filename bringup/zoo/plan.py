@@ -35,16 +35,25 @@ from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
 
 # `bringup run --quick`: three HF types (dense GQA + rope + RMSNorm; learned positions + LayerNorm +
 # gelu; qk-norm) and a timm convnet (BatchNorm): ~2 min on 2 cores with cold inductor compiles.
-QUICK = (("hf", "llama", "causal-lm"), ("hf", "gpt2", "causal-lm"), ("hf", "qwen3", "causal-lm"),
-         ("timm", "test_resnet", ""))  # fmt: skip
+QUICK = (
+    ("hf", "llama", "causal-lm"),
+    ("hf", "gpt2", "causal-lm"),
+    ("hf", "qwen3", "causal-lm"),
+    ("timm", "test_resnet", ""),
+)
 FULL_EXTRA_TIMM = 8  # `bringup run --full`: all hf-causal types and the first timm models
 # hf-causal's long rows: one case per attention family at LONG_SEQ tokens (every row of its two microbatches), so
 # rotary at large angles, softmax over long rows, windows that slide and long reductions are judged in the default
 # sweep; the tiny width keeps them cheap (each type chosen among its family's for a float64 step of seconds).
 LONG_SEQ = 512
-LONG = (("llama", "full attention"), ("mistral", "sliding window"), ("gemma2", "alternating sliding / full, softcap"),
-        ("deepseek_v3", "multi-head latent attention"), ("minimax", "linear attention hybrid"),
-        ("zamba2", "SSM (mamba2) hybrid"))  # fmt: skip
+LONG = (
+    ("llama", "full attention"),
+    ("mistral", "sliding window"),
+    ("gemma2", "alternating sliding / full, softcap"),
+    ("deepseek_v3", "multi-head latent attention"),
+    ("minimax", "linear attention hybrid"),
+    ("zamba2", "SSM (mamba2) hybrid"),
+)
 # tiny models' --batch / --seq: a float64 reference and the module check hold every activation of a step on the
 # host; beyond these a tiny case stops being tiny (MIN_TINY_SEQ: a padded row keeps a document of >= 4 tokens)
 MAX_TINY_BATCH, MIN_TINY_SEQ, MAX_TINY_SEQ = 16, 8, 4096
@@ -111,8 +120,10 @@ def read_model_file(path: str) -> list[Entry]:
         elif re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", line):
             out.append(Entry("fn", line))
         else:
-            raise BadInput(f"--source {path}:{i}: {line!r} is neither module:function, a config .json path nor a "
-                           "Hub id (ORG/NAME or hub:NAME)")  # fmt: skip
+            raise BadInput(
+                f"--source {path}:{i}: {line!r} is neither module:function, a config .json path nor a "
+                "Hub id (ORG/NAME or hub:NAME)"
+            )
     if not out:
         raise BadInput(f"--source {path}: no models listed")
     return out
@@ -133,8 +144,9 @@ def entries_for(source: str) -> list[Entry]:
         return [_hub_entry(ref.name, f"--source {source}") for ref in refs.parse_ids(source)]
     if Path(source).exists():
         return read_model_file(source)
-    raise BadInput(f"unknown --source {source!r}: use hf-causal, hf-all, timm, hub-top, hub:ORG/NAME or a FILE "
-                   "that exists")  # fmt: skip
+    raise BadInput(
+        f"unknown --source {source!r}: use hf-causal, hf-all, timm, hub-top, hub:ORG/NAME or a FILE that exists"
+    )
 
 
 # ---- cases ----------------------------------------------------------------------------------------
@@ -162,26 +174,31 @@ def build_cases(options: Options, device: Device) -> list[Case]:
     opts = resolved(options.of(ZooOptions))
     prec = parse_precision(opts.dtype)
     if prec.name == "fp64":
-        raise BadInput(f"--dtype {opts.dtype}: the zoo runs fp32, bf16, fp16, amp-bf16 or amp-fp16 (float64 is the "
-                       "reference)")  # fmt: skip
+        raise BadInput(
+            f"--dtype {opts.dtype}: the zoo runs fp32, bf16, fp16, amp-bf16 or amp-fp16 (float64 is the reference)"
+        )
     size = opts.size
     sweep = hub_plan.is_sweep(opts.source)
     zoo_sweep.check_options(opts)
     zoo_sweep.check_ranks(opts.nproc, device)
     if size == "full":
         if sweep:
-            raise BadInput("--size full with a Hub sweep: use --full-top K (the K most downloaded signatures at "
-                           "real size, beside the tiny sweep)")  # fmt: skip
+            raise BadInput(
+                "--size full with a Hub sweep: use --full-top K (the K most downloaded signatures at "
+                "real size, beside the tiny sweep)"
+            )
         return build_full_cases(opts, prec, device)
     if opts.reference is not None and not (sweep and opts.full_top):
-        raise BadInput("--reference applies to --size full (and --full-top); tiny models are judged against float64 "
-                       "on cpu")  # fmt: skip
+        raise BadInput(
+            "--reference applies to --size full (and --full-top); tiny models are judged against float64 on cpu"
+        )
     batch, seq = opts.batch, opts.seq
     if batch is not None and not 1 <= batch <= MAX_TINY_BATCH:
         raise BadInput(f"--batch must be 1..{MAX_TINY_BATCH} rows for tiny models (default {TINY_BATCH}), got {batch}")
     if seq is not None and not MIN_TINY_SEQ <= seq <= MAX_TINY_SEQ:
-        raise BadInput(f"--seq must be {MIN_TINY_SEQ}..{MAX_TINY_SEQ} tokens for tiny models (default {TINY_SEQ}), "
-                       f"got {seq}")  # fmt: skip
+        raise BadInput(
+            f"--seq must be {MIN_TINY_SEQ}..{MAX_TINY_SEQ} tokens for tiny models (default {TINY_SEQ}), got {seq}"
+        )
     noise_seeds = opts.noise_seeds
     if noise_seeds is None or not 0 <= noise_seeds <= 16:
         raise BadInput(f"--noise-seeds must be 0..16, got {noise_seeds}")
@@ -254,19 +271,24 @@ def build_full_cases(opts: ZooOptions, prec: Precision, device: Device) -> list[
         raise BadInput("--reference baseline needs --baseline BUNDLE (an exported full-size run of the same ids)")
     entries = [e for e in entries_for(opts.source) if e.source in ("hub", "hub-top")]
     if not entries:
-        raise BadInput(f"--size full: --source {opts.source} lists no Hub model (use hub-top, hub:ORG/NAME or a "
-                       "file of ids)")  # fmt: skip
+        raise BadInput(
+            f"--size full: --source {opts.source} lists no Hub model (use hub-top, hub:ORG/NAME or a file of ids)"
+        )
     entries = _select(entries, pattern, opts)
     if reference == "none" and backend == "none" and not opts.baseline:
-        raise BadInput("--reference none with --compile-backend none and no --baseline: nothing would judge the "
-                       "run's numerics")  # fmt: skip
-    weights = {e.name: "cache" if e.source == "hub" and refs.weight_files(refs.parse_ref(e.model, "hub")) else "random"
-               for e in entries}  # fmt: skip
+        raise BadInput(
+            "--reference none with --compile-backend none and no --baseline: nothing would judge the run's numerics"
+        )
+    weights = {
+        e.name: "cache" if e.source == "hub" and refs.weight_files(refs.parse_ref(e.model, "hub")) else "random"
+        for e in entries
+    }
     baseline = load_baseline(opts.baseline) if opts.baseline else None
     cases = []
     for e in entries:
-        params = full_params(e.source, e.model, e.task, prec.name, opts.steps, backend, weights[e.name], reference,
-                             opts)  # fmt: skip
+        params = full_params(
+            e.source, e.model, e.task, prec.name, opts.steps, backend, weights[e.name], reference, opts
+        )
         if baseline is not None:
             params["baseline"] = baseline.full_entry_for(e.name, params, opts.baseline)
         cases.append(Case("zoo", e.name, params, FULL_ENTRY, budget_s=timeout, isolated=True))
@@ -279,5 +301,7 @@ def run_cases(device: Device, quick: bool) -> list[Case]:
         return [make_case(e, "fp32", 3, device.default_compile_backend, 300.0) for e in entries]
     entries = hf_causal() + timm_entries()[:FULL_EXTRA_TIMM]
     cases = [make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT) for e in entries]
-    return cases + [make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT, seq=LONG_SEQ)
-                    for e in long_entries()]  # fmt: skip
+    return cases + [
+        make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT, seq=LONG_SEQ)
+        for e in long_entries()
+    ]

@@ -91,10 +91,12 @@ def logits_digest(t: torch.Tensor | None) -> dict[str, Any] | None:
     fin = x[torch.isfinite(x)]
     n = fin.numel()
     return {
-        "shape": list(t.shape), "mean": float(fin.mean()) if n else math.nan,
-        "std": float(fin.std()) if n > 1 else 0.0, "abs_max": float(fin.abs().max()) if n else math.nan,
+        "shape": list(t.shape),
+        "mean": float(fin.mean()) if n else math.nan,
+        "std": float(fin.std()) if n > 1 else 0.0,
+        "abs_max": float(fin.abs().max()) if n else math.nan,
         "sample": [float(v) for v in x[idx]],
-    }  # fmt: skip
+    }
 
 
 @dataclasses.dataclass
@@ -166,9 +168,20 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     dev: Device = ctx.device
     cpu = torch.device("cpu")
     r = CaseResult.for_case(case, Status.PASS)
-    r.fields.update({"source": spec.source, "task": spec.task, "backend": backend, "params": None,
-                     "graph_breaks": None, "fallback_ops": None, "max_rel_err": None, "loss_divergence": None,
-                     "compile_s": None, "peak_mem_bytes": None})  # fmt: skip
+    r.fields.update(
+        {
+            "source": spec.source,
+            "task": spec.task,
+            "backend": backend,
+            "params": None,
+            "graph_breaks": None,
+            "fallback_ops": None,
+            "max_rel_err": None,
+            "loss_divergence": None,
+            "compile_s": None,
+            "peak_mem_bytes": None,
+        }
+    )
     torch._dynamo.reset()
     torch.manual_seed(spec.seed)
     # -- build (ref_fail "config" when the tiny model can't be made) --
@@ -212,15 +225,23 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         gross = parity(base.tensors, ref.tensors, dtype, trusted=True)
         r.fields["cpu_eager_max_rel_err"] = gross.max_rel_err
         if not gross.ok:
-            return fail(r, Status.REF_FAIL, f"reference: cpu eager in {spec.dtype} is itself off float64 "
-                         f"({gross.summary()}): ill-conditioned at this precision")  # fmt: skip
+            return fail(
+                r,
+                Status.REF_FAIL,
+                f"reference: cpu eager in {spec.dtype} is itself off float64 "
+                f"({gross.summary()}): ill-conditioned at this precision",
+            )
         from bringup.checks.losscurve import compare_curves
 
         drift = compare_curves(base.curve, ref.curve, dtype, trusted=True)
         if not drift.ok:  # e.g. BatchNorm over 2 samples at a high learning rate: training itself diverges
-            return fail(r, Status.REF_FAIL, f"reference: cpu eager in {spec.dtype} drifts off float64 over "
-                         f"{len(ref.curve)} steps ({drift.summary()}): ill-conditioned training at this "
-                         "precision")  # fmt: skip
+            return fail(
+                r,
+                Status.REF_FAIL,
+                f"reference: cpu eager in {spec.dtype} drifts off float64 over "
+                f"{len(ref.curve)} steps ({drift.summary()}): ill-conditioned training at this "
+                "precision",
+            )
         noise = trusted_noise(spec, prep)
         r.fields["noise_seeds"] = noise.seeds
         if noise.errors:
@@ -254,22 +275,34 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         left = max(1.0, case.budget_s - (time.monotonic() - t_case))
         try:
             with watch() as graphs:
-                comp = train_run(built, init, batches, dev.torch_device, dtype, backend=backend,
-                                 on_first_step=lambda: ctx.phase("compile", budget_s=left))  # fmt: skip
+                comp = train_run(
+                    built,
+                    init,
+                    batches,
+                    dev.torch_device,
+                    dtype,
+                    backend=backend,
+                    on_first_step=lambda: ctx.phase("compile", budget_s=left),
+                )
         except Exception as e:
             r.error = r.error or traceback.format_exc()
             fail(r, classify(e, compiling=True), f"compiled: {first_line(e)}")
-        r.fields.update({"graph_count": graphs.graph_count, "graph_breaks": graphs.graph_breaks,
-                         "break_reasons": graphs.break_reasons, "recompiles": graphs.recompiles,
-                         "recompile_reasons": graphs.recompile_reasons})  # fmt: skip
+        r.fields.update(graphs.fields())
         if comp is not None:
             r.fields["compile_s"] = round(graphs.compile_s or comp.first_step_s, 3)
             r.series["loss.compiled"] = _series(comp.curve)
             r.fields["logits"]["compiled"] = logits_digest(comp.tensors.get("logits"))
             if graphs.graph_count == 0:
                 fail(r, Status.SILENT_EAGER, "compiled: dynamo captured no graph (the run was eager)")
-            judge(r, "compiled", comp, ref, base if base is not None else eager, dtype,
-                   noise if base is not None else TrustedNoise())  # fmt: skip
+            judge(
+                r,
+                "compiled",
+                comp,
+                ref,
+                base if base is not None else eager,
+                dtype,
+                noise if base is not None else TrustedNoise(),
+            )
             if use_mc:
                 left = max(1.0, case.budget_s - (time.monotonic() - t_case))
                 zoo_modules.judge_compiled(r, mc, backend, ctx, left)
@@ -290,8 +323,15 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     return r
 
 
-def _device_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], dev: Device,
-                dtype: Precision, r: CaseResult, module_check: Any = None) -> RunOut:  # fmt: skip
+def _device_run(
+    built: Any,
+    init: dict[str, torch.Tensor],
+    batches: list[dict[str, Any]],
+    dev: Device,
+    dtype: Precision,
+    r: CaseResult,
+    module_check: Any = None,
+) -> RunOut:
     """Device eager run; off cpu, under the fallback detector (which ops ran through the CPU fallback).
     A detector that can't start (another profiler active, ...) leaves fallback_ops unknown (null)."""
     from bringup.checks.errors import first_line
@@ -329,8 +369,15 @@ def trusted_noise(spec: ZooSpec, prep: Prepared) -> TrustedNoise:
 DITHER_DRAWS = 2  # the module check's "rounding everything once" takes the larger of 2 draws too
 
 
-def add_dither(noise: TrustedNoise, built: Any, init: dict[str, torch.Tensor], batch0: dict[str, Any], ref: RunOut,
-               prec: Precision, draws: int = DITHER_DRAWS) -> None:  # fmt: skip
+def add_dither(
+    noise: TrustedNoise,
+    built: Any,
+    init: dict[str, torch.Tensor],
+    batch0: dict[str, Any],
+    ref: RunOut,
+    prec: Precision,
+    draws: int = DITHER_DRAWS,
+) -> None:
     """The case's float64 step 0 again, every op result (forward and backward) rounded once at random at the
     run's precision (checks/module_replay.py: Dither), `draws` times: per tensor, the error a correct device
     that rounds at other points than cpu eager may have (checks/parity.py: Noise.dither), kept in `noise`."""
@@ -345,15 +392,23 @@ def add_dither(noise: TrustedNoise, built: Any, init: dict[str, torch.Tensor], b
     runs = []
     for k in range(draws):
         gen = torch.Generator().manual_seed(k + 1)
-        out = train_run(built, init, [batch0], torch.device("cpu"), torch.float64, round_to=prec.param_dtype,
-                        step_context=lambda g=gen: Dither(d, g))  # fmt: skip
+        out = train_run(
+            built,
+            init,
+            [batch0],
+            torch.device("cpu"),
+            torch.float64,
+            round_to=prec.param_dtype,
+            step_context=lambda g=gen: Dither(d, g),
+        )
         runs.append(out.tensors)
     for name, errs in dither_noise(runs, ref.tensors, prec).items():
         noise.tensors[name] = dataclasses.replace(noise.tensors.get(name) or Noise(), dither=errs)
 
 
-def measure_noise(params: ZooSpec | dict[str, Any], prec: Precision, steps: int, n: int,
-                  left_pad: bool = True) -> TrustedNoise:  # fmt: skip
+def measure_noise(
+    params: ZooSpec | dict[str, Any], prec: Precision, steps: int, n: int, left_pad: bool = True
+) -> TrustedNoise:
     """Build the same model under `n` other seeds (other init, other batches) and run the float64
     reference and the trusted run at `prec` on each: per tensor, how far correct runs at this
     precision are from float64 (checks/parity.py: trusted_noise). A seed whose trusted run is itself

@@ -25,7 +25,7 @@ from bringup.report.html import (
     listish,
     metric,
     seconds,
-)  # fmt: skip
+)
 from bringup.report.plots import esc
 
 
@@ -55,7 +55,8 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         return Col(title, cell, numeric=True)
 
     cols = [
-        col_text("model", lambda r: r.name), col_status(),
+        col_text("model", lambda r: r.name),
+        col_status(),
         col_num("params", lambda r: metric(r, "params"), plots.fmt_num),
         listcell("graph breaks", "break_reasons", "graph_breaks"),
         listcell("fallback ops", "fallback_ops"),
@@ -66,7 +67,7 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         col_num("peak mem", lambda r: metric(r, "peak_mem_bytes"), fmt_bytes),
         col_text("baseline", _baseline),
         col_reason("error"),
-    ]  # fmt: skip
+    ]
 
     def attrs(r: CaseResult) -> dict[str, str]:
         gb = _count(r, "graph_breaks") or 0

@@ -47,17 +47,27 @@ class ZooSpec:
     def from_params(cls, p: dict[str, Any]) -> ZooSpec:
         """The spec of stored params (keys it does not know are ignored; missing ones take the defaults)."""
         return cls(
-            source=str(p["source"]), model=str(p["model"]), task=str(p.get("task") or ""),
-            dtype=str(p.get("dtype", "fp32")), steps=int(p.get("steps", DEFAULT_STEPS)),
-            backend=str(p.get("backend") or "none"), seed=int(p.get("seed", 0)),
-            noise_seeds=int(p.get("noise_seeds", NOISE_SEEDS)), module_check=p.get("module_check"),
-            baseline=p.get("baseline") or None, config=p.get("config"), inputs=str(p.get("inputs") or "uniform"),
+            source=str(p["source"]),
+            model=str(p["model"]),
+            task=str(p.get("task") or ""),
+            dtype=str(p.get("dtype", "fp32")),
+            steps=int(p.get("steps", DEFAULT_STEPS)),
+            backend=str(p.get("backend") or "none"),
+            seed=int(p.get("seed", 0)),
+            noise_seeds=int(p.get("noise_seeds", NOISE_SEEDS)),
+            module_check=p.get("module_check"),
+            baseline=p.get("baseline") or None,
+            config=p.get("config"),
+            inputs=str(p.get("inputs") or "uniform"),
             size=str(p.get("size") or "tiny"),
-            batch=int(p.get("batch") or 0), seq=int(p.get("seq") or 0), weights=str(p.get("weights") or "random"),
-            reference=str(p.get("reference") or "cpu"), nproc=int(p.get("nproc", 1)),
+            batch=int(p.get("batch") or 0),
+            seq=int(p.get("seq") or 0),
+            weights=str(p.get("weights") or "random"),
+            reference=str(p.get("reference") or "cpu"),
+            nproc=int(p.get("nproc", 1)),
             device_memory_gib=float(p["device_memory_gib"]) if p.get("device_memory_gib") else None,
             hub_config=p["hub_config"] if isinstance(p.get("hub_config"), dict) else None,
-        )  # fmt: skip
+        )
 
     @classmethod
     def of(cls, p: ZooSpec | dict[str, Any]) -> ZooSpec:

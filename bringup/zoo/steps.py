@@ -33,8 +33,9 @@ def fail(r: CaseResult, status: Status, reason: str) -> CaseResult:
     return r
 
 
-def cast_batch(batch: dict[str, Any], device: torch.device, dtype: torch.dtype,
-               round_to: torch.dtype | None = None) -> dict[str, Any]:  # fmt: skip
+def cast_batch(
+    batch: dict[str, Any], device: torch.device, dtype: torch.dtype, round_to: torch.dtype | None = None
+) -> dict[str, Any]:
     """The batch on `device`, its floating tensors in `dtype` (first rounded through `round_to`)."""
 
     def one(v: Any) -> Any:
@@ -76,9 +77,15 @@ def experts_impl(model: torch.nn.Module, impl: str | None) -> None:
         cfg._experts_implementation = impl or own
 
 
-def step_fn(forward: Callable[[Any, dict[str, Any]], Any], loss: Callable[[Any, dict[str, Any]], torch.Tensor],
-            logits: Callable[[Any], torch.Tensor | None], model: Any, prec: Precision, device_type: str,
-            backend: str | None = None) -> StepFn:  # fmt: skip
+def step_fn(
+    forward: Callable[[Any, dict[str, Any]], Any],
+    loss: Callable[[Any, dict[str, Any]], torch.Tensor],
+    logits: Callable[[Any], torch.Tensor | None],
+    model: Any,
+    prec: Precision,
+    device_type: str,
+    backend: str | None = None,
+) -> StepFn:
     """batch -> (loss, logits) under the precision's autocast; compiled with `backend` when given."""
 
     def fwd_loss(b: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -89,13 +96,24 @@ def step_fn(forward: Callable[[Any, dict[str, Any]], Any], loss: Callable[[Any, 
     return fwd_loss if backend is None else torch.compile(fwd_loss, backend=backend)
 
 
-def train_steps(model: torch.nn.Module, fn: StepFn, opt: torch.optim.Optimizer, batch_at: Callable[[int], Any],
-                steps: int, device: torch.device, dtype: torch.dtype, *, round_to: torch.dtype | None = None,
-                scaler: Any = None, step_context: Callable[[], AbstractContextManager[Any]] | None = None,
-                first_step: Callable[[], AbstractContextManager[Any]] | None = None, sync_first: bool = False,
-                at_step0: Callable[[torch.Tensor, torch.Tensor | None], None] | None = None,
-                after_clip: Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor], None] | None = None,
-                max_grad_norm: float = MAX_GRAD_NORM) -> tuple[float, float]:  # fmt: skip
+def train_steps(
+    model: torch.nn.Module,
+    fn: StepFn,
+    opt: torch.optim.Optimizer,
+    batch_at: Callable[[int], Any],
+    steps: int,
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    round_to: torch.dtype | None = None,
+    scaler: Any = None,
+    step_context: Callable[[], AbstractContextManager[Any]] | None = None,
+    first_step: Callable[[], AbstractContextManager[Any]] | None = None,
+    sync_first: bool = False,
+    at_step0: Callable[[torch.Tensor, torch.Tensor | None], None] | None = None,
+    after_clip: Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor], None] | None = None,
+    max_grad_norm: float = MAX_GRAD_NORM,
+) -> tuple[float, float]:
     """The one training-step loop: `steps` steps of batch -> forward + loss -> backward (scaled by a GradScaler
     when given, then unscaled: the grads kept and clipped are the true ones) -> clip to `max_grad_norm` ->
     optimizer step. `step_context` wraps each step's forward and backward (not the optimizer), `first_step`
@@ -154,8 +172,13 @@ def as_precision(p: Precision | torch.dtype | str) -> Precision:
     return next(x for x in PRECISIONS.values() if not x.mixed and x.param_dtype == p)
 
 
-def _load_init(model: torch.nn.Module, init: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype,
-               round_to: torch.dtype | None) -> torch.nn.Module:  # fmt: skip
+def _load_init(
+    model: torch.nn.Module,
+    init: dict[str, torch.Tensor],
+    device: torch.device,
+    dtype: torch.dtype,
+    round_to: torch.dtype | None,
+) -> torch.nn.Module:
     """The model on `device` in `dtype`, its floating state first rounded through `round_to` (the run
     dtype): the float64 reference starts from exactly the weights the run holds."""
     model.load_state_dict(init)
@@ -193,9 +216,18 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         yield
 
 
-def train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
-              dtype: Precision | torch.dtype | str, round_to: torch.dtype | None = None, backend: str | None = None,
-              on_first_step: Any = None, step_context: Any = None, module_check: Any = None) -> RunOut:  # fmt: skip
+def train_run(
+    built: Any,
+    init: dict[str, torch.Tensor],
+    batches: list[dict[str, Any]],
+    device: torch.device,
+    dtype: Precision | torch.dtype | str,
+    round_to: torch.dtype | None = None,
+    backend: str | None = None,
+    on_first_step: Any = None,
+    step_context: Any = None,
+    module_check: Any = None,
+) -> RunOut:
     """K SGD steps at a precision (a pure dtype, or mixed: fp32 weights, forward under autocast, fp16 with
     a GradScaler). Step 0's loss, logits and grads (unscaled) are kept (moved to cpu) for parity.
     `step_context` (a context-manager factory, e.g. a TorchDispatchMode) wraps each step's forward and
@@ -205,13 +237,23 @@ def train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str,
     if module_check is not None and backend is not None:
         raise ValueError("a module check records an eager run (hooks do not fire inside a compiled graph)")
     with _default_dtype(prec.param_dtype):
-        return _train_run(built, init, batches, device, prec, round_to, backend, on_first_step, step_context,
-                          module_check)  # fmt: skip
+        return _train_run(
+            built, init, batches, device, prec, round_to, backend, on_first_step, step_context, module_check
+        )
 
 
-def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], device: torch.device,
-               prec: Precision, round_to: torch.dtype | None, backend: str | None,
-               on_first_step: Any, step_context: Any = None, module_check: Any = None) -> RunOut:  # fmt: skip
+def _train_run(
+    built: Any,
+    init: dict[str, torch.Tensor],
+    batches: list[dict[str, Any]],
+    device: torch.device,
+    prec: Precision,
+    round_to: torch.dtype | None,
+    backend: str | None,
+    on_first_step: Any,
+    step_context: Any = None,
+    module_check: Any = None,
+) -> RunOut:
     dtype = prec.param_dtype
     model = _load_init(built.model, init, device, dtype, round_to)
     model.zero_grad(set_to_none=True)  # a run that raised mid-backward must not leave its grads to the next
@@ -241,9 +283,19 @@ def _train_run(built: Any, init: dict[str, torch.Tensor], batches: list[dict[str
         curve.append(float(loss.detach().to("cpu", torch.float64)))
 
     seconds, first = train_steps(
-        model, fn, opt, lambda i: batches[i], len(batches), device, dtype, round_to=round_to,
-        scaler=prec.grad_scaler(device.type), step_context=step_context,
+        model,
+        fn,
+        opt,
+        lambda i: batches[i],
+        len(batches),
+        device,
+        dtype,
+        round_to=round_to,
+        scaler=prec.grad_scaler(device.type),
+        step_context=step_context,
         first_step=first_step if (on_first_step is not None or module_check is not None) else None,
-        sync_first=True, at_step0=at_step0, after_clip=after_clip,
-    )  # fmt: skip
+        sync_first=True,
+        at_step0=at_step0,
+        after_clip=after_clip,
+    )
     return RunOut(tensors, curve, seconds, first)

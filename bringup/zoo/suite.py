@@ -23,7 +23,7 @@ signature of bringup.hub's plan), modules.py (the module check). This module onl
 
 from __future__ import annotations
 
-from bringup.api import Suite, register_suite, specs
+from bringup.api import register_capability, specs
 from bringup.zoo import args as face  # the torch-free face (cli)
 from bringup.zoo import section as zoo_section
 from bringup.zoo import sweep as zoo_sweep
@@ -31,15 +31,13 @@ from bringup.zoo.plan import build_cases, run_cases
 from bringup.zoo.run import run_model  # noqa: F401 (runs stored before the split name "bringup.zoo.suite:run_model")
 from bringup.zoo.summary import summarize
 
-register_suite(
-    Suite.from_face(
-        face,
-        build_cases=build_cases,
-        run_cases=run_cases,
-        summarize=summarize,
-        title="Model zoo",
-        section=zoo_section.render,
-        metrics=specs("params", "graph_breaks", "max_rel_err", "loss_divergence", "compile_s", "peak_mem_bytes"),
-        summarize_stored=zoo_sweep.summarize_stored,
-    )
+register_capability(
+    face,
+    build_cases,
+    run_cases,
+    summarize,
+    title="Model zoo",
+    section=zoo_section.render,
+    metrics=specs("params", "graph_breaks", "max_rel_err", "loss_divergence", "compile_s", "peak_mem_bytes"),
+    summarize_stored=zoo_sweep.summarize_stored,
 )

@@ -72,14 +72,20 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
         ("wall s", "right", lambda r: f"{r.wall_s:.0f}"),
         ("peak", "right", lambda r: _fmt_bytes(r.fields.get("peak_mem_bytes"))),
         ("reason", "left", lambda r: rich_esc(r.reason[:160])),
-    ]  # fmt: skip
+    ]
     if not any_fb:  # cpu: nothing can fall back; the JSON still has fallback_ops (null)
         cols = [c for c in cols if c[0] != "fallbk"]
     if (getattr(console, "width", 200) or 200) < 130:  # narrow terminal: the JSON has the rest
         cols = [c for c in cols if c[0] not in ("peak", "comp s")]
     for col, just, _ in cols:
-        t.add_column(col, justify=just, overflow="fold", no_wrap=col not in ("reason", "model"),  # type: ignore[arg-type]
-                     max_width=24 if col == "model" else None, min_width=16 if col == "reason" else None)  # fmt: skip
+        t.add_column(
+            col,
+            justify=just,
+            overflow="fold",
+            no_wrap=col not in ("reason", "model"),  # type: ignore[arg-type]
+            max_width=24 if col == "model" else None,
+            min_width=16 if col == "reason" else None,
+        )
     for r in results:
         t.add_row(*(fn(r) for _, _, fn in cols))
     console.print(t)
@@ -89,14 +95,17 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     judged = [r for r in results if r.status is not Status.REF_FAIL]
     extras: dict[str, Any] = {
         "totals": {
-            "models": len(results), "built": len(results) - config_fail, "config_fail": config_fail,
-            "judged": len(judged), "pass": by_status.get("pass", 0),
+            "models": len(results),
+            "built": len(results) - config_fail,
+            "config_fail": config_fail,
+            "judged": len(judged),
+            "pass": by_status.get("pass", 0),
             "pass_rate": round(by_status.get("pass", 0) / len(judged), 4) if judged else None,
         },
         "by_status": dict(sorted(by_status.items())),
         "by_reason": dict(sorted(by_reason.items())),
         "graph_breaks_total": sum(int(r.fields.get("graph_breaks") or 0) for r in results),
-    }  # fmt: skip
+    }
     base = _baseline_summary(results)
     if base:
         extras["baseline"] = base
@@ -105,12 +114,17 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
         f"apart); {by_status.get('pass', 0)}/{len(judged)} judged pass; by status: "
         + ", ".join(f"{k} {v}" for k, v in sorted(by_status.items()))
         + ("; by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) if by_reason else ""),
-        highlight=False, markup=False,
-    )  # fmt: skip
+        highlight=False,
+        markup=False,
+    )
     if base:
-        console.print(f"baseline {base['bundle']}: {base['compared']} compared, {base['differs']} differ; missing "
-                      f"in the bundle: {', '.join(base['missing_in_bundle']) or 'none'}; missing in this run: "
-                      f"{', '.join(base['missing_in_run']) or 'none'}", highlight=False, markup=False)  # fmt: skip
+        console.print(
+            f"baseline {base['bundle']}: {base['compared']} compared, {base['differs']} differ; missing "
+            f"in the bundle: {', '.join(base['missing_in_bundle']) or 'none'}; missing in this run: "
+            f"{', '.join(base['missing_in_run']) or 'none'}",
+            highlight=False,
+            markup=False,
+        )
     return extras
 
 

@@ -47,16 +47,20 @@ def check_options(opts: ZooOptions) -> None:
         raise BadInput(f"--device-memory must be a positive number of GiB, got {mem}")
     full = opts.size == "full" or bool(opts.full_top)
     if not full and (opts.nproc > 1 or mem is not None):
-        raise BadInput("--nproc and --device-memory apply to full-size runs (--size full, or --full-top K in a Hub "
-                       "sweep); tiny models run on one device")  # fmt: skip
+        raise BadInput(
+            "--nproc and --device-memory apply to full-size runs (--size full, or --full-top K in a Hub "
+            "sweep); tiny models run on one device"
+        )
     batch, seq, nproc = opts.batch, opts.seq, opts.nproc
     batch = FULL_BATCH if batch is None else batch
     seq = FULL_SEQ if seq is None else seq
     if full and (batch < 1 or seq < 2):
         raise BadInput(f"--batch must be >= 1 and --seq >= 2, got {batch} and {seq}")
     if full and nproc > 1 and batch % nproc:
-        raise BadInput(f"--batch {batch} does not split over --nproc {nproc} ranks (each rank takes batch / nproc "
-                       f"rows of the global batch): use a multiple of {nproc}")  # fmt: skip
+        raise BadInput(
+            f"--batch {batch} does not split over --nproc {nproc} ranks (each rank takes batch / nproc "
+            f"rows of the global batch): use a multiple of {nproc}"
+        )
     hub_plan.check_rate(opts.hub_rate)
 
 
@@ -67,9 +71,17 @@ def check_ranks(nproc: int, device: Any) -> None:
 
 
 # ---- signatures -> cases --------------------------------------------------------------------------
-def signature_cases(plan: IdPlan, dtype: str, steps: int, backend: str, timeout: float, seed: int, noise_seeds: int,
-                    baseline: SigBaseline | None = None, module_check: bool | None = None,
-                    ) -> tuple[list[Case], dict[str, str]]:  # fmt: skip
+def signature_cases(
+    plan: IdPlan,
+    dtype: str,
+    steps: int,
+    backend: str,
+    timeout: float,
+    seed: int,
+    noise_seeds: int,
+    baseline: SigBaseline | None = None,
+    module_check: bool | None = None,
+) -> tuple[list[Case], dict[str, str]]:
     """A tiny case per signature, most downloaded first (the zoo's own case, its params carrying the signature's
     config); returns them and signature -> case id."""
     from bringup.zoo.cases import Entry, make_case
@@ -78,8 +90,9 @@ def signature_cases(plan: IdPlan, dtype: str, steps: int, backend: str, timeout:
     case_of: dict[str, str] = {}
     for sig in plan.order():
         s = plan.sigs[sig]
-        base = make_case(Entry("hub-sig", sig, s.task), dtype, steps, backend, timeout, seed, None,
-                             noise_seeds, module_check)  # fmt: skip
+        base = make_case(
+            Entry("hub-sig", sig, s.task), dtype, steps, backend, timeout, seed, None, noise_seeds, module_check
+        )
         params = {**base.params, "signature": sig, "architecture": s.architecture, "config": s.config}
         if baseline is not None and sig in baseline.by_name:
             params["baseline"] = baseline.entry_for(sig, dtype, steps)
@@ -89,8 +102,9 @@ def signature_cases(plan: IdPlan, dtype: str, steps: int, backend: str, timeout:
     return cases, case_of
 
 
-def build_cases(opts: ZooOptions, fetch: HubFetch, prec: Precision, backend: str, noise_seeds: int,
-                pattern: re.Pattern[str] | None) -> PlannedCases:  # fmt: skip
+def build_cases(
+    opts: ZooOptions, fetch: HubFetch, prec: Precision, backend: str, noise_seeds: int, pattern: re.Pattern[str] | None
+) -> PlannedCases:
     """The sweep's cases: a tiny case per signature, most downloaded first, then the --full-top cases; their
     `record` stores the id rows beside them (`record_plan`)."""
     check_options(opts)
@@ -99,26 +113,40 @@ def build_cases(opts: ZooOptions, fetch: HubFetch, prec: Precision, backend: str
     plan = hub_plan.plan_ids(entries)
     sigs = plan.order()
     if not sigs:
-        raise BadInput(f"zoo: none of the {len(plan.rows)} id(s) of --source {opts.source} has a usable config "
-                       f"({hub_plan.failure_line(plan)})")  # fmt: skip
+        raise BadInput(
+            f"zoo: none of the {len(plan.rows)} id(s) of --source {opts.source} has a usable config "
+            f"({hub_plan.failure_line(plan)})"
+        )
     if baseline is not None:
         baseline.check_shared(sigs, prec.name, opts.steps, opts.baseline)
     from bringup.zoo.modules import from_arg
 
-    cases, case_of = signature_cases(plan, prec.name, opts.steps, backend, opts.case_budget, opts.seed, noise_seeds,
-                                     baseline, from_arg(opts.module_check))  # fmt: skip
+    cases, case_of = signature_cases(
+        plan,
+        prec.name,
+        opts.steps,
+        backend,
+        opts.case_budget,
+        opts.seed,
+        noise_seeds,
+        baseline,
+        from_arg(opts.module_check),
+    )
     full_of = _full_cases(opts, prec, backend, plan, sigs, cases)
     for row in plan.rows:
         row["case_id"] = case_of.get(row["signature"] or "")
         row["full_case_id"] = full_of.get(row["full_key"] or "")
-    hf.printer()(f"hub: {len(plan.rows)} id(s) -> {len(sigs)} distinct signature(s) ({plan.signed} config(s) signed)"
-                 f"; config failures: {hub_plan.failure_line(plan) or 'none'}"
-                 + (f"; {len(set(full_of.values()))} at full size" if full_of else ""))  # fmt: skip
+    hf.printer()(
+        f"hub: {len(plan.rows)} id(s) -> {len(sigs)} distinct signature(s) ({plan.signed} config(s) signed)"
+        f"; config failures: {hub_plan.failure_line(plan) or 'none'}"
+        + (f"; {len(set(full_of.values()))} at full size" if full_of else "")
+    )
     return PlannedCases(cases, record_plan(plan))
 
 
-def _full_cases(opts: ZooOptions, prec: Precision, backend: str, plan: IdPlan, sigs: list[str],
-                cases: list[Case]) -> dict[str, str]:  # fmt: skip
+def _full_cases(
+    opts: ZooOptions, prec: Precision, backend: str, plan: IdPlan, sigs: list[str], cases: list[Case]
+) -> dict[str, str]:
     """--full-top K: the K most downloaded signatures at real size, each on its most downloaded id; returns
     full_key -> case id (the ids a full-size verdict fans out to)."""
     from bringup.hub import refs
@@ -130,8 +158,10 @@ def _full_cases(opts: ZooOptions, prec: Precision, backend: str, plan: IdPlan, s
         return {}
     reference = opts.reference or "cpu"
     if reference == "baseline":
-        raise BadInput("--full-top: --reference baseline is not offered for Hub sweeps (the bundle is compared per "
-                       "signature at tiny size); use cpu or none")  # fmt: skip
+        raise BadInput(
+            "--full-top: --reference baseline is not offered for Hub sweeps (the bundle is compared per "
+            "signature at tiny size); use cpu or none"
+        )
     if reference == "none" and backend == "none":
         raise BadInput("--reference none with --compile-backend none: nothing would judge the full-size runs")
     out: dict[str, str] = {}
@@ -144,10 +174,20 @@ def _full_cases(opts: ZooOptions, prec: Precision, backend: str, plan: IdPlan, s
             weights = "cache" if refs.weight_files(ref) else "random"
         except BadInput:
             weights = "random"
-        params = full_params("hub-cfg", name, plan.sigs[sig].task, prec.name, FULL_STEPS, backend, weights, reference,
-                             opts, hub_config=raw, signature=sig)  # fmt: skip
-        c = Case("zoo", f"{name} [full]", params, FULL_ENTRY, budget_s=FULL_TIMEOUT,
-                 isolated=True)  # fmt: skip
+        params = full_params(
+            "hub-cfg",
+            name,
+            plan.sigs[sig].task,
+            prec.name,
+            FULL_STEPS,
+            backend,
+            weights,
+            reference,
+            opts,
+            hub_config=raw,
+            signature=sig,
+        )
+        c = Case("zoo", f"{name} [full]", params, FULL_ENTRY, budget_s=FULL_TIMEOUT, isolated=True)
         cases.append(c)
         out[row["full_key"]] = c.case_id
     return out
@@ -173,8 +213,10 @@ class SigBaseline:
     def check_shared(self, sigs: list[str], dtype: str, steps: int, given: str) -> None:
         shared = [s for s in sigs if s in self.by_name]
         if not shared:
-            raise BadInput(f"--baseline {given}: the bundle shares no signature with this sweep (it has "
-                           f"{len(self.by_name)}): nothing would be compared")  # fmt: skip
+            raise BadInput(
+                f"--baseline {given}: the bundle shares no signature with this sweep (it has "
+                f"{len(self.by_name)}): nothing would be compared"
+            )
         self.index.check_comparable(shared, dtype, steps, given)
 
     def entry_for(self, sig: str, dtype: str, steps: int) -> dict[str, Any]:
@@ -185,11 +227,16 @@ def _baseline(opts: ZooOptions, prec: Precision) -> SigBaseline:
     from bringup.zoo.baseline import load_baseline
 
     idx = load_baseline(opts.baseline)
-    by_sig = {str(r.params["signature"]): r for r in idx.by_name.values() if r.params.get("signature")
-              and r.params.get("size", "tiny") != "full"}  # fmt: skip
+    by_sig = {
+        str(r.params["signature"]): r
+        for r in idx.by_name.values()
+        if r.params.get("signature") and r.params.get("size", "tiny") != "full"
+    }
     if not by_sig:
-        raise BadInput(f"--baseline {opts.baseline}: the bundle has no Hub-sweep results (no signatures): export "
-                       "a `zoo --source hub-search:... / hub-list:...` run")  # fmt: skip
+        raise BadInput(
+            f"--baseline {opts.baseline}: the bundle has no Hub-sweep results (no signatures): export "
+            "a `zoo --source hub-search:... / hub-list:...` run"
+        )
     return SigBaseline(idx.path, dataclasses.replace(idx, by_name=by_sig))
 
 

@@ -60,8 +60,16 @@ class KernelsOptions(CommandOptions):
 
 
 def _cases(names: Sequence[str], rows: int, dtype: str) -> list[Case]:
-    return [Case("kernels", f"{k}.{dtype}", {"kernel": k, "rows": rows, "cols": 512, "dtype": dtype},
-                 f"{__name__}:run_kernel", 120) for k in names]  # fmt: skip
+    return [
+        Case(
+            "kernels",
+            f"{k}.{dtype}",
+            {"kernel": k, "rows": rows, "cols": 512, "dtype": dtype},
+            f"{__name__}:run_kernel",
+            120,
+        )
+        for k in names
+    ]
 
 
 def build_cases(options: Options, device: Device) -> list[Case]:
@@ -122,13 +130,29 @@ def section(results: Sequence[CaseResult], page: Page) -> str | None:
 
     if not results:
         return None
-    cols = [col_text("kernel", lambda r: r.params.get("kernel")), col_text("dtype", lambda r: r.params.get("dtype")),
-            col_status(), col_num("max rel err", lambda r: metric(r, "max_rel_err")),
-            col_num("ms / call", lambda r: metric(r, "kernel_ms")), col_reason()]  # fmt: skip
+    cols = [
+        col_text("kernel", lambda r: r.params.get("kernel")),
+        col_text("dtype", lambda r: r.params.get("dtype")),
+        col_status(),
+        col_num("max rel err", lambda r: metric(r, "max_rel_err")),
+        col_num("ms / call", lambda r: metric(r, "kernel_ms")),
+        col_reason(),
+    ]
     return counts_line(results) + data_table("tbl-kernels", cols, results)
 
 
-register_suite(Suite(name="kernels", help=HELP, add_arguments=add_arguments, build_cases=build_cases,
-                     run_cases=run_cases, summarize=summarize, order=65, title="Backend kernels",
-                     section=section, metrics=(KERNEL_MS, *specs("max_abs_err", "max_rel_err")),
-                     options=KernelsOptions))  # fmt: skip
+register_suite(
+    Suite(
+        name="kernels",
+        help=HELP,
+        add_arguments=add_arguments,
+        build_cases=build_cases,
+        run_cases=run_cases,
+        summarize=summarize,
+        order=65,
+        title="Backend kernels",
+        section=section,
+        metrics=(KERNEL_MS, *specs("max_abs_err", "max_rel_err")),
+        options=KernelsOptions,
+    )
+)

@@ -36,8 +36,12 @@ from bringup.api import (
 
 def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     """Global and after every command that runs cases (`suppress`: the copy after the sub-command)."""
-    p.add_argument("--step-summary", metavar="FILE", default=argparse.SUPPRESS if suppress else None,
-                   help="append a Markdown summary of the run to FILE (e.g. $GITHUB_STEP_SUMMARY)")  # fmt: skip
+    p.add_argument(
+        "--step-summary",
+        metavar="FILE",
+        default=argparse.SUPPRESS if suppress else None,
+        help="append a Markdown summary of the run to FILE (e.g. $GITHUB_STEP_SUMMARY)",
+    )
 
 
 @dataclass(frozen=True)
@@ -55,11 +59,26 @@ def markdown(run_id: str, device: str, results: Sequence[CaseResult]) -> str:
         c["cases"] += 1
         c["pass" if r.status is Status.PASS else "not passing"] += 1
     rows = [f"| {s} | {c['cases']} | {c['pass']} | {c['not passing']} |" for s, c in by_suite.items()]
-    failing = [f"- `{r.suite}/{r.name}`: **{r.status.value}** {r.reason}".rstrip() for r in results
-               if r.status is not Status.PASS]  # fmt: skip
-    return "\n".join([f"### bringup run `{run_id}` on `{device}`", "",
-                      "| suite | cases | pass | not passing |", "|---|---:|---:|---:|", *rows, "",
-                      *failing, ""]) + "\n"  # fmt: skip
+    failing = [
+        f"- `{r.suite}/{r.name}`: **{r.status.value}** {r.reason}".rstrip()
+        for r in results
+        if r.status is not Status.PASS
+    ]
+    return (
+        "\n".join(
+            [
+                f"### bringup run `{run_id}` on `{device}`",
+                "",
+                "| suite | cases | pass | not passing |",
+                "|---|---:|---:|---:|",
+                *rows,
+                "",
+                *failing,
+                "",
+            ]
+        )
+        + "\n"
+    )
 
 
 class StepSummary(Step):

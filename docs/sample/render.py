@@ -61,8 +61,9 @@ def render(bundle: Path = BUNDLE) -> str:
     pt = portable(recorded=info.get("paths") or {}, also=[{}])  # the run's roots only, not this machine's
     opts = info.get("options") or {}
     buf = io.StringIO()
-    con = Console(file=buf, width=WIDTH, color_system=None, force_terminal=False, highlight=False,
-                  soft_wrap=True, emoji=False)  # fmt: skip
+    con = Console(
+        file=buf, width=WIDTH, color_system=None, force_terminal=False, highlight=False, soft_wrap=True, emoji=False
+    )
 
     con.print(describe(results, RunCommandOptions(full=bool(opts.get("full")), skip=opts.get("skip") or "")))
     db = opts.get("db") or DEFAULT_DB  # the run gave no --db: the default store
@@ -103,8 +104,7 @@ def render(bundle: Path = BUNDLE) -> str:
         rs = [r for r in results if outcome(r.status).key == o.key]
         if o.key == "pass" or not rs:
             continue
-        items = "; ".join(f"`{r.suite}/{r.name}` ({r.status.value}: {short_reason(pt.text(r.reason), 90)})"
-                          for r in rs)  # fmt: skip
+        items = "; ".join(f"`{r.suite}/{r.name}` ({r.status.value}: {short_reason(pt.text(r.reason), 90)})" for r in rs)
         n = len(rs)
         lines.append(f"The {n} {o.one if n == 1 else o.many}: {items}. A {o.one}: {o.meaning}.")
     return "\n".join(lines)

@@ -29,7 +29,7 @@ GAPS = [
     "RuntimeError: torchao float8 training requires CUDA compute capability 8.9 or higher",
     # torch 2.9's cpu _scaled_mm with row-wise scales (what PyTorch/XLA's CPU fallback runs)
     "RuntimeError: (scale_a.numel() == 1 && scale_b.numel() == 1) INTERNAL ASSERT FAILED at "
-    "\"/pytorch/aten/src/ATen/native/Blas.cpp\":249, please report a bug to PyTorch. Now _scaled_mm only supports "
+    '"/pytorch/aten/src/ATen/native/Blas.cpp":249, please report a bug to PyTorch. Now _scaled_mm only supports '
     "per-tensor scaling for CPU backend.",
 ]
 BUGS = [

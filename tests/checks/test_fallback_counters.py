@@ -43,4 +43,3 @@ def test_host_reads_come_out_of_the_backend_count(monkeypatch) -> None:
 def test_a_backend_without_a_counter_leaves_the_detector_alone(monkeypatch) -> None:
     rep = _window(monkeypatch, None, None)  # type: ignore[arg-type]
     assert rep.backend_fallbacks is None and rep.fallback_ops == {} and "+backend" not in rep.source
-

@@ -44,8 +44,16 @@ CPU = torch.device("cpu")
 def _setup(model: str, dtype: str) -> tuple:
     src = "fn" if ":" in model else "hf"
     prec = sz.as_precision(dtype)
-    spec = ZooSpec(source=src, model=model, task="causal-lm", dtype=prec.name, steps=STEPS, seed=0,
-                   noise_seeds=NOISE_SEEDS, inputs="text")  # fmt: skip
+    spec = ZooSpec(
+        source=src,
+        model=model,
+        task="causal-lm",
+        dtype=prec.name,
+        steps=STEPS,
+        seed=0,
+        noise_seeds=NOISE_SEEDS,
+        inputs="text",
+    )
     prep = sz.prepare(spec)  # the zoo's own: batches fed like a job's, the float64 reference
     built, init, batches, ref = prep.built, prep.init, prep.batches, prep.ref
     base_mc = zoo_modules.new_check(built.model, prec, CPU)
@@ -85,8 +93,9 @@ def test_compiled_regions_bend_caught_aot_eager_not(dtype: str) -> None:
     assert not bent.ok and bent.first_failed.name == "model.layers.0.mlp.act_fn", bent.summary()
 
 
-@pytest.mark.parametrize("dtype", ["bf16", pytest.param("fp32", marks=pytest.mark.slow),
-                                   pytest.param("amp-bf16", marks=pytest.mark.slow)])  # fmt: skip
+@pytest.mark.parametrize(
+    "dtype", ["bf16", pytest.param("fp32", marks=pytest.mark.slow), pytest.param("amp-bf16", marks=pytest.mark.slow)]
+)
 def test_inductor_regions_are_not_flagged_cheap(dtype: str) -> None:
     """Inductor (fused kernels, fp32 intermediates) compiling each module of a small user model alone
     (~40 s of cold compiles a precision here: bf16 in the default run)."""

@@ -101,8 +101,9 @@ def test_a_bug_in_a_vector_tail_is_caught_by_position() -> None:
     assert pooled.ok, "the pooled checks must miss it for this test to mean anything: " + pooled.summary()
     v = judge_tensor("silu", got, ref, base, BF16, covariate=x)
     assert not v.ok and v.check == "position" and "last axis" in v.why, v.summary()
-    flat = judge_tensor("silu", got.flatten(), ref.flatten(), base.flatten(), BF16, covariate=x.flatten(),
-                        shape=(64, 128))  # fmt: skip
+    flat = judge_tensor(
+        "silu", got.flatten(), ref.flatten(), base.flatten(), BF16, covariate=x.flatten(), shape=(64, 128)
+    )
     assert not flat.ok and flat.check == "position", "a module's stacked calls keep their layout: " + flat.summary()
 
 
@@ -120,8 +121,9 @@ def test_a_scalar_per_row_or_column_rounded_once_is_not_flagged_by_position() ->
             assert v.ok, f"{shape}: {v.summary()}"
 
 
-def _rms_norm_grad(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, d: float = 0.0,
-                   coef: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+def _rms_norm_grad(
+    x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, d: float = 0.0, coef: torch.Tensor | None = None
+) -> torch.Tensor:
     """The gradient of RMSNorm(x) * w given g, in float64: the gradient through the variance (the term that
     projects the row's own direction out) times (1 - d); `coef` multiplies that term per row (a correct
     kernel that rounds the per-row projection coefficient)."""

@@ -21,10 +21,19 @@ SAMPLE = REPO / "docs" / "sample" / "run-quick-cpu.json"
 
 # The documented record. (type, required); dict: nested tuple; [x]: an array of x; MAP: Map(String, String).
 STR, FLOAT, UINT, MAP = "String", "Float32", "UInt32", "Map(String, String)"
-RUNNER = {"name": (STR, False), "type": (STR, False), "cpu_info": (STR, False), "cpu_count": (UINT, False),
-          "mem_info": (STR, False), "avail_mem_in_gb": (UINT, False), "gpu_info": (STR, False),
-          "gpu_count": (UINT, False), "gpu_mem_info": (STR, False), "avail_gpu_mem_in_gb": (UINT, False),
-          "extra_info": (MAP, False)}  # fmt: skip
+RUNNER = {
+    "name": (STR, False),
+    "type": (STR, False),
+    "cpu_info": (STR, False),
+    "cpu_count": (UINT, False),
+    "mem_info": (STR, False),
+    "avail_mem_in_gb": (UINT, False),
+    "gpu_info": (STR, False),
+    "gpu_count": (UINT, False),
+    "gpu_mem_info": (STR, False),
+    "avail_gpu_mem_in_gb": (UINT, False),
+    "extra_info": (MAP, False),
+}
 RECORD: dict[str, Any] = {
     "benchmark": ({"name": (STR, True), "mode": (STR, False), "dtype": (STR, False), "extra_info": (MAP, False)}, True),
     "model": ({"name": (STR, True), "type": (STR, False), "backend": (STR, False), "origins": ([STR], False),
@@ -113,8 +122,11 @@ def test_cli_writes_records_and_refuses_bad_input(bringup_inproc, tmp_path: Path
     assert p.returncode == 0, p.stderr
     assert "as benchmark-records" in p.stdout and isinstance(json.loads((tmp_path / "r.json").read_text()), list)
     assert_one_line_error(bringup_inproc("export", str(SAMPLE), "--format", "hud", "--out", "x.json"), "--format")
-    assert_one_line_error(bringup_inproc("export", "nope.json", "--format", "benchmark-records", "--out", "x.json"),
-                          "does not exist")  # fmt: skip
-    assert_one_line_error(bringup_inproc("--db", "none.db", "export", "--format", "benchmark-records", "--out",
-                                         "x.json"), "no result database")  # fmt: skip
+    assert_one_line_error(
+        bringup_inproc("export", "nope.json", "--format", "benchmark-records", "--out", "x.json"), "does not exist"
+    )
+    assert_one_line_error(
+        bringup_inproc("--db", "none.db", "export", "--format", "benchmark-records", "--out", "x.json"),
+        "no result database",
+    )
     assert not (tmp_path / "x.json").exists()

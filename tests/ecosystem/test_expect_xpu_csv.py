@@ -23,11 +23,14 @@ def test_import_maps_statuses_and_export_gives_the_file_back(bringup_inproc, tmp
     f = ExpectFile.load(tmp_path / "e.yaml")  # a valid expectations file
     got = f.expectations(f.select("xpu:0", "2.13.0+xpu"))
     assert {k: v.status.value for k, v in got.items()} == {
-        "zoo/AlbertForMaskedLM": "pass", "zoo/BlenderbotForCausalLM": "pass",
-        "zoo/DebertaV2ForQuestionAnswering": "fail_numeric", "zoo/GoogleFnet": "crash",
-        "zoo/MT5ForConditionalGeneration": "fail_compile", "zoo/Speech2Text2ForCausalLM": "ref_fail",
+        "zoo/AlbertForMaskedLM": "pass",
+        "zoo/BlenderbotForCausalLM": "pass",
+        "zoo/DebertaV2ForQuestionAnswering": "fail_numeric",
+        "zoo/GoogleFnet": "crash",
+        "zoo/MT5ForConditionalGeneration": "fail_compile",
+        "zoo/Speech2Text2ForCausalLM": "ref_fail",
         "zoo/XLNetLMHeadModel": "crash",
-    }  # fmt: skip
+    }
     deb = got["zoo/DebertaV2ForQuestionAnswering"]
     assert deb.reason == "numeric" and deb.link == "https://github.com/intel/torch-xpu-ops/issues/1216"
     assert got["zoo/Speech2Text2ForCausalLM"].reason == "config"
@@ -62,9 +65,11 @@ def test_the_status_maps_round_trip_and_a_wrong_one_would_show() -> None:
 
 def test_bad_csv_is_one_line_and_nothing_written(bringup_inproc, tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
-    for text, needle in (("model,float32\nA,pass\n", "header must start with 'name'"),
-                         ("name,float32,fp8\nA,pass,pass\n", "unknown column 'fp8'"),
-                         ("name,float32,bfloat16\nA,pass\n", "bad.csv:2: 2 cells")):  # fmt: skip
+    for text, needle in (
+        ("model,float32\nA,pass\n", "header must start with 'name'"),
+        ("name,float32,fp8\nA,pass,pass\n", "unknown column 'fp8'"),
+        ("name,float32,bfloat16\nA,pass\n", "bad.csv:2: 2 cells"),
+    ):
         bad.write_text(text)
         assert_one_line_error(bringup_inproc("expect", "import", str(bad), "--out", "x.yaml"), needle)
     assert_one_line_error(bringup_inproc("expect", "import", "nope.csv", "--out", "x.yaml"), "no such file")

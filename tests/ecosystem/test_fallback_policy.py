@@ -36,8 +36,10 @@ def test_parse_run_wide_and_per_suite() -> None:
 
 def test_error_fails_a_passing_case_and_names_the_ops() -> None:
     err, gap = FallbackPolicy.parse(["error"]), FallbackPolicy.parse([])
-    fields = {"fallback_ops": ["aten::sin"], "backend_fallback_ops": {"aten::sin": 3, "aten::gelu.out": 1,
-                                                                      "aten::_local_scalar_dense": 4}}  # fmt: skip
+    fields = {
+        "fallback_ops": ["aten::sin"],
+        "backend_fallback_ops": {"aten::sin": 3, "aten::gelu.out": 1, "aten::_local_scalar_dense": 4},
+    }
     assert gap.apply(_r(**fields)).status is Status.PASS  # the default leaves the verdict to the suite
     r = err.apply(_r(**fields))
     assert r.status is Status.FALLBACK and r.fields["fallback_policy"] == "error"

@@ -11,17 +11,36 @@ from bringup.store import RunInfo
 
 def _run(n: int, opts: dict, passed: int, torch: str = "2.13.0") -> StoredRun:
     info = {"options": {"db": f"/x/{n}.db", "workers": 1, **opts}, "build": {"torch_git": "abc"}, "versions": {}}
-    run = RunInfo(run_id=f"R{n}", command="zoo", argv=["zoo"], bringup_version="0.1.0", torch_version=torch,
-                  device="cpu", device_name="cpu", host="h", started_at=float(n), ended_at=n + 1.0,
-                  status="finished", info=info)  # fmt: skip
-    rs = tuple(CaseResult(case_id=f"c{i}", suite="zoo", name=f"m{i}", status=Status.PASS if i < passed else
-                          Status.FAIL_NUMERIC) for i in range(4))  # fmt: skip
+    run = RunInfo(
+        run_id=f"R{n}",
+        command="zoo",
+        argv=["zoo"],
+        bringup_version="0.1.0",
+        torch_version=torch,
+        device="cpu",
+        device_name="cpu",
+        host="h",
+        started_at=float(n),
+        ended_at=n + 1.0,
+        status="finished",
+        info=info,
+    )
+    rs = tuple(
+        CaseResult(
+            case_id=f"c{i}", suite="zoo", name=f"m{i}", status=Status.PASS if i < passed else Status.FAIL_NUMERIC
+        )
+        for i in range(4)
+    )
     return StoredRun(n, "a.db", run, rs)
 
 
 def test_lines_are_keyed_by_what_the_run_asked_for() -> None:
-    runs = [_run(1, {"dtype": "fp32"}, 4), _run(2, {"dtype": "fp32"}, 4), _run(3, {"dtype": "bf16"}, 2),
-            _run(4, {"dtype": "bf16", "compile_backend": "eager"}, 3)]  # fmt: skip
+    runs = [
+        _run(1, {"dtype": "fp32"}, 4),
+        _run(2, {"dtype": "fp32"}, 4),
+        _run(3, {"dtype": "bf16"}, 2),
+        _run(4, {"dtype": "bf16", "compile_backend": "eager"}, 3),
+    ]
     lines = pass_rate_lines(runs)
     assert sorted(ln.label for ln in lines) == [
         "cpu · h · zoo dtype=bf16",

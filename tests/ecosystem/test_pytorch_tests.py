@@ -21,27 +21,47 @@ from bringup.report.exports.pytorch_tests import pytorch_test_configs, round_up
 from bringup.store import RunInfo
 from tests.conftest import REPO, assert_one_line_error
 
-RUN = RunInfo(run_id="R1", command="ops", argv=["ops"], bringup_version="0.1.0", torch_version="2.13.0",
-              device="testdev", device_name="bringup testdev 0", host="h", started_at=0.0, ended_at=1.0,
-              status="finished", info={})  # fmt: skip
+RUN = RunInfo(
+    run_id="R1",
+    command="ops",
+    argv=["ops"],
+    bringup_version="0.1.0",
+    torch_version="2.13.0",
+    device="testdev",
+    device_name="bringup testdev 0",
+    host="h",
+    started_at=0.0,
+    ended_at=1.0,
+    status="finished",
+    info={},
+)
 
 
 def _op(op: str, dtype: str, status: Status, reason: str = "", atol_needed: float = 0.0) -> CaseResult:
     p = {"op": op, "dtype": dtype, "samples": 2}
     rtol = {"float32": 1.3e-6, "bfloat16": 1.6e-2}[dtype]
     err = {"max_abs": atol_needed, "max_rel": 0.0, "atol_needed": atol_needed, "rtol": rtol, "default_atol": 1e-5}
-    return CaseResult(case_id=make_case_id("ops", p), suite="ops", name=f"{op}:{dtype}", status=status, params=p,
-                      reason=reason, fields={"op": op, "dtype": dtype, "error_vs_cpu": err})  # fmt: skip
+    return CaseResult(
+        case_id=make_case_id("ops", p),
+        suite="ops",
+        name=f"{op}:{dtype}",
+        status=status,
+        params=p,
+        reason=reason,
+        fields={"op": op, "dtype": dtype, "error_vs_cpu": err},
+    )
 
 
 def results() -> list[CaseResult]:
     return [
-        _op("add", "float32", Status.PASS), _op("add", "bfloat16", Status.PASS),
+        _op("add", "float32", Status.PASS),
+        _op("add", "bfloat16", Status.PASS),
         _op("sin", "float32", Status.PASS, atol_needed=3.1e-4),  # further from cpu than the default atol 1e-5
         _op("sin", "bfloat16", Status.FAIL_NUMERIC, "sample 0: 400/400 values off\nmore"),
-        _op("mul", "float32", Status.FALLBACK), _op("mul", "bfloat16", Status.REF_FAIL),
+        _op("mul", "float32", Status.FALLBACK),
+        _op("mul", "bfloat16", Status.REF_FAIL),
         _op("linalg.svd", "float32", Status.UNSUPPORTED, "NotImplementedError: aten::_linalg_svd"),
-    ]  # fmt: skip
+    ]
 
 
 def test_what_the_config_says() -> None:
@@ -101,8 +121,14 @@ CHECK = """
 
 def _load_in_torch(*paths: Path) -> list[dict]:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK), *map(str, paths)], cwd=REPO, env=env,
-                       text=True, capture_output=True, timeout=300)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(CHECK), *map(str, paths)],
+        cwd=REPO,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 

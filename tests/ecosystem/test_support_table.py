@@ -17,9 +17,20 @@ from tests.conftest import REPO, assert_one_line_error
 from tests.report.conftest import fixture_results
 
 SAMPLE = REPO / "docs" / "sample" / "run-quick-cpu.json"
-RUN = RunInfo(run_id="R1", command="run", argv=["run"], bringup_version="0.1.0", torch_version="2.13.0",
-              device="testdev", device_name="bringup testdev 0", host="h", started_at=0.0, ended_at=1.0,
-              status="finished", info={})  # fmt: skip
+RUN = RunInfo(
+    run_id="R1",
+    command="run",
+    argv=["run"],
+    bringup_version="0.1.0",
+    torch_version="2.13.0",
+    device="testdev",
+    device_name="bringup testdev 0",
+    host="h",
+    started_at=0.0,
+    ended_at=1.0,
+    status="finished",
+    info={},
+)
 
 
 def _results() -> list[CaseResult]:
@@ -32,11 +43,27 @@ def _results() -> list[CaseResult]:
         if r.suite == "zoo":
             r.params["dtype"] = "fp32"  # as real zoo cases record it
     p = {"model": "llama", "source": "hf-causal", "dtype": "bf16"}
-    rs.append(CaseResult(case_id=make_case_id("zoo", p), suite="zoo", name="llama-bf16", status=Status.PASS, params=p,
-                         fields={"backend_fallback_ops": {"aten::_fft_r2c": 2, "aten::sin": 5}}))  # fmt: skip
+    rs.append(
+        CaseResult(
+            case_id=make_case_id("zoo", p),
+            suite="zoo",
+            name="llama-bf16",
+            status=Status.PASS,
+            params=p,
+            fields={"backend_fallback_ops": {"aten::_fft_r2c": 2, "aten::sin": 5}},
+        )
+    )
     p = {"op": "a|b<c>", "dtype": "float32"}
-    rs.append(CaseResult(case_id=make_case_id("ops", p), suite="ops", name="odd", status=Status.CRASH, params=p,
-                         reason="<script>x</script>"))  # fmt: skip
+    rs.append(
+        CaseResult(
+            case_id=make_case_id("ops", p),
+            suite="ops",
+            name="odd",
+            status=Status.CRASH,
+            params=p,
+            reason="<script>x</script>",
+        )
+    )
     return rs
 
 
@@ -92,6 +119,7 @@ def test_cli_on_the_sample_run_and_bad_input(bringup_inproc, tmp_path: Path) -> 
     data = json.loads(SAMPLE.read_text())
     data["cases"] = [c for c in data["cases"] if c["suite"] == "smoke"]
     empty.write_text(json.dumps(data))
-    assert_one_line_error(bringup_inproc("export", str(empty), "--format", "support-table", "--out", "s2.md"),
-                          "no op-level result")  # fmt: skip
+    assert_one_line_error(
+        bringup_inproc("export", str(empty), "--format", "support-table", "--out", "s2.md"), "no op-level result"
+    )
     assert not (tmp_path / "s2.md").exists() and not (tmp_path / "s2.csv").exists()

@@ -26,8 +26,9 @@ def leaks(text: str, roots: list[str]) -> list[str]:
 
 
 def test_summary_json_and_the_bundle_travel(tmp_path: Path) -> None:
-    run_cli(["--import", "bringup_travel", "--device", "cpu", "travel", "--json", "j.json"], tmp_path, env=ENV,
-            check_rc=0)  # fmt: skip
+    run_cli(
+        ["--import", "bringup_travel", "--device", "cpu", "travel", "--json", "j.json"], tmp_path, env=ENV, check_rc=0
+    )
     raw = load_json(tmp_path / "j.json")
     run_dir = tmp_path / "bringup-results" / raw["run_id"]
     roots = [str(tmp_path), str(run_dir), os.getcwd(), str(Path.home()), sys.prefix, str(REPO), "/tmp/"]

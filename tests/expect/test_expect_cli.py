@@ -52,8 +52,12 @@ def test_ratchet_regression_and_new_pass_exit_1_then_update_exits_0(cli, tmp_pat
     assert p.returncode == 0, p.stdout[-3000:]
     assert "this run exits 0" in p.stdout
     text = f.read_text()
-    for kept in ("# owned by the backend team", "# the gelu bug", "https://example.org/issues/42",
-                 "# written on the previous torch"):  # fmt: skip
+    for kept in (
+        "# owned by the backend team",
+        "# the gelu bug",
+        "https://example.org/issues/42",
+        "# written on the previous torch",
+    ):
         assert kept in text, text
     p = cli(*CPU, *PLAN, "--expect", str(f), "--strict", "--junit", "j2.xml")
     assert p.returncode == 0, p.stdout[-3000:]
@@ -73,8 +77,19 @@ def test_strict_turns_a_new_pass_into_exit_1(cli, tmp_path: Path) -> None:
 
 def test_repeat_finds_the_flaky_case_and_update_records_it(cli, tmp_path: Path) -> None:
     f = tmp_path / "expect.yaml"
-    p = cli(*CPU, "selftest", "--plan", "ok,flip", "--expect", str(f), "--repeat", "2", "--update-expect",
-            "--json", "s.json")  # fmt: skip
+    p = cli(
+        *CPU,
+        "selftest",
+        "--plan",
+        "ok,flip",
+        "--expect",
+        str(f),
+        "--repeat",
+        "2",
+        "--update-expect",
+        "--json",
+        "s.json",
+    )
     assert p.returncode == 0, p.stdout[-3000:]
     assert "FLAKY selftest/001-flip: differs across 2 runs: pass x1, fail_numeric x1" in p.stdout
     assert "FLAKY selftest/000-ok" not in p.stdout

@@ -62,12 +62,22 @@ def test_classes_and_exit_code() -> None:
         "zoo/b": Expectation("zoo/b", Status.FAIL_NUMERIC, "numeric"),
         "zoo/d": Expectation("zoo/d", Status.PASS, "", graph_breaks=2),
     }
-    results = [_r("a", "fail_numeric"), _r("b", "pass"), _r("c", "crash"), _r("d", "pass", graph_breaks=3),
-               _r("e", "pass")]  # fmt: skip
+    results = [
+        _r("a", "fail_numeric"),
+        _r("b", "pass"),
+        _r("c", "crash"),
+        _r("d", "pass", graph_breaks=3),
+        _r("e", "pass"),
+    ]
     j = classify(results, [], exp, section=None, path="f")
     k = {o.key: o.klass for o in j.outcomes}
-    assert k == {"zoo/a": Klass.EXPECTED, "zoo/b": Klass.NEW_PASS, "zoo/c": Klass.NEW_FAILURE,
-                 "zoo/d": Klass.NEW_FAILURE, "zoo/e": Klass.EXPECTED}  # fmt: skip
+    assert k == {
+        "zoo/a": Klass.EXPECTED,
+        "zoo/b": Klass.NEW_PASS,
+        "zoo/c": Klass.NEW_FAILURE,
+        "zoo/d": Klass.NEW_FAILURE,
+        "zoo/e": Klass.EXPECTED,
+    }
     assert j.exit_code() == 1
     # a run where only the file is stale exits 0, and 1 under --strict
     only_stale = [_r("a", "fail_numeric"), _r("b", "pass")]
@@ -103,19 +113,19 @@ def test_unjudged_suite_fails_unless_expected() -> None:
     ("text", "needle"),
     [
         ("version: 1\ndevices:\n  cpu:\n    '2.13':\n      zoo/x: {status: fail_numeric}\n", "needs a 'reason'"),
-        ("version: 1\ndevices:\n  cpu:\n    '2.13':\n      zoo/x: {status: broken, reason: numeric}\n",
-         "unknown status"),
-        ("version: 1\ndevices:\n  cpu:\n    '2.13':\n      zoo/x: {status: crash, reason: gremlins}\n",
-         "not one of"),
+        (
+            "version: 1\ndevices:\n  cpu:\n    '2.13':\n      zoo/x: {status: broken, reason: numeric}\n",
+            "unknown status",
+        ),
+        ("version: 1\ndevices:\n  cpu:\n    '2.13':\n      zoo/x: {status: crash, reason: gremlins}\n", "not one of"),
         ("version: 1\ndevices:\n  cpu:\n    banana:\n      zoo/x: {status: pass}\n", "torch version key"),
         ("version: 2\ndevices: {}\n", "'version' must be 1"),
         ("version: 1\ndevices:\n  cpu:\n    '2.13':\n      zoo/x: {status: pass, colour: red}\n", "unknown key"),
-        ("version: 1\ndevices:\n  cpu:\n    '2.13':\n      zoo/x: {status: pass, graph_breaks: -1}\n",
-         "graph_breaks"),
+        ("version: 1\ndevices:\n  cpu:\n    '2.13':\n      zoo/x: {status: pass, graph_breaks: -1}\n", "graph_breaks"),
         ("version: 1\ndevices: [\n", "not valid YAML"),
         ("- a list\n", "expected a mapping"),
     ],
-)  # fmt: skip
+)
 def test_bad_files_are_one_clear_error(tmp_path: Path, text: str, needle: str) -> None:
     p = tmp_path / "bad.yaml"
     p.write_text(text)
@@ -128,8 +138,11 @@ def test_bad_files_are_one_clear_error(tmp_path: Path, text: str, needle: str) -
 def test_update_keeps_comments_links_and_other_sections(tmp_path: Path) -> None:
     f = _file(tmp_path, SAMPLE)
     sel = f.select("testdev", "2.12.0")
-    results = [_r("llama", "pass"), _r("qwen", "fail_numeric", reason="max rel err 3e-2"),
-               _r("opt", "pass", graph_breaks=4)]  # fmt: skip
+    results = [
+        _r("llama", "pass"),
+        _r("qwen", "fail_numeric", reason="max rel err 3e-2"),
+        _r("opt", "pass", graph_breaks=4),
+    ]
     n = apply(f, results, [], "testdev", "2.12.0", sel)
     f.save()
     text = f.path.read_text()

@@ -76,16 +76,26 @@ def test_quick_matrix_on_cpu(cli, tmp_path: Path) -> None:
 # unsupported case, rc 1 then 0 with the flag) and tests/spine/test_cli_contract.py's unsupported policy.
 @pytest.mark.slow
 def test_quick_matrix_allow_unsupported_exits_0(cli, tmp_path: Path) -> None:
-    ok = cli("--device", "cpu", "flex", "--matrix", "quick", "--allow-unsupported", "--mods", "causal",
-             timeout=600)  # fmt: skip
+    ok = cli("--device", "cpu", "flex", "--matrix", "quick", "--allow-unsupported", "--mods", "causal", timeout=600)
     assert ok.returncode == 0, ok.stderr[-2000:]
 
 
 def test_budget_one_second_is_budget(cli, tmp_path: Path) -> None:
     (tmp_path / "one.yaml").write_text("mods: causal\nbatch: 1\nseq: 128\nheads: 2\nhead_dim: 16\nbackward: off\n")
     cold = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cold")}  # a cold compile takes seconds
-    p = cli("--device", "cpu", "flex", "--matrix", "one.yaml", "--compile-budget", "1", "--json", "out.json",
-            env=cold, timeout=600)  # fmt: skip
+    p = cli(
+        "--device",
+        "cpu",
+        "flex",
+        "--matrix",
+        "one.yaml",
+        "--compile-budget",
+        "1",
+        "--json",
+        "out.json",
+        env=cold,
+        timeout=600,
+    )
     assert p.returncode == 1, p.stderr[-2000:]
     (case,) = load_json(tmp_path / "out.json")["cases"]
     assert case["status"] == "budget", case
@@ -109,17 +119,32 @@ def test_user_mod_whose_reference_disagrees_is_fail_numeric(cli, tmp_path: Path)
     assert by["own_functions"]["status"] == "pass" and by["own_functions"]["reference"] == "derived"
     assert by["broken_reference"]["status"] == "ref_fail"
     assert "reference exploded" in by["broken_reference"]["reason"]
-    assert data["sentence"] == ("1/2 passed; 1 fail_numeric (mod usermods.py:wrong_reference); "
-                                "1 ref_fail (excluded: the cpu reference failed)")  # fmt: skip
+    assert data["sentence"] == (
+        "1/2 passed; 1 fail_numeric (mod usermods.py:wrong_reference); 1 ref_fail (excluded: the cpu reference failed)"
+    )
 
 
 def test_recompile_limit_sweep_is_silent_eager_and_the_reset_prevents_it(cli, tmp_path: Path) -> None:
     """One pooled worker, dynamo never reset and its recompile limit at 1: after the first case every
     compiled call runs eager, and the tool says so. With the default per-case reset: all pass."""
-    (tmp_path / "sweep.yaml").write_text("mods: causal\nbatch: 1\nseq: [64, 128, 192]\nheads: 2\nhead_dim: 16\n"
-                                         "backward: off\n")  # fmt: skip
-    p = cli("--device", "cpu", "flex", "--matrix", "sweep.yaml", "--workers", "1", "--recompile-limit", "1",
-            "--no-dynamo-reset", "--json", "bad.json", timeout=600)  # fmt: skip
+    (tmp_path / "sweep.yaml").write_text(
+        "mods: causal\nbatch: 1\nseq: [64, 128, 192]\nheads: 2\nhead_dim: 16\nbackward: off\n"
+    )
+    p = cli(
+        "--device",
+        "cpu",
+        "flex",
+        "--matrix",
+        "sweep.yaml",
+        "--workers",
+        "1",
+        "--recompile-limit",
+        "1",
+        "--no-dynamo-reset",
+        "--json",
+        "bad.json",
+        timeout=600,
+    )
     assert p.returncode == 1, p.stderr[-2000:]
     cases = load_json(tmp_path / "bad.json")["cases"]
     assert [c["status"] for c in cases] == ["pass", "silent_eager", "silent_eager"], cases
@@ -127,8 +152,9 @@ def test_recompile_limit_sweep_is_silent_eager_and_the_reset_prevents_it(cli, tm
         assert "recompile limit (1)" in c["reason"], c["reason"]
         assert c["compiled_calls"] == 0 and c["calls"] > 0
     assert load_json(tmp_path / "bad.json")["sentence"].startswith("1/3 passed; 2 silent_eager")
-    good = cli("--device", "cpu", "flex", "--matrix", "sweep.yaml", "--workers", "1", "--json", "good.json",
-               timeout=600)  # fmt: skip
+    good = cli(
+        "--device", "cpu", "flex", "--matrix", "sweep.yaml", "--workers", "1", "--json", "good.json", timeout=600
+    )
     assert good.returncode == 0, good.stderr[-2000:]
     assert [c["status"] for c in load_json(tmp_path / "good.json")["cases"]] == ["pass"] * 3
 
@@ -137,8 +163,18 @@ def test_privateuse1_device_is_unsupported_not_a_crash(cli, tmp_path: Path) -> N
     """FlexAttention refuses device types it doesn't know (ValueError in _validate_device): that is the
     backend's gap, reported `unsupported`, not `crash` or `error`."""
     (tmp_path / "one.yaml").write_text("mods: [causal, softcap]\nbatch: 1\nseq: 64\nheads: 2\nhead_dim: 16\n")
-    p = cli("--import", "bringup.testdev", "--device", "testdev", "flex", "--matrix", "one.yaml", "--json",
-            "out.json", timeout=600)  # fmt: skip
+    p = cli(
+        "--import",
+        "bringup.testdev",
+        "--device",
+        "testdev",
+        "flex",
+        "--matrix",
+        "one.yaml",
+        "--json",
+        "out.json",
+        timeout=600,
+    )
     assert p.returncode == 1, p.stderr[-2000:]
     cases = load_json(tmp_path / "out.json")["cases"]
     assert len(cases) == 2 and all(c["backward"] for c in cases)  # auto: on, the device type isn't cpu/mps

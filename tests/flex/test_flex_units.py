@@ -80,9 +80,19 @@ def test_case_params_are_the_flex_spec_serialization_with_the_old_case_ids() -> 
     cases = suite.plan(quick_matrix(), Device("cpu"), hidden=hidden)
     for c in cases:
         m = next(x for x in quick_matrix().cases if c.params["mod"] == x.mod and c.params["seq"] == x.seq)
-        old = {"mod": m.mod, "batch": m.batch, "seq": m.seq, "q_heads": m.q_heads, "kv_heads": m.kv_heads,
-               "head_dim": m.head_dim, "dtype": "fp32", "backward": c.params["backward"],
-               "compile_budget_s": 600.0, "backend": "inductor", **hidden}  # fmt: skip
+        old = {
+            "mod": m.mod,
+            "batch": m.batch,
+            "seq": m.seq,
+            "q_heads": m.q_heads,
+            "kv_heads": m.kv_heads,
+            "head_dim": m.head_dim,
+            "dtype": "fp32",
+            "backward": c.params["backward"],
+            "compile_budget_s": 600.0,
+            "backend": "inductor",
+            **hidden,
+        }
         if c.params.get("probe"):
             old["probe"] = True
         assert c.params == old and c.case_id == make_case_id("flex", old)
@@ -107,15 +117,19 @@ def test_mods_option_runs_those_mods_at_every_shape() -> None:
 
 def test_matrix_file_grid_and_cases(tmp_path: Path) -> None:
     f = tmp_path / "m.yaml"
-    f.write_text("mods: [causal, softcap]\nbatch: [1, 2]\nseq: 128\nheads: [[4, 4], '4/2']\nhead_dim: 32\n"
-                 "dtype: bf16\nbackward: off\n")  # fmt: skip
+    f.write_text(
+        "mods: [causal, softcap]\nbatch: [1, 2]\nseq: 128\nheads: [[4, 4], '4/2']\nhead_dim: 32\n"
+        "dtype: bf16\nbackward: off\n"
+    )
     m = load_matrix_file(str(f))
     assert len(m.cases) == 8
     assert {(c.q_heads, c.kv_heads) for c in m.cases} == {(4, 4), (4, 2)}
     assert {c.dtype for c in m.cases} == {"bf16"} and {c.backward for c in m.cases} == {"off"}
     j = tmp_path / "m.json"
-    j.write_text('{"head_dim": 16, "cases": [{"mod": "noop", "batch": 1, "seq": 64, "heads": 2},'
-                 ' {"mod": "causal", "batch": 3, "seq": 32, "heads": [6, 3], "dtype": "fp16"}]}')  # fmt: skip
+    j.write_text(
+        '{"head_dim": 16, "cases": [{"mod": "noop", "batch": 1, "seq": 64, "heads": 2},'
+        ' {"mod": "causal", "batch": 3, "seq": 32, "heads": [6, 3], "dtype": "fp16"}]}'
+    )
     m = load_matrix_file(str(j))
     assert [(c.mod, c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim, c.dtype) for c in m.cases] == [
         ("noop", 1, 64, 2, 2, 16, None),
@@ -144,7 +158,7 @@ def test_matrix_file_grid_and_cases(tmp_path: Path) -> None:
         ({"seq": [1, 2], "cases": [{"mod": "causal"}]}, "single value"),
         ({"mods": ["no_such_module_xyz:fn"]}, None),  # a module path is accepted here; imported later
     ],
-)  # fmt: skip
+)
 def test_matrix_validation(doc: object, needle: str | None) -> None:
     if needle is None:
         parse_matrix(doc)
@@ -238,8 +252,7 @@ def test_dense_attention_with_backward_matches_naive_autograd() -> None:
 def test_fully_masked_rows_are_zero_like_flex() -> None:
     shape = AttnShape(1, 8, 1, 1, 4)
     q = torch.randn(1, 1, 8, 4, dtype=torch.float64)
-    ref = dense_attention(q, q, q, lambda s, b, h, qi, kv: s.masked_fill(qi < 3, float("-inf")), 0.5,
-                          ref_slices(shape))  # fmt: skip
+    ref = dense_attention(q, q, q, lambda s, b, h, qi, kv: s.masked_fill(qi < 3, float("-inf")), 0.5, ref_slices(shape))
     assert torch.equal(ref["out"][0, 0, :3], torch.zeros(3, 4, dtype=torch.float64))
     assert torch.isfinite(ref["out"]).all()
 
@@ -292,9 +305,18 @@ def _results(statuses: dict[tuple[str, int, int, int], Status]) -> list[CaseResu
 
 
 def test_the_seeds_sentence() -> None:
-    fails = {(m, 4, 8192, kv): Status.BUDGET for m, kv in
-             [("noop", 16), ("causal", 2), ("alibi", 16), ("alibi", 2), ("softcap", 2), ("head_bias", 16),
-              ("document_mask", 2)]}  # fmt: skip
+    fails = {
+        (m, 4, 8192, kv): Status.BUDGET
+        for m, kv in [
+            ("noop", 16),
+            ("causal", 2),
+            ("alibi", 16),
+            ("alibi", 2),
+            ("softcap", 2),
+            ("head_bias", 16),
+            ("document_mask", 2),
+        ]
+    }
     results = _results(fails)
     assert summary.sentence(results) == "89/96 passed; 7 budget (all batch 4, seq 8192)"
     hm = summary.heatmap(results)
@@ -308,18 +330,37 @@ def test_the_seeds_sentence() -> None:
 
 
 def test_sentence_groups_by_status_and_shared_values() -> None:
-    fails = {("softcap", 1, 1024, 2): Status.FAIL_NUMERIC, ("softcap", 4, 1024, 2): Status.FAIL_NUMERIC,
-             ("causal", 1, 4096, 16): Status.REF_FAIL, ("noop", 4, 8192, 16): Status.OOM}  # fmt: skip
+    fails = {
+        ("softcap", 1, 1024, 2): Status.FAIL_NUMERIC,
+        ("softcap", 4, 1024, 2): Status.FAIL_NUMERIC,
+        ("causal", 1, 4096, 16): Status.REF_FAIL,
+        ("noop", 4, 8192, 16): Status.OOM,
+    }
     text = summary.sentence(_results(fails))
-    assert text == ("92/95 passed; 2 fail_numeric (all mod softcap, seq 1024, heads 16/2); "
-                    "1 oom (mod noop, batch 4, seq 8192, heads 16/16); "
-                    "1 ref_fail (excluded: the cpu reference failed)")  # fmt: skip
+    assert text == (
+        "92/95 passed; 2 fail_numeric (all mod softcap, seq 1024, heads 16/2); "
+        "1 oom (mod noop, batch 4, seq 8192, heads 16/16); "
+        "1 ref_fail (excluded: the cpu reference failed)"
+    )
     assert summary.sentence([]) == "0/0 passed"
 
 
 def test_heatmap_cell_with_two_cases_shows_the_worse() -> None:
-    c = Case("flex", "x", {"mod": "noop", "batch": 1, "seq": 8, "q_heads": 1, "kv_heads": 1, "head_dim": 8,
-                           "dtype": "fp32", "backward": False}, "e")  # fmt: skip
+    c = Case(
+        "flex",
+        "x",
+        {
+            "mod": "noop",
+            "batch": 1,
+            "seq": 8,
+            "q_heads": 1,
+            "kv_heads": 1,
+            "head_dim": 8,
+            "dtype": "fp32",
+            "backward": False,
+        },
+        "e",
+    )
     a = CaseResult.for_case(c, Status.PASS)
     b = CaseResult.for_case(c, Status.FAIL_NUMERIC)
     assert summary.heatmap([a, b])["status"] == [["fail_numeric"]]

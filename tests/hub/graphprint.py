@@ -41,9 +41,12 @@ def fingerprint(built: Any) -> dict[str, Any]:
     model = built.model
     modules = [f"{n}:{type(m).__name__}" for n, m in model.named_modules()]
     modules += [f"{n}:{tuple(p.shape)}" for n, p in model.named_parameters()]
-    buffers = {n: hashlib.sha256(b.detach().to("cpu", torch.float64).numpy().tobytes()).hexdigest()[:16]
-               if b.is_floating_point() else hashlib.sha256(b.detach().cpu().numpy().tobytes()).hexdigest()[:16]
-               for n, b in model.named_buffers()}  # fmt: skip
+    buffers = {
+        n: hashlib.sha256(b.detach().to("cpu", torch.float64).numpy().tobytes()).hexdigest()[:16]
+        if b.is_floating_point()
+        else hashlib.sha256(b.detach().cpu().numpy().tobytes()).hexdigest()[:16]
+        for n, b in model.named_buffers()
+    }
     batch = built.make_batch(0)
     rec = _Record()
     model.train()

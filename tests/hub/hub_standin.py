@@ -98,8 +98,13 @@ class StandIn:
 
     def count(self, bucket: str | None = None, contains: str = "", status: int | None = None) -> int:
         with self.lock:
-            return sum(1 for e in self.log if (bucket is None or e.bucket == bucket) and contains in e.path
-                       and (status is None or e.status == status))  # fmt: skip
+            return sum(
+                1
+                for e in self.log
+                if (bucket is None or e.bucket == bucket)
+                and contains in e.path
+                and (status is None or e.status == status)
+            )
 
     # ---- requests -------------------------------------------------------------------------------
     def handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
@@ -136,8 +141,9 @@ class StandIn:
         policy = f'"fixed window";"{bucket}";q={limit};w={int(self.window_s)}'
         return 429, {"RateLimit": f'"{bucket}";r=0;t={left}', "RateLimit-Policy": policy}, b""
 
-    def _route(self, method: str, path: str, q: dict[str, list[str]],
-               h: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
+    def _route(
+        self, method: str, path: str, q: dict[str, list[str]], h: BaseHTTPRequestHandler
+    ) -> tuple[int, dict[str, str], bytes]:
         if path == "/api/models":
             return self._list(q, h)
         if path.startswith("/api/models/"):
@@ -179,8 +185,9 @@ class StandIn:
         size = min(self.page_size, int((q.get("limit") or [str(self.page_size)])[0]))
         page = repos[start : start + size]
         expand = q.get("expand") or q.get("expand[]")
-        rows = [{k: v for k, v in r.info().items() if k in ("id", "_id", *expand)} if expand else r.info()
-                for r in page]  # fmt: skip
+        rows = [
+            {k: v for k, v in r.info().items() if k in ("id", "_id", *expand)} if expand else r.info() for r in page
+        ]
         headers: dict[str, str] = {}
         if start + size < len(repos):
             nq = {k: v for k, v in q.items() if k != "cursor"}

@@ -28,14 +28,33 @@ from typing import Any
 
 # One real config per model type (catalogue ids), over 20+ architectures and 7 tasks.
 BASES = (
-    "meta-llama/Llama-3.1-8B", "mistralai/Mistral-7B-v0.3", "mistralai/Mixtral-8x7B-v0.1", "Qwen/Qwen2.5-7B",
-    "Qwen/Qwen3-8B", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen1.5-MoE-A2.7B", "google/gemma-7b", "google/gemma-2-2b",
-    "google/gemma-3-270m", "microsoft/phi-2", "microsoft/Phi-3-mini-4k-instruct", "openai-community/gpt2",
-    "EleutherAI/pythia-160m", "facebook/opt-125m", "bigscience/bloom-560m", "stabilityai/stablelm-2-1_6b",
-    "allenai/OLMo-2-1124-7B", "HuggingFaceTB/SmolLM3-3B", "google-bert/bert-base-uncased", "FacebookAI/roberta-base",
-    "google-t5/t5-small", "facebook/bart-base", "google/vit-base-patch16-224", "openai/whisper-tiny",
+    "meta-llama/Llama-3.1-8B",
+    "mistralai/Mistral-7B-v0.3",
+    "mistralai/Mixtral-8x7B-v0.1",
+    "Qwen/Qwen2.5-7B",
+    "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-30B-A3B",
+    "Qwen/Qwen1.5-MoE-A2.7B",
+    "google/gemma-7b",
+    "google/gemma-2-2b",
+    "google/gemma-3-270m",
+    "microsoft/phi-2",
+    "microsoft/Phi-3-mini-4k-instruct",
+    "openai-community/gpt2",
+    "EleutherAI/pythia-160m",
+    "facebook/opt-125m",
+    "bigscience/bloom-560m",
+    "stabilityai/stablelm-2-1_6b",
+    "allenai/OLMo-2-1124-7B",
+    "HuggingFaceTB/SmolLM3-3B",
+    "google-bert/bert-base-uncased",
+    "FacebookAI/roberta-base",
+    "google-t5/t5-small",
+    "facebook/bart-base",
+    "google/vit-base-patch16-224",
+    "openai/whisper-tiny",
     "answerdotai/ModernBERT-base",
-)  # fmt: skip
+)
 
 NOISE_DTYPES = ("bfloat16", "float16", "float32")
 NOISE_VERSIONS = ("4.40.0", "4.46.2", "4.51.3", "4.56.1", "5.0.0")
@@ -60,11 +79,20 @@ class Repo:
 
     def info(self) -> dict[str, Any]:
         """What the Hub's /api/models answers about it (the fields `expand` can ask for)."""
-        return {"id": self.id, "modelId": self.id, "author": self.id.split("/")[0], "sha": self.sha,
-                "downloads": self.downloads, "likes": self.likes, "gated": self.gated, "private": self.private,
-                "library_name": self.library, "pipeline_tag": self.pipeline_tag,
-                "tags": [self.library] + ([self.pipeline_tag] if self.pipeline_tag else []),
-                "siblings": [{"rfilename": f} for f in sorted(self.files)]}  # fmt: skip
+        return {
+            "id": self.id,
+            "modelId": self.id,
+            "author": self.id.split("/")[0],
+            "sha": self.sha,
+            "downloads": self.downloads,
+            "likes": self.likes,
+            "gated": self.gated,
+            "private": self.private,
+            "library_name": self.library,
+            "pipeline_tag": self.pipeline_tag,
+            "tags": [self.library] + ([self.pipeline_tag] if self.pipeline_tag else []),
+            "siblings": [{"rfilename": f} for f in sorted(self.files)],
+        }
 
 
 def _sha(text: str) -> str:
@@ -78,9 +106,14 @@ def _catalogue() -> dict[str, dict[str, Any]]:
 
 
 def _pipeline(task: str) -> str | None:
-    return {"causal-lm": "text-generation", "masked-lm": "fill-mask", "seq2seq-lm": "text2text-generation",
-            "image-classification": "image-classification", "speech-seq2seq": "automatic-speech-recognition",
-            "sequence-classification": "text-classification"}.get(task)  # fmt: skip
+    return {
+        "causal-lm": "text-generation",
+        "masked-lm": "fill-mask",
+        "seq2seq-lm": "text2text-generation",
+        "image-classification": "image-classification",
+        "speech-seq2seq": "automatic-speech-recognition",
+        "sequence-classification": "text-classification",
+    }.get(task)
 
 
 def _noise(cfg: dict[str, Any], rng: random.Random, name: str) -> dict[str, Any]:
@@ -107,15 +140,38 @@ def resized_variants(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     if isinstance(cfg.get("vocab_size"), int) and cfg["vocab_size"] >= 1000:
         out.append(("vocab", {**cfg, "vocab_size": cfg["vocab_size"] + 128}))
     h, a, kv = cfg.get("hidden_size"), cfg.get("num_attention_heads"), cfg.get("num_key_value_heads")
-    if (isinstance(h, int) and isinstance(a, int) and isinstance(kv, int) and "head_dim" not in cfg
-            and isinstance(cfg.get("intermediate_size"), int) and cfg.get("model_type") not in ("phi3",)):  # fmt: skip
-        out.append(("width", {**cfg, "hidden_size": 2 * h, "num_attention_heads": 2 * a, "num_key_value_heads": 2 * kv,
-                              "intermediate_size": 2 * cfg["intermediate_size"]}))  # fmt: skip
+    if (
+        isinstance(h, int)
+        and isinstance(a, int)
+        and isinstance(kv, int)
+        and "head_dim" not in cfg
+        and isinstance(cfg.get("intermediate_size"), int)
+        and cfg.get("model_type") not in ("phi3",)
+    ):
+        out.append(
+            (
+                "width",
+                {
+                    **cfg,
+                    "hidden_size": 2 * h,
+                    "num_attention_heads": 2 * a,
+                    "num_key_value_heads": 2 * kv,
+                    "intermediate_size": 2 * cfg["intermediate_size"],
+                },
+            )
+        )
     return out
 
 
-_ACTS = {"silu": "gelu", "gelu": "relu", "gelu_new": "relu", "gelu_pytorch_tanh": "silu", "relu": "gelu",
-         "swish": "gelu", "gelu_fast": "relu"}  # fmt: skip
+_ACTS = {
+    "silu": "gelu",
+    "gelu": "relu",
+    "gelu_new": "relu",
+    "gelu_pytorch_tanh": "silu",
+    "relu": "gelu",
+    "swish": "gelu",
+    "gelu_fast": "relu",
+}
 
 
 def near_variants(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -161,12 +217,20 @@ class SynthHub:
 
 def _config_repo(rid: str, cfg: dict[str, Any], task: str, downloads: int, rng: random.Random, **kw: Any) -> Repo:
     body = json.dumps(cfg, indent=2).encode()
-    return Repo(rid, _sha(rid + body.decode()), {"config.json": body, "README.md": b"# model\n"}, downloads,
-                max(0, downloads // 50 + rng.randint(0, 9)), pipeline_tag=_pipeline(task), **kw)  # fmt: skip
+    return Repo(
+        rid,
+        _sha(rid + body.decode()),
+        {"config.json": body, "README.md": b"# model\n"},
+        downloads,
+        max(0, downloads // 50 + rng.randint(0, 9)),
+        pipeline_tag=_pipeline(task),
+        **kw,
+    )
 
 
-def generate(copies: int = 6, seed: int = 0, bases: tuple[str, ...] = BASES, failures_each: int = 3,
-             flaky: int = 4) -> SynthHub:  # fmt: skip
+def generate(
+    copies: int = 6, seed: int = 0, bases: tuple[str, ...] = BASES, failures_each: int = 3, flaky: int = 4
+) -> SynthHub:
     """About (1 + copies + 3 + 2) x len(bases) + failures_each x 7 repos (300 with the defaults)."""
     from bringup.hub import build
 
@@ -179,20 +243,39 @@ def generate(copies: int = 6, seed: int = 0, bases: tuple[str, ...] = BASES, fai
         group = f"sig:{bi}"
         org = bid.split("/")[0].lower().replace("_", "-")
         top = 10_000_000 // (bi + 1)
-        out.repos.append(_config_repo(f"{org}/base-{bi}", _noise(base, rng, bid), task, top, rng, expect=group,
-                                      kind="base", base=bid))  # fmt: skip
+        out.repos.append(
+            _config_repo(
+                f"{org}/base-{bi}", _noise(base, rng, bid), task, top, rng, expect=group, kind="base", base=bid
+            )
+        )
         for i in range(copies):
             rid = f"user{rng.randint(0, 999)}/ft{bi}-{i}"
-            out.repos.append(_config_repo(rid, _noise(base, rng, rid), task, top // (10 * (i + 2)), rng,
-                                          expect=group, kind="copy", base=bid))  # fmt: skip
+            out.repos.append(
+                _config_repo(
+                    rid, _noise(base, rng, rid), task, top // (10 * (i + 2)), rng, expect=group, kind="copy", base=bid
+                )
+            )
         for j, (what, cfg) in enumerate(resized_variants(base)):
             rid = f"{org}/base-{bi}-{what}"
-            out.repos.append(_config_repo(rid, _noise(cfg, rng, rid), task, top // (3 + j), rng, expect=group,
-                                          kind="resized", base=bid))  # fmt: skip
+            out.repos.append(
+                _config_repo(
+                    rid, _noise(cfg, rng, rid), task, top // (3 + j), rng, expect=group, kind="resized", base=bid
+                )
+            )
         for j, (what, cfg) in enumerate(near_variants(base)[:2]):
             rid = f"lab{bi}/near-{bi}-{j}"
-            out.repos.append(_config_repo(rid, _noise(cfg, rng, rid), task, top // (7 + j), rng,
-                                          expect=f"{group}:{what}", kind="near", base=bid))  # fmt: skip
+            out.repos.append(
+                _config_repo(
+                    rid,
+                    _noise(cfg, rng, rid),
+                    task,
+                    top // (7 + j),
+                    rng,
+                    expect=f"{group}:{what}",
+                    kind="near",
+                    base=bid,
+                )
+            )
     llama = cat[bases[0]]["config"]
     for i in range(failures_each):
         for kind in FAILURES:
@@ -203,21 +286,50 @@ def generate(copies: int = 6, seed: int = 0, bases: tuple[str, ...] = BASES, fai
             elif kind == "private":
                 r = _config_repo(rid, llama, "causal-lm", dl, rng, private=True, expect="not_found_or_private")
             elif kind == "missing_config":
-                r = Repo(rid, _sha(rid), {"README.md": b"# gguf\n", "model-Q4_K_M.gguf": b"GGUF"}, dl, 1,
-                         library="transformers", expect="missing_config")  # fmt: skip
+                r = Repo(
+                    rid,
+                    _sha(rid),
+                    {"README.md": b"# gguf\n", "model-Q4_K_M.gguf": b"GGUF"},
+                    dl,
+                    1,
+                    library="transformers",
+                    expect="missing_config",
+                )
             elif kind == "bad_json":
-                r = Repo(rid, _sha(rid), {"config.json": b'{"model_type": "llama", "hidden_size": 64,'}, dl, 1,
-                         expect="bad_config")  # fmt: skip
+                r = Repo(
+                    rid,
+                    _sha(rid),
+                    {"config.json": b'{"model_type": "llama", "hidden_size": 64,'},
+                    dl,
+                    1,
+                    expect="bad_config",
+                )
             elif kind == "no_model_type":
-                r = _config_repo(rid, {"hidden_size": 64, "architectures": ["LlamaForCausalLM"]}, "causal-lm", dl,
-                                 rng, expect="bad_config")  # fmt: skip
+                r = _config_repo(
+                    rid,
+                    {"hidden_size": 64, "architectures": ["LlamaForCausalLM"]},
+                    "causal-lm",
+                    dl,
+                    rng,
+                    expect="bad_config",
+                )
             elif kind == "unknown_model_type":
                 future = {"model_type": "acme_future", "architectures": ["AcmeFutureForCausalLM"], "hidden_size": 64}
                 r = _config_repo(rid, future, "causal-lm", dl, rng, expect="unknown_model_type")
             else:
-                r = _config_repo(rid, {**llama, "model_type": "llama", "architectures": ["AcmeForCausalLM"],
-                                       "auto_map": {"AutoModelForCausalLM": "modeling_acme.AcmeForCausalLM"}},
-                                 "causal-lm", dl, rng, expect="custom_code")  # fmt: skip
+                r = _config_repo(
+                    rid,
+                    {
+                        **llama,
+                        "model_type": "llama",
+                        "architectures": ["AcmeForCausalLM"],
+                        "auto_map": {"AutoModelForCausalLM": "modeling_acme.AcmeForCausalLM"},
+                    },
+                    "causal-lm",
+                    dl,
+                    rng,
+                    expect="custom_code",
+                )
             r.kind = kind
             out.repos.append(r)
     ok = [r for r in out.repos if r.kind == "copy"]

@@ -76,8 +76,12 @@ def test_fetch_classifies_every_repo_and_resumes(hub: StandIn, synth: hs.SynthHu
     listing.write_text("\n".join(f"{r.id} downloads={r.downloads}" for r in synth.repos) + "\n")
     # what the fetch itself sees (a config without model_type or of an unknown type is fetched fine: planning
     # classifies it, test_plan_dedups_by_signature)
-    expect = {"gated": "gated", "private": "not_found_or_private", "missing_config": "missing_config",
-              "bad_json": "bad_config"}  # fmt: skip
+    expect = {
+        "gated": "gated",
+        "private": "not_found_or_private",
+        "missing_config": "missing_config",
+        "bad_json": "bad_config",
+    }
     with HubIndex(tmp_path / "i.db") as idx:
         entries = hf.listed_entries(hf.read_id_list(f"hub-list:{listing}"), idx)
         lim = _fast()
@@ -96,10 +100,12 @@ def test_fetch_classifies_every_repo_and_resumes(hub: StandIn, synth: hs.SynthHu
         done = {k for k, e in idx.all().items() if e.status != "pending"}
         assert 60 <= len(done) < len(entries)
         before = [x.path for x in hub.log]
-        got, stats = hf.fetch(hf.listed_entries(hf.read_id_list(f"hub-list:{listing}"), idx), idx, _fast(),
-                              workers=8, backoff_s=0.01)  # fmt: skip
-        asked_again = {p.split("/resolve/")[0].lstrip("/") for p in [x.path for x in hub.log][len(before):]
-                       if "/resolve/" in p}  # fmt: skip
+        got, stats = hf.fetch(
+            hf.listed_entries(hf.read_id_list(f"hub-list:{listing}"), idx), idx, _fast(), workers=8, backoff_s=0.01
+        )
+        asked_again = {
+            p.split("/resolve/")[0].lstrip("/") for p in [x.path for x in hub.log][len(before) :] if "/resolve/" in p
+        }
         assert not asked_again & {m for m, _ in done}, "ids fetched before the interrupt were fetched again"
         assert stats.already == len(done) and not stats.interrupted
     by_id = {e.model_id: e for e in got}
@@ -157,8 +163,9 @@ def test_rate_limiter_bound_in_any_window() -> None:
     assert stamps[-1] > 300 * (2 * 2000 / 500 - 1)  # and it does not crawl: about the quota's pace
 
 
-def test_export_import_and_offline_planning(hub: StandIn, synth: hs.SynthHub, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_export_import_and_offline_planning(
+    hub: StandIn, synth: hs.SynthHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Fetched where the Hub is reachable, exported as one file, imported on a machine without it: the same
     plan, with HF_HUB_OFFLINE set and the Hub gone."""
     from bringup.hub import fetch as hf
@@ -180,9 +187,14 @@ def test_export_import_and_offline_planning(hub: StandIn, synth: hs.SynthHub, tm
     assert stats.already == len(off) and not stats.fetched
     plan2 = hub_plan.plan_ids(off)
     assert [r["signature"] for r in plan.rows] == [r["signature"] for r in plan2.rows]
-    assert len(plan.sigs) >= 60 and {r["config_status"] for r in plan.rows} >= {"ok", "gated", "missing_config",
-                                                                                "bad_config", "custom_code",
-                                                                                "unknown_model_type"}  # fmt: skip
+    assert len(plan.sigs) >= 60 and {r["config_status"] for r in plan.rows} >= {
+        "ok",
+        "gated",
+        "missing_config",
+        "bad_config",
+        "custom_code",
+        "unknown_model_type",
+    }
     with HubIndex(tmp_path / "other.db") as idx:  # a listing never made, offline: one clear error
         from bringup.errors import BadInput
 
@@ -203,8 +215,17 @@ def test_plan_dedups_by_signature(synth: hs.SynthHub) -> None:
             cfg = None if raw is None else __import__("json").loads(raw)
         except ValueError:
             cfg = None
-        status = ("gated" if r.gated else "not_found_or_private" if r.private else "missing_config" if raw is None
-                  else "bad_config" if cfg is None else "ok")  # fmt: skip
+        status = (
+            "gated"
+            if r.gated
+            else "not_found_or_private"
+            if r.private
+            else "missing_config"
+            if raw is None
+            else "bad_config"
+            if cfg is None
+            else "ok"
+        )
         entries.append(Entry(r.id, "", r.sha, status, "", r.downloads, r.likes, config=cfg))
     plan = hub_plan.plan_ids(entries)
     sig = {row["model_id"]: row["signature"] for row in plan.rows}
@@ -251,8 +272,9 @@ def test_bad_search_and_list_inputs(tmp_path: Path) -> None:
     assert [(i.model_id, i.revision, i.downloads) for i in ids] == [("org/a", "v1.0", 5), ("org/b", "", None)]
 
 
-def test_interrupted_cli_fetch_continues(synth: hs.SynthHub, tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_interrupted_cli_fetch_continues(
+    synth: hs.SynthHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`bringup hub fetch`, stopped with Ctrl-C (SIGINT) mid-fetch, exits 130 saying how to continue; the
     same command again fetches only the rest and ends with every id settled. A bad --hub-rate (refused before
     any fetch) is checked in process (run_main)."""
@@ -262,15 +284,39 @@ def test_interrupted_cli_fetch_continues(synth: hs.SynthHub, tmp_path: Path,
     listing = tmp_path / "ids.txt"
     listing.write_text("\n".join(r.id for r in ok) + "\n")
     with StandIn(ok, delay_s=0.1) as s:
-        env = {**os.environ, "HF_ENDPOINT": s.url, "HF_HUB_CACHE": str(tmp_path / "hf"), "PYTHONWARNINGS": "ignore",
-               "PYTHONPATH": str(REPO)}  # fmt: skip
+        env = {
+            **os.environ,
+            "HF_ENDPOINT": s.url,
+            "HF_HUB_CACHE": str(tmp_path / "hf"),
+            "PYTHONWARNINGS": "ignore",
+            "PYTHONPATH": str(REPO),
+        }
         env.pop("HF_HUB_OFFLINE", None)
-        cmd = [sys.executable, "-m", "bringup.cli", "--db", str(tmp_path / "b.db"), "hub", "fetch", "--source",
-               f"hub-list:{listing}", "--hub-workers", "2", "--hub-rate", "1000,100000"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "bringup.cli",
+            "--db",
+            str(tmp_path / "b.db"),
+            "hub",
+            "fetch",
+            "--source",
+            f"hub-list:{listing}",
+            "--hub-workers",
+            "2",
+            "--hub-rate",
+            "1000,100000",
+        ]
         # SIGINT back to its default in the child: a parent that ignores it (a test runner's worker may) would
         # hand the child SIG_IGN, and Python then installs no KeyboardInterrupt handler (Ctrl-C never arrives).
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+        p = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         deadline = time.monotonic() + 120
         while s.count("resolvers", status=200) < 10 and time.monotonic() < deadline and p.poll() is None:
             time.sleep(0.05)

@@ -43,8 +43,13 @@ def _fp(raw: dict[str, Any]) -> dict[str, Any]:
 
 # A cheap, varied sample for the default run (dense GQA + rope, MoE, sliding/global layers, learned positions,
 # encoder, encoder-decoder, vision, speech); the slow test takes every base.
-SAMPLE = ("meta-llama/Llama-3.1-8B", "Qwen/Qwen3-30B-A3B", "google/gemma-2-2b", "google-bert/bert-base-uncased",
-          "google-t5/t5-small")  # fmt: skip
+SAMPLE = (
+    "meta-llama/Llama-3.1-8B",
+    "Qwen/Qwen3-30B-A3B",
+    "google/gemma-2-2b",
+    "google-bert/bert-base-uncased",
+    "google-t5/t5-small",
+)
 
 
 def _both_directions(bases: tuple[str, ...]) -> None:
@@ -110,12 +115,18 @@ def test_excluded_keys_do_not_change_the_graph() -> None:
     cat = _cat()
     llama, bert = cat["meta-llama/Llama-3.1-8B"], cat["google-bert/bert-base-uncased"]
     variants = {
-        "_name_or_path": "org/other", "name_or_path": "org/other", "_commit_hash": "f" * 40,
-        "transformers_version": "4.30.0", "dtype": "bfloat16", "torch_dtype": "float16",
-        "id2label": {"0": "a", "1": "b", "2": "c"}, "label2id": {"a": 0, "b": 1, "c": 2},
-        "initializer_range": 0.006, "quantization_config": {"quant_method": "gptq", "bits": 4},
+        "_name_or_path": "org/other",
+        "name_or_path": "org/other",
+        "_commit_hash": "f" * 40,
+        "transformers_version": "4.30.0",
+        "dtype": "bfloat16",
+        "torch_dtype": "float16",
+        "id2label": {"0": "a", "1": "b", "2": "c"},
+        "label2id": {"a": 0, "b": 1, "c": 2},
+        "initializer_range": 0.006,
+        "quantization_config": {"quant_method": "gptq", "bits": 4},
         "auto_map": {"AutoModelForCausalLM": "modeling_llama.LlamaForCausalLM"},
-    }  # fmt: skip
+    }
     assert set(variants) | {"architectures"} == set(sg.NON_GRAPH)
     for base, keys in ((llama, list(variants)), (bert, ["id2label", "initializer_range", "dtype"])):
         fb = _fp(base)
@@ -163,7 +174,7 @@ def test_config_failures_by_reason() -> None:
         "unknown_architecture": {**llama, "architectures": ["LlamaForSomethingNew"]},
         "custom_code": {**llama, "architectures": ["AcmeForCausalLM"], "auto_map": {"AutoModel": "m.Acme"}},
         "tiny_config": {**llama, "num_attention_heads": 0},
-    }  # fmt: skip
+    }
     for reason, cfg in cases.items():
         got = sg.sign(cfg)
         assert isinstance(got, sg.ConfigFailure) and got.reason == reason, (reason, got)
@@ -176,8 +187,14 @@ def test_fields_come_from_the_config_class() -> None:
 
     e = sg.explain("llama")
     assert e["config_class"] == "LlamaConfig"
-    assert {"hidden_act", "rms_norm_eps", "attention_bias", "mlp_bias", "rope_parameters",
-            "tie_word_embeddings"} <= set(e["graph"])  # fmt: skip
+    assert {
+        "hidden_act",
+        "rms_norm_eps",
+        "attention_bias",
+        "mlp_bias",
+        "rope_parameters",
+        "tie_word_embeddings",
+    } <= set(e["graph"])
     assert {"hidden_size", "num_hidden_layers", "num_key_value_heads"} <= set(e["sizes"])
     assert "initializer_range" in e["excluded"] and "initializer_range" not in e["graph"]
     m = sg.explain("mixtral")

@@ -40,14 +40,23 @@ def hub(synth: hs.SynthHub) -> Any:
 
 
 def _env(hub: StandIn, tmp: Path) -> dict[str, str]:
-    return {"HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(tmp / "hf"), "HF_HUB_OFFLINE": "",
-            "PYTHONPATH": os.pathsep.join([str(ZOO_TESTS), str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    return {
+        "HF_ENDPOINT": hub.url,
+        "HF_HUB_CACHE": str(tmp / "hf"),
+        "HF_HUB_OFFLINE": "",
+        "PYTHONPATH": os.pathsep.join([str(ZOO_TESTS), str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
 
 
 def zoo(hub: StandIn, tmp: Path, *args: str, rc: int | None = None, pre: tuple[str, ...] = ()) -> dict[str, Any]:
     out = tmp / f"zoo-{len(list(tmp.glob('zoo-*.json')))}.json"
-    run_cli(["--device", "cpu", "--db", str(tmp / "b.db"), *pre, "zoo", *args, "--json", str(out)], cwd=tmp,
-            env=_env(hub, tmp), timeout=900, check_rc=rc)  # fmt: skip
+    run_cli(
+        ["--device", "cpu", "--db", str(tmp / "b.db"), *pre, "zoo", *args, "--json", str(out)],
+        cwd=tmp,
+        env=_env(hub, tmp),
+        timeout=900,
+        check_rc=rc,
+    )
     return load_json(out)
 
 
@@ -74,8 +83,19 @@ def test_sweep_fans_out_verdicts_by_signature(
         r"^(meta-llama/base-0(-\w+)?|user\d+/ft0-\d|lab0/near-0-1|openai-community/base-12(-\w+)?|user\d+/ft12-\d"
         r"|broken0/.*)$"
     )
-    data = zoo(hub, tmp_path, "--source", "hub-search:", "--filter", keep, *FAST,
-               "--compile-backend", "perturb_act_aot_eager", rc=1, pre=("--import", "perturb_backend"))  # fmt: skip
+    data = zoo(
+        hub,
+        tmp_path,
+        "--source",
+        "hub-search:",
+        "--filter",
+        keep,
+        *FAST,
+        "--compile-backend",
+        "perturb_act_aot_eager",
+        rc=1,
+        pre=("--import", "perturb_backend"),
+    )
     h = data["hub"]
     llama = _ids(synth, lambda r: r.expect == "sig:0")
     gpt2 = _ids(synth, lambda r: r.expect == "sig:12")
@@ -127,8 +147,13 @@ def test_sweep_fans_out_verdicts_by_signature(
     with sqlite3.connect(tmp_path / "b.db") as c:
         c.execute("DELETE FROM cases WHERE case_id = ?", (gcase["case_id"],))
     out = tmp_path / "resumed.json"
-    p = run_cli(["--db", str(tmp_path / "b.db"), "--resume", data["run_id"], "--json", str(out)], cwd=tmp_path,
-                env=_env(hub, tmp_path), timeout=900, check_rc=1)  # fmt: skip
+    p = run_cli(
+        ["--db", str(tmp_path / "b.db"), "--resume", data["run_id"], "--json", str(out)],
+        cwd=tmp_path,
+        env=_env(hub, tmp_path),
+        timeout=900,
+        check_rc=1,
+    )
     assert "1 unfinished case" in p.stdout
     again = load_json(out)["hub"]
     assert again["overall"] == h["overall"]
@@ -159,8 +184,18 @@ def test_baseline_compares_per_signature(hub: StandIn, synth: hs.SynthHub, tmp_p
     other += [r for r in synth.repos if r.kind in ("copy", "resized") and r.expect == "sig:12"][:2]
     other += [r for r in synth.repos if r.id == "google-bert/base-19"]
     second = _list_file(tmp_path, "b.txt", other)
-    b = zoo(hub, tmp_path, "--source", f"hub-list:{second}", *FAST, "--compile-backend", "none",
-            "--baseline", str(bundle), rc=1)  # fmt: skip
+    b = zoo(
+        hub,
+        tmp_path,
+        "--source",
+        f"hub-list:{second}",
+        *FAST,
+        "--compile-backend",
+        "none",
+        "--baseline",
+        str(bundle),
+        rc=1,
+    )
     base = b["hub"]["baseline"]
     assert base["compared"] == 2 and base["differs"] == 1 and base["not_in_bundle"] == 1, base
     assert base["ids"]["differs"]["ids"] == 3 and base["ids"]["ok"]["ids"] == 2, base
@@ -176,8 +211,17 @@ def test_sweep_on_ray(hub: StandIn, synth: hs.SynthHub, tmp_path: Path) -> None:
     """The distinct signatures run on the Ray executor (a local instance, 2 slots); the answer is the same."""
     repos = [r for r in synth.repos if r.expect == "sig:1"][:4] + [r for r in synth.repos if r.expect == "sig:19"][:4]
     f = _list_file(tmp_path, "ids.txt", repos)
-    data = zoo(hub, tmp_path, "--source", f"hub-list:{f}", *FAST, "--compile-backend", "none", rc=0,
-               pre=("--executor", "ray", "--workers", "2"))  # fmt: skip
+    data = zoo(
+        hub,
+        tmp_path,
+        "--source",
+        f"hub-list:{f}",
+        *FAST,
+        "--compile-backend",
+        "none",
+        rc=0,
+        pre=("--executor", "ray", "--workers", "2"),
+    )
     assert data["hub"]["signatures"] == 2 and data["hub"]["overall"]["pass"]["ids"] == len(repos)
 
 
@@ -191,15 +235,31 @@ def test_full_top_shards_a_model_too_big_for_one_device(hub: StandIn, tmp_path: 
     from bringup.hub import refs
 
     cfg = dict(next(e for e in refs.catalogue() if e["id"] == "meta-llama/Llama-3.2-1B")["config"])
-    cfg.update(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
-               num_key_value_heads=2, vocab_size=4096, max_position_embeddings=512)  # fmt: skip
+    cfg.update(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=4096,
+        max_position_embeddings=512,
+    )
     cfg.pop("head_dim", None)
     repo = hs._config_repo("acme/small-llama", cfg, "causal-lm", 1000, random.Random(0))
     f = tmp_path / "ids.txt"
     f.write_text("acme/small-llama downloads=1000\n")
     with StandIn([repo]) as s:
-        args = ("--source", f"hub-list:{f}", "--full-top", "1", "--device-memory", "0.06", *FAST,
-                "--compile-backend", "none")  # fmt: skip
+        args = (
+            "--source",
+            f"hub-list:{f}",
+            "--full-top",
+            "1",
+            "--device-memory",
+            "0.06",
+            *FAST,
+            "--compile-backend",
+            "none",
+        )
         two = zoo(s, tmp_path, *args, "--nproc", "2", rc=0)
     full = next(c for c in two["cases"] if c.get("size") == "full")
     assert full["status"] == "pass" and full["preflight"]["fits"] is False, (full["status"], full["reason"])
@@ -207,9 +267,32 @@ def test_full_top_shards_a_model_too_big_for_one_device(hub: StandIn, tmp_path: 
     from bringup.case import Case, Status
     from bringup.device import Device
 
-    one = Case("zoo", "x", {k: v for k, v in full.items() if k in ("source", "model", "task", "dtype", "steps",
-               "backend", "seed", "size", "batch", "seq", "weights", "reference", "hub_config",
-               "device_memory_gib")}, "bringup.zoo.full:run_full")  # fmt: skip
+    one = Case(
+        "zoo",
+        "x",
+        {
+            k: v
+            for k, v in full.items()
+            if k
+            in (
+                "source",
+                "model",
+                "task",
+                "dtype",
+                "steps",
+                "backend",
+                "seed",
+                "size",
+                "batch",
+                "seq",
+                "weights",
+                "reference",
+                "hub_config",
+                "device_memory_gib",
+            )
+        },
+        "bringup.zoo.full:run_full",
+    )
     ctx = type("Ctx", (), {"device": Device("cpu"), "artifact_dir": tmp_path / "a", "imports": ()})()
     r = zoo_full_run(one, ctx)
     assert r.status is Status.UNSUPPORTED and "--nproc 2" in r.reason, r.reason
@@ -263,7 +346,7 @@ def test_hub_sweep_bad_inputs(
         (["zoo", "--source", "hub-search:", "--full-top", "1", "--nproc", "3"], "does not split over --nproc 3"),
         (["zoo", "--source", "hub-top", "--size", "full", "--nproc", "4", "--batch", "6"], "use a multiple of 4"),
         (["zoo", "--source", "hub-search:", "--full-top", "1", "--seq", "1"], "--seq >= 2"),
-    ):  # fmt: skip
+    ):
         opts = parse_options(["--db", db, *args])
         with pytest.raises(BadInput, match=needle.replace("+", r"\+")):
             suite.build_cases(opts, Device("cpu"))

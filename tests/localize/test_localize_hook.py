@@ -36,8 +36,23 @@ def test_cases_for_picks_eager_or_regional_and_skips_the_rest() -> None:
 @pytest.mark.slow
 def test_zoo_localize_flag_localizes_the_perturbed_compiler(cli, tmp_path: Path) -> None:
     env = {"PYTHONPATH": os.pathsep.join([str(REPO / "tests" / "zoo"), str(REPO), os.environ.get("PYTHONPATH", "")])}
-    p = cli("--device", "cpu", "--import", "perturb_backend", "zoo", "--filter", "^llama$", "--steps", "2",
-            "--compile-backend", "perturb_act_aot_eager", "--localize", "--json", "z.json", env=env)  # fmt: skip
+    p = cli(
+        "--device",
+        "cpu",
+        "--import",
+        "perturb_backend",
+        "zoo",
+        "--filter",
+        "^llama$",
+        "--steps",
+        "2",
+        "--compile-backend",
+        "perturb_act_aot_eager",
+        "--localize",
+        "--json",
+        "z.json",
+        env=env,
+    )
     assert p.returncode == 1, p.stderr[-3000:]
     data = load_json(tmp_path / "z.json")
     loc = [c for c in data["cases"] if c["suite"] == "localize"]

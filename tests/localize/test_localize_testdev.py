@@ -21,8 +21,9 @@ FAULT = {"BRINGUP_TESTDEV_FAULTS": "scale:silu=1.01"}
 
 def _repro(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k != "BRINGUP_TESTDEV_FAULTS"}
-    return subprocess.run([sys.executable, script], env={**full, **env}, capture_output=True, text=True,
-                          timeout=300, cwd="/")  # fmt: skip
+    return subprocess.run(
+        [sys.executable, script], env={**full, **env}, capture_output=True, text=True, timeout=300, cwd="/"
+    )
 
 
 def test_localize_names_silu_and_the_repro_reproduces(cli, tmp_path: Path, testdev_built: None) -> None:  # noqa: F811

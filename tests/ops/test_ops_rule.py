@@ -138,8 +138,14 @@ def measure(dtype: torch.dtype) -> dict[str, Any]:
                 flagged += 1
             else:
                 missed.append(name)
-    return {"judged": judged, "false_cpu": false_cpu, "false_perfect": false_perfect, "flagged": flagged,
-            "false": false, "missed": missed}  # fmt: skip
+    return {
+        "judged": judged,
+        "false_cpu": false_cpu,
+        "false_perfect": false_perfect,
+        "flagged": flagged,
+        "false": false,
+        "missed": missed,
+    }
 
 
 def tree_map_leaves(x: Any) -> list[Any]:

@@ -33,8 +33,9 @@ def test_training_script_runs_on_cpu_after_fix(cli, bringup_inproc, tmp_path: Pa
     shutil.copytree(FIXTURES / "train", proj)
     script = proj / "train_cuda.py"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    run = lambda: subprocess.run([sys.executable, str(script), "--steps", "3"], capture_output=True, text=True,
-                                 env=env, timeout=600)  # fmt: skip
+    run = lambda: subprocess.run(
+        [sys.executable, str(script), "--steps", "3"], capture_output=True, text=True, env=env, timeout=600
+    )
     before = run()  # the test can fail: unported, the script does not run without CUDA
     assert before.returncode != 0 and "TRAINING DONE" not in before.stdout
 
@@ -54,8 +55,14 @@ def test_training_script_runs_on_cpu_after_fix(cli, bringup_inproc, tmp_path: Pa
 
     # A CUDA build of torch with no GPU (the default wheel on a GPU-less Linux box): `current_accelerator()`
     # names cuda there, so the ported code must ask whether it is available (check_available=True).
-    fake = [sys.executable, "-c", "import sys, runpy, fake_cuda_build; sys.argv = sys.argv[1:]; "
-            "runpy.run_path(sys.argv[0], run_name='__main__')", str(script), "--steps", "3"]  # fmt: skip
+    fake = [
+        sys.executable,
+        "-c",
+        "import sys, runpy, fake_cuda_build; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')",
+        str(script),
+        "--steps",
+        "3",
+    ]
     plugin_dir = str(Path(__file__).parents[1] / "spine")  # tests/spine/fake_cuda_build.py
     fake_env = {**env, "PYTHONPATH": os.pathsep.join([plugin_dir, env.get("PYTHONPATH", "")])}
     cuda_build = subprocess.run(fake, capture_output=True, text=True, env=fake_env, timeout=600)

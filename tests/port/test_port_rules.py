@@ -80,8 +80,11 @@ def test_fixed_fixtures_define_every_name_they_use() -> None:
     import sys
 
     files = sorted(str(p) for p in FIXTURES.rglob("expected.py"))
-    p = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--select", "F821",
-                        *files], capture_output=True, text=True)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated", "--select", "F821", *files],
+        capture_output=True,
+        text=True,
+    )
     if p.returncode != 0 and "No module named ruff" in p.stderr:
         pytest.skip("ruff not installed")
     assert p.returncode == 0, p.stdout + p.stderr

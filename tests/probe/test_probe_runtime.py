@@ -75,8 +75,12 @@ def test_fsdp2_with_grads_not_averaged_fails(monkeypatch) -> None:
 
 
 def test_a_rank_that_raises_is_unsupported_only_when_cpu_passes_the_same_code(monkeypatch) -> None:
-    err = {"error": "RuntimeError: DeviceMesh process groups not initialized!", "unsupported": False,
-           "where": "/x/site-packages/torch/distributed/device_mesh.py:805", "traceback": "tb"}  # fmt: skip
+    err = {
+        "error": "RuntimeError: DeviceMesh process groups not initialized!",
+        "unsupported": False,
+        "where": "/x/site-packages/torch/distributed/device_mesh.py:805",
+        "traceback": "tb",
+    }
     _with_ranks(monkeypatch, [err, err], control="pass")
     monkeypatch.setattr(Device, "is_cpu", property(lambda self: False))
     r = pr.probe_distributed(_case("fsdp2"), Device("cpu"))

@@ -48,8 +48,15 @@ def test_wrong_kernels_fail(wrong: str, monkeypatch: pytest.MonkeyPatch) -> None
     fake = WRONG[wrong]
     calls: list[int] = []
 
-    def kernel(a: torch.Tensor, b: torch.Tensor, *, scale_a: torch.Tensor, scale_b: torch.Tensor,
-               out_dtype: torch.dtype, **kw: Any) -> torch.Tensor:  # fmt: skip
+    def kernel(
+        a: torch.Tensor,
+        b: torch.Tensor,
+        *,
+        scale_a: torch.Tensor,
+        scale_b: torch.Tensor,
+        out_dtype: torch.dtype,
+        **kw: Any,
+    ) -> torch.Tensor:
         calls.append(1)
         if len(calls) % 2 == 0:  # probe calls: device, then cpu's trusted run: keep that one real
             return REAL(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)

@@ -21,8 +21,13 @@ def ev(name: str, ts: float, dur: float, cat: str = "cpu_op", tid: int = 1, **ar
 
 def steps2(*events: dict[str, Any]) -> dict[str, Any]:
     """Two 100 us steps at [0, 100] and [100, 200] around `events`."""
-    return {"traceEvents": [ev("ProfilerStep#1", 0, 100, "user_annotation"),
-                            ev("ProfilerStep#2", 100, 100, "user_annotation"), *events]}  # fmt: skip
+    return {
+        "traceEvents": [
+            ev("ProfilerStep#1", 0, 100, "user_annotation"),
+            ev("ProfilerStep#2", 100, 100, "user_annotation"),
+            *events,
+        ]
+    }
 
 
 # ---- interval arithmetic -------------------------------------------------------------------------
@@ -81,16 +86,22 @@ def test_trace_without_step_markers_is_one_step() -> None:
 
 # ---- self time, top ops, kernels, compiled regions -----------------------------------------------
 def test_self_times_subtract_direct_children_on_the_same_thread() -> None:
-    sp = bp.spans({"traceEvents": [ev("A", 0, 100), ev("B", 10, 30), ev("C", 20, 10), ev("D", 50, 10),
-                                   ev("E", 0, 100, tid=2)]})  # fmt: skip
+    sp = bp.spans(
+        {"traceEvents": [ev("A", 0, 100), ev("B", 10, 30), ev("C", 20, 10), ev("D", 50, 10), ev("E", 0, 100, tid=2)]}
+    )
     got = {s.name: v for s, v in bp.self_times(sp)}
     assert got == {"A": 60, "B": 20, "C": 10, "D": 10, "E": 100}
 
 
 def test_top_ops_rank_by_self_time_per_step() -> None:
-    trace = steps2(ev("aten::linear", 0, 60), ev("aten::mm", 5, 50), ev("aten::linear", 100, 60),
-                   ev("aten::mm", 105, 50), ev("aten::relu", 170, 15),
-                   ev("## Call CompiledFxGraph abc ##", 60, 30, "user_annotation"))  # fmt: skip
+    trace = steps2(
+        ev("aten::linear", 0, 60),
+        ev("aten::mm", 5, 50),
+        ev("aten::linear", 100, 60),
+        ev("aten::mm", 105, 50),
+        ev("aten::relu", 170, 15),
+        ev("## Call CompiledFxGraph abc ##", 60, 30, "user_annotation"),
+    )
     rows = bp.top_ops(bp.spans(trace), n=3)
     assert [r["name"] for r in rows] == ["aten::mm", "## Call CompiledFxGraph abc ##", "aten::linear"]
     mm = rows[0]
@@ -102,23 +113,33 @@ def test_top_ops_rank_by_self_time_per_step() -> None:
 
 def test_top_kernels() -> None:
     assert bp.top_kernels(bp.spans(steps2(ev("aten::mm", 0, 10)))) is None
-    rows = bp.top_kernels(bp.spans(steps2(ev("sgemm", 0, 30, "kernel"), ev("sgemm", 100, 30, "kernel"),
-                                          ev("memset", 50, 20, "gpu_memset"))))  # fmt: skip
+    rows = bp.top_kernels(
+        bp.spans(
+            steps2(ev("sgemm", 0, 30, "kernel"), ev("sgemm", 100, 30, "kernel"), ev("memset", 50, 20, "gpu_memset"))
+        )
+    )
     assert rows is not None
     assert [(r["name"], r["kind"], r["calls"]) for r in rows] == [("sgemm", "kernel", 1), ("memset", "gpu_memset", 0.5)]
     assert rows[0]["time_s"] == pytest.approx(30e-6) and rows[0]["pct_busy"] == pytest.approx(75.0)
 
 
 def test_compiled_regions_are_listed_and_their_share_counted_once() -> None:
-    trace = {"traceEvents": [
-        ev("ProfilerStep#0", 0, 100, "user_annotation"),
-        ev("Torch-Compiled Region: 0/0", 10, 40), ev("CompiledFunction", 15, 30),
-        ev("autograd::engine::evaluate_function: CompiledFunctionBackward", 58, 24),
-        ev("CompiledFunctionBackward", 60, 20), ev("aten::mm", 90, 5),
-    ]}  # fmt: skip
+    trace = {
+        "traceEvents": [
+            ev("ProfilerStep#0", 0, 100, "user_annotation"),
+            ev("Torch-Compiled Region: 0/0", 10, 40),
+            ev("CompiledFunction", 15, 30),
+            ev("autograd::engine::evaluate_function: CompiledFunctionBackward", 58, 24),
+            ev("CompiledFunctionBackward", 60, 20),
+            ev("aten::mm", 90, 5),
+        ]
+    }
     rows, inside = bp.compiled_regions(bp.spans(trace))
-    assert {r["name"]: r["calls"] for r in rows} == {"Torch-Compiled Region: 0/0": 1, "CompiledFunction": 1,
-                                                     "CompiledFunctionBackward": 1}  # fmt: skip
+    assert {r["name"]: r["calls"] for r in rows} == {
+        "Torch-Compiled Region: 0/0": 1,
+        "CompiledFunction": 1,
+        "CompiledFunctionBackward": 1,
+    }
     assert inside == pytest.approx(60e-6)  # [10, 50] + [60, 80]
     assert bp.summarize_trace(steps2(ev("aten::mm", 0, 10)))["compiled_s"] is None
 
@@ -126,10 +147,17 @@ def test_compiled_regions_are_listed_and_their_share_counted_once() -> None:
 # ---- transfers ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("name", "kind"),
-    [("Memcpy HtoD (Pageable -> Device)", "h2d"), ("Memcpy DtoH (Device -> Pinned)", "d2h"),
-     ("Memcpy DtoD (Device -> Device)", "d2d"), ("Memcpy PtoP (Device -> Device)", "d2d"),
-     ("CopyHostToDevice", "h2d"), ("Memcpy M2D", "h2d"), ("Memcpy D2M", "d2h"), ("Memset (Device)", None)],
-)  # fmt: skip
+    [
+        ("Memcpy HtoD (Pageable -> Device)", "h2d"),
+        ("Memcpy DtoH (Device -> Pinned)", "d2h"),
+        ("Memcpy DtoD (Device -> Device)", "d2d"),
+        ("Memcpy PtoP (Device -> Device)", "d2d"),
+        ("CopyHostToDevice", "h2d"),
+        ("Memcpy M2D", "h2d"),
+        ("Memcpy D2M", "d2h"),
+        ("Memset (Device)", None),
+    ],
+)
 def test_memcpy_direction(name: str, kind: str | None) -> None:
     assert bp.memcpy_direction(name) == kind
 
@@ -137,9 +165,15 @@ def test_memcpy_direction(name: str, kind: str | None) -> None:
 def test_device_memcpy_counts_bytes_and_time() -> None:
     assert bp.device_memcpy(bp.spans(steps2(ev("aten::mm", 0, 10)))) is None
     h2d, d2h = "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)"
-    got = bp.device_memcpy(bp.spans(steps2(ev(h2d, 0, 4, "gpu_memcpy", bytes=1000),
-                                           ev(h2d, 100, 6, "gpu_memcpy", bytes=3000),
-                                           ev(d2h, 150, 2, "gpu_memcpy", bytes=8))))  # fmt: skip
+    got = bp.device_memcpy(
+        bp.spans(
+            steps2(
+                ev(h2d, 0, 4, "gpu_memcpy", bytes=1000),
+                ev(h2d, 100, 6, "gpu_memcpy", bytes=3000),
+                ev(d2h, 150, 2, "gpu_memcpy", bytes=8),
+            )
+        )
+    )
     assert got is not None
     assert got["h2d"] == {"count": 1, "bytes": 2000, "time_s": pytest.approx(5e-6)}
     assert got["d2h"]["count"] == 0.5 and got["d2d"]["count"] == 0 and "other" not in got
@@ -147,10 +181,18 @@ def test_device_memcpy_counts_bytes_and_time() -> None:
 
 @pytest.mark.parametrize(
     ("src", "dst", "kind"),
-    [("cpu", "cpu", None), ("cpu", "cuda:0", "h2d"), ("testdev:0", "cpu", "d2h"), ("cuda:0", "cuda:1", "d2d"),
-     ("cuda", "cuda:0", None), ("xpu:0", "xpu:0", None), ("cpu", "meta", None), ("neuron:0", None, "unknown"),
-     ("cpu", None, None)],
-)  # fmt: skip
+    [
+        ("cpu", "cpu", None),
+        ("cpu", "cuda:0", "h2d"),
+        ("testdev:0", "cpu", "d2h"),
+        ("cuda:0", "cuda:1", "d2d"),
+        ("cuda", "cuda:0", None),
+        ("xpu:0", "xpu:0", None),
+        ("cpu", "meta", None),
+        ("neuron:0", None, "unknown"),
+        ("cpu", None, None),
+    ],
+)
 def test_transfer_kind(src: str, dst: str | None, kind: str | None) -> None:
     assert bp.transfer_kind(src, dst) == kind
 
@@ -164,8 +206,13 @@ def test_count_transfers_per_step_and_time_source() -> None:
         bp.CopyRecord("aten::copy_", "cuda:0", "cuda:0", 99999, 50.0),
     ]  # same device: no transfer
     out = bp.count_transfers(recs, steps=1)
-    assert out["h2d"] == {"count": 2, "bytes": 3072, "host_s": pytest.approx(30e-6),
-                          "time_s": pytest.approx(30e-6), "time_from": "host"}  # fmt: skip
+    assert out["h2d"] == {
+        "count": 2,
+        "bytes": 3072,
+        "host_s": pytest.approx(30e-6),
+        "time_s": pytest.approx(30e-6),
+        "time_from": "host",
+    }
     assert (out["d2h"]["count"], out["d2h"]["bytes"]) == (1, 8)
     assert (out["d2d"]["count"], out["d2d"]["bytes"]) == (0, 0)
     assert "unknown" not in out
@@ -181,28 +228,50 @@ def tmeta(device: str, sizes: list[int], dtype: torch.dtype = torch.float32) -> 
 
 
 def node(name: str, inputs: list[Any], children: list[Any] | None = None, ns: int = 1000) -> SimpleNamespace:
-    return SimpleNamespace(name=name, extra_fields=SimpleNamespace(inputs=inputs), children=children or [],
-                           duration_time_ns=ns)  # fmt: skip
+    return SimpleNamespace(
+        name=name, extra_fields=SimpleNamespace(inputs=inputs), children=children or [], duration_time_ns=ns
+    )
 
 
 def test_copy_records_count_the_outermost_cross_device_copy_once() -> None:
     # A PrivateUse1 `.to(dev)`: _to_copy -> copy_(dst dev, src cpu) -> _copy_from(src, dst) -> cpu copy_.
-    h2d = node("aten::to", [tmeta("cpu", [4, 4])], [
-        node("aten::_to_copy", [tmeta("cpu", [4, 4]), 6, None, None], [
-            node("aten::empty_strided", [None]),
-            node("aten::copy_", [tmeta("testdev:0", [4, 4]), tmeta("cpu", [4, 4]), False], [
-                node("aten::_copy_from", [tmeta("cpu", [4, 4]), tmeta("testdev:0", [4, 4]), False], [
-                    node("aten::copy_", [tmeta("cpu", [4, 4]), tmeta("cpu", [4, 4]), False])])])])])  # fmt: skip
+    h2d = node(
+        "aten::to",
+        [tmeta("cpu", [4, 4])],
+        [
+            node(
+                "aten::_to_copy",
+                [tmeta("cpu", [4, 4]), 6, None, None],
+                [
+                    node("aten::empty_strided", [None]),
+                    node(
+                        "aten::copy_",
+                        [tmeta("testdev:0", [4, 4]), tmeta("cpu", [4, 4]), False],
+                        [
+                            node(
+                                "aten::_copy_from",
+                                [tmeta("cpu", [4, 4]), tmeta("testdev:0", [4, 4]), False],
+                                [node("aten::copy_", [tmeta("cpu", [4, 4]), tmeta("cpu", [4, 4]), False])],
+                            )
+                        ],
+                    ),
+                ],
+            )
+        ],
+    )
     host = node("aten::copy_", [tmeta("cpu", [8], torch.float64), tmeta("cpu", [8]), False])
     to_cpu = node("aten::_to_cpu", [[tmeta("testdev:0", [3], torch.int64), tmeta("testdev:0", [2, 5])]])
     item = node("aten::item", [tmeta("testdev:0", [])], [node("aten::_local_scalar_dense", [tmeta("testdev:0", [])])])
     own = node("aten::_to_copy", [tmeta("testdev:0", [10], torch.bfloat16), 15])  # backend's own _to_copy
     recs = bp.copy_records([h2d, host, to_cpu, item, own])
     got = [(r.op, r.src, r.dst, r.nbytes) for r in recs]
-    assert got == [("aten::copy_", "cpu", "testdev:0", 64),
-                   ("aten::_to_cpu", "testdev:0", "cpu", 24), ("aten::_to_cpu", "testdev:0", "cpu", 40),
-                   ("aten::_local_scalar_dense", "testdev:0", "cpu", 4),
-                   ("aten::_to_copy", "testdev:0", None, 20)]  # fmt: skip
+    assert got == [
+        ("aten::copy_", "cpu", "testdev:0", 64),
+        ("aten::_to_cpu", "testdev:0", "cpu", 24),
+        ("aten::_to_cpu", "testdev:0", "cpu", 40),
+        ("aten::_local_scalar_dense", "testdev:0", "cpu", 4),
+        ("aten::_to_copy", "testdev:0", None, 20),
+    ]
     t = bp.count_transfers(recs)
     assert (t["h2d"]["count"], t["h2d"]["bytes"]) == (1, 64)
     assert (t["d2h"]["count"], t["d2h"]["bytes"]) == (3, 68)
@@ -227,8 +296,11 @@ def test_cpu_copies_are_seen_but_are_not_transfers() -> None:
 # ---- fallbacks, activities, trace files ----------------------------------------------------------
 def test_fallback_marks_match_op_names_across_spellings() -> None:
     assert bp.op_key("aten::add_.Tensor") == bp.op_key("aten.add_.Tensor") == bp.op_key("add_") == "add_"
-    rows = [{"name": "aten::cumsum", "kind": "op"}, {"name": "aten::mm", "kind": "op"},
-            {"name": "cumsum", "kind": "annotation"}]  # fmt: skip
+    rows = [
+        {"name": "aten::cumsum", "kind": "op"},
+        {"name": "aten::mm", "kind": "op"},
+        {"name": "cumsum", "kind": "annotation"},
+    ]
     marked = bp.mark_fallbacks(rows, {"aten::cumsum.default": 3})
     assert [r["fallback"] for r in marked] == [True, False, False]
 
@@ -254,7 +326,13 @@ def test_load_trace_formats_and_errors(tmp_path: Path) -> None:
 
 
 def test_spans_skip_non_complete_and_malformed_events() -> None:
-    bad = [{"ph": "M", "name": "process_name"}, {"ph": "X", "name": "b"}, {"ph": "X", "name": "c", "ts": "x"},
-           {"ph": "i", "name": "d", "ts": 1}, {"ph": "X", "name": "e", "ts": 1, "dur": -1}, "junk"]  # fmt: skip
+    bad = [
+        {"ph": "M", "name": "process_name"},
+        {"ph": "X", "name": "b"},
+        {"ph": "X", "name": "c", "ts": "x"},
+        {"ph": "i", "name": "d", "ts": 1},
+        {"ph": "X", "name": "e", "ts": 1, "dur": -1},
+        "junk",
+    ]
     trace = {"traceEvents": [ev("a", 0, 1), *bad]}
     assert [s.name for s in bp.spans(trace)] == ["a"]

@@ -46,8 +46,14 @@ def _run(tmp_path: Path, steps: int) -> dict:
     script = tmp_path / "prog.py"
     script.write_text(PROGRAM)
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONWARNINGS": "ignore"}
-    p = subprocess.run([sys.executable, str(script), str(tmp_path / "trace.json.gz"), str(steps)], cwd=tmp_path,
-                       env=env, text=True, capture_output=True, timeout=900)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "trace.json.gz"), str(steps)],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 

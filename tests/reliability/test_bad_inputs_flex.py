@@ -70,15 +70,16 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (["--matrix", "quick", "--mods", "nofile.py:fn"], "no such file"),
         (["--matrix", "quick", "--mods", "mods.py:"], "bad user mod"),
     ],
-)  # fmt: skip
+)
 def test_bad_flex_input(files: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str) -> None:
     p = run_main(["--device", "cpu", "flex", *args], capsys)
     assert_one_line_error(p, needle)
     assert not (files / "bringup-results").exists()  # nothing was started or written
 
 
-@pytest.mark.parametrize(("args", "needle"), [(["--matrix", "truncated.json"], "not valid JSON"),
-                                              (["--budget", "-1"], "--budget")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "needle"), [(["--matrix", "truncated.json"], "not valid JSON"), (["--budget", "-1"], "--budget")]
+)
 def test_bad_flex_input_real_process(cli, files: Path, args: list[str], needle: str) -> None:
     assert_one_line_error(cli("--device", "cpu", "flex", *args, timeout=300), needle)
     assert not (files / "bringup-results").exists()

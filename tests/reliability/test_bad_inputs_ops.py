@@ -30,7 +30,7 @@ from tests.conftest import assert_one_line_error
         (["probe", "--case-budget", "nan"], "argument --case-budget"),
         (["probe", "--compile-backends", "inductor,no_such_backend"], "torch.compile backend 'no_such_backend'"),
     ],
-)  # fmt: skip
+)
 def test_bad_ops_and_probe_options(bringup_inproc, tmp_path: Path, args: list[str], needle: str) -> None:
     assert_one_line_error(bringup_inproc("--device", "cpu", *args), needle)
     assert not (tmp_path / "bringup-results").exists()  # no run was started

@@ -27,7 +27,7 @@ from tests.conftest import assert_one_line_error
         (["--steps", "2"], "--steps is no longer accepted here: use --traced-steps"),  # not train's --steps
         (["--warmup", "1"], "--warmup is no longer accepted here: use --untraced-steps"),
     ],
-)  # fmt: skip
+)
 def test_bad_profile_options(bringup_inproc, tmp_path: Path, args: list[str], needle: str) -> None:
     assert_one_line_error(bringup_inproc("--device", "cpu", "profile", *args), needle)
     assert not (tmp_path / "bringup-results").exists()  # no run was started

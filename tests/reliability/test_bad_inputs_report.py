@@ -123,7 +123,8 @@ def test_run_bad_options_inproc(bringup, tmp_path: Path) -> None:
     assert_one_line_error(bringup("--device", "cpu", "run", "--only", "smoke,nope"), "unknown suite")
     assert_one_line_error(bringup("--device", "cpu", "run", "--only", "smoke", "--port", "no/such/path"), "--port")
     assert_one_line_error(bringup("--device", "cpu", "run", "--only", "smoke", "--out", "no/dir/r.html"), "--out")
-    assert_one_line_error(bringup("--device", "cpu", "run", "--skip", "smoke,probe,train,flex,zoo,ops,profile,port"),
-                          "nothing to do")  # fmt: skip
+    assert_one_line_error(
+        bringup("--device", "cpu", "run", "--skip", "smoke,probe,train,flex,zoo,ops,profile,port"), "nothing to do"
+    )
     assert bringup("--device", "cpu", "run", "--quick", "--full").returncode == 2
     assert not (tmp_path / "bringup-results").exists()

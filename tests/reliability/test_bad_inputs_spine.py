@@ -178,7 +178,7 @@ def _bad_bundles(good: Path) -> dict[str, tuple[str | bytes, str]]:
         "bad-case-status": (
             json.dumps({**data, "cases": [{"case_id": "x", "suite": "s", "name": "n", "status": "exploded"}]}),
             "malformed",
-        ),  # fmt: skip
+        ),
         # a pickle is never unpickled: it is just not JSON
         "pickle-bytes": (b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00\x8c\x07posix\x94.", "JSON"),
     }

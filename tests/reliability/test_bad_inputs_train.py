@@ -34,7 +34,7 @@ from tests.conftest import assert_one_line_error
         (["--flops-only", "--nproc", "2"], "--flops-only trains nothing: drop --nproc"),
         (["--flops-only", "--modes", "compile", "--steps", "3"], "drop --modes, --steps"),
     ],
-)  # fmt: skip
+)
 def test_bad_train_options(bringup_inproc, tmp_path: Path, args: list[str], needle: str) -> None:
     assert_one_line_error(bringup_inproc("--device", "cpu", "train", *args), needle)
     assert not (tmp_path / "bringup-results").exists()  # no run was started

@@ -55,8 +55,12 @@ def test_bad_option(zoo, tmp_path: Path, args: list[str], needle: str) -> None:
 
 
 def _bundle(**over: object) -> dict:
-    b = {"format": "bringup-bundle", "version": 1,
-         "run": {"run_id": "r1", "command": "zoo", "device": "cuda"}, "cases": []}  # fmt: skip
+    b = {
+        "format": "bringup-bundle",
+        "version": 1,
+        "run": {"run_id": "r1", "command": "zoo", "device": "cuda"},
+        "cases": [],
+    }
     b.update(over)
     return b
 

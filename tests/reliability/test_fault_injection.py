@@ -46,9 +46,28 @@ def _rows(db: Path) -> list[dict]:
 
 def _sweep(tmp_path: Path, executor: str, plan: str, env: dict[str, str] | None = None) -> list[dict]:
     db = tmp_path / "faults.db"
-    p = run_cli(["--db", str(db), "--executor", executor, "--workers", "2", "--max-rss-gb", "1",
-                 "selftest", "--plan", plan, "--case-budget", str(BUDGET), "--json", "out.json"],
-                cwd=tmp_path, env=env, timeout=900)  # fmt: skip
+    p = run_cli(
+        [
+            "--db",
+            str(db),
+            "--executor",
+            executor,
+            "--workers",
+            "2",
+            "--max-rss-gb",
+            "1",
+            "selftest",
+            "--plan",
+            plan,
+            "--case-budget",
+            str(BUDGET),
+            "--json",
+            "out.json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        timeout=900,
+    )
     assert p.returncode == 1, (p.returncode, p.stdout[-3000:], p.stderr[-3000:])  # finished, with failures
     assert "Traceback" not in p.stderr
     rows = _rows(db)

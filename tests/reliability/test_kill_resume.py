@@ -39,8 +39,13 @@ def _finished(db: Path) -> dict[str, tuple]:
 
 def _start(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     log = open(cwd / f"driver-{time.time_ns()}.log", "wb")
-    return subprocess.Popen([sys.executable, "-m", "bringup.cli", *args], cwd=cwd, stdout=log,
-                            stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "bringup.cli", *args],
+        cwd=cwd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _kill_when(p: subprocess.Popen[bytes], db: Path, n: int, timeout: float = 300) -> list[psutil.Process]:
@@ -142,8 +147,12 @@ def test_sigkill_then_resume_ray(tmp_path: Path) -> None:
     _assert_orphans_die(workers, within_s=20)
     before = _finished(db)
     run_id = _q(db, "SELECT run_id FROM runs")[0][0]
-    run_cli(["--db", str(db), "--executor", "ray", "--workers", "2", "--resume", run_id, *plan], cwd=tmp_path,
-            check_rc=0, timeout=900)  # fmt: skip
+    run_cli(
+        ["--db", str(db), "--executor", "ray", "--workers", "2", "--resume", run_id, *plan],
+        cwd=tmp_path,
+        check_rc=0,
+        timeout=900,
+    )
     _assert_kept(before, _finished(db))
     _assert_complete(db, run_id, 6)
 
@@ -152,9 +161,13 @@ def test_sigterm_stops_at_once_marks_the_run_and_says_how_to_resume(tmp_path: Pa
     """SIGTERM (a scheduler's preemption, `kill`): the running case is abandoned at once (not waited
     for), its worker killed, the run marked `interrupted`, exit 130 with the resume command."""
     db = tmp_path / "term.db"
-    p = subprocess.Popen([sys.executable, "-m", "bringup.cli", "--db", str(db), "selftest", "--plan", "ok*2,sleep:60",
-                          "--tag", "term"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)  # fmt: skip
+    p = subprocess.Popen(
+        [sys.executable, "-m", "bringup.cli", "--db", str(db), "selftest", "--plan", "ok*2,sleep:60", "--tag", "term"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     t_end = time.monotonic() + 300
     while len(_finished(db)) < 2:
         assert p.poll() is None and time.monotonic() < t_end

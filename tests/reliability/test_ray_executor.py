@@ -87,9 +87,25 @@ def test_custom_resource_for_a_privateuse1_device(tmp_path: Path) -> None:
     type; with 1 device and 2 slots they share it. Cases still run, crash and finish there."""
     from tests.conftest import run_cli
 
-    p = run_cli(["--import", "bringup.testdev", "--device", "testdev", "--executor", "ray", "--workers", "2",
-                 "selftest", "--plan", "ok*2,segv,unsupported", "--json", "out.json"], cwd=tmp_path,
-                timeout=900)  # fmt: skip
+    p = run_cli(
+        [
+            "--import",
+            "bringup.testdev",
+            "--device",
+            "testdev",
+            "--executor",
+            "ray",
+            "--workers",
+            "2",
+            "selftest",
+            "--plan",
+            "ok*2,segv,unsupported",
+            "--json",
+            "out.json",
+        ],
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert p.returncode == 1, (p.stdout[-2000:], p.stderr[-2000:])
     line = next(ln for ln in p.stderr.splitlines() if ln.startswith("ray: "))
     assert "local instance, 2 slot(s)" in line and "testdev=" in line, line

@@ -52,8 +52,9 @@ def _statuses(db: Path) -> list[str]:
         return [r[0] for r in c.execute("SELECT status FROM cases ORDER BY case_id")]
 
 
-def test_resume_alone_uses_the_runs_workers(bringup_inproc: Any, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_resume_alone_uses_the_runs_workers(
+    bringup_inproc: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "r.db"
     run_id = _interrupted_run(bringup_inproc, db)
     seen = _record_executors(monkeypatch)
@@ -63,13 +64,15 @@ def test_resume_alone_uses_the_runs_workers(bringup_inproc: Any, tmp_path: Path,
     assert _statuses(db) == ["pass", "pass"]
 
 
-def test_what_the_resume_names_overrides_the_run(bringup_inproc: Any, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_what_the_resume_names_overrides_the_run(
+    bringup_inproc: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "r.db"
     run_id = _interrupted_run(bringup_inproc, db)
     seen = _record_executors(monkeypatch)
-    p = bringup_inproc("--db", str(db), "--resume", run_id, "selftest", "--plan", "ok*2", "--tag", "resume-opts",
-                       "--workers", "3")  # fmt: skip
+    p = bringup_inproc(
+        "--db", str(db), "--resume", run_id, "selftest", "--plan", "ok*2", "--tag", "resume-opts", "--workers", "3"
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert seen and seen[0] == (3, 7.0)  # --workers named by the resume; --max-rss-gb still the run's
     assert _statuses(db) == ["pass", "pass"]
@@ -87,8 +90,15 @@ def test_resumed_options_merge() -> None:
     p = build_parser()
     argv = ["--resume", "R", "zoo", "--limit", "3"]
     args = p.parse_args(argv)
-    stored = {"workers": 2, "limit": 9, "dtype": "bf16", "db": "elsewhere.db", "resume": None, "command": "zoo",
-              "timeout": 5.0}  # fmt: skip
+    stored = {
+        "workers": 2,
+        "limit": 9,
+        "dtype": "bf16",
+        "db": "elsewhere.db",
+        "resume": None,
+        "command": "zoo",
+        "timeout": 5.0,
+    }
     got = resumed_options(p, argv, args, stored)
     assert (got.workers, got.limit, got.dtype, got.resume) == (2, 3, "bf16", "R")
     assert got.db is None and not hasattr(got, "timeout")  # how the resume found the run; a retired option

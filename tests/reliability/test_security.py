@@ -93,10 +93,15 @@ def test_the_checker_catches_what_it_claims(tmp_path: Path) -> None:
     )
     got = [f.split(": ", 1)[1] for f in findings(probe, root=tmp_path)]
     assert got == [
-        "imports pickle", "imports from dill", "torch.load without weights_only=True",
-        "torch.load without weights_only=True", "yaml.load without a safe Loader (use yaml.safe_load)",
-        "numpy load with allow_pickle=True", "eval()", "subprocess.run(shell=True)",
-    ]  # fmt: skip
+        "imports pickle",
+        "imports from dill",
+        "torch.load without weights_only=True",
+        "torch.load without weights_only=True",
+        "yaml.load without a safe Loader (use yaml.safe_load)",
+        "numpy load with allow_pickle=True",
+        "eval()",
+        "subprocess.run(shell=True)",
+    ]
 
 
 def test_docs_and_help_say_that_import_runs_code(tmp_path: Path) -> None:

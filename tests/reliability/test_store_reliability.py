@@ -23,10 +23,14 @@ def test_v1_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
     c = sqlite3.connect(db)
     c.executescript(MIGRATIONS[0])
     c.execute("PRAGMA user_version = 1")
-    c.execute("INSERT INTO runs (run_id, command, argv, device, started_at, status) VALUES"
-              " ('r1', 'smoke', '[\"smoke\"]', 'cpu', 1.0, 'finished')")  # fmt: skip
-    c.execute("INSERT INTO cases (run_id, case_id, suite, name, params, status, reason, error, wall_s,"
-              " finished_at) VALUES ('r1', 'c1', 'smoke', 'gemm', '{\"n\": 8}', 'pass', '', '', 0.5, 2.0)")  # fmt: skip
+    c.execute(
+        "INSERT INTO runs (run_id, command, argv, device, started_at, status) VALUES"
+        " ('r1', 'smoke', '[\"smoke\"]', 'cpu', 1.0, 'finished')"
+    )
+    c.execute(
+        "INSERT INTO cases (run_id, case_id, suite, name, params, status, reason, error, wall_s,"
+        " finished_at) VALUES ('r1', 'c1', 'smoke', 'gemm', '{\"n\": 8}', 'pass', '', '', 0.5, 2.0)"
+    )
     c.execute("INSERT INTO metrics VALUES ('r1', 'c1', 'max_abs_err', 1e-6, '')")
     c.commit()
     c.close()
@@ -62,8 +66,11 @@ def test_databases_that_are_not_ours_are_refused_untouched(tmp_path: Path) -> No
     c.close()
     corrupt = tmp_path / "corrupt.db"
     corrupt.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
-    for path, needle in ((foreign, "not a bringup database"), (newer, "newer than this bringup"),
-                         (corrupt, "not a usable bringup database")):  # fmt: skip
+    for path, needle in (
+        (foreign, "not a bringup database"),
+        (newer, "newer than this bringup"),
+        (corrupt, "not a usable bringup database"),
+    ):
         before = path.read_bytes()
         with pytest.raises(BadInput, match=needle):
             Store(path)
@@ -98,9 +105,16 @@ def test_device_resolution_including_unknown_names() -> None:
 
     if torch.accelerator.current_accelerator() is None:
         assert resolve_device("auto").name == "cpu"
-    for bad, needle in (("nosuch", "unknown device"), ("nosuch:0", "unknown device"), ("cpu:x", "bad device"),
-                        ("cuda:-1", "bad device"), (":0", "bad device"), ("cpu:3", "no index"),
-                        ("meta", "holds no data"), ("cpu cuda", "bad device")):  # fmt: skip
+    for bad, needle in (
+        ("nosuch", "unknown device"),
+        ("nosuch:0", "unknown device"),
+        ("cpu:x", "bad device"),
+        ("cuda:-1", "bad device"),
+        (":0", "bad device"),
+        ("cpu:3", "no index"),
+        ("meta", "holds no data"),
+        ("cpu cuda", "bad device"),
+    ):
         with pytest.raises(BadInput, match=needle):
             resolve_device(bad)
     if not torch.cuda.is_available():  # cuda-ok: the test asks whether this machine has one
@@ -161,7 +175,7 @@ def test_two_bringup_processes_one_database(tmp_path: Path) -> None:
             text=True,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-        )  # fmt: skip
+        )
         for tag in ("a", "b")
     ]
     outs = [p.communicate(timeout=600) for p in procs]

@@ -72,8 +72,14 @@ print(json.dumps(out))
 
 
 def test_forked_workers_answer_as_started_ones(tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
-                       timeout=600, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     forked = "worker forked by the launcher"
@@ -103,15 +109,26 @@ def test_the_cli_forks_its_workers_and_a_library_call_does_not(tmp_path: Path) -
     does `bringup.cli.main(argv)` called inside someone else's process."""
     for flag, want in (("1", "=== worker forked by the launcher"), ("0", "=== worker started from scratch")):
         db = tmp_path / flag / "r.db"
-        run_cli(["--db", str(db), "--workers", "2", "selftest", "--plan", "ok*2"], cwd=tmp_path,
-                env={"BRINGUP_WORKER_FORK": flag}, check_rc=0)  # fmt: skip
+        run_cli(
+            ["--db", str(db), "--workers", "2", "selftest", "--plan", "ok*2"],
+            cwd=tmp_path,
+            env={"BRINGUP_WORKER_FORK": flag},
+            check_rc=0,
+        )
         logs = sorted(db.parent.glob("*/logs/worker-*.log"))
         assert logs and all(log.read_text().startswith(want) for log in logs), [log.read_text()[:200] for log in logs]
     db = tmp_path / "lib" / "r.db"
-    code = ("import sys; from bringup.cli import main; from bringup.runner import launcher; "
-            "rc = main(sys.argv[1:]); print(rc, launcher.launcher())")  # fmt: skip
-    p = subprocess.run([sys.executable, "-c", code, "--db", str(db), "selftest", "--plan", "ok"], cwd=REPO,
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    code = (
+        "import sys; from bringup.cli import main; from bringup.runner import launcher; "
+        "rc = main(sys.argv[1:]); print(rc, launcher.launcher())"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, "--db", str(db), "selftest", "--plan", "ok"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.stdout.strip().splitlines()[-1] == "0 None", p.stdout[-2000:] + p.stderr[-2000:]
     (log,) = db.parent.glob("*/logs/worker-*.log")
     assert log.read_text().startswith("=== worker started from scratch (no launcher in this process)")

@@ -30,7 +30,11 @@ def test_junit_counts_and_escaping(fixture_store, tmp_path: Path) -> None:
     errors = sum(r.status is Status.ERROR for r in results)
     skipped = sum(r.status is Status.REF_FAIL for r in results)
     assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == (
-        str(n), str(fails), str(errors), str(skipped))  # fmt: skip
+        str(n),
+        str(fails),
+        str(errors),
+        str(skipped),
+    )
     assert len(root.findall(".//testcase")) == n
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert suites["bringup.flex"].get("failures") == "2" and suites["bringup.zoo"].get("skipped") == "1"

@@ -13,8 +13,20 @@ from bringup.train.spec import TrainSpec
 
 
 def _run(device: str, peaks: dict | None = None) -> RunInfo:
-    return RunInfo("r-" + device, "run", [], "0.1", "2.9.0", device, f"{device} hw", "h", time.time(), None,
-                   "finished", {"peak_flops": peaks or {}})  # fmt: skip
+    return RunInfo(
+        "r-" + device,
+        "run",
+        [],
+        "0.1",
+        "2.9.0",
+        device,
+        f"{device} hw",
+        "h",
+        time.time(),
+        None,
+        "finished",
+        {"peak_flops": peaks or {}},
+    )
 
 
 def _probe(name: str, status: Status, **fields) -> CaseResult:
@@ -36,20 +48,33 @@ def _train(mode: str, ttfs: float, tok_s: float, mfu: float, status: Status = St
 
 
 def test_side_by_side_rows_of_an_eager_and_a_lazy_device() -> None:
-    cpu = [_probe("execution.eager", Status.PASS, execution="eager"),
-           _probe("compile.inductor", Status.PASS),
-           _probe("distributed.default", Status.PASS, backend="gloo"),
-           _probe("distributed.dtensor", Status.PASS, backend="gloo"),
-           _probe("distributed.fsdp2", Status.PASS, backend="gloo"),
-           _train("eager", 1.5, 4000.0, 0.02), _train("compile", 20.0, 5000.0, 0.025)]  # fmt: skip
-    xla = [_probe("execution.eager", Status.UNSUPPORTED, execution="lazy", dropped_ms=0.1, kept_ms=110.0),
-           _probe("compile.openxla", Status.PASS),
-           _probe("distributed.default", Status.FAIL_NUMERIC, backend="xla"),
-           _probe("distributed.dtensor", Status.UNSUPPORTED, backend="xla"),
-           _probe("distributed.fsdp2", Status.UNSUPPORTED, backend="xla"),
-           _train("eager", 9.2, 1542.0, 0.016), _train("compile", 20.8, 2077.0, 0.021)]  # fmt: skip
-    rows = {r["row"]: (r["a"], r["b"]) for r in scorecard(_run("cpu"), cpu, _run("xla", {"xla/fp32": {
-        "flops": 9.8e10, "source": "calibrated", "unit": "device"}}), xla)}
+    cpu = [
+        _probe("execution.eager", Status.PASS, execution="eager"),
+        _probe("compile.inductor", Status.PASS),
+        _probe("distributed.default", Status.PASS, backend="gloo"),
+        _probe("distributed.dtensor", Status.PASS, backend="gloo"),
+        _probe("distributed.fsdp2", Status.PASS, backend="gloo"),
+        _train("eager", 1.5, 4000.0, 0.02),
+        _train("compile", 20.0, 5000.0, 0.025),
+    ]
+    xla = [
+        _probe("execution.eager", Status.UNSUPPORTED, execution="lazy", dropped_ms=0.1, kept_ms=110.0),
+        _probe("compile.openxla", Status.PASS),
+        _probe("distributed.default", Status.FAIL_NUMERIC, backend="xla"),
+        _probe("distributed.dtensor", Status.UNSUPPORTED, backend="xla"),
+        _probe("distributed.fsdp2", Status.UNSUPPORTED, backend="xla"),
+        _train("eager", 9.2, 1542.0, 0.016),
+        _train("compile", 20.8, 2077.0, 0.021),
+    ]
+    rows = {
+        r["row"]: (r["a"], r["b"])
+        for r in scorecard(
+            _run("cpu"),
+            cpu,
+            _run("xla", {"xla/fp32": {"flops": 9.8e10, "source": "calibrated", "unit": "device"}}),
+            xla,
+        )
+    }
     assert rows["probe: eager execution"][0] == "yes" and rows["probe: eager execution"][1].startswith("no: lazy")
     assert rows["probe: torch.compile"] == ("inductor pass", "openxla pass")
     assert rows["probe: torch.distributed"] == ("yes (gloo)", "fail_numeric (xla)")

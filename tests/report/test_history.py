@@ -115,8 +115,9 @@ def test_history_cli_page(history: dict, bringup_inproc, tmp_path: Path) -> None
             p.write_text(dumps(make_bundle(st, rid)))
             bundles.append(str(p))
     out = tmp_path / "h.html"
-    p = bringup_inproc("report", "--history", "--db", str(history["a"]), *bundles, "--db", str(history["b"]),
-                       "--out", str(out))  # fmt: skip
+    p = bringup_inproc(
+        "report", "--history", "--db", str(history["a"]), *bundles, "--db", str(history["b"]), "--out", str(out)
+    )
     assert p.returncode == 0, p.stderr
     assert "history: 13 run(s), 2 machine(s), 9 move(s) beyond the noise" in p.stdout
     page = out.read_text()
@@ -158,8 +159,7 @@ def test_history_page_in_headless_chromium(history: dict, bringup_inproc, browse
     from tests.report.conftest import cdp_errors, cdp_eval, contrast_failures, open_page, set_theme
 
     out = tmp_path / "history.html"
-    p = bringup_inproc("report", "--history", "--db", str(history["a"]), "--db", str(history["b"]),
-                       "--out", str(out))  # fmt: skip
+    p = bringup_inproc("report", "--history", "--db", str(history["a"]), "--db", str(history["b"]), "--out", str(out))
     assert p.returncode == 0, p.stderr
     cdp = browser()
     session = open_page(cdp, out)

@@ -57,13 +57,38 @@ def _run():  # type: ignore[no-untyped-def]
 def test_cli_run_that_judges_nothing_exits_1(tmp_path: Path) -> None:
     """Through the real CLI: a zoo run whose only model has a broken config (ref_fail, no device work)."""
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 3,
-                               "num_key_value_heads": 3, "num_hidden_layers": 1, "vocab_size": 64}))  # fmt: skip
+    bad.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 64,
+                "num_attention_heads": 3,
+                "num_key_value_heads": 3,
+                "num_hidden_layers": 1,
+                "vocab_size": 64,
+            }
+        )
+    )
     src = tmp_path / "models.txt"
     src.write_text(f"{bad}\n")
     out = tmp_path / "out.json"
-    p = run_cli(["--device", "cpu", "zoo", "--source", str(src), "--steps", "1", "--compile-backend", "none",
-                 "--json", str(out)], cwd=tmp_path, check_rc=1)  # fmt: skip
+    p = run_cli(
+        [
+            "--device",
+            "cpu",
+            "zoo",
+            "--source",
+            str(src),
+            "--steps",
+            "1",
+            "--compile-backend",
+            "none",
+            "--json",
+            str(out),
+        ],
+        cwd=tmp_path,
+        check_rc=1,
+    )
     data = load_json(out)
     assert [c["status"] for c in data["cases"]] == ["ref_fail"]
     assert data["unjudged_suites"] == ["zoo"]

@@ -18,8 +18,7 @@ FIX = Path(__file__).parent / "fixtures"
 
 def test_old_bundles_compare_as_before(tmp_path: Path) -> None:
     out = tmp_path / "cmp.json"
-    r = run_cli(["compare", str(FIX / "bundle_v1_a.json"), str(FIX / "bundle_v1_b.json"), "--json", str(out)],
-                tmp_path)  # fmt: skip
+    r = run_cli(["compare", str(FIX / "bundle_v1_a.json"), str(FIX / "bundle_v1_b.json"), "--json", str(out)], tmp_path)
     assert r.returncode == 1, r.stderr  # the planted regressions
     new, old = json.loads(out.read_text()), json.loads((FIX / "compare_v1_a_b.json").read_text())
     assert new["summary"] == old["summary"] and new["fail_on"] == old["fail_on"]
@@ -66,8 +65,13 @@ def test_old_bundle_renders_mfu_as_a_percentage() -> None:
 
 def _old_flex_result() -> dict:
     """A flex case as bringup wrote it before 2026-12: max |err| / max |ref| under `max_rel_err`."""
-    return {"case_id": "f1", "suite": "flex", "name": "causal/b1/s128", "status": "pass",
-            "metrics": {"max_abs_err": [2e-6, ""], "max_rel_err": [4e-7, ""], "rel_rmse": [1e-7, ""]}}  # fmt: skip
+    return {
+        "case_id": "f1",
+        "suite": "flex",
+        "name": "causal/b1/s128",
+        "status": "pass",
+        "metrics": {"max_abs_err": [2e-6, ""], "max_rel_err": [4e-7, ""], "rel_rmse": [1e-7, ""]},
+    }
 
 
 def test_old_flex_max_rel_err_is_read_as_max_abs_over_peak(tmp_path: Path) -> None:

@@ -16,8 +16,13 @@ from bringup.report.portable import portable
 from bringup.store import Store
 from tests.report.conftest import build_store, fixture_results
 
-OTHER = {"cwd": "/data/ci/work", "home": "/home/ci", "tmp": "/scratch/tmp", "python": "/opt/venvs/b",
-         "bringup": "/data/ci/bringup"}  # fmt: skip
+OTHER = {
+    "cwd": "/data/ci/work",
+    "home": "/home/ci",
+    "tmp": "/scratch/tmp",
+    "python": "/opt/venvs/b",
+    "bringup": "/data/ci/bringup",
+}
 
 
 def test_roots_become_relative_or_named(tmp_path: Path) -> None:
@@ -53,9 +58,11 @@ def _planted(run_dir: Path) -> list:
         if r.suite == "profile":
             r.artifacts["summary"] = str(run_dir / "artifacts" / "abc" / "summary.json")
         if r.suite == "zoo" and r.error:
-            r.error += ('\n  File "/opt/venvs/b/lib/python3.11/site-packages/torch/nn/modules/module.py", line 9'
-                        '\n  File "/data/ci/bringup/bringup/zoo/suite.py", line 3'
-                        f'\n  File "{Path.home()}/plugins/mine.py", line 1')  # fmt: skip
+            r.error += (
+                '\n  File "/opt/venvs/b/lib/python3.11/site-packages/torch/nn/modules/module.py", line 9'
+                '\n  File "/data/ci/bringup/bringup/zoo/suite.py", line 3'
+                f'\n  File "{Path.home()}/plugins/mine.py", line 1'
+            )
     return rs
 
 
@@ -69,8 +76,10 @@ def test_rendered_page_has_no_absolute_paths(tmp_path: Path) -> None:
         for r in _planted(run_dir):
             st.record(run_id, r)
         st.update_run_info(run_id, paths=OTHER, summary=str(run_dir / "summary.json"))
-        st.conn.execute("UPDATE runs SET argv = ? WHERE run_id = ?",
-                        (json.dumps(["run", "--port", "/data/ci/work/train.py"]), run_id))  # fmt: skip
+        st.conn.execute(
+            "UPDATE runs SET argv = ? WHERE run_id = ?",
+            (json.dumps(["run", "--port", "/data/ci/work/train.py"]), run_id),
+        )
         page_path = html.write_report(st, run_id, None)
     page = page_path.read_text()
     roots = [*OTHER.values(), str(tmp_path), str(Path.home()), os.getcwd(), str(db.parent)]

@@ -103,8 +103,11 @@ def test_report_in_headless_chromium(fixture_store, browser, tmp_path: Path) -> 
     assert hrefs and all(h.startswith("#") or not (h.startswith("/") or ":" in h) for h in hrefs), hrefs
 
     height = min(int(_eval(cdp, session, "document.documentElement.scrollHeight")), 8000)
-    cdp.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": height, "deviceScaleFactor": 1,
-                                                    "mobile": False}, session=session)  # fmt: skip
+    cdp.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 1400, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        session=session,
+    )
     shot = cdp.send("Page.captureScreenshot", {"format": "png"}, session=session, timeout=120)
     png = tmp_path / "report-screenshot.png"
     png.write_bytes(base64.b64decode(shot["data"]))
@@ -117,8 +120,9 @@ def test_report_in_headless_chromium(fixture_store, browser, tmp_path: Path) -> 
 def test_browser_check_sees_console_errors(browser, tmp_path: Path) -> None:
     """The check above can fail: a page that throws and logs an error is caught."""
     bad = tmp_path / "bad.html"
-    bad.write_text("<!DOCTYPE html><html><body><script>console.error('boom');"
-                   "throw new Error('uncaught');</script></body></html>")  # fmt: skip
+    bad.write_text(
+        "<!DOCTYPE html><html><body><script>console.error('boom');throw new Error('uncaught');</script></body></html>"
+    )
     cdp = browser()
     open_page(cdp, bad)
     errs = _errors(cdp)
@@ -139,7 +143,7 @@ def test_browser_contrast_check_fails_on_low_contrast(browser, tmp_path: Path) -
         "<h1 style='color:#949494;font-size:24px'>large at 3.03</h1>"
         "<svg width='60' height='30'><g><rect width='60' height='30' style='fill:#f0c75e'/>"
         "<text x='5' y='20' style='fill:#fff'>cell</text></g></svg></body></html>"
-    )  # fmt: skip
+    )
     cdp = browser()
     session = open_page(cdp, bad)
     checked, failures = contrast_failures(cdp, session)

@@ -153,23 +153,78 @@ def test_render_survives_odd_field_types() -> None:
     from bringup.case import Metric
     from bringup.store import RunInfo
 
-    odd = [None, "", "x<y", 3, -1.5, float("nan"), [], [None, 1, "a", {"k": "<v>"}], {}, {"a": None, "b": [1]},
-           {"H2D": None}, True]  # fmt: skip
-    keys = ["top_ops", "transfers", "busy_s", "idle_s", "host_s", "break_reasons", "fallback_ops", "findings",
-            "summary", "compile_breakdown", "mode", "cache", "mod", "batch", "seq", "q_heads", "kv_heads",
-            "backward", "op", "dtype", "feature", "top_kernels", "compiled_regions", "note", "nproc",
-            "model"]  # fmt: skip
+    odd = [
+        None,
+        "",
+        "x<y",
+        3,
+        -1.5,
+        float("nan"),
+        [],
+        [None, 1, "a", {"k": "<v>"}],
+        {},
+        {"a": None, "b": [1]},
+        {"H2D": None},
+        True,
+    ]
+    keys = [
+        "top_ops",
+        "transfers",
+        "busy_s",
+        "idle_s",
+        "host_s",
+        "break_reasons",
+        "fallback_ops",
+        "findings",
+        "summary",
+        "compile_breakdown",
+        "mode",
+        "cache",
+        "mod",
+        "batch",
+        "seq",
+        "q_heads",
+        "kv_heads",
+        "backward",
+        "op",
+        "dtype",
+        "feature",
+        "top_kernels",
+        "compiled_regions",
+        "note",
+        "nproc",
+        "model",
+    ]
     results = []
     for i, (suite, value) in enumerate(itertools.product(tuple(s.name for s in suites()) + ("other",), odd)):
         r = fixture_results()[i % 40]
         r.suite, r.case_id = suite, f"c{i}"
         r.fields = dict.fromkeys(keys, value)
         r.params = dict.fromkeys(keys[10:20], value)
-        r.metrics = {k: Metric(v, u) for k, v, u in [("ttfs_s", math.inf, "s"), ("step_s", math.nan, "ms"),
-                                                      ("mfu", -1.0, "%"), ("compile_x_s", 1.0, "min")]}  # fmt: skip
+        r.metrics = {
+            k: Metric(v, u)
+            for k, v, u in [
+                ("ttfs_s", math.inf, "s"),
+                ("step_s", math.nan, "ms"),
+                ("mfu", -1.0, "%"),
+                ("compile_x_s", 1.0, "min"),
+            ]
+        }
         r.series = {"loss": [(0, math.nan)], "other": []}
         results.append(r)
-    run = RunInfo("r", "run", [], "0", "t", "cpu", "", "h", 0.0, None, "interrupted",
-                  {"port": {"findings": [None, {"line": "<x>"}], "summary": []}, "options": []})  # fmt: skip
+    run = RunInfo(
+        "r",
+        "run",
+        [],
+        "0",
+        "t",
+        "cpu",
+        "",
+        "h",
+        0.0,
+        None,
+        "interrupted",
+        {"port": {"findings": [None, {"line": "<x>"}], "summary": []}, "options": []},
+    )
     page = html.render(run, results)
     assert page.endswith("</html>\n") and "results are partial" in page

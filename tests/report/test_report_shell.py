@@ -30,8 +30,10 @@ def test_sections_come_from_the_registry_in_order() -> None:
     def sec(results, page: Page) -> str | None:
         return f"<p>custom {len(results)} {page.run.run_id}</p>" if results else None
 
-    reg = [Suite("beta", "b", run_cases=lambda d, q: [], order=2, title="Beta <b>", section=sec),
-           Suite("alpha", "a", run_cases=lambda d, q: [], order=1, title="Alpha")]  # fmt: skip
+    reg = [
+        Suite("beta", "b", run_cases=lambda d, q: [], order=2, title="Beta <b>", section=sec),
+        Suite("alpha", "a", run_cases=lambda d, q: [], order=1, title="Alpha"),
+    ]
     r = CaseResult("c1", "beta", "one", Status.PASS, metrics={"mfu": Metric(0.25, "fraction")})
     page = html.render(_run(), [r], suites=sorted(reg, key=lambda s: s.order))
     assert page.index('id="sec-alpha"') < page.index('id="sec-beta"')
@@ -41,7 +43,12 @@ def test_sections_come_from_the_registry_in_order() -> None:
 
 
 def test_a_suite_without_a_section_gets_its_metrics_by_unit() -> None:
-    r = CaseResult("c1", "gamma", "one", Status.PASS,
-                   metrics={"mfu": Metric(0.25, "fraction"), "peak_mem_bytes": Metric(3 * 2**20, "B")})  # fmt: skip
+    r = CaseResult(
+        "c1",
+        "gamma",
+        "one",
+        Status.PASS,
+        metrics={"mfu": Metric(0.25, "fraction"), "peak_mem_bytes": Metric(3 * 2**20, "B")},
+    )
     page = html.render(_run(), [r], suites=[Suite("gamma", "g", run_cases=lambda d, q: [])])
     assert "mfu (%)</th>" in page and ">25</td>" in page and ">3 MiB</td>" in page

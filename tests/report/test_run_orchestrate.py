@@ -11,8 +11,23 @@ from tests.conftest import run_cli
 
 def test_run_only_smoke_writes_report_and_ci_outputs(tmp_path: Path) -> None:
     (tmp_path / "cuda_train.py").write_text("import torch\nx = torch.ones(2).cuda()\ntorch.cuda.synchronize()\n")
-    p = run_cli(["--device", "cpu", "run", "--only", "smoke,port", "--port", "cuda_train.py", "--junit", "j.xml",
-                 "--csv", "c.csv"], cwd=tmp_path, check_rc=0)  # fmt: skip
+    p = run_cli(
+        [
+            "--device",
+            "cpu",
+            "run",
+            "--only",
+            "smoke,port",
+            "--port",
+            "cuda_train.py",
+            "--junit",
+            "j.xml",
+            "--csv",
+            "c.csv",
+        ],
+        cwd=tmp_path,
+        check_rc=0,
+    )
     assert "plan (quick): smoke 2" in p.stdout
     assert "port: 2 finding(s) in 1 file(s)" in p.stdout
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("report: "))

@@ -49,8 +49,7 @@ print(json.dumps(out))
 
 
 def test_help_and_argument_errors_import_no_torch() -> None:
-    p = subprocess.run([sys.executable, "-c", _PROBE % (HEAVY,)], cwd=REPO, capture_output=True, text=True,
-                       timeout=300)  # fmt: skip
+    p = subprocess.run([sys.executable, "-c", _PROBE % (HEAVY,)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads(p.stdout)
     helps = [r for r in rows if r["argv"][-1] == "--help"]
@@ -98,10 +97,12 @@ def test_device_after_the_subcommand() -> None:
 def test_torch_own_backends_plan_without_dynamo_and_other_names_are_checked() -> None:
     """Planning a compiled run with inductor / aot_eager / eager imports no torch._dynamo (the worker compiles,
     not the command's process); any other name is checked against dynamo's registry, and a wrong one is refused."""
-    code = ("import sys\nfrom bringup.errors import BadInput\nfrom bringup.options import check_compile_backend as c\n"
-            "assert [c(n) for n in ('inductor', 'aot_eager', 'eager')] == ['inductor', 'aot_eager', 'eager']\n"
-            "print('DYNAMO', 'torch._dynamo' in sys.modules)\n"
-            "try:\n    c('no_such_backend')\nexcept BadInput as e:\n    print('REFUSED', e)\n")  # fmt: skip
+    code = (
+        "import sys\nfrom bringup.errors import BadInput\nfrom bringup.options import check_compile_backend as c\n"
+        "assert [c(n) for n in ('inductor', 'aot_eager', 'eager')] == ['inductor', 'aot_eager', 'eager']\n"
+        "print('DYNAMO', 'torch._dynamo' in sys.modules)\n"
+        "try:\n    c('no_such_backend')\nexcept BadInput as e:\n    print('REFUSED', e)\n"
+    )
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "DYNAMO False" in p.stdout and "REFUSED unknown --compile-backend 'no_such_backend'" in p.stdout, p.stdout

@@ -30,9 +30,11 @@ def test_the_plugin_example_registers_an_adapter_that_the_timer_goes_through(mon
     steps: list[int] = []
     core = types.ModuleType("habana_frameworks.torch.core")
     core.mark_step = lambda: steps.append(1)  # type: ignore[attr-defined]
-    for name, m in (("habana_frameworks", types.ModuleType("habana_frameworks")),
-                    ("habana_frameworks.torch", types.ModuleType("habana_frameworks.torch")),
-                    ("habana_frameworks.torch.core", core)):  # fmt: skip
+    for name, m in (
+        ("habana_frameworks", types.ModuleType("habana_frameworks")),
+        ("habana_frameworks.torch", types.ModuleType("habana_frameworks.torch")),
+        ("habana_frameworks.torch.core", core),
+    ):
         monkeypatch.setitem(sys.modules, name, m)
     try:
         mod = _example()

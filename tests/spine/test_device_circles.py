@@ -72,8 +72,13 @@ def test_device_and_adapter_share_one_interface_not_each_other() -> None:
     graph = SourceGraph(REPO / "bringup" / "device", "bringup.device")
     iface = "bringup.device.iface"
     assert graph.find_modules_directly_imported_by(iface) <= {"bringup.device.names"}, "iface.py is the bottom"
-    for adapter in ("bringup.device.adapter", "bringup.device.eager", "bringup.device.timing", "bringup.device.peaks",
-                    "bringup.device.select"):  # fmt: skip
+    for adapter in (
+        "bringup.device.adapter",
+        "bringup.device.eager",
+        "bringup.device.timing",
+        "bringup.device.peaks",
+        "bringup.device.select",
+    ):
         assert "bringup.device.core" not in graph.find_modules_directly_imported_by(adapter), adapter
     assert iface in graph.find_modules_directly_imported_by("bringup.device.core")
     assert iface in graph.find_modules_directly_imported_by("bringup.device.adapter")

@@ -21,11 +21,13 @@ MAX_LINES = 600
 # module path -> the reason. Keep it short: a long module of logic is split instead.
 DATA_TABLES: dict[str, str] = {}
 
+
 def import_graph() -> grimp.ImportGraph:
     # cache_dir=None: grimp's on-disk cache (.grimp_cache) can outlive a checkout's edits (a merge kept its
     # mtimes) and report imports the code no longer has.
-    return grimp.build_graph("bringup", include_external_packages=False, exclude_type_checking_imports=True,
-                             cache_dir=None)  # fmt: skip
+    return grimp.build_graph(
+        "bringup", include_external_packages=False, exclude_type_checking_imports=True, cache_dir=None
+    )
 
 
 def circles(graph: grimp.ImportGraph) -> list[list[str]]:

@@ -45,6 +45,7 @@ def test_the_checker_sees_a_private_import(tmp_path: Path) -> None:
 def test_import_contracts_hold() -> None:
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     assert exe, "import-linter is a test dependency (pyproject [test] extra)"
-    p = subprocess.run([exe, "--config", str(REPO / ".importlinter")], cwd=REPO, capture_output=True, text=True,
-                       timeout=300)  # fmt: skip
+    p = subprocess.run(
+        [exe, "--config", str(REPO / ".importlinter")], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]

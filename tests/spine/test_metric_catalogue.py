@@ -23,8 +23,9 @@ def _recorded() -> list[tuple[str, str, str]]:
             call = isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "metric"
             if call and n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str):
                 unit = n.args[2] if len(n.args) > 2 else None
-                out.append((str(p.relative_to(ROOT)), n.args[0].value,
-                            unit.value if isinstance(unit, ast.Constant) else ""))  # fmt: skip
+                out.append(
+                    (str(p.relative_to(ROOT)), n.args[0].value, unit.value if isinstance(unit, ast.Constant) else "")
+                )
     return out
 
 
@@ -56,6 +57,9 @@ def test_recording_uses_the_catalogue() -> None:
     r.metric("mfu", 0.1, "%")  # the catalogue's unit wins over a caller's guess
     r.metric("my_plugin_thing", 3, "x")  # not catalogued: kept as given
     assert {k: (m.value, m.unit) for k, m in r.metrics.items()} == {
-        "loss_divergence": (0.5, ""), "mfu": (0.1, "fraction"), "my_plugin_thing": (3.0, "x")}  # fmt: skip
+        "loss_divergence": (0.5, ""),
+        "mfu": (0.1, "fraction"),
+        "my_plugin_thing": (3.0, "x"),
+    }
     old = CaseResult.from_json({**r.to_json(), "metrics": {"loss_max_rel_dev": [0.25, ""]}})
     assert old.value("loss_divergence") == 0.25 and old.value("mfu") is None

@@ -38,11 +38,13 @@ def test_planned_timm_case_without_timm_is_a_config_failure(monkeypatch: pytest.
 
 
 def test_bringup_imports_and_builds_hf_models_without_timm_or_torchvision() -> None:
-    code = ("import tests.spine.no_timm, bringup.cli, bringup.models, bringup.zoo.suite as z\n"
-            "from bringup.models.zoo import build_hf\n"
-            "b = build_hf('llama', 'causal-lm')\n"
-            "import sys; assert 'timm' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
-            "print('OK', type(b.model).__name__)\n")  # fmt: skip
+    code = (
+        "import tests.spine.no_timm, bringup.cli, bringup.models, bringup.zoo.suite as z\n"
+        "from bringup.models.zoo import build_hf\n"
+        "b = build_hf('llama', 'causal-lm')\n"
+        "import sys; assert 'timm' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+        "print('OK', type(b.model).__name__)\n"
+    )
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and "OK LlamaForCausalLM" in p.stdout, p.stdout[-2000:] + p.stderr[-3000:]
 
@@ -51,13 +53,15 @@ def test_planning_imports_no_torchvision_and_models_still_import_it() -> None:
     """torchvision (and the torch._dynamo it imports, ~2.5 s) is imported only by what needs it: a command's
     planning imports every built-in suite and bringup.models without it; transformers' model modules import
     it through bringup.compat's shim (where this machine's CUDA torchvision sits next to a cpu torch)."""
-    code = ("import sys, bringup.flow, bringup.models, bringup.api as api\n"
-            "[api.get_suite(c.name) for c in api.commands()]\n"
-            "print('PLAN', sorted(m for m in ('torchvision', 'torch._dynamo') if m in sys.modules))\n"
-            "from bringup.models.zoo import build_hf\n"
-            "b = build_hf('llama', 'causal-lm')\n"
-            "from bringup.compat import ensure_torchvision_importable as tv\n"
-            "print('BUILT', type(b.model).__name__, 'torchvision' in sys.modules, tv())\n")  # fmt: skip
+    code = (
+        "import sys, bringup.flow, bringup.models, bringup.api as api\n"
+        "[api.get_suite(c.name) for c in api.commands()]\n"
+        "print('PLAN', sorted(m for m in ('torchvision', 'torch._dynamo') if m in sys.modules))\n"
+        "from bringup.models.zoo import build_hf\n"
+        "b = build_hf('llama', 'causal-lm')\n"
+        "from bringup.compat import ensure_torchvision_importable as tv\n"
+        "print('BUILT', type(b.model).__name__, 'torchvision' in sys.modules, tv())\n"
+    )
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     assert "PLAN []" in p.stdout, p.stdout

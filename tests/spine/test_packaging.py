@@ -20,11 +20,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TREE_IGNORE = shutil.ignore_patterns(".git", ".venv*", "bringup-results", "build", "dist", "*.egg-info",
-                                     "__pycache__", ".pytest_cache", ".ruff_cache", ".testdev-build")  # fmt: skip
-PACKAGE_DATA = ("bringup/testdev/csrc/runtime.cpp", "bringup/testdev/csrc/kernels.cpp",
-                "bringup/testdev/csrc/testdev.h", "bringup/report/templates/report.css",
-                "bringup/report/templates/report.js")  # fmt: skip
+TREE_IGNORE = shutil.ignore_patterns(
+    ".git",
+    ".venv*",
+    "bringup-results",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".testdev-build",
+)
+PACKAGE_DATA = (
+    "bringup/testdev/csrc/runtime.cpp",
+    "bringup/testdev/csrc/kernels.cpp",
+    "bringup/testdev/csrc/testdev.h",
+    "bringup/report/templates/report.css",
+    "bringup/report/templates/report.js",
+)
 
 
 def _polluted_tree(dst: Path) -> Path:
@@ -43,8 +57,12 @@ def _polluted_tree(dst: Path) -> Path:
 
 
 def _build_wheel(src: Path, out: Path) -> Path:
-    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                        "-w", str(out), str(src)], capture_output=True, text=True, timeout=600)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     (wheel,) = out.glob("bringup-*.whl")
     return wheel
@@ -65,8 +83,9 @@ def wheel_problems(names: list[str]) -> list[str]:
             problems.append(f"outside the package: {n}")
         elif "__pycache__" in n or n.endswith(".pyc"):
             problems.append(f"byte code: {n}")
-    expected_py = {p.relative_to(ROOT).as_posix() for p in (ROOT / "bringup").rglob("*.py")
-                   if "__pycache__" not in p.parts}  # fmt: skip
+    expected_py = {
+        p.relative_to(ROOT).as_posix() for p in (ROOT / "bringup").rglob("*.py") if "__pycache__" not in p.parts
+    }
     for n in sorted((expected_py | set(PACKAGE_DATA)) - set(names)):
         problems.append(f"missing: {n}")
     return problems
@@ -84,8 +103,11 @@ def test_wheel_holds_the_package_and_nothing_else(wheel: Path) -> None:
 
 def test_wheel_check_has_power(tmp_path: Path) -> None:
     """The file-list check fails on what the old `include = ["bringup*"]` packed, and on a lost template."""
-    good = [n.relative_to(ROOT).as_posix() for n in (ROOT / "bringup").rglob("*") if n.is_file()
-            and "__pycache__" not in n.parts]  # fmt: skip
+    good = [
+        n.relative_to(ROOT).as_posix()
+        for n in (ROOT / "bringup").rglob("*")
+        if n.is_file() and "__pycache__" not in n.parts
+    ]
     assert wheel_problems(good + ["bringup-0.1.0.dist-info/METADATA"]) == []
     old = [*good, "bringup-results/20260101-000000-abcdef/summary.json", "bringup_scratch/__init__.py"]
     assert len(wheel_problems(old)) == 2
@@ -110,8 +132,22 @@ def _venv_with_this_site(root: Path) -> Path:
 
 def _installed(tmp_path: Path, wheel: Path) -> tuple[Path, dict[str, str]]:
     venv = _venv_with_this_site(tmp_path / "venv")
-    p = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                        "--no-deps", str(wheel)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "-q",
+            "--no-deps",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["BRINGUP_DB"] = str(tmp_path / "bringup.db")
@@ -119,16 +155,23 @@ def _installed(tmp_path: Path, wheel: Path) -> tuple[Path, dict[str, str]]:
 
 
 def _bringup(venv: Path, env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(venv / "bin" / "bringup"), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900)  # fmt: skip
+    return subprocess.run(
+        [str(venv / "bin" / "bringup"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 def test_installed_wheel_runs_devices_report_and_testdev(tmp_path: Path, wheel: Path) -> None:
     from bringup.testdev.build import build_key
 
     venv, env = _installed(tmp_path, wheel)
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import bringup, torch; print(bringup.__file__)"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import bringup, torch; print(bringup.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert where.returncode == 0, where.stderr[-3000:]
     assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout  # the installed copy, not the tree
 
@@ -145,9 +188,18 @@ def test_installed_wheel_runs_devices_report_and_testdev(tmp_path: Path, wheel: 
 
     # The test device from the installed sources: its build key hashes the C++ files it finds next to
     # the installed module, so the key equals this tree's only if all of them were found, unchanged.
-    key = subprocess.run([str(venv / "bin" / "python"), "-c", "from bringup.testdev.build import build_key, CSRC; "
-                          "print(build_key()); print(CSRC)"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+    key = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "from bringup.testdev.build import build_key, CSRC; print(build_key()); print(CSRC)",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert key.returncode == 0, key.stderr[-3000:]
     got_key, csrc = key.stdout.split()
     assert Path(csrc).is_relative_to(venv) and got_key == build_key()

@@ -44,10 +44,16 @@ def test_it_nests_with_the_expectations_gate(tmp_path: Path) -> None:
     """The gate (first in order) judges last: the unsupported case is expected, so the run exits 0, and the
     plugin's step still wrote its summary of the same results."""
     f = tmp_path / "expect.yaml"
-    f.write_text('version: 1\ndevices:\n  cpu:\n    "*":\n      selftest/002-unsupported:\n'
-                 "        status: unsupported\n        reason: unsupported-feature\n")  # fmt: skip
-    p = run_cli([*PLUGIN, *PLAN, "--expect", str(f), "--step-summary", "s.md", "--json", "r.json"], tmp_path,
-                env=ENV, check_rc=0)  # fmt: skip
+    f.write_text(
+        'version: 1\ndevices:\n  cpu:\n    "*":\n      selftest/002-unsupported:\n'
+        "        status: unsupported\n        reason: unsupported-feature\n"
+    )
+    p = run_cli(
+        [*PLUGIN, *PLAN, "--expect", str(f), "--step-summary", "s.md", "--json", "r.json"],
+        tmp_path,
+        env=ENV,
+        check_rc=0,
+    )
     assert p.stdout.index("step summary: s.md") < p.stdout.index("expectations (")
     data = load_json(tmp_path / "r.json")
     assert data["step_summary"] == "s.md" and data["expectations"]["exit_code"] == 0

@@ -30,8 +30,24 @@ def kernels(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_the_plugin_is_a_command_with_its_metric_and_csv_column(tmp_path: Path) -> None:
-    p = run_cli(["--import", "bringup_kernels", "--device", "cpu", "kernels", "--kernels", "softmax,gelu",
-                 "--json", "k.json", "--csv", "k.csv"], tmp_path, env=ENV, check_rc=0)  # fmt: skip
+    p = run_cli(
+        [
+            "--import",
+            "bringup_kernels",
+            "--device",
+            "cpu",
+            "kernels",
+            "--kernels",
+            "softmax,gelu",
+            "--json",
+            "k.json",
+            "--csv",
+            "k.csv",
+        ],
+        tmp_path,
+        env=ENV,
+        check_rc=0,
+    )
     assert "kernels" in p.stdout and "softmax.fp32" in p.stdout
     data = load_json(tmp_path / "k.json")
     assert data["summary"] == {"pass": 2} and data["passed"] == 2 and data["cases"][0]["suite"] == "kernels"
@@ -54,8 +70,25 @@ def test_plugin_bad_input_is_one_line(tmp_path: Path) -> None:
 
 
 def test_run_quick_includes_the_plugin_and_its_report_section(tmp_path: Path) -> None:
-    p = run_cli(["--import", "bringup_kernels", "--device", "cpu", "run", "--quick", "--only", "smoke,kernels",
-                 "--json", "run.json", "--out", "report.html"], tmp_path, env=ENV, check_rc=0)  # fmt: skip
+    p = run_cli(
+        [
+            "--import",
+            "bringup_kernels",
+            "--device",
+            "cpu",
+            "run",
+            "--quick",
+            "--only",
+            "smoke,kernels",
+            "--json",
+            "run.json",
+            "--out",
+            "report.html",
+        ],
+        tmp_path,
+        env=ENV,
+        check_rc=0,
+    )
     assert "plan (quick): smoke 2, kernels 2" in p.stdout
     data = load_json(tmp_path / "run.json")
     assert data["summary"] == {"pass": 4} and data["kernels"]["passed"] == 2

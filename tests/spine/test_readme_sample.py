@@ -51,8 +51,9 @@ def test_sample_states_the_bundles_counts(render: ModuleType, rendered: str) -> 
         assert f"{k} {status}" in rendered
 
 
-def test_check_names_the_first_stale_line(render: ModuleType, rendered: str, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_check_names_the_first_stale_line(
+    render: ModuleType, rendered: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     readme = tmp_path / "README.md"
     good = f"intro\n{render.BEGIN}\n{rendered}\n{render.END}\noutro\n"
     readme.write_text(good)

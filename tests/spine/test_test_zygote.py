@@ -18,8 +18,9 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the zygote fork
 def _both(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], ...]:
     forked = zygote.run(args, cwd, env, 300)
     assert forked is not None, "the zygote did not serve a call it should"
-    real = subprocess.run([sys.executable, "-m", "bringup.cli", *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=300)  # fmt: skip
+    real = subprocess.run(
+        [sys.executable, "-m", "bringup.cli", *args], cwd=cwd, env=env, text=True, capture_output=True, timeout=300
+    )
     return forked, real
 
 

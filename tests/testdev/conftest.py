@@ -19,8 +19,14 @@ from tests.conftest import REPO
 def run_py(code: str, env: dict[str, str] | None = None, timeout: float = 900) -> Any:
     """Run `code` in a fresh interpreter; it must print one JSON line last. Returns that value."""
     full_env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=full_env, text=True,
-                       capture_output=True, timeout=timeout)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=REPO,
+        env=full_env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
     assert p.returncode == 0, f"rc {p.returncode}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}"
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith(("{", "["))]
     assert lines, p.stdout[-3000:]

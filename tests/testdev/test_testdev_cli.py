@@ -21,9 +21,13 @@ def test_ops_add_mul_native_sin_fallback(cli, tmp_path: Path, testdev_built: Non
     data = load_json(tmp_path / "ops.json")
     st = _statuses(data)
     assert st == {
-        "add:float32": "pass", "add:bfloat16": "pass", "mul:float32": "pass", "mul:bfloat16": "pass",
-        "sin:float32": "fallback", "sin:bfloat16": "fallback",
-    }  # fmt: skip
+        "add:float32": "pass",
+        "add:bfloat16": "pass",
+        "mul:float32": "pass",
+        "mul:bfloat16": "pass",
+        "sin:float32": "fallback",
+        "sin:bfloat16": "fallback",
+    }
     sin = next(c for c in data["cases"] if c["name"] == "sin:float32")
     assert sin["op"] == "sin" and sin["dtype"] == "float32"
     assert sin["fallback_ops"] == ["aten::sin"] and sin["bytes_to_host"] > 0
@@ -36,8 +40,20 @@ def test_ops_add_mul_native_sin_fallback(cli, tmp_path: Path, testdev_built: Non
 def test_ops_fallback_off_unsupported_and_ref_fail(cli, tmp_path: Path, testdev_built: None) -> None:
     """With the fallback off, sin is `unsupported`; bitwise_not has no float32 kernel on cpu, so its
     case is `ref_fail` (excluded: says nothing about the device)."""
-    p = cli(*TD, "ops", "--filter", "^(add|sin|bitwise_not)$", "--dtypes", "float32", "--samples", "2",
-            "--json", "ops.json", env={"BRINGUP_TESTDEV_FALLBACK": "0"}, timeout=900)  # fmt: skip
+    p = cli(
+        *TD,
+        "ops",
+        "--filter",
+        "^(add|sin|bitwise_not)$",
+        "--dtypes",
+        "float32",
+        "--samples",
+        "2",
+        "--json",
+        "ops.json",
+        env={"BRINGUP_TESTDEV_FALLBACK": "0"},
+        timeout=900,
+    )
     assert p.returncode == 1, p.stderr[-3000:]
     data = load_json(tmp_path / "ops.json")
     assert _statuses(data) == {"add:float32": "pass", "sin:float32": "unsupported", "bitwise_not:float32": "ref_fail"}
@@ -47,13 +63,33 @@ def test_ops_fallback_off_unsupported_and_ref_fail(cli, tmp_path: Path, testdev_
 
 
 def test_probe_on_cpu(cli, tmp_path: Path) -> None:
-    p = cli("--device", "cpu", "probe", "--filter", r"^(dtype|fp8|scaled_mm|autocast\.bfloat16|sdpa|distributed|"
-            r"execution)", "--json", "p.json", timeout=900)  # fmt: skip
+    p = cli(
+        "--device",
+        "cpu",
+        "probe",
+        "--filter",
+        r"^(dtype|fp8|scaled_mm|autocast\.bfloat16|sdpa|distributed|"
+        r"execution)",
+        "--json",
+        "p.json",
+        timeout=900,
+    )
     data = load_json(tmp_path / "p.json")
     st = _statuses(data)
-    for feat in ("dtype.bfloat16", "dtype.float16", "fp8.float8_e4m3fn", "fp8.float8_e5m2", "autocast.bfloat16",
-                 "sdpa.default", "sdpa.MATH", "scaled_mm.float8_e4m3fn", "distributed.default", "distributed.dtensor",
-                 "distributed.fsdp2", "execution.eager"):  # fmt: skip
+    for feat in (
+        "dtype.bfloat16",
+        "dtype.float16",
+        "fp8.float8_e4m3fn",
+        "fp8.float8_e5m2",
+        "autocast.bfloat16",
+        "sdpa.default",
+        "sdpa.MATH",
+        "scaled_mm.float8_e4m3fn",
+        "distributed.default",
+        "distributed.dtensor",
+        "distributed.fsdp2",
+        "execution.eager",
+    ):
         assert st[feat] == "pass", (feat, st, p.stderr[-2000:])
     # cpu has no memory-efficient / cuDNN attention: reported as gaps with the error line
     assert st["sdpa.EFFICIENT_ATTENTION"] == "unsupported"

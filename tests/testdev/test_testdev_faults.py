@@ -128,15 +128,30 @@ def test_smoke_catches_bf16_accumulation_in_bf16(cli, tmp_path: Path, testdev_bu
 
 
 def test_ops_catch_native_and_fallback_faults_and_dropped_scale(cli, tmp_path: Path, testdev_built: None) -> None:
-    st = _run(cli, tmp_path, "scale:add=1.01,scale:sin=1.01,drop_scale", *TD, "ops", "--filter",
-              "^(add|sin|mul|addmm)$", "--dtypes", "float32,bfloat16", "--samples", "4")  # fmt: skip
+    st = _run(
+        cli,
+        tmp_path,
+        "scale:add=1.01,scale:sin=1.01,drop_scale",
+        *TD,
+        "ops",
+        "--filter",
+        "^(add|sin|mul|addmm)$",
+        "--dtypes",
+        "float32,bfloat16",
+        "--samples",
+        "4",
+    )
     got = {k: v["status"] for k, v in st.items()}
     assert got == {
-        "add:float32": "fail_numeric", "add:bfloat16": "fail_numeric",  # native kernel, 1% off
-        "sin:float32": "fail_numeric", "sin:bfloat16": "fail_numeric",  # CPU-fallback op, 1% off
-        "addmm:float32": "fail_numeric", "addmm:bfloat16": "fail_numeric",  # alpha / beta ignored
-        "mul:float32": "pass", "mul:bfloat16": "pass",  # untouched: no false failure
-    }, {k: (v["status"], v["reason"][:200]) for k, v in st.items()}  # fmt: skip
+        "add:float32": "fail_numeric",
+        "add:bfloat16": "fail_numeric",  # native kernel, 1% off
+        "sin:float32": "fail_numeric",
+        "sin:bfloat16": "fail_numeric",  # CPU-fallback op, 1% off
+        "addmm:float32": "fail_numeric",
+        "addmm:bfloat16": "fail_numeric",  # alpha / beta ignored
+        "mul:float32": "pass",
+        "mul:bfloat16": "pass",  # untouched: no false failure
+    }, {k: (v["status"], v["reason"][:200]) for k, v in st.items()}
 
 
 def test_ops_catch_bf16_accumulating_matmul(cli, tmp_path: Path, testdev_built: None) -> None:
@@ -145,8 +160,15 @@ def test_ops_catch_bf16_accumulating_matmul(cli, tmp_path: Path, testdev_built: 
 
 
 def test_probe_catches_dropped_scales_and_wrong_ops(cli, tmp_path: Path, testdev_built: None) -> None:
-    st = _run(cli, tmp_path, "drop_scale,scale:gelu=1.01,scale:add=1.01", *TD, "probe", "--filter",
-              r"^(scaled_mm\.float8_e4m3fn|torchao\.float8_training|compile\.aot_eager|dtype\.bfloat16)$")  # fmt: skip
+    st = _run(
+        cli,
+        tmp_path,
+        "drop_scale,scale:gelu=1.01,scale:add=1.01",
+        *TD,
+        "probe",
+        "--filter",
+        r"^(scaled_mm\.float8_e4m3fn|torchao\.float8_training|compile\.aot_eager|dtype\.bfloat16)$",
+    )
     got = {k: v["status"] for k, v in st.items()}
     assert got == {
         "scaled_mm.float8_e4m3fn": "fail_numeric",  # scale_a / scale_b ignored
@@ -158,14 +180,43 @@ def test_probe_catches_dropped_scales_and_wrong_ops(cli, tmp_path: Path, testdev
 
 
 def test_train_eager_catches_an_activation_off_by_one_percent(cli, tmp_path: Path, testdev_built: None) -> None:
-    st = _run(cli, tmp_path, "scale:silu=1.01", *TD, "train", "--model", "qwen3-tiny", *ONE_LAYER, "--modes", "eager",
-              "--steps", "3", "--warmup", "1", "--batch", "2", "--seq", "64")  # fmt: skip
+    st = _run(
+        cli,
+        tmp_path,
+        "scale:silu=1.01",
+        *TD,
+        "train",
+        "--model",
+        "qwen3-tiny",
+        *ONE_LAYER,
+        "--modes",
+        "eager",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--batch",
+        "2",
+        "--seq",
+        "64",
+    )
     assert st["eager"]["status"] == "fail_numeric", st["eager"]
 
 
 def test_zoo_catches_an_activation_off_by_one_percent(cli, tmp_path: Path, testdev_built: None) -> None:
-    st = _run(cli, tmp_path, "scale:silu=1.01", *TD, "zoo", "--filter", "^llama$", "--steps", "2",
-              "--compile-backend", "eager")  # fmt: skip
+    st = _run(
+        cli,
+        tmp_path,
+        "scale:silu=1.01",
+        *TD,
+        "zoo",
+        "--filter",
+        "^llama$",
+        "--steps",
+        "2",
+        "--compile-backend",
+        "eager",
+    )
     assert st["llama"]["status"] == "fail_numeric", st["llama"]
     assert "eager" in st["llama"]["reason"]  # the device's eager run, judged against float64
 
@@ -187,8 +238,21 @@ def test_zoo_module_check_catches_a_bend_the_whole_model_rule_misses(cli, tmp_pa
     """bf16 llama on testdev, whose silu backward decomposes through sigmoid: sigmoid taken at 1.02x bends
     silu's gradient only. The whole-model comparison passes it (eager and compiled); the module check
     fails the MLP's activation, eagerly and with each module compiled alone."""
-    st = _run(cli, tmp_path, "arg:sigmoid=1.02", *TD, "zoo", "--filter", "^llama$", "--steps", "2", "--dtype",
-              "bf16", "--compile-backend", "eager")  # fmt: skip
+    st = _run(
+        cli,
+        tmp_path,
+        "arg:sigmoid=1.02",
+        *TD,
+        "zoo",
+        "--filter",
+        "^llama$",
+        "--steps",
+        "2",
+        "--dtype",
+        "bf16",
+        "--compile-backend",
+        "eager",
+    )
     c = st["llama"]
     assert c["status"] == "fail_numeric", c
     assert c["reason"].startswith("eager: module check (eager)"), c["reason"]
@@ -198,8 +262,28 @@ def test_zoo_module_check_catches_a_bend_the_whole_model_rule_misses(cli, tmp_pa
 
 
 def test_train_module_check_catches_a_bend_in_bf16(cli, tmp_path: Path, testdev_built: None) -> None:
-    st = _run(cli, tmp_path, "arg:sigmoid=1.02", *TD, "train", "--model", "qwen3-tiny", *ONE_LAYER, "--modes", "eager",
-              "--steps", "3", "--warmup", "1", "--batch", "2", "--seq", "64", "--dtype", "bf16")  # fmt: skip
+    st = _run(
+        cli,
+        tmp_path,
+        "arg:sigmoid=1.02",
+        *TD,
+        "train",
+        "--model",
+        "qwen3-tiny",
+        *ONE_LAYER,
+        "--modes",
+        "eager",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--batch",
+        "2",
+        "--seq",
+        "64",
+        "--dtype",
+        "bf16",
+    )
     e = st["eager"]
     assert e["status"] == "fail_numeric" and "module check (eager)" in e["reason"], e
     assert e["eager_check"]["modules"]["failed"][0]["module"] == "model.layers.0.mlp.act_fn", e["eager_check"]
@@ -208,8 +292,9 @@ def test_train_module_check_catches_a_bend_in_bf16(cli, tmp_path: Path, testdev_
 # slow; the cheap form in `make test`: smoke's verdicts on testdev: the activation, bf16-accumulation and backward-
 # bend tests here
 @pytest.mark.slow
-def test_smoke_catches_an_approximation_where_the_exact_form_was_asked(cli, tmp_path: Path,
-                                                                      testdev_built: None) -> None:  # fmt: skip
+def test_smoke_catches_an_approximation_where_the_exact_form_was_asked(
+    cli, tmp_path: Path, testdev_built: None
+) -> None:
     """gelu computed in its tanh form (at most 4.7e-4 from the exact one, ~1e-4 relative RMS): in fp32 the
     MLP step fails (the module check sees its mean given the input at the GELU); the GEMM passes."""
     st = _run(cli, tmp_path, "approx:gelu", *TD, "smoke")
@@ -223,16 +308,51 @@ def test_smoke_catches_an_approximation_where_the_exact_form_was_asked(cli, tmp_
 @pytest.mark.slow
 def test_train_catches_a_norm_epsilon_off_in_bf16(cli, tmp_path: Path, testdev_built: None) -> None:
     """rsqrt(x + 1e-5) in qwen3-tiny's RMSNorms (and its q/k norms): a wrong constant inside the function."""
-    st = _run(cli, tmp_path, "shift:rsqrt=1e-5", *TD, "train", "--model", "qwen3-tiny", "--modes", "eager",
-              "--steps", "3", "--warmup", "1", "--batch", "2", "--seq", "64", "--dtype", "bf16")  # fmt: skip
+    st = _run(
+        cli,
+        tmp_path,
+        "shift:rsqrt=1e-5",
+        *TD,
+        "train",
+        "--model",
+        "qwen3-tiny",
+        "--modes",
+        "eager",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--batch",
+        "2",
+        "--seq",
+        "64",
+        "--dtype",
+        "bf16",
+    )
     e = st["eager"]
     assert e["status"] == "fail_numeric", e
 
 
 def test_flex_on_cpu_catches_a_perturbed_compiled_path(cli, tmp_path: Path) -> None:
-    st = _run(cli, tmp_path, "", "--import", "flex_perturb", "--device", "cpu", "flex", "--matrix", "quick",
-              "--mods", "noop", "--backward", "off", "--compile-backend", "perturb_flex_aot_eager",
-              env={"PYTHONPATH": str(REPO / "tests" / "testdev")})  # fmt: skip
+    st = _run(
+        cli,
+        tmp_path,
+        "",
+        "--import",
+        "flex_perturb",
+        "--device",
+        "cpu",
+        "flex",
+        "--matrix",
+        "quick",
+        "--mods",
+        "noop",
+        "--backward",
+        "off",
+        "--compile-backend",
+        "perturb_flex_aot_eager",
+        env={"PYTHONPATH": str(REPO / "tests" / "testdev")},
+    )
     assert st and all(c["status"] == "fail_numeric" for c in st.values()), {
         k: (v["status"], v["reason"][:200]) for k, v in st.items()
     }

@@ -16,7 +16,8 @@ LAZY = {"BRINGUP_TESTDEV_LAZY": "1"}
 
 
 def test_lazy_mode_queues_computes_on_read_and_skips_what_nobody_reads(testdev_built: None) -> None:
-    out = run_py("""
+    out = run_py(
+        """
         import json, torch, bringup.testdev as td
         assert td.lazy()
         g = torch.Generator().manual_seed(0)
@@ -39,7 +40,9 @@ def test_lazy_mode_queues_computes_on_read_and_skips_what_nobody_reads(testdev_b
         td.set_lazy(False)
         res["off"] = not td.lazy()
         print(json.dumps(res))
-    """, env=LAZY)
+    """,
+        env=LAZY,
+    )
     assert out["queued"] == {"deferred": 1, "executed": 0, "skipped": 0, "flushes": 0}
     assert out["mm"] and out["after_read"]["executed"] == 1
     assert out["dropped"]["skipped"] == 1 and out["dropped"]["executed"] == 1
@@ -82,13 +85,16 @@ def test_a_timer_that_drops_its_result_times_nothing(testdev_built: None) -> Non
 
 
 def test_calibration_on_a_lazy_device_is_the_gemm_rate(testdev_built: None) -> None:
-    out = run_py("""
+    out = run_py(
+        """
         import json, torch, bringup.testdev as td
         from bringup.device import Device, resolve_device
         lazy = resolve_device("testdev").calibrate_peak_flops(torch.float32, seconds=0.5)
         cpu = Device("cpu").calibrate_peak_flops(torch.float32, seconds=0.5)
         print(json.dumps({"lazy": lazy.flops, "cpu": cpu.flops, "stats": td.lazy_stats()}))
-    """, env=LAZY)
+    """,
+        env=LAZY,
+    )
     assert out["stats"]["deferred"] > 0  # the GEMMs were queued, not run at once
     # the same kernels on the same cores: within a factor of a few of cpu's rate (noisy machine), not the
     # tens to thousands of times cpu that timing an empty queue gives
@@ -102,8 +108,27 @@ def test_training_on_the_lazy_device_times_its_steps(testdev_built: None, tmp_pa
     the eager device's) and MFU is a fraction of the run's one peak."""
     from tests.conftest import load_json, run_cli
 
-    args = ["--import", "bringup.testdev", "--device", "testdev", "train", "--modes", "eager", "--steps", "4",
-            "--warmup", "1", "--batch", "1", "--seq", "32", "--override", "num_hidden_layers=1", "--json", "t.json"]
+    args = [
+        "--import",
+        "bringup.testdev",
+        "--device",
+        "testdev",
+        "train",
+        "--modes",
+        "eager",
+        "--steps",
+        "4",
+        "--warmup",
+        "1",
+        "--batch",
+        "1",
+        "--seq",
+        "32",
+        "--override",
+        "num_hidden_layers=1",
+        "--json",
+        "t.json",
+    ]
     got = {}
     for name, env in (("lazy", LAZY), ("eager", {})):
         (tmp_path / name).mkdir()

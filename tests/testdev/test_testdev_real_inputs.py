@@ -291,8 +291,12 @@ def test_count_ignored_divides_by_every_target(testdev_built: None) -> None:
         res["sum_same"] = all(torch.equal(a, b) for a, b in zip(clean["sum"], bad["sum"]))
         print(json.dumps(res))
     """)
-    assert out["ops"] == ["aten::_log_softmax.out", "aten::_log_softmax_backward_data.out",
-                          "aten::nll_loss_backward.grad_input", "aten::nll_loss_forward.output"]  # fmt: skip
+    assert out["ops"] == [
+        "aten::_log_softmax.out",
+        "aten::_log_softmax_backward_data.out",
+        "aten::nll_loss_backward.grad_input",
+        "aten::nll_loss_forward.output",
+    ]
     assert out["clean_is_cpu"]
     for key, counted in (("ign", 5 / 8), ("2d", 15 / 18)):
         r = out[key]

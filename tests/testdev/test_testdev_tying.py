@@ -11,8 +11,22 @@ from tests.conftest import load_json
 
 
 def test_zoo_gpt2_names_broken_tying_and_judges_the_retied_model(cli, tmp_path: Path, testdev_built: None) -> None:
-    p = cli("--import", "bringup.testdev", "--device", "testdev", "zoo", "--filter", "^gpt2$", "--steps", "2",
-            "--compile-backend", "none", "--json", "out.json", timeout=1200)  # fmt: skip
+    p = cli(
+        "--import",
+        "bringup.testdev",
+        "--device",
+        "testdev",
+        "zoo",
+        "--filter",
+        "^gpt2$",
+        "--steps",
+        "2",
+        "--compile-backend",
+        "none",
+        "--json",
+        "out.json",
+        timeout=1200,
+    )
     assert p.returncode in (0, 1), p.stderr[-3000:]
     (c,) = load_json(tmp_path / "out.json")["cases"]
     assert c["tying_broken"] == [["transformer.wte.weight", "lm_head.weight"]], c
@@ -25,10 +39,30 @@ def test_zoo_gpt2_names_broken_tying_and_judges_the_retied_model(cli, tmp_path: 
 def test_train_eager_names_broken_tying_and_checks_the_retied_model(cli, tmp_path: Path, testdev_built: None) -> None:
     """The same finding in train (the shared models/tying.py), on a tiny gpt2 config JSON."""
     cfg = tmp_path / "gpt2.json"
-    cfg.write_text('{"model_type": "gpt2", "n_embd": 32, "n_head": 2, "n_layer": 1, "vocab_size": 64, '
-                   '"n_positions": 64, "bos_token_id": 0, "eos_token_id": 0}')  # fmt: skip
-    p = cli("--import", "bringup.testdev", "--device", "testdev", "train", "--model", str(cfg), "--modes", "eager",
-            "--steps", "2", "--batch", "2", "--seq", "32", "--json", "out.json", timeout=900)  # fmt: skip
+    cfg.write_text(
+        '{"model_type": "gpt2", "n_embd": 32, "n_head": 2, "n_layer": 1, "vocab_size": 64, '
+        '"n_positions": 64, "bos_token_id": 0, "eos_token_id": 0}'
+    )
+    p = cli(
+        "--import",
+        "bringup.testdev",
+        "--device",
+        "testdev",
+        "train",
+        "--model",
+        str(cfg),
+        "--modes",
+        "eager",
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--seq",
+        "32",
+        "--json",
+        "out.json",
+        timeout=900,
+    )
     assert p.returncode in (0, 1), p.stderr[-3000:]
     (c,) = load_json(tmp_path / "out.json")["cases"]
     assert c["tying_broken"] == [["transformer.wte.weight", "lm_head.weight"]] and c["broken_ties"] == 1, c

@@ -33,9 +33,14 @@ def test_header_round_trip_and_fit(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("field", "value", "named"),
-    [("torch", "2.12.0+cu128", "torch '2.12.0+cu128'"), ("device_type", "cuda", "device_type 'cuda'"),
-     ("backend", "neuron", "backend 'neuron'"), ("seq", 128, "seq 128"), ("model", "qwen3-0.6b", "model")],
-)  # fmt: skip
+    [
+        ("torch", "2.12.0+cu128", "torch '2.12.0+cu128'"),
+        ("device_type", "cuda", "device_type 'cuda'"),
+        ("backend", "neuron", "backend 'neuron'"),
+        ("seq", 128, "seq 128"),
+        ("model", "qwen3-0.6b", "model"),
+    ],
+)
 def test_a_mismatched_artifact_is_one_clear_line(tmp_path: Path, field: str, value: object, named: str) -> None:
     p = tmp_path / "a.bin"
     artifact.write(p, {**artifact.header_for(SPEC, "cpu", artifact.KIND_MEGA), field: value}, b"x")
@@ -60,8 +65,19 @@ def test_foreign_truncated_and_missing_files(tmp_path: Path) -> None:
 def test_cli_refuses_a_mismatched_artifact_with_exit_2(cli, tmp_path: Path) -> None:
     p = tmp_path / "old.bin"
     artifact.write(p, {**artifact.header_for(SPEC, "cpu", artifact.KIND_MEGA), "torch": "1.0.0"}, b"x")
-    r = cli("--device", "cpu", "train", "--modes", "eager,compile", "--batch", "2", "--seq", "64",
-            "--load-cache-artifact", str(p))  # fmt: skip
+    r = cli(
+        "--device",
+        "cpu",
+        "train",
+        "--modes",
+        "eager,compile",
+        "--batch",
+        "2",
+        "--seq",
+        "64",
+        "--load-cache-artifact",
+        str(p),
+    )
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "torch '1.0.0'" in lines[0] and "Traceback" not in r.stderr
@@ -208,8 +224,19 @@ def test_a_damaged_kernel_section_is_one_line_exit_2(cli, tmp_path: Path) -> Non
     p.write_bytes(bytes(data))
     with pytest.raises(BadInput, match="damaged kernel section"):
         artifact.read(p)
-    r = cli("--device", "cpu", "train", "--modes", "eager,compile", "--batch", "2", "--seq", "64",
-            "--load-cache-artifact", str(p))  # fmt: skip
+    r = cli(
+        "--device",
+        "cpu",
+        "train",
+        "--modes",
+        "eager,compile",
+        "--batch",
+        "2",
+        "--seq",
+        "64",
+        "--load-cache-artifact",
+        str(p),
+    )
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "damaged kernel section" in lines[0] and "Traceback" not in r.stderr
@@ -217,11 +244,15 @@ def test_a_damaged_kernel_section_is_one_line_exit_2(cli, tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     ("stack", "named"),
-    [({"cpu_capability": "SVE256"}, "cpu_capability 'SVE256'"), ({"machine": "aarch64"}, "machine 'aarch64'"),
-     ({"compiler": "clang version 19.1.0", "compiler_sha256": "0" * 64}, "compiler 'clang version 19.1.0'")],
-)  # fmt: skip
-def test_kernels_for_another_machine_or_compiler_are_refused_in_one_line(tmp_path: Path, stack: dict, named: str
-                                                                          ) -> None:  # fmt: skip
+    [
+        ({"cpu_capability": "SVE256"}, "cpu_capability 'SVE256'"),
+        ({"machine": "aarch64"}, "machine 'aarch64'"),
+        ({"compiler": "clang version 19.1.0", "compiler_sha256": "0" * 64}, "compiler 'clang version 19.1.0'"),
+    ],
+)
+def test_kernels_for_another_machine_or_compiler_are_refused_in_one_line(
+    tmp_path: Path, stack: dict, named: str
+) -> None:
     p = tmp_path / "a.bin"
     _with_kernels(p, **stack)
     with pytest.raises(BadInput) as e:
@@ -233,8 +264,19 @@ def test_kernels_for_another_machine_or_compiler_are_refused_in_one_line(tmp_pat
 def test_the_cli_refuses_kernels_for_another_isa_with_exit_2(cli, tmp_path: Path) -> None:
     p = tmp_path / "a.bin"
     _with_kernels(p, TrainSpec(mode="compile", batch=2, seq=64), cpu_capability="SVE256")
-    r = cli("--device", "cpu", "train", "--modes", "eager,compile", "--batch", "2", "--seq", "64",
-            "--load-cache-artifact", str(p))  # fmt: skip
+    r = cli(
+        "--device",
+        "cpu",
+        "train",
+        "--modes",
+        "eager,compile",
+        "--batch",
+        "2",
+        "--seq",
+        "64",
+        "--load-cache-artifact",
+        str(p),
+    )
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "cpu_capability 'SVE256'" in lines[0] and "Traceback" not in r.stderr
@@ -318,10 +360,12 @@ def test_kernels_supplied_and_built_are_counted_and_a_rebuild_is_warned_about() 
 
 # ---- the fastest-start table ----------------------------------------------------------------------
 def test_fastest_arm_per_step_count_from_measured_numbers() -> None:
-    a = [{"arm": "eager", "job_ttfs_s": 2.0, "step_s": 1.0},
-         {"arm": "compile-cold", "job_ttfs_s": 40.0, "step_s": 0.5},
-         {"arm": "compile-artifact", "job_ttfs_s": 10.0, "step_s": 0.5},
-         {"arm": "regional-warm", "job_ttfs_s": 2.5, "step_s": 0.55}]  # fmt: skip
+    a = [
+        {"arm": "eager", "job_ttfs_s": 2.0, "step_s": 1.0},
+        {"arm": "compile-cold", "job_ttfs_s": 40.0, "step_s": 0.5},
+        {"arm": "compile-artifact", "job_ttfs_s": 10.0, "step_s": 0.5},
+        {"arm": "regional-warm", "job_ttfs_s": 2.5, "step_s": 0.55},
+    ]
     assert arms.fastest(a) == {1: "eager", 100: "regional-warm", 10_000: "compile-artifact"}
     rows = arms.table(a)
     assert rows[0]["arm"] == "eager" and rows[0]["steady_vs_full_compile"] == 2.0
@@ -343,8 +387,18 @@ def _plan(**kw: object) -> list:
 def test_cache_all_plans_every_arm_each_in_its_own_process() -> None:
     cases = _plan(cache="all", steps=3)
     assert [c.name for c in cases] == [
-        "eager", "compile-cold", "regional-cold", "nested-cold", "aot-cold", "compile-warm", "regional-warm",
-        "nested-warm", "compile-artifact", "regional-artifact", "aot-artifact"]  # fmt: skip
+        "eager",
+        "compile-cold",
+        "regional-cold",
+        "nested-cold",
+        "aot-cold",
+        "compile-warm",
+        "regional-warm",
+        "nested-warm",
+        "compile-artifact",
+        "regional-artifact",
+        "aot-artifact",
+    ]
     assert all(c.isolated for c in cases) and len({c.case_id for c in cases}) == len(cases)
     specs = {c.name: TrainSpec.from_params(c.params) for c in cases}
     # an artifact arm finds its cold case's dir (same cache key) but runs in dirs of its own
@@ -353,8 +407,11 @@ def test_cache_all_plans_every_arm_each_in_its_own_process() -> None:
 
 
 def test_artifact_flags_plan(tmp_path: Path) -> None:
-    (c,) = [c for c in _plan(modes="eager,compile", steps=3, save_cache_artifact=str(tmp_path / "a.bin"))
-            if c.name == "compile-cold"]  # fmt: skip
+    (c,) = [
+        c
+        for c in _plan(modes="eager,compile", steps=3, save_cache_artifact=str(tmp_path / "a.bin"))
+        if c.name == "compile-cold"
+    ]
     assert TrainSpec.from_params(c.params).save_artifact == str(tmp_path / "a.bin")
     p = tmp_path / "warm.bin"
     spec = TrainSpec(mode="compile", batch=4, seq=256, steps=3, warmup=2)
@@ -366,13 +423,15 @@ def test_artifact_flags_plan(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("kw", "needle"),
-    [({"cache": "all", "save_cache_artifact": "x.bin"}, "exactly one compiled mode"),
-     ({"save_cache_artifact": "/no/such/dir/x.bin", "modes": "eager,compile"}, "no directory"),
-     ({"nproc": 2, "modes": "eager,nested"}, "one rank only"),
-     ({"nproc": 2, "cache": "artifact", "modes": "compile"}, "one rank only"),
-     ({"load_cache_artifact": "/no/such/file"}, "cannot read"),
-     ({"cache": "both", "load_cache_artifact": "PATH"}, "drop --cache")],
-)  # fmt: skip
+    [
+        ({"cache": "all", "save_cache_artifact": "x.bin"}, "exactly one compiled mode"),
+        ({"save_cache_artifact": "/no/such/dir/x.bin", "modes": "eager,compile"}, "no directory"),
+        ({"nproc": 2, "modes": "eager,nested"}, "one rank only"),
+        ({"nproc": 2, "cache": "artifact", "modes": "compile"}, "one rank only"),
+        ({"load_cache_artifact": "/no/such/file"}, "cannot read"),
+        ({"cache": "both", "load_cache_artifact": "PATH"}, "drop --cache"),
+    ],
+)
 def test_bad_arm_plans_are_one_line(tmp_path: Path, kw: dict, needle: str) -> None:
     if kw.get("load_cache_artifact") == "PATH":
         p = tmp_path / "ok.bin"
@@ -407,8 +466,13 @@ def test_html_section_shows_each_arms_waterfall_and_the_step_n_advice() -> None:
     from bringup.train import section
 
     def res(name: str, mode: str, cache: str, phases: dict) -> CaseResult:
-        r = CaseResult(case_id=name, suite="train", name=name, status=Status.PASS,
-                       params={"mode": mode, "cache": cache, "model": "qwen3-tiny"})  # fmt: skip
+        r = CaseResult(
+            case_id=name,
+            suite="train",
+            name=name,
+            status=Status.PASS,
+            params={"mode": mode, "cache": cache, "model": "qwen3-tiny"},
+        )
         r.metric("ttfs_s", phases["run_s"] + 0.1, "s")
         r.metric("step_s", 0.1, "s")
         r.fields["ttfs_phases"] = phases
@@ -469,9 +533,15 @@ def test_portable_guards_drop_what_cannot_be_serialized_and_keep_the_tensor_guar
     guards that say what the compiled code may run on (tensors, shapes, global state) stay."""
     from bringup.train import modes
 
-    entries = [_entry("TENSOR_MATCH"), _entry("SHAPE_ENV"), _entry("GLOBAL_STATE"),
-               _entry("CONSTANT_MATCH", ("ID_MATCH",)), _entry("ID_MATCH", ("ID_MATCH",)),
-               _entry("TENSOR_MATCH", is_global=True), _entry("CONSTANT_MATCH", ("EQUALS_MATCH",))]  # fmt: skip
+    entries = [
+        _entry("TENSOR_MATCH"),
+        _entry("SHAPE_ENV"),
+        _entry("GLOBAL_STATE"),
+        _entry("CONSTANT_MATCH", ("ID_MATCH",)),
+        _entry("ID_MATCH", ("ID_MATCH",)),
+        _entry("TENSOR_MATCH", is_global=True),
+        _entry("CONSTANT_MATCH", ("EQUALS_MATCH",)),
+    ]
     assert modes.portable_guards(entries) == [True, True, True, False, False, False, True]
 
 
@@ -503,16 +573,38 @@ def test_an_aot_artifact_whose_model_code_changed_is_one_line(tmp_path: Path, mo
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
-def test_aot_compiles_an_hf_model_and_a_new_job_runs_it_with_nothing_compiled(cli, tmp_path: Path, backend: str
-                                                                               ) -> None:  # fmt: skip
+def test_aot_compiles_an_hf_model_and_a_new_job_runs_it_with_nothing_compiled(
+    cli, tmp_path: Path, backend: str
+) -> None:
     """torch 2.13's aot_compile on a transformers Qwen3 (was `unsupported`: a guard it could not
     serialize, whatever the backend): the cold arm compiles ahead of time and saves the function; the
     artifact arm, a fresh worker with empty cache dirs, loads it and trains with no dynamo compile (and,
     with inductor, no C++ kernel built: ~30 s of kernel builds even at one layer, hence the cheap
     aot_eager form in the default run), on the eager loss curve. Counted, not timed."""
-    p = cli("--device", "cpu", "train", "--model", "qwen3-tiny", "--override", "num_hidden_layers=1", "--batch",
-            "1", "--seq", "16", "--steps", "3", "--modes", "eager,aot", "--cache", "artifact", "--compile-backend",
-            backend, "--json", "o.json", timeout=900)  # fmt: skip
+    p = cli(
+        "--device",
+        "cpu",
+        "train",
+        "--model",
+        "qwen3-tiny",
+        "--override",
+        "num_hidden_layers=1",
+        "--batch",
+        "1",
+        "--seq",
+        "16",
+        "--steps",
+        "3",
+        "--modes",
+        "eager,aot",
+        "--cache",
+        "artifact",
+        "--compile-backend",
+        backend,
+        "--json",
+        "o.json",
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     rows = {c["name"]: c for c in json.loads((tmp_path / "o.json").read_text())["cases"]}
     assert {n: r["status"] for n, r in rows.items()} == {"eager": "pass", "aot-cold": "pass", "aot-artifact": "pass"}

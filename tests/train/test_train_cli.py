@@ -30,7 +30,8 @@ def test_eager_and_compile_three_steps(cli, tmp_path: Path) -> None:
     assert set(cases) == {"eager", "compile-cold"} and all(c["status"] == "pass" for c in cases.values())
     # qwen3-tiny (bringup/models/lm.py) with 2 layers, counted by hand: its params and TorchTitan's flops
     assert data["model"] == "qwen3-tiny" and (data["params"], data["flops_per_token"]) == qwen3_by_hand(
-        128, 384, 2, 4, 2, 32, 4096, 64)  # fmt: skip
+        128, 384, 2, 4, 2, 32, 4096, 64
+    )
     assert data["peak_flops_source"].startswith("calibrated")  # cpu has no table entry
     # one peak per run, device and dtype: every case's MFU against the same figure, kept in the run
     assert cases["eager"]["peak_flops"] == cases["compile-cold"]["peak_flops"] == data["peak_flops"]
@@ -115,8 +116,19 @@ def test_two_gloo_ranks(cli, tmp_path: Path) -> None:
 
 
 def test_flops_only_qwen3_32b(cli, tmp_path: Path) -> None:
-    p = cli("--device", "cpu", "train", "--model", "qwen3-32b", "--seq", "2048", "--flops-only", "--json", "f.json",
-            timeout=600)  # fmt: skip
+    p = cli(
+        "--device",
+        "cpu",
+        "train",
+        "--model",
+        "qwen3-32b",
+        "--seq",
+        "2048",
+        "--flops-only",
+        "--json",
+        "f.json",
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     data = load_json(tmp_path / "f.json")
     total, flops = qwen3_32b_by_hand(2048)
@@ -167,8 +179,26 @@ def build():
 def test_a_failing_rank_is_reported_with_its_status(cli, tmp_path: Path) -> None:
     """A rank's NotImplementedError is `unsupported`, naming the rank and the stage, not a crash."""
     (tmp_path / "rank_fail_model.py").write_text(RANK_FAIL)
-    p = cli("--device", "cpu", "train", "--model", "rank_fail_model:build", "--modes", "eager", "--nproc", "2",
-            "--steps", "2", "--batch", "2", "--seq", "32", "--json", "out.json", timeout=900)  # fmt: skip
+    p = cli(
+        "--device",
+        "cpu",
+        "train",
+        "--model",
+        "rank_fail_model:build",
+        "--modes",
+        "eager",
+        "--nproc",
+        "2",
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--seq",
+        "32",
+        "--json",
+        "out.json",
+        timeout=900,
+    )
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
     row = load_json(tmp_path / "out.json")["cases"][0]
     assert row["status"] == "unsupported" and row["failed_stage"] == "build", row
@@ -200,8 +230,20 @@ def test_wrong_eager_is_fail_numeric_and_compiled_has_no_reference(cli, tmp_path
     """A plugin makes silu 1% off in the worker (fp32 only): eager is judged against the cpu float64
     reference and fails; the compiled mode's only reference is that wrong eager, so it is not `pass`."""
     (tmp_path / "silu_off.py").write_text(SILU_OFF)
-    p = cli("--import", "silu_off", *TINY, "--modes", "eager,compile", "--compile-backend", "aot_eager",
-            "--steps", "3", "--json", "out.json", timeout=900)  # fmt: skip
+    p = cli(
+        "--import",
+        "silu_off",
+        *TINY,
+        "--modes",
+        "eager,compile",
+        "--compile-backend",
+        "aot_eager",
+        "--steps",
+        "3",
+        "--json",
+        "out.json",
+        timeout=900,
+    )
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
     cases = _cases(load_json(tmp_path / "out.json"))
     eager, comp = cases["eager"], cases["compile-cold"]
@@ -214,8 +256,20 @@ def test_wrong_eager_is_fail_numeric_and_compiled_has_no_reference(cli, tmp_path
 
 def test_amp_bf16_trains_and_passes(cli, tmp_path: Path) -> None:
     """amp-bf16: autocast over fp32 weights; eager passes its cpu check (bf16 rule), compile its band."""
-    p = cli(*TWO, "--dtype", "amp-bf16", "--modes", "eager,compile", "--compile-backend", "aot_eager",
-            "--steps", "3", "--json", "out.json", timeout=900)  # fmt: skip
+    p = cli(
+        *TWO,
+        "--dtype",
+        "amp-bf16",
+        "--modes",
+        "eager,compile",
+        "--compile-backend",
+        "aot_eager",
+        "--steps",
+        "3",
+        "--json",
+        "out.json",
+        timeout=900,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     data = load_json(tmp_path / "out.json")
     cases = _cases(data)

@@ -42,10 +42,15 @@ def test_a_schedule_sets_seq_and_a_warmup_that_covers_every_length() -> None:
 
 @pytest.mark.parametrize(
     ("kw", "needle"),
-    [({"seqs": "64,x"}, "bad --seqs"), ({"seqs": "64,0"}, "bad --seqs"), ({"seqs": ","}, "bad --seqs"),
-     ({"seqs": "64,32", "seq": 32}, "longest length (64)"), ({"dynamic": "maybe"}, "bad --dynamic"),
-     ({"flops_only": True, "dynamic": "on"}, "--dynamic")],
-)  # fmt: skip
+    [
+        ({"seqs": "64,x"}, "bad --seqs"),
+        ({"seqs": "64,0"}, "bad --seqs"),
+        ({"seqs": ","}, "bad --seqs"),
+        ({"seqs": "64,32", "seq": 32}, "longest length (64)"),
+        ({"dynamic": "maybe"}, "bad --dynamic"),
+        ({"flops_only": True, "dynamic": "on"}, "--dynamic"),
+    ],
+)
 def test_bad_dynamic_options_are_one_line(kw: dict, needle: str) -> None:
     with pytest.raises(BadInput) as e:
         train.build_cases(_args(steps=4, **kw), CPU)
@@ -53,8 +58,17 @@ def test_bad_dynamic_options_are_one_line(kw: dict, needle: str) -> None:
 
 
 def _outcome(step_s: list[float], fpt: dict[int, int]) -> TrainOutcome:
-    return TrainOutcome(losses=[1.0] * len(step_s), step_s=step_s, setup_s=1.0, params=1, flops_per_token=fpt[64],
-                        peak_mem_bytes=None, first={}, final={}, flops_per_token_at=fpt)  # fmt: skip
+    return TrainOutcome(
+        losses=[1.0] * len(step_s),
+        step_s=step_s,
+        setup_s=1.0,
+        params=1,
+        flops_per_token=fpt[64],
+        peak_mem_bytes=None,
+        first={},
+        final={},
+        flops_per_token_at=fpt,
+    )
 
 
 def test_the_steady_window_of_a_schedule_counts_its_own_tokens_and_flops() -> None:
@@ -77,16 +91,40 @@ def test_an_artifact_for_another_dynamic_setting_or_schedule_is_one_line(tmp_pat
         with pytest.raises(BadInput) as e:
             artifact.check(p, other, "cpu")
         assert named in str(e.value) and "\n" not in str(e.value)
-    old = {k: v for k, v in artifact.header_for(TrainSpec(mode="compile"), "cpu", artifact.KIND_MEGA).items()
-           if k not in ("dynamic", "seqs")}  # a file made before these keys: their defaults  # fmt: skip
+    old = {
+        k: v
+        for k, v in artifact.header_for(TrainSpec(mode="compile"), "cpu", artifact.KIND_MEGA).items()
+        if k not in ("dynamic", "seqs")
+    }  # a file made before these keys: their defaults
     artifact.write(p, old, b"x")
     assert artifact.check(p, TrainSpec(mode="compile"), "cpu")
 
 
 def _schedule_run(cli, tmp_path: Path, modes: str) -> dict[str, dict]:
-    p = cli("--device", "cpu", "train", "--model", "qwen3-tiny", "--override", "num_hidden_layers=1", "--batch",
-            "1", "--seqs", "32,24,16", "--steps", "5", "--modes", modes, "--dynamic", "auto,on,off",
-            "--compile-backend", "aot_eager", "--json", "o.json", timeout=900)  # fmt: skip
+    p = cli(
+        "--device",
+        "cpu",
+        "train",
+        "--model",
+        "qwen3-tiny",
+        "--override",
+        "num_hidden_layers=1",
+        "--batch",
+        "1",
+        "--seqs",
+        "32,24,16",
+        "--steps",
+        "5",
+        "--modes",
+        modes,
+        "--dynamic",
+        "auto,on,off",
+        "--compile-backend",
+        "aot_eager",
+        "--json",
+        "o.json",
+        timeout=900,
+    )
     assert p.returncode in (0, 1), p.stdout[-3000:] + p.stderr[-3000:]
     return {c["name"]: c for c in json.loads((tmp_path / "o.json").read_text())["cases"]}
 

@@ -98,7 +98,7 @@ def test_plan_modes_canonical_and_warmup_default() -> None:
         ({"model": "os:getcwd", "override": ["a=1"]}, "--override applies to presets"),
         ({"dtype": "amp-int8"}, "unknown dtype 'amp-int8'"),
     ],
-)  # fmt: skip
+)
 def test_build_cases_rejects(kw: dict, needle: str) -> None:
     with pytest.raises(BadInput, match=None) as ei:
         train.build_cases(_args(**kw), CPU)
@@ -154,7 +154,7 @@ def test_compile_breakdown_from_dynamo_times() -> None:
         "entire_backward_compile": 19.8,
         "inductor_compile": 51.5,
         "total_wall_time": 61.2,
-    }  # fmt: skip (measured on this machine)
+    }  # (measured on this machine)
     b = compile_metrics.breakdown(cold)
     assert b["total_s"] == pytest.approx(61.2)
     assert b["dynamo_s"] == pytest.approx(4.1) and b["backend_s"] == pytest.approx(51.5)
@@ -181,9 +181,12 @@ def _entry(status: str, ttfs: float, step: float) -> dict:
 
 
 def test_fast_start_advice_is_measured() -> None:
-    rows = [("eager", _entry("pass", 2.0, 1.0)), ("compile (cold cache)", _entry("pass", 40.0, 0.5)),
-            ("compile (warm cache)", _entry("pass", 4.0, 0.5)),
-            ("regional (cold cache)", _entry("fail_numeric", 1.0, 0.1))]  # fmt: skip
+    rows = [
+        ("eager", _entry("pass", 2.0, 1.0)),
+        ("compile (cold cache)", _entry("pass", 40.0, 0.5)),
+        ("compile (warm cache)", _entry("pass", 4.0, 0.5)),
+        ("regional (cold cache)", _entry("fail_numeric", 1.0, 0.1)),
+    ]
     fs = summary.fast_start(rows)
     assert fs is not None and fs["entry"] == "eager" and fs["fastest_steady"] == "compile (cold cache)"
     assert fs["steady_cost_vs_fastest"] == pytest.approx(2.0)

@@ -192,9 +192,14 @@ def _sharper(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, a: flo
     return fn(x * a) if squash else fn(x * a) / a
 
 
-def _activation(func: Callable[..., Any], name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-                compute: Callable[[torch.Tensor, Callable[[torch.Tensor], torch.Tensor], bool], torch.Tensor],
-                min_features: int = 0) -> Any:  # fmt: skip
+def _activation(
+    func: Callable[..., Any],
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    compute: Callable[[torch.Tensor, Callable[[torch.Tensor], torch.Tensor], bool], torch.Tensor],
+    min_features: int = 0,
+) -> Any:
     """An activation call (gated or squashing) computed by `compute(x, fn, squash)`, `fn` the exact
     out-of-place function with the call's other arguments; an in-place call gets the result written back.
     NotImplemented for a non-float input, or one whose last axis is shorter than `min_features`."""
@@ -226,8 +231,7 @@ def _affine(y: torch.Tensor, w: Any, bias: Any) -> torch.Tensor:
     return y
 
 
-def bend(family: str, d: float, func: Callable[..., Any], args: tuple[Any, ...],
-         kwargs: dict[str, Any]) -> Any:  # fmt: skip
+def bend(family: str, d: float, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The bent result of `func(*args, **kwargs)`, or NotImplemented when this family leaves it alone."""
     if family in dp.DATAPATH:
         return dp.bend(family, d, func, args, kwargs)
@@ -286,8 +290,9 @@ def bend(family: str, d: float, func: Callable[..., Any], args: tuple[Any, ...],
 
 
 # ---- held-out families (written after the rule was frozen) -------------------------------------------
-def _softmax_with(x: torch.Tensor, dim: int, exp: Callable[[torch.Tensor], torch.Tensor], quiet: float = 0.0,
-                  out_dtype: Any = None) -> torch.Tensor:  # fmt: skip
+def _softmax_with(
+    x: torch.Tensor, dim: int, exp: Callable[[torch.Tensor], torch.Tensor], quiet: float = 0.0, out_dtype: Any = None
+) -> torch.Tensor:
     xf = x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
     m = xf.amax(dim, keepdim=True).detach()
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
@@ -305,10 +310,18 @@ def _wobble(d: float) -> Callable[[torch.Tensor], torch.Tensor]:
     return exp
 
 
-def _sdpa_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None, dropout_p: float = 0.0,
-               is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
-               exp: Callable[[torch.Tensor], torch.Tensor] = torch.exp,
-               quiet: float = 0.0) -> torch.Tensor:  # fmt: skip
+def _sdpa_math(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    exp: Callable[[torch.Tensor], torch.Tensor] = torch.exp,
+    quiet: float = 0.0,
+) -> torch.Tensor:
     """Attention written out (PyTorch's math path), with the softmax's exp and denominator replaceable."""
     s = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     if enable_gqa and k.shape[-3] != q.shape[-3]:
@@ -366,8 +379,18 @@ def held_out(family: str, d: float, func: Callable[..., Any], args: tuple[Any, .
         if a.get("dropout_p"):
             return NotImplemented
         exp, quiet = (_wobble(d), 0.0) if family == "ho_exp_wobble" else (torch.exp, d)
-        return _sdpa_math(a["query"], a["key"], a["value"], a.get("attn_mask"), 0.0, bool(a.get("is_causal")),
-                          a.get("scale"), bool(a.get("enable_gqa")), exp, quiet)  # fmt: skip
+        return _sdpa_math(
+            a["query"],
+            a["key"],
+            a["value"],
+            a.get("attn_mask"),
+            0.0,
+            bool(a.get("is_causal")),
+            a.get("scale"),
+            bool(a.get("enable_gqa")),
+            exp,
+            quiet,
+        )
     if family == "ho_rope_freq" and name in ("cos", "sin"):
         x, rest, kw = _split(args, kwargs)
         return getattr(torch, name)(x * (1 + d))
@@ -502,12 +525,15 @@ def _held_out_applies(family: str, name: str) -> bool:
     return {
         "ho_exp_wobble": name in ("softmax", "scaled_dot_product_attention"),
         "ho_quiet_softmax": name in ("softmax", "scaled_dot_product_attention"),
-        "ho_rope_freq": name in ("cos", "sin"), "ho_pow": name in ("pow", "__pow__"),
+        "ho_rope_freq": name in ("cos", "sin"),
+        "ho_pow": name in ("pow", "__pow__"),
         "ho_bwd_sdpa": name == "scaled_dot_product_attention",
-        "ho2_ce_temp": name == "cross_entropy", "ho2_tail_gate": name in GATED + SQUASH,
-        "ho2_bwd_linear_shift": name == "linear", "ho2_embed_bwd_dup": name == "embedding",
+        "ho2_ce_temp": name == "cross_entropy",
+        "ho2_tail_gate": name in GATED + SQUASH,
+        "ho2_bwd_linear_shift": name == "linear",
+        "ho2_embed_bwd_dup": name == "embedding",
         "ho2_mask_leak": name == "scaled_dot_product_attention",
-    }.get(family, False)  # fmt: skip
+    }.get(family, False)
 
 
 def applies(family: str, func: Any) -> bool:
@@ -517,11 +543,16 @@ def applies(family: str, func: Any) -> bool:
     if family in HELD_OUT:
         return _held_out_applies(family, name)
     return {
-        "gate": name in GATED + SQUASH, "bwd_gate": name in GATED + SQUASH,
-        "softmax_temp": name == "softmax", "bwd_softmax": name == "softmax",
-        "sdpa_scale": name == "scaled_dot_product_attention", "norm_eps": name in (*NORMS, "rsqrt"),
-        "ln_var": name == "layer_norm", "gelu_sigmoid": name == "gelu", "bwd_norm": name in ("layer_norm", "rsqrt"),
-    }.get(family, False)  # fmt: skip
+        "gate": name in GATED + SQUASH,
+        "bwd_gate": name in GATED + SQUASH,
+        "softmax_temp": name == "softmax",
+        "bwd_softmax": name == "softmax",
+        "sdpa_scale": name == "scaled_dot_product_attention",
+        "norm_eps": name in (*NORMS, "rsqrt"),
+        "ln_var": name == "layer_norm",
+        "gelu_sigmoid": name == "gelu",
+        "bwd_norm": name in ("layer_norm", "rsqrt"),
+    }.get(family, False)
 
 
 def _check(family: str) -> None:

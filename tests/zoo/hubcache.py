@@ -27,9 +27,16 @@ def tiny_llama(seed: int = 0) -> Any:
 
     t = _transformers()
     torch.manual_seed(seed)
-    cfg = t.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=256, max_position_embeddings=128,
-                      tie_word_embeddings=False)  # fmt: skip
+    cfg = t.LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=256,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
+    )
     return t.LlamaForCausalLM(cfg)
 
 
@@ -38,8 +45,14 @@ def tiny_bert(seed: int = 0) -> Any:
 
     t = _transformers()
     torch.manual_seed(seed)
-    cfg = t.BertConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                     vocab_size=256, max_position_embeddings=64)  # fmt: skip
+    cfg = t.BertConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        vocab_size=256,
+        max_position_embeddings=64,
+    )
     return t.BertForMaskedLM(cfg)
 
 

@@ -143,13 +143,37 @@ NAMES = register_all()
 # AOTAutograd hands its compiler (forward and backward) and then runs them like aot_eager; it counts
 # the nodes it rewrote (`FAMILY_NODES[family]`): a family that rewrote no node of a model's graph is
 # not applicable to that model and proves nothing about it.
-ACT_OPS = ("gelu", "silu", "relu", "tanh", "sigmoid", "elu", "leaky_relu", "hardtanh", "mish", "hardswish",
-           "hardsigmoid", "softplus")  # fmt: skip
-NORM_OPS = ("native_layer_norm", "_fused_rms_norm", "rsqrt", "native_batch_norm",
-            "_native_batch_norm_legit_functional", "_native_batch_norm_legit", "native_group_norm")  # fmt: skip
-ATTN_OPS = ("_softmax", "_safe_softmax", "_scaled_dot_product_flash_attention_for_cpu",
-            "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
-            "_scaled_dot_product_attention_math")  # fmt: skip
+ACT_OPS = (
+    "gelu",
+    "silu",
+    "relu",
+    "tanh",
+    "sigmoid",
+    "elu",
+    "leaky_relu",
+    "hardtanh",
+    "mish",
+    "hardswish",
+    "hardsigmoid",
+    "softplus",
+)
+NORM_OPS = (
+    "native_layer_norm",
+    "_fused_rms_norm",
+    "rsqrt",
+    "native_batch_norm",
+    "_native_batch_norm_legit_functional",
+    "_native_batch_norm_legit",
+    "native_group_norm",
+)
+ATTN_OPS = (
+    "_softmax",
+    "_safe_softmax",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_attention_math",
+)
 SDPA_OPS = ATTN_OPS[2:]
 MM_OPS = ("mm", "addmm", "bmm", "baddbmm")
 LOWACC_CHUNK = 4  # products summed in fp32 before the running sum is rounded to the low dtype
@@ -175,8 +199,11 @@ def _is_float(node: Any) -> bool:
 
 
 def _scale_output(graph: torch.fx.Graph, node: torch.fx.Node, factor: float) -> None:
-    outs = ([u for u in node.users if u.target is operator.getitem and u.args[1] == 0]
-            if _opname(node.target) in _FIRST_OUTPUT | set(NORM_OPS) - {"rsqrt"} else [node])  # fmt: skip
+    outs = (
+        [u for u in node.users if u.target is operator.getitem and u.args[1] == 0]
+        if _opname(node.target) in _FIRST_OUTPUT | set(NORM_OPS) - {"rsqrt"}
+        else [node]
+    )
     for out in outs:
         with graph.inserting_after(out):
             scaled = graph.call_function(aten.mul.Tensor, (out, factor))
@@ -206,8 +233,9 @@ def lowacc_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return _lowacc(a, b)
 
 
-def lowacc_addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, beta: float = 1,
-                 alpha: float = 1) -> torch.Tensor:  # fmt: skip
+def lowacc_addmm(
+    bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, beta: float = 1, alpha: float = 1
+) -> torch.Tensor:
     return (beta * bias + alpha * _lowacc(a, b)).to(a.dtype)
 
 
@@ -308,9 +336,13 @@ class FamilyMode(TorchDispatchMode):
             if name in ("mm", "bmm"):
                 return lowacc_mm(args[0], args[1])
             return lowacc_addmm(args[0], args[1], args[2], kwargs.get("beta", 1), kwargs.get("alpha", 1))
-        elif (f == "add" and func in (aten.add.Tensor, aten.add_.Tensor) and len(args) == 2
-              and all(isinstance(a, torch.Tensor) and a.is_floating_point() for a in args)
-              and args[0].shape == args[1].shape):  # fmt: skip
+        elif (
+            f == "add"
+            and func in (aten.add.Tensor, aten.add_.Tensor)
+            and len(args) == 2
+            and all(isinstance(a, torch.Tensor) and a.is_floating_point() for a in args)
+            and args[0].shape == args[1].shape
+        ):
             scale = 1.005
         elif f == "nobias" and name == "addmm" and kwargs.get("beta", 1) != 0:
             self._count()
@@ -348,10 +380,23 @@ VARIANTS = {
     "sdpa_math": "attention through PyTorch's math path (scores and probabilities rounded to the input "
     "dtype) instead of the fused cpu kernel",
 }
-UPCAST_OPS = (*ACT_OPS, "native_layer_norm", "_fused_rms_norm", "_softmax", "_log_softmax",
-              "gelu_backward", "silu_backward", "threshold_backward", "tanh_backward", "sigmoid_backward",
-              "native_layer_norm_backward", "_softmax_backward_data", "_log_softmax_backward_data", *SDPA_OPS,
-              "_scaled_dot_product_flash_attention_for_cpu_backward")  # fmt: skip
+UPCAST_OPS = (
+    *ACT_OPS,
+    "native_layer_norm",
+    "_fused_rms_norm",
+    "_softmax",
+    "_log_softmax",
+    "gelu_backward",
+    "silu_backward",
+    "threshold_backward",
+    "tanh_backward",
+    "sigmoid_backward",
+    "native_layer_norm_backward",
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+    *SDPA_OPS,
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+)
 
 
 def _wide_dtype(args: Any) -> torch.dtype:

@@ -11,8 +11,15 @@ from bringup.models import zoo as mz
 
 
 def _spec(**kw: object) -> bt.TokenSpec:
-    base = {"allowed": torch.arange(3, 256), "pad_id": 0, "bos_id": 1, "eos_id": 2, "takes_mask": True,
-            "takes_positions": True, "seed": 0}  # fmt: skip
+    base = {
+        "allowed": torch.arange(3, 256),
+        "pad_id": 0,
+        "bos_id": 1,
+        "eos_id": 2,
+        "takes_mask": True,
+        "takes_positions": True,
+        "seed": 0,
+    }
     return bt.TokenSpec(**{**base, **kw})  # type: ignore[arg-type]
 
 

@@ -34,8 +34,15 @@ def _step(p: dict[str, torch.Tensor]) -> torch.Tensor:
 
 def _run(family: str | None, d: float) -> tuple[torch.Tensor, list[torch.Tensor]]:
     g = torch.Generator().manual_seed(0)
-    shapes = {"emb": (6, 16), "freq": (16,), "ln_w": (16,), "ln_b": (16,), "wq": (16, 16), "w1": (32, 16),
-              "out": (6, 32)}  # fmt: skip
+    shapes = {
+        "emb": (6, 16),
+        "freq": (16,),
+        "ln_w": (16,),
+        "ln_b": (16,),
+        "wq": (16, 16),
+        "w1": (32, 16),
+        "out": (6, 32),
+    }
     p = {k: torch.randn(s, generator=g, dtype=torch.float64).requires_grad_(True) for k, s in shapes.items()}
     if family is None:
         loss = _step(p)

@@ -31,8 +31,15 @@ def test_hf_type_with_inductor_and_timm_end_to_end(tmp_path: Path) -> None:
     data = zoo(tmp_path, "zoo", "--filter", "^llama$", "--steps", "2", "--noise-seeds", "0", rc=0)
     (c,) = data["cases"]
     assert c["name"] == "llama" and c["status"] == "pass", c  # name = the model type
-    for key in ("params", "graph_breaks", "fallback_ops", "max_rel_err", "loss_divergence", "compile_s",
-                "peak_mem_bytes"):  # fmt: skip
+    for key in (
+        "params",
+        "graph_breaks",
+        "fallback_ops",
+        "max_rel_err",
+        "loss_divergence",
+        "compile_s",
+        "peak_mem_bytes",
+    ):
         assert key in c, key
     assert 0 < c["params"] <= 5_000_000 and c["source"] == "hf" and c["task"] == "causal-lm"
     assert c["graph_count"] >= 1 and c["graph_breaks"] == 0 and c["break_reasons"] == {} and c["recompiles"] == 0
@@ -42,8 +49,21 @@ def test_hf_type_with_inductor_and_timm_end_to_end(tmp_path: Path) -> None:
     assert c["compiled_modules"]["ok"] is True and c["compiled_modules"]["judged"] >= 25, c["compiled_modules"]
     assert c["modules_judged"] >= 25 and c["module_check_s"] > 0
     assert data["totals"]["pass"] == 1 and data["by_status"] == {"pass": 1}
-    t = zoo(tmp_path, "zoo", "--source", "timm", "--filter", "^test_resnet$", "--steps", "2",
-            "--compile-backend", "aot_eager", "--noise-seeds", "0", rc=0)  # fmt: skip
+    t = zoo(
+        tmp_path,
+        "zoo",
+        "--source",
+        "timm",
+        "--filter",
+        "^test_resnet$",
+        "--steps",
+        "2",
+        "--compile-backend",
+        "aot_eager",
+        "--noise-seeds",
+        "0",
+        rc=0,
+    )
     (c,) = t["cases"]
     assert c["name"] == "test_resnet" and c["status"] == "pass" and c["source"] == "timm"
 
@@ -68,8 +88,19 @@ def test_graph_breaks_reported_with_reasons(tmp_path: Path) -> None:
 
 def test_perturbed_backend_is_fail_numeric(tmp_path: Path) -> None:
     """A compiler that scales every matmul by 1.01 fails parity; inductor passed the same model above."""
-    data = zoo(tmp_path, "--import", "perturb_backend", "zoo", "--filter", "^llama$", "--steps", "2",
-               "--compile-backend", "perturb_mm_aot_eager", rc=1)  # fmt: skip
+    data = zoo(
+        tmp_path,
+        "--import",
+        "perturb_backend",
+        "zoo",
+        "--filter",
+        "^llama$",
+        "--steps",
+        "2",
+        "--compile-backend",
+        "perturb_mm_aot_eager",
+        rc=1,
+    )
     (c,) = data["cases"]
     assert c["status"] == "fail_numeric", c
     assert c["reason"].startswith("compiled:"), c["reason"]
@@ -85,8 +116,21 @@ def test_amp_bf16_activation_perturbation_is_fail_numeric(tmp_path: Path) -> Non
     """Mixed precision end to end: amp-bf16 (fp32 weights, autocast forward) with a compiler whose
     activations are 1% off -> fail_numeric by the measured-noise rule; the eager run passes; the
     trusted run's noise seeds are recorded."""
-    data = zoo(tmp_path, "--import", "perturb_backend", "zoo", "--filter", "^llama$", "--steps", "2",
-               "--dtype", "amp-bf16", "--compile-backend", "perturb_act_aot_eager", rc=1)  # fmt: skip
+    data = zoo(
+        tmp_path,
+        "--import",
+        "perturb_backend",
+        "zoo",
+        "--filter",
+        "^llama$",
+        "--steps",
+        "2",
+        "--dtype",
+        "amp-bf16",
+        "--compile-backend",
+        "perturb_act_aot_eager",
+        rc=1,
+    )
     (c,) = data["cases"]
     assert c["status"] == "fail_numeric" and c["reason"].startswith("compiled:"), c
     assert len(c["noise_seeds"]) == 2
@@ -94,11 +138,22 @@ def test_amp_bf16_activation_perturbation_is_fail_numeric(tmp_path: Path) -> Non
 
 def test_broken_config_is_ref_fail(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 3,
-                               "num_key_value_heads": 3, "num_hidden_layers": 1, "vocab_size": 64}))  # fmt: skip
+    bad.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 64,
+                "num_attention_heads": 3,
+                "num_key_value_heads": 3,
+                "num_hidden_layers": 1,
+                "vocab_size": 64,
+            }
+        )
+    )
     good = tmp_path / "good.json"
-    good.write_text(json.dumps({"model_type": "gpt2", "n_embd": 32, "n_head": 2, "n_layer": 1, "vocab_size": 64,
-                                "n_positions": 32}))  # fmt: skip
+    good.write_text(
+        json.dumps({"model_type": "gpt2", "n_embd": 32, "n_head": 2, "n_layer": 1, "vocab_size": 64, "n_positions": 32})
+    )
     f = _model_file(tmp_path, ["bad.json", "good.json", "zoo_models:not_a_module"])
     data = zoo(tmp_path, "zoo", "--source", str(f), "--steps", "2", "--compile-backend", "none", rc=0)
     cases = {Path(c["name"]).name if c["name"].endswith(".json") else c["name"]: c for c in data["cases"]}
@@ -125,8 +180,21 @@ def test_export_then_baseline_round_trip(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle.json"
     run_cli(["export", first["run_id"], "--out", str(bundle)], cwd=tmp_path, check_rc=0)
     # the baseline checks are what this test is about: the module check (judged above) is off for them
-    data = zoo(tmp_path, "zoo", "--filter", "^llama$", "--steps", "2", "--compile-backend", "aot_eager",
-               "--module-check", "off", "--baseline", str(bundle), rc=0)  # fmt: skip
+    data = zoo(
+        tmp_path,
+        "zoo",
+        "--filter",
+        "^llama$",
+        "--steps",
+        "2",
+        "--compile-backend",
+        "aot_eager",
+        "--module-check",
+        "off",
+        "--baseline",
+        str(bundle),
+        rc=0,
+    )
     cases = by_name(data)
     assert "compiled_modules" not in cases["llama"]
     assert cases["llama"]["baseline_check"]["status"] == "ok", cases["llama"]["baseline_check"]
@@ -149,8 +217,21 @@ def test_export_then_baseline_round_trip(tmp_path: Path) -> None:
     llama = next(c for c in b["cases"] if c["name"] == "llama")
     llama["series"]["loss.compiled"] = [[i, v * 1.01] for i, v in llama["series"]["loss.compiled"]]
     bundle.write_text(json.dumps(b))
-    data = zoo(tmp_path, "zoo", "--filter", "^llama$", "--steps", "2", "--compile-backend", "aot_eager",
-               "--module-check", "off", "--baseline", str(bundle), rc=1)  # fmt: skip
+    data = zoo(
+        tmp_path,
+        "zoo",
+        "--filter",
+        "^llama$",
+        "--steps",
+        "2",
+        "--compile-backend",
+        "aot_eager",
+        "--module-check",
+        "off",
+        "--baseline",
+        str(bundle),
+        rc=1,
+    )
     (c,) = data["cases"]
     assert c["status"] == "fail_numeric" and c["reason"].startswith("baseline:"), c
     assert c["baseline_check"]["status"] == "differs"

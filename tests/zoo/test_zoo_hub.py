@@ -23,8 +23,11 @@ HERE = Path(__file__).resolve().parent
 
 
 def _env(cache: Path) -> dict[str, str]:
-    return {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    return {
+        "HF_HUB_CACHE": str(cache),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +54,9 @@ def test_parse_ids() -> None:
     from bringup.hub.refs import HubRef, parse_ids
 
     assert parse_ids("hub:meta-llama/Llama-3.2-1B,gpt2@main") == [
-        HubRef("meta-llama/Llama-3.2-1B"), HubRef("gpt2", "main")]  # fmt: skip
+        HubRef("meta-llama/Llama-3.2-1B"),
+        HubRef("gpt2", "main"),
+    ]
     for bad in ("hub:", "hub:a/b/c", "hub:bad//id", "hub:-x/y", "hub:a b"):
         with pytest.raises(BadInput):
             parse_ids(bad)
@@ -60,10 +65,16 @@ def test_parse_ids() -> None:
 def test_task_from_architectures() -> None:
     from bringup.hub.build import task_of
 
-    cases = {"LlamaForCausalLM": "causal-lm", "BertForMaskedLM": "masked-lm", "T5ForConditionalGeneration":
-             "seq2seq-lm", "WhisperForConditionalGeneration": "speech-seq2seq", "ViTForImageClassification":
-             "image-classification", "ASTForAudioClassification": "audio-classification",
-             "Wav2Vec2ForCTC": "ctc", "BertForSequenceClassification": "sequence-classification"}  # fmt: skip
+    cases = {
+        "LlamaForCausalLM": "causal-lm",
+        "BertForMaskedLM": "masked-lm",
+        "T5ForConditionalGeneration": "seq2seq-lm",
+        "WhisperForConditionalGeneration": "speech-seq2seq",
+        "ViTForImageClassification": "image-classification",
+        "ASTForAudioClassification": "audio-classification",
+        "Wav2Vec2ForCTC": "ctc",
+        "BertForSequenceClassification": "sequence-classification",
+    }
     for arch, task in cases.items():
         assert task_of({"architectures": [arch], "model_type": "x"}) == (task, arch), arch
     assert task_of({"model_type": "vit"})[0] == "image-classification"  # no architectures: the type's first task
@@ -138,8 +149,9 @@ def test_full_loads_cached_safetensors(cache: Path) -> None:
 
     snap = cache / "models--acme--tiny-llama" / "snapshots" / hubcache.REV
     data = json.loads((snap / "config.json").read_text())
-    model, _, how = build_full(data, "acme/tiny-llama", torch.device("cpu"), torch.float32, 0,
-                               weights=[str(snap / "model.safetensors")])  # fmt: skip
+    model, _, how = build_full(
+        data, "acme/tiny-llama", torch.device("cpu"), torch.float32, 0, weights=[str(snap / "model.safetensors")]
+    )
     want = hubcache.tiny_llama().state_dict()
     assert "cached safetensors" in how
     got = model.state_dict()
@@ -218,14 +230,27 @@ def test_hub_ids_tiny_offline_and_uncached_id(tmp_path: Path, cache: Path) -> No
     pre-fetch command."""
     f = tmp_path / "ids.txt"
     f.write_text("# my models\nacme/tiny-llama\nhub:acme/tiny-bert@main\n")
-    data = zoo(tmp_path, cache, "zoo", "--source", str(f), "--steps", "2", "--compile-backend", "none",
-               "--noise-seeds", "0", rc=0)  # fmt: skip
+    data = zoo(
+        tmp_path,
+        cache,
+        "zoo",
+        "--source",
+        str(f),
+        "--steps",
+        "2",
+        "--compile-backend",
+        "none",
+        "--noise-seeds",
+        "0",
+        rc=0,
+    )
     cases = by_name(data)
     assert cases["acme/tiny-llama"]["task"] == "causal-lm" and cases["acme/tiny-llama"]["status"] == "pass"
     assert cases["acme/tiny-bert@main"]["task"] == "masked-lm" and cases["acme/tiny-bert@main"]["status"] == "pass"
     assert cases["acme/tiny-llama"]["max_rel_err"] < 1e-4
-    p = run_cli(["--device", "cpu", "zoo", "--source", "hub:acme/tiny-llama,acme/not-cached"], cwd=tmp_path,
-                env=_env(cache))  # fmt: skip
+    p = run_cli(
+        ["--device", "cpu", "zoo", "--source", "hub:acme/tiny-llama,acme/not-cached"], cwd=tmp_path, env=_env(cache)
+    )
     assert_one_line_error(p, "hub:acme/not-cached: config.json is not in the Hugging Face cache")
     assert "hf download acme/not-cached config.json" in p.stderr and "HF_HUB_OFFLINE" in p.stderr
 
@@ -237,16 +262,44 @@ def test_full_size_baseline_round_trip(tmp_path: Path, offline_cache: Path, brin
     bundle whose loss is 1% off fails the baseline comparison; a bundle of another shape is refused.
     `export` and the refused bundle (no device work) run in process (bringup_inproc)."""
     cache = offline_cache
-    first = zoo(tmp_path, cache, "zoo", "--source", "hub:acme/tiny-llama", "--size", "full", "--steps", "2",
-                "--compile-backend", "aot_eager", rc=0)  # fmt: skip
+    first = zoo(
+        tmp_path,
+        cache,
+        "zoo",
+        "--source",
+        "hub:acme/tiny-llama",
+        "--size",
+        "full",
+        "--steps",
+        "2",
+        "--compile-backend",
+        "aot_eager",
+        rc=0,
+    )
     (c,) = first["cases"]
     assert c["status"] == "pass" and c["weights"] == "cache" and "cached safetensors" in c["weights_from"], c
     assert c["compared"] == ["compiled vs eager"] and c["preflight"]["fits"] is True
     assert c["memory"]["predicted_bytes"] > 0 and c["memory"]["measured_bytes"] > 0
     bundle = tmp_path / "bundle.json"
     assert bringup_inproc("export", first["run_id"], "--out", str(bundle)).returncode == 0
-    bf16 = zoo(tmp_path, cache, "zoo", "--source", "hub:acme/tiny-llama", "--size", "full", "--steps", "2",
-               "--dtype", "bf16", "--compile-backend", "none", "--baseline", str(bundle), rc=0)  # fmt: skip
+    bf16 = zoo(
+        tmp_path,
+        cache,
+        "zoo",
+        "--source",
+        "hub:acme/tiny-llama",
+        "--size",
+        "full",
+        "--steps",
+        "2",
+        "--dtype",
+        "bf16",
+        "--compile-backend",
+        "none",
+        "--baseline",
+        str(bundle),
+        rc=0,
+    )
     (c,) = bf16["cases"]
     assert c["status"] == "pass" and c["reference"] == "baseline", c
     assert c["baseline_check"]["status"] == "ok" and c["baseline_check"]["tolerance"] == pytest.approx(5e-2 + 1e-4)
@@ -256,9 +309,26 @@ def test_full_size_baseline_round_trip(tmp_path: Path, offline_cache: Path, brin
     case["series"]["loss.eager"] = [[i, v * 1.01] for i, v in case["series"]["loss.eager"]]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(b))
-    data = zoo(tmp_path, cache, "--import", "perturb_backend", "zoo", "--source", "hub:acme/tiny-llama", "--size",
-               "full", "--steps", "2", "--compile-backend", "perturb_mm_aot_eager", "--baseline", str(bad),
-               "--reference", "none", rc=1)  # fmt: skip
+    data = zoo(
+        tmp_path,
+        cache,
+        "--import",
+        "perturb_backend",
+        "zoo",
+        "--source",
+        "hub:acme/tiny-llama",
+        "--size",
+        "full",
+        "--steps",
+        "2",
+        "--compile-backend",
+        "perturb_mm_aot_eager",
+        "--baseline",
+        str(bad),
+        "--reference",
+        "none",
+        rc=1,
+    )
     (c,) = data["cases"]
     assert c["status"] == "fail_numeric" and c["reason"].startswith("compiled: vs eager"), c
     assert c["baseline_check"]["status"] == "differs", c["baseline_check"]
@@ -266,13 +336,30 @@ def test_full_size_baseline_round_trip(tmp_path: Path, offline_cache: Path, brin
     # a wrong device: testdev with silu 1% off (BRINGUP_TESTDEV_FAULTS) fails against the cpu fp32
     # reference AND against the cpu bundle; the same device without the fault agrees with both (its
     # status is `fallback`: testdev runs some ops through the CPU fallback, a finding of its own)
-    td = ["--import", "bringup.testdev", "--device", "testdev", "zoo", "--source", "hub:acme/tiny-llama", "--size",
-          "full", "--steps", "2", "--compile-backend", "none", "--reference", "cpu",
-          "--baseline", str(bundle)]  # fmt: skip
+    td = [
+        "--import",
+        "bringup.testdev",
+        "--device",
+        "testdev",
+        "zoo",
+        "--source",
+        "hub:acme/tiny-llama",
+        "--size",
+        "full",
+        "--steps",
+        "2",
+        "--compile-backend",
+        "none",
+        "--reference",
+        "cpu",
+        "--baseline",
+        str(bundle),
+    ]
     for faults in ("scale:silu=1.01", ""):
         out = tmp_path / f"td-{bool(faults)}.json"
-        run_cli([*td, "--json", str(out)], cwd=tmp_path, env={**_env(cache), "BRINGUP_TESTDEV_FAULTS": faults},
-                check_rc=1)  # fmt: skip
+        run_cli(
+            [*td, "--json", str(out)], cwd=tmp_path, env={**_env(cache), "BRINGUP_TESTDEV_FAULTS": faults}, check_rc=1
+        )
         (c,) = load_json(out)["cases"]
         assert c["compared"] == ["eager vs cpu fp32", "eager vs the cpu bundle"], c
         want = "differs" if faults else "ok"
@@ -282,8 +369,19 @@ def test_full_size_baseline_round_trip(tmp_path: Path, offline_cache: Path, brin
             assert c["cpu_reference"]["max_rel_dev"] > 5e-4  # the per-parameter grad norms carry the 1% (bound 2e-4)
         else:
             assert c["status"] == "fallback" and c["cpu_reference"]["max_rel_dev"] < 1e-5, c
-    p = bringup_inproc("--device", "cpu", "zoo", "--source", "hub:acme/tiny-llama", "--size", "full", "--seq", "32",
-                       "--baseline", str(bundle))  # fmt: skip
+    p = bringup_inproc(
+        "--device",
+        "cpu",
+        "zoo",
+        "--source",
+        "hub:acme/tiny-llama",
+        "--size",
+        "full",
+        "--seq",
+        "32",
+        "--baseline",
+        str(bundle),
+    )
     assert_one_line_error(p, "seq=64 in the bundle")
 
 
@@ -304,9 +402,20 @@ def test_full_size_preflight_unsupported() -> None:
         def phase(self, name: str, budget_s: float | None = None) -> Any:
             return nullcontext()
 
-    params = {"source": "hub-top", "model": "meta-llama/Llama-3.1-70B", "task": "causal-lm", "dtype": "bf16",
-              "steps": 1, "backend": "none", "seed": 0, "size": "full", "batch": 1, "seq": 128,
-              "weights": "random", "reference": "cpu"}  # fmt: skip
+    params = {
+        "source": "hub-top",
+        "model": "meta-llama/Llama-3.1-70B",
+        "task": "causal-lm",
+        "dtype": "bf16",
+        "steps": 1,
+        "backend": "none",
+        "seed": 0,
+        "size": "full",
+        "batch": 1,
+        "seq": 128,
+        "weights": "random",
+        "reference": "cpu",
+    }
     t0 = time.monotonic()
     r = run_full(Case("zoo", params["model"], params, ENTRY), Ctx())
     assert r.status.value == "unsupported" and r.reason.startswith("memory preflight: needs"), r.reason

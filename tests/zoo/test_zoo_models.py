@@ -13,13 +13,24 @@ from bringup.models import zoo_config as zc
 
 def test_shrink_keeps_one_layer_of_each_kind_and_divisibility() -> None:
     d = {
-        "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 128,
-        "num_hidden_layers": 8, "intermediate_size": 5632, "vocab_size": 151936, "num_experts": 512,
-        "num_experts_per_tok": 10, "moe_intermediate_size": 512, "attention_dropout": 0.1,
-        "layer_types": ["linear", "linear", "linear", "full"] * 2, "mlp_only_layers": [3, 5],
-        "bos_token_id": 151643, "eos_token_id": [151645, 7], "use_cache": True,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "num_hidden_layers": 8,
+        "intermediate_size": 5632,
+        "vocab_size": 151936,
+        "num_experts": 512,
+        "num_experts_per_tok": 10,
+        "moe_intermediate_size": 512,
+        "attention_dropout": 0.1,
+        "layer_types": ["linear", "linear", "linear", "full"] * 2,
+        "mlp_only_layers": [3, 5],
+        "bos_token_id": 151643,
+        "eos_token_id": [151645, 7],
+        "use_cache": True,
         "text_config": {"model_type": "x", "hidden_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 4},
-    }  # fmt: skip
+    }
     s = zc.shrink_dict(d)
     assert s["layer_types"] == ["linear", "linear", "full"] and s["num_hidden_layers"] == 3
     assert s["mlp_only_layers"] == [2]  # old layer 3 is the kept full-attention layer, now index 2

@@ -36,8 +36,9 @@ class _PrintBreak(torch.nn.Module):
 class _Clean(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.GELU(),
-                                       torch.nn.Linear(32, 4))  # fmt: skip
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.GELU(), torch.nn.Linear(32, 4)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)

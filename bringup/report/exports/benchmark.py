@@ -53,8 +53,15 @@ def _value(r: CaseResult, names: Sequence[str]) -> float | None:
         if v is not None and not isinstance(v, bool) and math.isfinite(float(v)):
             return float(v)
     if "compile_s" in names:  # train records its compile as phases (compile_dynamo_s, compile_aot_s, ...)
-        phases = [m.value for k, m in r.metrics.items() if k.startswith("compile_") and k.endswith("_s")
-                  and "total" not in k and "after" not in k and m.value is not None]  # fmt: skip
+        phases = [
+            m.value
+            for k, m in r.metrics.items()
+            if k.startswith("compile_")
+            and k.endswith("_s")
+            and "total" not in k
+            and "after" not in k
+            and m.value is not None
+        ]
         if phases:
             return float(sum(phases))
     return None
@@ -69,10 +76,17 @@ def runner(run: RunInfo) -> dict[str, Any]:
     info = run.info or {}
     build, versions = info.get("build") or {}, info.get("versions") or {}
     kind = run.device.split(":")[0]
-    extra = {"device": run.device, "host": run.host, "torch": run.torch_version, "torch_git": build.get("torch_git"),
-             "bringup": run.bringup_version, "bringup_git": build.get("bringup_git"), "python": build.get("python"),
-             "plugins": ",".join(str(m) for m in info.get("imports") or []),
-             **{str(k): v for k, v in versions.items()}}  # fmt: skip
+    extra = {
+        "device": run.device,
+        "host": run.host,
+        "torch": run.torch_version,
+        "torch_git": build.get("torch_git"),
+        "bringup": run.bringup_version,
+        "bringup_git": build.get("bringup_git"),
+        "python": build.get("python"),
+        "plugins": ",".join(str(m) for m in info.get("imports") or []),
+        **{str(k): v for k, v in versions.items()},
+    }
     out: dict[str, Any] = {"name": kind, "type": run.device_name or kind}
     if kind == "cpu":
         out |= {"cpu_info": run.device_name, "cpu_count": 1}
@@ -85,11 +99,21 @@ def runner(run: RunInfo) -> dict[str, Any]:
 def _dependencies(run: RunInfo) -> dict[str, Any]:
     build = (run.info or {}).get("build") or {}
     return {
-        "torch": {"repo": "pytorch/pytorch", "branch": "", "sha": _s(build.get("torch_git")),
-                  "version": run.torch_version, "extra_info": {}},
-        "bringup": {"repo": "", "branch": "", "sha": _s(build.get("bringup_git")), "version": run.bringup_version,
-                    "extra_info": {}},
-    }  # fmt: skip
+        "torch": {
+            "repo": "pytorch/pytorch",
+            "branch": "",
+            "sha": _s(build.get("torch_git")),
+            "version": run.torch_version,
+            "extra_info": {},
+        },
+        "bringup": {
+            "repo": "",
+            "branch": "",
+            "sha": _s(build.get("bringup_git")),
+            "version": run.bringup_version,
+            "extra_info": {},
+        },
+    }
 
 
 def records(run: RunInfo, results: Sequence[CaseResult]) -> list[dict[str, Any]]:
@@ -103,24 +127,45 @@ def records(run: RunInfo, results: Sequence[CaseResult]) -> list[dict[str, Any]]
         mode = p.get("mode")
         compiled = mode not in (None, "eager") if r.suite == "train" else bool(p.get("backend"))
         backend = str(p.get("backend") or "") if compiled else "eager"
-        bench_extra = {"device": run.device, "arch": run.device_name, "use_compile": compiled,
-                       "compile_backend": backend if compiled else "", "compile_mode": mode, "cache": p.get("cache"),
-                       "batch": p.get("batch"), "seq": p.get("seq"), "steps": p.get("steps"),
-                       "run_id": run.run_id, "command": run.command}  # fmt: skip
+        bench_extra = {
+            "device": run.device,
+            "arch": run.device_name,
+            "use_compile": compiled,
+            "compile_backend": backend if compiled else "",
+            "compile_mode": mode,
+            "cache": p.get("cache"),
+            "batch": p.get("batch"),
+            "seq": p.get("seq"),
+            "steps": p.get("steps"),
+            "run_id": run.run_id,
+            "command": run.command,
+        }
         evidence = {"case": r.name, "case_id": r.case_id, "status": r.status.value, "run_id": run.run_id}
-        model = {"name": str(p.get("model") or p.get("mod") or r.name), "type": f"bringup {r.suite}",
-                 "backend": backend, "origins": ["bringup"], "extra_info": evidence}  # fmt: skip
-        bench = {"name": f"bringup {r.suite}", "mode": "inference" if r.suite in INFERENCE_SUITES else "training",
-                 "dtype": str(p.get("dtype") or ""),
-                 "extra_info": {k: _s(v) for k, v in bench_extra.items() if v not in (None, "")}}  # fmt: skip
+        model = {
+            "name": str(p.get("model") or p.get("mod") or r.name),
+            "type": f"bringup {r.suite}",
+            "backend": backend,
+            "origins": ["bringup"],
+            "extra_info": evidence,
+        }
+        bench = {
+            "name": f"bringup {r.suite}",
+            "mode": "inference" if r.suite in INFERENCE_SUITES else "training",
+            "dtype": str(p.get("dtype") or ""),
+            "extra_info": {k: _s(v) for k, v in bench_extra.items() if v not in (None, "")},
+        }
         for name, keys, factor, unit, higher in METRICS:
             v = _value(r, keys)
             if v is None:
                 continue
-            metric = {"name": name, "benchmark_values": [v * factor],
-                      "extra_info": {"unit": unit, "higher_is_better": _s(higher)}}  # fmt: skip
-            out.append({"benchmark": bench, "model": model, "metric": metric, "runners": [machine],
-                        "dependencies": deps})  # fmt: skip
+            metric = {
+                "name": name,
+                "benchmark_values": [v * factor],
+                "extra_info": {"unit": unit, "higher_is_better": _s(higher)},
+            }
+            out.append(
+                {"benchmark": bench, "model": model, "metric": metric, "runners": [machine], "dependencies": deps}
+            )
     if not out:
         raise BadInput(f"run {run.run_id} has no measured figure to export (no passing train, zoo or flex case)")
     return out

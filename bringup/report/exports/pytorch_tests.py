@@ -31,8 +31,20 @@ from bringup.store import RunInfo
 
 DEFAULT_MARGIN = 2.0
 WORKS = (Status.PASS, Status.FALLBACK)
-TORCH_DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
-                "int64", "uint8", "bool")  # fmt: skip
+TORCH_DTYPES = (
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+)
 COMPARE_TEST = ("TestCommon", "test_compare_cpu")
 
 
@@ -64,27 +76,43 @@ class DeviceTestConfigs:
 
     @property
     def excluded(self) -> dict[str, str]:
-        return {n: "; ".join(f"{d}: {why}" for d, why in sorted(c.skips.items()))
-                for n, c in sorted(self.ops.items()) if not c.works}  # fmt: skip
+        return {
+            n: "; ".join(f"{d}: {why}" for d, why in sorted(c.skips.items()))
+            for n, c in sorted(self.ops.items())
+            if not c.works
+        }
 
     def to_json(self) -> dict[str, Any]:
         overrides: dict[str, list[dict[str, Any]]] = {}
         for name in self.allowlist:
             c = self.ops[name]
-            entries: list[dict[str, Any]] = [{"kind": "skip", "dtypes": [d], "reason": why}
-                                             for d, why in sorted(c.skips.items())]  # fmt: skip
-            entries += [{"kind": "tolerance", "cls_name": COMPARE_TEST[0], "test_name": COMPARE_TEST[1],
-                         "dtype": d, **t} for d, t in sorted(c.tolerances.items())]  # fmt: skip
+            entries: list[dict[str, Any]] = [
+                {"kind": "skip", "dtypes": [d], "reason": why} for d, why in sorted(c.skips.items())
+            ]
+            entries += [
+                {"kind": "tolerance", "cls_name": COMPARE_TEST[0], "test_name": COMPARE_TEST[1], "dtype": d, **t}
+                for d, t in sorted(c.tolerances.items())
+            ]
             if entries:
                 overrides[name] = entries
         return {
-            "format": "bringup-pytorch-tests", "version": 1, "run_id": self.run.run_id, "device": self.run.device,
-            "torch": self.run.torch_version, "margin": self.margin, "op_allowlist": self.allowlist,
-            "op_overrides": overrides, "test_exclusions": {}, "excluded_ops": self.excluded,
-            "fallback_only": {n: sorted(d for d, s in c.works.items() if s == "fallback")
-                              for n, c in sorted(self.ops.items()) if "fallback" in c.works.values()},
+            "format": "bringup-pytorch-tests",
+            "version": 1,
+            "run_id": self.run.run_id,
+            "device": self.run.device,
+            "torch": self.run.torch_version,
+            "margin": self.margin,
+            "op_allowlist": self.allowlist,
+            "op_overrides": overrides,
+            "test_exclusions": {},
+            "excluded_ops": self.excluded,
+            "fallback_only": {
+                n: sorted(d for d, s in c.works.items() if s == "fallback")
+                for n, c in sorted(self.ops.items())
+                if "fallback" in c.works.values()
+            },
             "evidence": {n: c.cases for n, c in sorted(self.ops.items())},
-        }  # fmt: skip
+        }
 
     def python(self) -> str:
         r = self.run
@@ -118,20 +146,26 @@ class DeviceTestConfigs:
             decs = [f"DecorateInfo(unittest.skip({why!r}), dtypes=(torch.{d},))" for d, why in sorted(c.skips.items())]
             for d, t in sorted(c.tolerances.items()):
                 over = f"toleranceOverride({{torch.{d}: tol(atol={t['atol']!r}, rtol={t['rtol']!r})}})"
-                decs.append(f"DecorateInfo({over}, {COMPARE_TEST[0]!r}, {COMPARE_TEST[1]!r})"
-                            f"  # measured atol {t['measured_atol']:.3g}")  # fmt: skip
+                decs.append(
+                    f"DecorateInfo({over}, {COMPARE_TEST[0]!r}, {COMPARE_TEST[1]!r})"
+                    f"  # measured atol {t['measured_atol']:.3g}"
+                )
             if decs:
                 lines.append(f"    {name!r}: [")
                 lines += [f"        {d}," for d in decs]
                 lines.append("    ],")
         lines += [
-            "}", "", "TEST_EXCLUSIONS: dict = {}", "", "",
+            "}",
+            "",
+            "TEST_EXCLUSIONS: dict = {}",
+            "",
+            "",
             "def test_configs() -> dict:",
             '    """The keyword arguments of set_test_configs."""',
             '    return {"op_allowlist": list(OP_ALLOWLIST),',
             '            "op_overrides": {k: list(v) for k, v in OP_OVERRIDES.items()},',
             '            "test_exclusions": dict(TEST_EXCLUSIONS)}',
-        ]  # fmt: skip
+        ]
         return "\n".join(lines) + "\n"
 
 
@@ -153,8 +187,11 @@ def pytorch_test_configs(
             if isinstance(err, dict) and isinstance(err.get("atol_needed"), (int, float)):
                 need, default = float(err["atol_needed"]), float(err.get("default_atol", 1e-5))
                 if need > default:
-                    c.tolerances[dtype] = {"atol": round_up(margin * need), "rtol": float(err.get("rtol", 0.0)),
-                                           "measured_atol": need}  # fmt: skip
+                    c.tolerances[dtype] = {
+                        "atol": round_up(margin * need),
+                        "rtol": float(err.get("rtol", 0.0)),
+                        "measured_atol": need,
+                    }
         else:
             why = (r.reason or "").splitlines()[0][:160] if r.reason else ""
             c.skips[dtype] = f"bringup: {r.status.value}" + (f": {why}" if why else "")

@@ -28,7 +28,13 @@ from bringup.errors import BadInput
 from bringup.store import RunInfo
 
 SUPPORTED, FALLBACK, NOT_SUPPORTED, WRONG, FAILS, NOT_JUDGED = (
-    "supported", "CPU fallback", "not supported", "wrong", "fails", "not judged")  # fmt: skip
+    "supported",
+    "CPU fallback",
+    "not supported",
+    "wrong",
+    "fails",
+    "not judged",
+)
 WORDS: dict[Status, str] = {
     Status.PASS: SUPPORTED, Status.FALLBACK: FALLBACK, Status.UNSUPPORTED: NOT_SUPPORTED,
     Status.FAIL_NUMERIC: WRONG, Status.REF_FAIL: NOT_JUDGED,
@@ -36,13 +42,22 @@ WORDS: dict[Status, str] = {
 RANK = (FAILS, WRONG, NOT_SUPPORTED, FALLBACK, SUPPORTED, NOT_JUDGED)  # when cases disagree, the worst one shows
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}
 # transfers and host reads: never an op's support
-HOST_SIDE = ("aten::_local_scalar_dense", "aten::_to_copy", "aten::copy_", "aten::_copy_from",
-             "aten::_copy_from_and_resize", "aten::to", "aten::_to_cpu")  # fmt: skip
+HOST_SIDE = (
+    "aten::_local_scalar_dense",
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::_copy_from",
+    "aten::_copy_from_and_resize",
+    "aten::to",
+    "aten::_to_cpu",
+)
 
 
-OPINFO_LEGEND = ("supported: every sample matched cpu and float64 natively; CPU fallback: matched, through the "
-                 "backend's CPU fallback; not supported: the backend said so; wrong: a result off; fails: crashed, "
-                 "out of memory or over budget; not judged: cpu cannot.")  # fmt: skip
+OPINFO_LEGEND = (
+    "supported: every sample matched cpu and float64 natively; CPU fallback: matched, through the "
+    "backend's CPU fallback; not supported: the backend said so; wrong: a result off; fails: crashed, "
+    "out of memory or over budget; not judged: cpu cannot."
+)
 ATEN_LEGEND = "native, or CPU fallback with the calls counted and the models (zoo) that needed it."
 
 
@@ -84,8 +99,9 @@ class Cell:
 Grid = dict[str, dict[str, Cell]]  # row -> dtype -> cell
 
 
-def _put(grid: Grid, row: str, dtype: str, support: str, case_id: str, calls: int = 0,
-         model: str | None = None) -> None:  # fmt: skip
+def _put(
+    grid: Grid, row: str, dtype: str, support: str, case_id: str, calls: int = 0, model: str | None = None
+) -> None:
     cell = grid.setdefault(row, {}).get(dtype)
     if cell is None:
         cell = grid[row][dtype] = Cell(support)
@@ -121,8 +137,16 @@ class SupportTable:
                 for dtype in self.dtypes(grid):
                     c = grid[op].get(dtype)
                     if c is not None:
-                        out.append({"part": part, "op": op, "dtype": dtype, "support": c.support,
-                                    "detail": c.detail(), "case_ids": " ".join(c.cases)})  # fmt: skip
+                        out.append(
+                            {
+                                "part": part,
+                                "op": op,
+                                "dtype": dtype,
+                                "support": c.support,
+                                "detail": c.detail(),
+                                "case_ids": " ".join(c.cases),
+                            }
+                        )
         for feat in sorted(self.features):
             support, cid = self.features[feat]
             out.append({"part": "feature", "op": feat, "dtype": "", "support": support, "detail": "", "case_ids": cid})
@@ -130,8 +154,9 @@ class SupportTable:
 
     def csv(self) -> str:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=["part", "op", "dtype", "support", "detail", "case_ids"],
-                           lineterminator="\n")  # fmt: skip
+        w = csv.DictWriter(
+            buf, fieldnames=["part", "op", "dtype", "support", "detail", "case_ids"], lineterminator="\n"
+        )
         w.writeheader()
         for row in self.rows():
             w.writerow({k: ("'" + v if v[:1] in ("=", "+", "-", "@") else v) for k, v in row.items()})
@@ -215,6 +240,8 @@ def support_table(run: RunInfo, results: Sequence[CaseResult]) -> SupportTable:
                 _put(aten, name, dtype, SUPPORTED, r.case_id)
                 used[r.case_id] = r
     if not (opinfo or aten or features):
-        raise BadInput(f"run {run.run_id} has no op-level result to tabulate (no ops, probe or fallback counts: "
-                       "run `bringup ops`, `probe` or `zoo`)")  # fmt: skip
+        raise BadInput(
+            f"run {run.run_id} has no op-level result to tabulate (no ops, probe or fallback counts: "
+            "run `bringup ops`, `probe` or `zoo`)"
+        )
     return SupportTable(run, opinfo, aten, features, used)

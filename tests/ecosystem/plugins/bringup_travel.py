@@ -42,5 +42,11 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     return {"cache_root": str(Path(results[0].fields["cache_dir"]).parent)} if results else {}
 
 
-register_suite(Suite(name="travel", help="paths where real suites record them (a test plugin)",
-                     build_cases=build_cases, summarize=summarize))  # fmt: skip
+register_suite(
+    Suite(
+        name="travel",
+        help="paths where real suites record them (a test plugin)",
+        build_cases=build_cases,
+        summarize=summarize,
+    )
+)
