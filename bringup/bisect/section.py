@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bringup.api import Page, Tile
+from bringup.bisect.answer import figure_labels
 from bringup.case import CaseResult
 from bringup.report.kit import badge, esc, fmt_bytes, fmt_dur
 
@@ -33,15 +34,6 @@ def tile(results: Sequence[CaseResult], page: Page) -> Tile:
     return Tile("bisect", "gaps", ans["result"].replace("_", " "), str(ans.get("message", ""))[:80])
 
 
-def _figure_labels(rows: Sequence[dict[str, Any]], limit: int = 4) -> list[str]:
-    labels: list[str] = []
-    for r in rows:
-        for k in r.get("figures") or {}:
-            if k not in labels:
-                labels.append(k)
-    return labels[:limit]
-
-
 def _rows_from_results(results: Sequence[CaseResult]) -> list[dict[str, Any]]:
     rows = []
     for r in sorted((r for r in results if r.params.get("kind") == "candidate"), key=lambda r: r.params["index"]):
@@ -63,7 +55,7 @@ def _rows_from_results(results: Sequence[CaseResult]) -> list[dict[str, Any]]:
 
 
 def _table(rows: Sequence[dict[str, Any]], marks: dict[str, str]) -> str:
-    figs = _figure_labels(rows)
+    figs = figure_labels(rows, limit=4)
     head = "".join(
         f"<th>{esc(h)}</th>"
         for h in (

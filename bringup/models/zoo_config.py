@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -375,9 +376,9 @@ def special_token_ids(cfg: Any) -> set[int]:
     return out
 
 
-def fit_positions(cfg: Any, n: int) -> None:
-    """Raise every position-count field of `cfg` (and its sub-configs) below `n` to `n`: a tiny model keeps
-    SIZES.positions (256) unless its rows are longer (`zoo --seq`)."""
+def _set_int_fields(cfg: Any, hit: Callable[[str, int], bool], new: Callable[[int], int]) -> None:
+    """Set every int field of `cfg` and its sub-configs (each visited once) for which hit(key, value) holds
+    to new(value)."""
     from transformers import PretrainedConfig
 
     seen: set[int] = set()
@@ -389,10 +390,16 @@ def fit_positions(cfg: Any, n: int) -> None:
         for k, v in list(vars(c).items()):
             if isinstance(v, PretrainedConfig):
                 visit(v)
-            elif ROLE_OF.get(k) == "positions" and isinstance(v, int) and not isinstance(v, bool) and v < n:
-                setattr(c, k, n)
+            elif isinstance(v, int) and not isinstance(v, bool) and hit(k, v):
+                setattr(c, k, new(v))
 
     visit(cfg)
+
+
+def fit_positions(cfg: Any, n: int) -> None:
+    """Raise every position-count field of `cfg` (and its sub-configs) below `n` to `n`: a tiny model keeps
+    SIZES.positions (256) unless its rows are longer (`zoo --seq`)."""
+    _set_int_fields(cfg, lambda k, v: ROLE_OF.get(k) == "positions" and v < n, lambda v: n)
 
 
 WINDOW_KEYS = ("sliding_window",)
@@ -403,21 +410,7 @@ def fit_window(cfg: Any, seq: int) -> None:
     least `seq` tokens becomes seq // 2 (>= 4), so the windowed layers attend to less than the whole row. Half,
     not less: a right-padded row's pad run (at most a third of it: models/batches.py) then always has a real
     token in its window; a pad query with none is fully masked, which eager attention turns NaN in float64."""
-    from transformers import PretrainedConfig
-
-    seen: set[int] = set()
-
-    def visit(c: Any) -> None:
-        if id(c) in seen:
-            return
-        seen.add(id(c))
-        for k, v in list(vars(c).items()):
-            if isinstance(v, PretrainedConfig):
-                visit(v)
-            elif k in WINDOW_KEYS and isinstance(v, int) and not isinstance(v, bool) and v >= seq:
-                setattr(c, k, max(4, seq // 2))
-
-    visit(cfg)
+    _set_int_fields(cfg, lambda k, v: k in WINDOW_KEYS and v >= seq, lambda v: max(4, seq // 2))
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

@@ -24,18 +24,9 @@ from typing import Any
 
 from bringup.case import CaseResult, Status
 from bringup.errors import BadInput
+from bringup.outcomes import NOT_FALLBACKS
 
 POLICIES = ("gap", "error")
-# What the backend's counter may count that is no missing op: reading a value to the host, copies.
-NOT_FALLBACKS = (
-    "aten::_local_scalar_dense",
-    "aten::_to_copy",
-    "aten::copy_",
-    "aten::_copy_from",
-    "aten::_copy_from_and_resize",
-    "aten::to",
-    "aten::_to_cpu",
-)
 
 
 @dataclass(frozen=True)

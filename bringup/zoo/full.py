@@ -33,7 +33,7 @@ from bringup.case import Case, CaseResult, Status
 from bringup.device import Device
 from bringup.precision import PRECISIONS, Precision, parse_precision
 from bringup.zoo import fsdp as zoo_fsdp
-from bringup.zoo.spec import ZooSpec, config_data, weights_for
+from bringup.zoo.spec import UNMEASURED, ZooSpec, config_data, weights_for
 from bringup.zoo.steps import FULL_LR as LR
 from bringup.zoo.steps import MAX_GRAD_NORM, no_dropout, step_fn, train_steps
 from bringup.zoo.steps import fail as _fail
@@ -188,13 +188,7 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
             "backend": backend,
             "size": "full",
             "reference": reference,
-            "params": None,
-            "graph_breaks": None,
-            "fallback_ops": None,
-            "max_rel_err": None,
-            "loss_divergence": None,
-            "compile_s": None,
-            "peak_mem_bytes": None,
+            **UNMEASURED,
         }
     )
     torch._dynamo.reset()

@@ -20,7 +20,7 @@ from bringup.errors import BadInput
 from bringup.precision import Precision
 from bringup.zoo import modules as zoo_modules
 from bringup.zoo.judge import TrustedNoise, compare_bundle, judge
-from bringup.zoo.spec import ZooSpec, config_data
+from bringup.zoo.spec import UNMEASURED, ZooSpec, config_data
 from bringup.zoo.steps import RunOut, as_precision, fail, finite_curve, train_run
 
 __all__ = ["as_precision", "build_model", "measure_noise", "run_model", "train_run"]  # localize/cli.py: one import
@@ -173,13 +173,7 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
             "source": spec.source,
             "task": spec.task,
             "backend": backend,
-            "params": None,
-            "graph_breaks": None,
-            "fallback_ops": None,
-            "max_rel_err": None,
-            "loss_divergence": None,
-            "compile_s": None,
-            "peak_mem_bytes": None,
+            **UNMEASURED,
         }
     )
     torch._dynamo.reset()

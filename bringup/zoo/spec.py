@@ -14,6 +14,12 @@ from bringup.zoo.args import DEFAULT_STEPS, NOISE_SEEDS, TINY_BATCH, TINY_SEQ, U
 SOURCES = ("hf-causal", "hf-all", "timm", "hub-top")
 
 
+# What a zoo case measures, None until measured (a case that stops early still names every figure).
+UNMEASURED: dict[str, Any] = dict.fromkeys(
+    ("params", "graph_breaks", "fallback_ops", "max_rel_err", "loss_divergence", "compile_s", "peak_mem_bytes")
+)
+
+
 @dataclass(frozen=True)
 class ZooSpec:
     """A zoo case's params. `source`: hf | timm | fn | hf-json | hub | hub-top | hub-sig (a Hub sweep's signature)

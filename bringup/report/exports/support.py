@@ -25,6 +25,7 @@ from typing import Any
 
 from bringup.case import CaseResult, Status
 from bringup.errors import BadInput
+from bringup.outcomes import NOT_FALLBACKS as HOST_SIDE  # transfers and host reads: never an op's support
 from bringup.store import RunInfo
 
 SUPPORTED, FALLBACK, NOT_SUPPORTED, WRONG, FAILS, NOT_JUDGED = (
@@ -41,16 +42,6 @@ WORDS: dict[Status, str] = {
 }  # fmt: skip
 RANK = (FAILS, WRONG, NOT_SUPPORTED, FALLBACK, SUPPORTED, NOT_JUDGED)  # when cases disagree, the worst one shows
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}
-# transfers and host reads: never an op's support
-HOST_SIDE = (
-    "aten::_local_scalar_dense",
-    "aten::_to_copy",
-    "aten::copy_",
-    "aten::_copy_from",
-    "aten::_copy_from_and_resize",
-    "aten::to",
-    "aten::_to_cpu",
-)
 
 
 OPINFO_LEGEND = (
