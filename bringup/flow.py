@@ -6,8 +6,6 @@ cli -> suite (cases) -> flow.execute_cases -> runner -> store -> report (termina
 from __future__ import annotations
 
 import os
-import signal
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ from bringup.case import Case, CaseResult, is_failure
 from bringup.console import make_console, run_line
 from bringup.device import Device, read_run_peaks
 from bringup.files import check_outputs
+from bringup.interrupt import INTERRUPTS, interrupted, sigterm_raises
 from bringup.options import GlobalOptions, Options
 from bringup.provenance import run_info
 from bringup.store import DEFAULT_DB, RunInfo, Store, new_run_id
@@ -42,14 +41,6 @@ class Session:
 
     def open_store(self) -> Store:
         return Store(self.db)
-
-
-class _Terminated(Exception):
-    pass
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise _Terminated()
 
 
 def execute_cases(
@@ -97,21 +88,13 @@ def execute_cases(
         sess.console.print(
             run_line(run_id, sess.device.name, sess.device.device_name, len(cases), sess.db), highlight=False
         )
-        old = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
-        try:
-            execute(store, run_id, cases, executor, run_dir, policy=policy.apply if policy.active else None)
-        except (KeyboardInterrupt, _Terminated):
-            executor.shutdown()
-            store.end_run(run_id, "interrupted")
-            print(
-                f"bringup: interrupted; finished cases are saved. Continue with: bringup --db {sess.db} "
-                f"--resume {run_id}",
-                file=sys.stderr,
-            )
-            return 130
-        finally:
-            if old is not None:
-                signal.signal(signal.SIGTERM, old)
+        with sigterm_raises():
+            try:
+                execute(store, run_id, cases, executor, run_dir, policy=policy.apply if policy.active else None)
+            except INTERRUPTS:
+                executor.shutdown()
+                store.end_run(run_id, "interrupted")
+                return interrupted(sess.db, run_id, "cases")
         store.end_run(run_id, "finished")
         run = store.get_run(run_id)
         results = store.results(run_id)
@@ -222,12 +205,6 @@ def summarize_by_suite(
 def _options(options: Options) -> dict[str, Any]:
     """What the run stores as its options (`info["options"]`: report --history, --resume): every dest's value."""
     return {k: v for k, v in options.as_dict().items() if isinstance(v, (str, int, float, bool, list, type(None)))}
-
-
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 
 
 def default_db() -> str:

@@ -14,9 +14,6 @@ skipped candidates, a candidate was flaky, --max-envs ran out); 2 bad input, not
 
 from __future__ import annotations
 
-import signal
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +22,7 @@ from typing import Any
 
 from bringup.bisect.args import BisectArgs
 from bringup.errors import BadInput
+from bringup.interrupt import INTERRUPTS, interrupted, sigterm_raises
 
 OPTIONS = BisectArgs  # the parser's dests, typed (BisectOptions.from_args resolves them)
 
@@ -33,14 +31,6 @@ def add_arguments(p: Any) -> None:
     from bringup.bisect.args import add_arguments as add
 
     add(p)
-
-
-class _Terminated(Exception):
-    pass
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise _Terminated()
 
 
 def main(sess: Any) -> int:
@@ -138,26 +128,14 @@ def _drive(sess: Any, opts: Any, spec: Any, resumed: bool) -> int:
             highlight=False,
             markup=False,
         )
-        old = (
-            signal.signal(signal.SIGTERM, _on_sigterm)
-            if threading.current_thread() is threading.main_thread()
-            else None
-        )
-        try:
-            executors = lambda: first.pop() if first else new_executor()
-            con = search(store, run_id, spec, executors, run_dir, opts.workers, console)
-            followup(store, run_id, spec, con, executors, run_dir, console)
-        except (KeyboardInterrupt, _Terminated):
-            store.end_run(run_id, "interrupted")
-            print(
-                f"bringup: interrupted; finished candidates are saved. Continue with: bringup --db {sess.db} "
-                f"--resume {run_id}",
-                file=sys.stderr,
-            )
-            return 130
-        finally:
-            if old is not None:
-                signal.signal(signal.SIGTERM, old)
+        with sigterm_raises():
+            try:
+                executors = lambda: first.pop() if first else new_executor()
+                con = search(store, run_id, spec, executors, run_dir, opts.workers, console)
+                followup(store, run_id, spec, con, executors, run_dir, console)
+            except INTERRUPTS:
+                store.end_run(run_id, "interrupted")
+                return interrupted(sess.db, run_id, "candidates")
         results = store.results(run_id, "bisect")
         cache = EnvCache(spec.settings.env_cache, spec.settings.env_cache_max_gb)
         wall = time.time() - run.started_at
