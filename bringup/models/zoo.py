@@ -300,25 +300,29 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
             return batches.zipf_ids(tokens, bs.batch * bs.seq, g).reshape(bs.batch, bs.seq)
         return _tokens(tokens.allowed, (bs.batch, bs.seq), g)
 
+    def add_labels(b: dict[str, Any], g: torch.Generator, tok_labels: torch.Tensor) -> None:
+        """The task's labels (and decoder inputs) for a token batch whose next-token labels are `tok_labels`
+        (-100 where a position is not a token: padding, a packed row's document starts)."""
+        if task in ("causal-lm", "masked-lm", "image-text-to-text") and "labels" in sig:
+            b["labels"] = tok_labels
+        elif task == "seq2seq-lm" and "labels" in sig:
+            b["labels"] = ids(g)
+            if "decoder_input_ids" in sig:  # explicit: some configs lack decoder_start_token_id
+                b["decoder_input_ids"] = torch.cat([b["labels"][:, :1], b["labels"][:, :-1]], dim=1)
+        elif task == "sequence-classification" and "labels" in sig:
+            b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+        elif task == "token-classification" and "labels" in sig:
+            lab = torch.randint(0, num_labels, (bs.batch, bs.seq), generator=g)
+            b["labels"] = lab.masked_fill(tok_labels == batches.IGNORE, batches.IGNORE)
+        elif task == "base" and "decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False):
+            b["decoder_input_ids"] = ids(g)
+
     def text_batch(step: int) -> dict[str, Any]:
         assert steps is not None and tokens is not None
         out = steps(step)
         g = _generator(seed * 1000 + step + 500_001)  # labels and extras: their own stream
         for b in batches.micro(out) or [out]:
-            tok_labels = b.pop("labels")
-            if task in ("causal-lm", "masked-lm") and "labels" in sig:
-                b["labels"] = tok_labels
-            elif task == "seq2seq-lm" and "labels" in sig:
-                b["labels"] = ids(g)
-                if "decoder_input_ids" in sig:  # explicit: some configs lack decoder_start_token_id
-                    b["decoder_input_ids"] = torch.cat([b["labels"][:, :1], b["labels"][:, :-1]], dim=1)
-            elif task == "sequence-classification" and "labels" in sig:
-                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
-            elif task == "token-classification" and "labels" in sig:
-                lab = torch.randint(0, num_labels, (bs.batch, bs.seq), generator=g)
-                b["labels"] = lab.masked_fill(tok_labels == batches.IGNORE, batches.IGNORE)
-            elif task == "base" and "decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False):
-                b["decoder_input_ids"] = ids(g)
+            add_labels(b, g, b.pop("labels"))
         return out
 
     def batch(step: int) -> dict[str, Any]:
@@ -328,18 +332,7 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
         b: dict[str, Any] = {}
         if main == "input_ids":
             b["input_ids"] = x = ids(g)
-            if task in ("causal-lm", "masked-lm", "image-text-to-text") and "labels" in sig:
-                b["labels"] = x.clone()
-            elif task == "seq2seq-lm" and "labels" in sig:
-                b["labels"] = ids(g)
-                if "decoder_input_ids" in sig:  # explicit: some configs lack decoder_start_token_id
-                    b["decoder_input_ids"] = torch.cat([b["labels"][:, :1], b["labels"][:, :-1]], dim=1)
-            elif task == "sequence-classification" and "labels" in sig:
-                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
-            elif task == "token-classification" and "labels" in sig:
-                b["labels"] = torch.randint(0, num_labels, (bs.batch, bs.seq), generator=g)
-            elif task == "base" and "decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False):
-                b["decoder_input_ids"] = ids(g)
+            add_labels(b, g, x.clone())
             if hints.get("pixel_values"):
                 b["pixel_values"] = _pixel_values(cfg, bs, g)
         elif main == "pixel_values":
