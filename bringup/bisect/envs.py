@@ -59,6 +59,22 @@ print(json.dumps(out))
 """
 
 
+def _pip_install(req: EnvRequest, py: str, *args: str) -> list[str]:
+    """`pip install` into the env whose python is `py`, run by the pip of the python that builds it."""
+    return [
+        req.python,
+        "-m",
+        "pip",
+        "--python",
+        py,
+        "install",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--no-cache-dir",
+        *args,
+    ]
+
+
 class EnvFailed(Exception):
     """The candidate's environment could not be made (pip refused, a pin moved, it does not import):
     a skip, never a verdict. The message is one line."""
@@ -260,19 +276,7 @@ class EnvCache:
                 # its own (its .pth files, e.g. an editable install's, are processed), after the env's own
                 lines = [f"import site; site.addsitedir({d!r})" for d in req.inherit]
                 Path(site.strip().splitlines()[-1], "_bringup_inherit.pth").write_text("\n".join(lines) + "\n")
-            pip = [
-                req.python,
-                "-m",
-                "pip",
-                "--python",
-                py,
-                "install",
-                "--no-input",
-                "--progress-bar",
-                "off",
-                "--disable-pip-version-check",
-                "--no-cache-dir",
-            ]
+            pip = _pip_install(req, py, "--progress-bar", "off")
             for d in req.find_links:
                 pip += ["--find-links", d]
             seeds = venv_seeds()
@@ -353,21 +357,7 @@ class EnvCache:
 
     def _overlay(self, req: EnvRequest, key: str, budget_s: float, log: IO[str], pip_env: dict[str, str]) -> None:
         py = str(self.root / key / "bin" / "python")
-        cmd = [
-            req.python,
-            "-m",
-            "pip",
-            "--python",
-            py,
-            "install",
-            "--no-input",
-            "--no-deps",
-            "--no-index",
-            "--force-reinstall",
-            "--no-cache-dir",
-            "--disable-pip-version-check",
-            req.overlay,
-        ]
+        cmd = _pip_install(req, py, "--no-deps", "--no-index", "--force-reinstall", req.overlay)
         rc, out = _run(cmd, log, max(30.0, budget_s), pip_env)
         if rc != 0:
             raise EnvFailed(f"installing bringup into the env failed: {pip_reason(out)}")
