@@ -141,41 +141,20 @@ def _init(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats:
 
 
 def _check(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
-    from bringup.expect.classify import classify
     from bringup.expect.file import ExpectFile
-    from bringup.expect.gate import print_judgement
+    from bringup.expect.gate import Gate, print_judgement
 
     f = ExpectFile.load(args.expect_file)
-    sel = f.select(run.device, run.torch_version)
-    j = classify(
-        results,
-        repeats,
-        f.expectations(sel),
-        section=sel,
-        path=str(f.path),
-        strict=args.strict,
-        allow_unsupported=args.allow_unsupported_,
-    )
+    gate = Gate.of(f, run.device, run.torch_version, bool(args.strict), bool(args.update), 1, args.allow_unsupported_)
+    j = gate.judge(results, repeats)
     print_judgement(j, sess.console)
     if not args.update:
         return j.exit_code()
-    from bringup.expect.update import apply
     from bringup.files import check_output_path
 
     check_output_path(str(f.path), "--expect")
-    n = apply(f, results, repeats, run.device, run.torch_version, sel)
-    f.save()
-    fresh = ExpectFile.load(f.path)
-    sel2 = fresh.select(run.device, run.torch_version)
-    after = classify(
-        results,
-        repeats,
-        fresh.expectations(sel2),
-        section=sel2,
-        path=str(f.path),
-        strict=args.strict,
-        allow_unsupported=args.allow_unsupported_,
-    )
+    n, fresh = gate.write_file(results, repeats)
+    after = fresh.judge(results, repeats)
     sess.console.print(
         f"--update: {f.path}: {n['added']} added, {n['changed']} changed, {n['removed']} removed; "
         f"against it run {run.run_id} exits {after.exit_code()}",

@@ -76,6 +76,27 @@ class Gate:
     repeat: int
     allow_unsupported: bool
 
+    @classmethod
+    def of(
+        cls, f: ExpectFile, device: str, torch_version: str, strict: bool, update: bool, repeat: int, allow: bool
+    ) -> Gate:
+        """The gate of file `f` for this device and torch: its section and expectations selected."""
+        sel = f.select(device, torch_version)
+        return cls(f, sel, f.expectations(sel), device, torch_version, strict, update, repeat, allow)
+
+    def write_file(
+        self, results: Sequence[CaseResult], repeats: Sequence[Sequence[CaseResult]]
+    ) -> tuple[dict[str, int], Gate]:
+        """Write the file from this run (comments and links kept): what changed, and the gate of the file as
+        written (to judge the run again against it)."""
+        from bringup.expect.update import apply
+
+        n = apply(self.file, results, repeats, self.device, self.torch_version, self.section)
+        fresh = ExpectFile.load(self.file.save())
+        return n, Gate.of(
+            fresh, self.device, self.torch_version, self.strict, False, self.repeat, self.allow_unsupported
+        )
+
     def repeat_runs(
         self,
         store: Any,
@@ -122,22 +143,9 @@ class Gate:
         store.update_run_info(run.run_id, expectations=j.block())
         code = j.exit_code()
         if self.update:
-            from bringup.expect.update import apply
-
-            n = apply(self.file, results, repeats, self.device, self.torch_version, self.section)
-            path = self.file.save()
-            fresh = ExpectFile.load(path)
-            sel = fresh.select(self.device, self.torch_version)
-            after = classify(
-                results,
-                repeats,
-                fresh.expectations(sel),
-                section=sel,
-                path=str(path),
-                strict=self.strict,
-                allow_unsupported=self.allow_unsupported,
-            )
-            code = after.exit_code()
+            n, fresh = self.write_file(results, repeats)
+            code = fresh.judge(results, repeats).exit_code()
+            path, sel = fresh.file.path, fresh.section
             console.print(
                 f"--update-expect: {path} ({sel[0] if sel else '-'}/{sel[1] if sel else '-'}): "
                 f"{n['added']} added, {n['changed']} changed, {n['removed']} removed; against it "
@@ -162,8 +170,7 @@ def prepare(opts: GateOptions, device: str, allow_unsupported: bool = False) -> 
     import torch
 
     f = ExpectFile.load(path, missing_ok=update)
-    sel = f.select(device, torch.__version__)
-    return Gate(f, sel, f.expectations(sel), device, torch.__version__, strict, update, repeat, bool(allow_unsupported))
+    return Gate.of(f, device, torch.__version__, strict, update, repeat, bool(allow_unsupported))
 
 
 class GateStep(Step):
