@@ -200,7 +200,7 @@ class _Refused(argparse.Action):
     def __call__(
         self,
         parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
+        namespace: object,  # never read: the refusal ends the parse
         values: object,
         option_string: str | None = None,
     ) -> None:
