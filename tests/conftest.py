@@ -105,6 +105,27 @@ def run_cli(
     return p
 
 
+def fake_run(**fields: Any) -> Any:
+    """A finished run's RunInfo for report and export tests: these defaults, `fields` replacing any of them."""
+    from bringup.store import RunInfo
+
+    base: dict[str, Any] = {
+        "run_id": "r",
+        "command": "run",
+        "argv": [],
+        "bringup_version": "0.1.0",
+        "torch_version": "2.13.0",
+        "device": "cpu",
+        "device_name": "",
+        "host": "h",
+        "started_at": 0.0,
+        "ended_at": 1.0,
+        "status": "finished",
+        "info": {},
+    }
+    return RunInfo(**{**base, **fields})
+
+
 def assert_one_line_error(p: subprocess.CompletedProcess[str], needle: str = "") -> None:
     """Bad input: exit 2, exactly one line on stderr, no traceback."""
     assert p.returncode == 2, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])

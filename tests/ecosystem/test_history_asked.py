@@ -6,23 +6,19 @@ from __future__ import annotations
 
 from bringup.case import CaseResult, Status
 from bringup.report.history import StoredRun, changes, pass_rate_lines
-from bringup.store import RunInfo
+from tests.conftest import fake_run
 
 
 def _run(n: int, opts: dict, passed: int, torch: str = "2.13.0") -> StoredRun:
     info = {"options": {"db": f"/x/{n}.db", "workers": 1, **opts}, "build": {"torch_git": "abc"}, "versions": {}}
-    run = RunInfo(
+    run = fake_run(
         run_id=f"R{n}",
         command="zoo",
         argv=["zoo"],
-        bringup_version="0.1.0",
         torch_version=torch,
-        device="cpu",
         device_name="cpu",
-        host="h",
         started_at=float(n),
         ended_at=n + 1.0,
-        status="finished",
         info=info,
     )
     rs = tuple(

@@ -18,23 +18,9 @@ import pytest
 
 from bringup.case import CaseResult, Status, make_case_id
 from bringup.report.exports.pytorch_tests import pytorch_test_configs, round_up
-from bringup.store import RunInfo
-from tests.conftest import REPO, assert_one_line_error
+from tests.conftest import REPO, assert_one_line_error, fake_run
 
-RUN = RunInfo(
-    run_id="R1",
-    command="ops",
-    argv=["ops"],
-    bringup_version="0.1.0",
-    torch_version="2.13.0",
-    device="testdev",
-    device_name="bringup testdev 0",
-    host="h",
-    started_at=0.0,
-    ended_at=1.0,
-    status="finished",
-    info={},
-)
+RUN = fake_run(run_id="R1", command="ops", argv=["ops"], device="testdev", device_name="bringup testdev 0")
 
 
 def _op(op: str, dtype: str, status: Status, reason: str = "", atol_needed: float = 0.0) -> CaseResult:

@@ -12,25 +12,11 @@ from pathlib import Path
 
 from bringup.case import CaseResult, Status, make_case_id
 from bringup.report.exports.support import support_table
-from bringup.store import RunInfo
-from tests.conftest import REPO, assert_one_line_error
+from tests.conftest import REPO, assert_one_line_error, fake_run
 from tests.report.conftest import fixture_results
 
 SAMPLE = REPO / "docs" / "sample" / "run-quick-cpu.json"
-RUN = RunInfo(
-    run_id="R1",
-    command="run",
-    argv=["run"],
-    bringup_version="0.1.0",
-    torch_version="2.13.0",
-    device="testdev",
-    device_name="bringup testdev 0",
-    host="h",
-    started_at=0.0,
-    ended_at=1.0,
-    status="finished",
-    info={},
-)
+RUN = fake_run(run_id="R1", argv=["run"], device="testdev", device_name="bringup testdev 0")
 
 
 def _results() -> list[CaseResult]:

@@ -10,22 +10,19 @@ from bringup.case import Case, CaseResult, Status
 from bringup.report.compare import scorecard
 from bringup.store import RunInfo
 from bringup.train.spec import TrainSpec
+from tests.conftest import fake_run
 
 
 def _run(device: str, peaks: dict | None = None) -> RunInfo:
-    return RunInfo(
-        "r-" + device,
-        "run",
-        [],
-        "0.1",
-        "2.9.0",
-        device,
-        f"{device} hw",
-        "h",
-        time.time(),
-        None,
-        "finished",
-        {"peak_flops": peaks or {}},
+    return fake_run(
+        run_id="r-" + device,
+        bringup_version="0.1",
+        torch_version="2.9.0",
+        device=device,
+        device_name=f"{device} hw",
+        started_at=time.time(),
+        ended_at=None,
+        info={"peak_flops": peaks or {}},
     )
 
 

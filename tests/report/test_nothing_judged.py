@@ -10,7 +10,7 @@ from bringup.case import Status
 from bringup.console import totals_line, unjudged_suites
 from bringup.flow import exit_code
 from bringup.report import ci, html
-from tests.conftest import load_json, run_cli
+from tests.conftest import fake_run, load_json, run_cli
 from tests.report.conftest import _case
 
 
@@ -36,22 +36,7 @@ def test_all_ref_fail_suite_is_not_green() -> None:
 
 
 def _run():  # type: ignore[no-untyped-def]
-    from bringup.store import RunInfo
-
-    return RunInfo(
-        run_id="r",
-        command="zoo",
-        argv=[],
-        device="cpu",
-        device_name="",
-        torch_version="",
-        bringup_version="",
-        host="h",
-        started_at=0.0,
-        ended_at=None,
-        status="finished",
-        info={},
-    )
+    return fake_run(command="zoo", torch_version="", bringup_version="", ended_at=None)
 
 
 def test_cli_run_that_judges_nothing_exits_1(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from bringup.case import Status
 from bringup.flex.section import flex_summary_line
 from bringup.report import html, plots
 from bringup.store import Store
-from tests.conftest import run_cli
+from tests.conftest import fake_run, run_cli
 from tests.report.conftest import XSS, build_store, fixture_results
 
 SECTIONS = ("header", "verdict", "smoke", "probe", "train", "flex", "zoo", "ops", "profile", "port", "failures")
@@ -151,7 +151,6 @@ def test_render_survives_odd_field_types() -> None:
     import math
 
     from bringup.case import Metric
-    from bringup.store import RunInfo
 
     odd = [
         None,
@@ -212,19 +211,12 @@ def test_render_survives_odd_field_types() -> None:
         }
         r.series = {"loss": [(0, math.nan)], "other": []}
         results.append(r)
-    run = RunInfo(
-        "r",
-        "run",
-        [],
-        "0",
-        "t",
-        "cpu",
-        "",
-        "h",
-        0.0,
-        None,
-        "interrupted",
-        {"port": {"findings": [None, {"line": "<x>"}], "summary": []}, "options": []},
+    run = fake_run(
+        bringup_version="0",
+        torch_version="t",
+        ended_at=None,
+        status="interrupted",
+        info={"port": {"findings": [None, {"line": "<x>"}], "summary": []}, "options": []},
     )
     page = html.render(run, results)
     assert page.endswith("</html>\n") and "results are partial" in page

@@ -9,6 +9,7 @@ import bringup.report.html as html
 from bringup.api import Page, Suite, suites
 from bringup.case import CaseResult, Metric, Status
 from bringup.store import RunInfo
+from tests.conftest import fake_run
 
 
 def test_the_shell_names_no_suite() -> None:
@@ -23,7 +24,7 @@ def test_the_shell_names_no_suite() -> None:
 
 
 def _run() -> RunInfo:
-    return RunInfo("r1", "run", [], "0", "t", "cpu", "", "h", 0.0, 1.0, "finished", {})
+    return fake_run(run_id="r1", bringup_version="0", torch_version="t")
 
 
 def test_sections_come_from_the_registry_in_order() -> None:
