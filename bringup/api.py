@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
 from bringup.metrics import MetricSpec, metric_spec, metric_specs, register_metric, specs
-from bringup.options import CommandOptions, Options
+from bringup.options import CommandOptions, Options, measured, not_measured
 from bringup.store import RunInfo
 
 if TYPE_CHECKING:
@@ -44,7 +44,8 @@ __all__ = [
     "BUILTIN", "BUILTIN_ARGS", "BUILTIN_POST_RUN", "BUILTIN_RUN_OPTIONS", "CAPABILITIES", "AfterRun", "CaseMarks",
     "Command", "CommandOptions", "Finished", "MetricSpec", "Options", "Page", "PlannedCases", "PostRun", "RunOptions",
     "RunPart", "Step", "Suite", "Tile", "Tool",
-    "commands", "get_suite", "metric_spec", "metric_specs", "post_runs", "register_metric", "register_post_run",
+    "commands", "get_suite", "measured", "metric_spec", "metric_specs", "not_measured", "post_runs", "register_metric",
+    "register_post_run",
     "register_run_options", "register_suite", "register_tool", "run_options", "specs", "suites", "tools",
     "unregister_post_run", "unregister_suite",
 ]  # fmt: skip

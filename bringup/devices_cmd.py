@@ -7,14 +7,14 @@ import platform
 from dataclasses import dataclass
 from typing import Any
 
-from bringup.options import CommandOptions
+from bringup.options import CommandOptions, measured
 
 
 @dataclass(frozen=True)
 class DevicesOptions(CommandOptions):
     """`bringup devices`' options (add_arguments' dests)."""
 
-    no_calibrate: bool = False
+    no_calibrate: bool = measured(False, "the peaks shown are the table's, not measured")
 
 
 OPTIONS = DevicesOptions

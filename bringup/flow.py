@@ -80,7 +80,8 @@ def execute_cases(
         if sess.resume_run is not None:
             store.reopen_run(run_id)
         else:
-            info = {"imports": sess.imports, "options": _options(sess.options), **run_info()}
+            info = {"imports": sess.imports, "options": _options(sess.options), "measured": measured(sess.options)}
+            info.update(run_info())
             store.new_run(command, sess.argv, sess.device.name, sess.device.device_name, info, run_id=run_id)
         sess.store, sess.run_id = store, run_id
         if record is not None:
@@ -203,8 +204,18 @@ def summarize_by_suite(
 
 
 def _options(options: Options) -> dict[str, Any]:
-    """What the run stores as its options (`info["options"]`: report --history, --resume): every dest's value."""
-    return {k: v for k, v in options.as_dict().items() if isinstance(v, (str, int, float, bool, list, type(None)))}
+    """What the run stores as its options (`info["options"]`: --resume): every dest's value."""
+    return _json(options.as_dict())
+
+
+def measured(options: Options) -> dict[str, Any]:
+    """What the run stores as `info["measured"]`: the options that change what it measures, with the values in
+    effect (bringup.options.Options.measured); `report --history` keys its lines by them."""
+    return _json(options.measured())
+
+
+def _json(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if isinstance(v, (str, int, float, bool, list, type(None)))}
 
 
 def default_db() -> str:

@@ -305,6 +305,34 @@ def add_limit(p: argparse.ArgumentParser, what: str, dest: str = "limit") -> arg
     return _vocab(a, "limit")
 
 
+# ---- what changes a measurement: every option field says whether it does ----------------------------------
+# An option is `measured` when two runs that differ only in it may measure different things: the cases planned,
+# their inputs and shapes, precision, compile backend, reference, or how a verdict is judged. It is
+# `not_measured` when it changes where results go, how the work is spread, what is printed, or a limit that
+# only kills (`why` says so where it is not obvious). The run stores its measured options with the values in
+# effect, defaults included (`Options.measured()`: `info["measured"]`), and `report --history` keys its lines
+# by them (bringup/report/history.py). tests/spine/test_measured_options.py fails on a field that says neither.
+MEASURED = "measured"  # a field's metadata key: True / False
+WHY = "why"  # a field's metadata key: the one-line reason (where it is not obvious)
+KILL_LIMIT = "a kill limit: what a case computes is the same; past it, 'budget'"  # --case-budget's why
+
+
+def measured(default: Any, why: str = "") -> Any:
+    """A field whose value changes what a run measures (it keys the run's lines in `report --history`)."""
+    return field(default=default, metadata={MEASURED: True, WHY: why})
+
+
+def not_measured(default: Any, why: str = "") -> Any:
+    """A field that never changes what a run measures (where results go, workers, outputs, a kill limit)."""
+    return field(default=default, metadata={MEASURED: False, WHY: why})
+
+
+def is_measured(f: dataclasses.Field[Any]) -> bool:
+    """Whether field `f` changes a measurement. A field that says neither (a plugin's plain dataclass field)
+    counts as measured: a line split once too often is still a true line; two measurements merged into one is not."""
+    return bool(f.metadata.get(MEASURED, True))
+
+
 # ---- typed options: one frozen dataclass per command, built once at the face ------------------------------
 class CommandOptions:
     """The base of every command's options (and of each post-run step's and run option's): a frozen dataclass,
@@ -345,20 +373,20 @@ class NoOptions(CommandOptions):
 class GlobalOptions(CommandOptions):
     """The options every command takes (before the sub-command; the run options after it too: bringup/cli.py)."""
 
-    command: str | None = None
-    device: str | None = None
-    imports: tuple[str, ...] = ()
-    db: str | None = None
-    resume: str | None = None
-    executor: str = "local"
-    ray_address: str | None = None
-    max_rss_gb: float | None = None
-    workers: int = 1
-    allow_unsupported: bool = False
-    fallback: tuple[str, ...] | None = None
-    json: str | None = None
-    junit: str | None = None
-    csv: str | None = None
+    command: str | None = measured(None)
+    device: str | None = not_measured(None, "the device asked for: a line's machine is the device the run resolved")
+    imports: tuple[str, ...] = measured((), "a plugin's code runs in every worker: a backend, a device, a patch")
+    db: str | None = not_measured(None)
+    resume: str | None = not_measured(None, "a resumed run keeps the options it was started with")
+    executor: str = not_measured("local", "where the workers run, not what they compute")
+    ray_address: str | None = not_measured(None)
+    max_rss_gb: float | None = not_measured(None, "a kill limit: what a case computes is the same; past it, oom")
+    workers: int = not_measured(1, "how many cases run at once, not what each computes")
+    allow_unsupported: bool = not_measured(False, "the exit code only: every status is the same")
+    fallback: tuple[str, ...] | None = measured(None, "a CPU fallback judged a gap or a failure: verdicts change")
+    json: str | None = not_measured(None)
+    junit: str | None = not_measured(None)
+    csv: str | None = not_measured(None)
 
 
 @dataclass(frozen=True)
@@ -396,12 +424,25 @@ class Options:
         out.update(self.command.as_dict())
         return out
 
+    def measured(self) -> dict[str, Any]:
+        """The options that change what the run measures (`is_measured`), by dest, with the values in effect
+        (defaults included; JSON values, tuples as lists): the run's `info["measured"]`, what `report --history`
+        keys its lines by. A dest the command shares with a global option is the command's, as in as_dict."""
+        out: dict[str, Any] = {}
+        for part in (self.common, *self.parts.values(), self.command):
+            for f in dataclasses.fields(part):  # type: ignore[arg-type]
+                out.pop(f.name, None)
+                if is_measured(f):
+                    out[f.name] = _plain(getattr(part, f.name))
+        return out
+
 
 def options_class(name: str, dests: Sequence[str]) -> type[CommandOptions]:
     """A frozen options dataclass with untyped `dests` (default None): the options of a plugin's command, step or
     run option that declares no class of its own."""
+    why = "a plugin's option that declares no class: assumed to change what is measured"
     return dataclasses.make_dataclass(
-        name, [(d, Any, field(default=None)) for d in dests], bases=(CommandOptions,), frozen=True
+        name, [(d, Any, measured(None, why)) for d in dests], bases=(CommandOptions,), frozen=True
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from bringup.api import RunPart
 from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
-from bringup.options import CommandOptions, Options
+from bringup.options import CommandOptions, Options, measured, not_measured
 from bringup.store import RunInfo, Store
 
 
@@ -30,11 +30,11 @@ from bringup.store import RunInfo, Store
 class RunCommandOptions(CommandOptions):
     """`bringup run`'s own options (add_arguments' dests; the capabilities' run options are Options.parts)."""
 
-    quick: bool = False
-    full: bool = False
-    skip: str = ""
-    only: str = ""
-    out: str | None = None
+    quick: bool = measured(False)
+    full: bool = measured(False)
+    skip: str = not_measured("", "which suites run: each suite's cases, and its history line, are the same")
+    only: str = not_measured("", "which suites run: each suite's cases, and its history line, are the same")
+    out: str | None = not_measured(None)
 
 
 OPTIONS = RunCommandOptions

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.api import Tool
-from bringup.options import CommandOptions, GlobalOptions
+from bringup.options import CommandOptions, GlobalOptions, measured, not_measured
 
 NAME = "bisect"
 ORDER = 97
@@ -207,30 +207,30 @@ class BisectArgs(CommandOptions):
     """`bringup bisect`'s options as the parser gives them (add_arguments' dests; bringup/cli.py builds them);
     BisectOptions.from_args resolves them (the env cache's path, the run's --workers / --executor)."""
 
-    target: str | None = None
-    between: tuple[str, ...] | None = None
-    wheels: str | None = None
-    sets: tuple[str, ...] = ()
-    sets_file: str | None = None
-    with_reqs: tuple[str, ...] = ()
-    pre: bool = False
-    every: bool = False
-    repeat: int = DEFAULT_REPEAT
-    max_envs: int | None = None
-    from_run: str | None = None
-    new_verdict: str | None = None
-    fail_status: str = "fail_numeric"
-    target_device: str | None = None
-    target_import: tuple[str, ...] | None = None
-    env_cache: str | None = None
-    env_cache_max_gb: float = DEFAULT_CACHE_MAX_GB
-    inherit_site: bool = False
-    build_budget: float = DEFAULT_BUILD_BUDGET_S
-    run_budget: float = DEFAULT_RUN_BUDGET_S
-    compiler_bisect: str = "auto"
-    localize: str = "auto"
-    followup_budget: float = DEFAULT_FOLLOWUP_BUDGET_S
-    json: str | None = None
+    target: str | None = measured(None)
+    between: tuple[str, ...] | None = measured(None)
+    wheels: str | None = measured(None)
+    sets: tuple[str, ...] = measured(())
+    sets_file: str | None = measured(None)
+    with_reqs: tuple[str, ...] = measured(())
+    pre: bool = measured(False)
+    every: bool = measured(False)
+    repeat: int = measured(DEFAULT_REPEAT, "runs per candidate: a flake is judged on them")
+    max_envs: int | None = measured(None)
+    from_run: str | None = measured(None)
+    new_verdict: str | None = measured(None)
+    fail_status: str = measured("fail_numeric")
+    target_device: str | None = measured(None)
+    target_import: tuple[str, ...] | None = measured(None)
+    env_cache: str | None = not_measured(None, "where environments are kept")
+    env_cache_max_gb: float = not_measured(DEFAULT_CACHE_MAX_GB, "the cache's size")
+    inherit_site: bool = measured(False, "each environment sees this Python's packages too")
+    build_budget: float = not_measured(DEFAULT_BUILD_BUDGET_S, "a kill limit on an environment's build")
+    run_budget: float = not_measured(DEFAULT_RUN_BUDGET_S, "a kill limit on one run of the target")
+    compiler_bisect: str = measured("auto")
+    localize: str = measured("auto")
+    followup_budget: float = not_measured(DEFAULT_FOLLOWUP_BUDGET_S, "a kill limit on each follow-up")
+    json: str | None = not_measured(None)
 
 
 OPTIONS = BisectArgs

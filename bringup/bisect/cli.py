@@ -120,6 +120,7 @@ def _drive(sess: Any, opts: Any, spec: Any, resumed: bool) -> int:
             store.reopen_run(run_id)
         else:
             info = {"imports": [], "bisect": {"spec": spec.to_json(), "options": opts.to_json()}, **run_info()}
+            info["measured"] = sess.options.measured()  # what `report --history` keys the run's lines by
             where = f"bisect of {spec.target.title} on {spec.target.device}"
             store.new_run("bisect", sess.argv, "cpu", where, info, run_id=run_id)  # the driver runs no device
         run = store.get_run(run_id)

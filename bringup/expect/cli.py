@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bringup.errors import BadInput
-from bringup.options import CommandOptions, add_dtype
+from bringup.options import CommandOptions, add_dtype, measured, not_measured
 
 
 @dataclass(frozen=True)
@@ -19,19 +19,19 @@ class ExpectOptions(CommandOptions):
     """`bringup expect`'s options: every action's dests (add_arguments'); `import`'s FILE.csv is the dest
     `csv`, Options.common.csv."""
 
-    expect_cmd: str | None = None
-    run: str | None = None
-    from_run: str | None = None
-    out: str | None = None
-    force: bool = False
-    expect_file: str | None = None
-    strict: bool = False
-    allow_unsupported_: bool = False
-    update: bool = False
-    xpu_device: str = "*"
-    xpu_torch: str = "*"
-    dtype: str = "fp32"
-    xpu_suite: str = "zoo"
+    expect_cmd: str | None = measured(None)
+    run: str | None = measured(None)
+    from_run: str | None = measured(None)
+    out: str | None = not_measured(None)
+    force: bool = not_measured(False)
+    expect_file: str | None = measured(None)
+    strict: bool = not_measured(False, "the exit code only")
+    allow_unsupported_: bool = not_measured(False, "the exit code only")
+    update: bool = not_measured(False, "the file rewritten from the run")
+    xpu_device: str = measured("*")
+    xpu_torch: str = measured("*")
+    dtype: str = measured("fp32")
+    xpu_suite: str = measured("zoo")
 
 
 OPTIONS = ExpectOptions

@@ -18,17 +18,17 @@ from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
 from bringup.expect.classify import Judgement, Klass, classify
 from bringup.expect.file import Expectation, ExpectFile
-from bringup.options import CommandOptions, Options
+from bringup.options import CommandOptions, Options, not_measured
 
 
 @dataclass(frozen=True)
 class GateOptions(CommandOptions):
     """The gate's options (add_options' dests), `Options.parts["expect"]`."""
 
-    expect: str | None = None
-    strict: bool = False
-    update_expect: bool = False
-    repeat: int = 1
+    expect: str | None = not_measured(None, "the results classified against the file: every status is the same")
+    strict: bool = not_measured(False, "the exit code only")
+    update_expect: bool = not_measured(False, "the file rewritten from the run")
+    repeat: int = not_measured(1, "more runs of the same cases, each stored as a run of its own")
 
 
 def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import CommandOptions, add_compile_backend, add_compile_budget, add_dtype
+from bringup.options import CommandOptions, add_compile_backend, add_compile_budget, add_dtype, measured
 
 NAME = "flex"
 HELP = "FlexAttention matrix (8 mods x shapes): compile budget, numerics vs float64, TFLOP/s, one sentence"
@@ -21,14 +21,14 @@ DEFAULT_BUDGET_S = 600.0
 class FlexOptions(CommandOptions):
     """`bringup flex`'s options (add_arguments' dests; bringup/cli.py builds them)."""
 
-    matrix: str = "auto"
-    compile_budget: float = DEFAULT_BUDGET_S
-    backward: str | None = None
-    dtype: str | None = None
-    mods: str = ""
-    compile_backend: str = "inductor"
-    recompile_limit: int | None = None
-    no_dynamo_reset: bool = False
+    matrix: str = measured("auto")
+    compile_budget: float = measured(DEFAULT_BUDGET_S, "the matrix's question: a compile past it is 'budget'")
+    backward: str | None = measured(None)
+    dtype: str | None = measured(None)
+    mods: str = measured("")
+    compile_backend: str = measured("inductor")
+    recompile_limit: int | None = measured(None, "hidden: dynamo's recompile limit, hit on purpose")
+    no_dynamo_reset: bool = measured(False, "hidden: dynamo's caches kept from case to case")
 
 
 OPTIONS = FlexOptions

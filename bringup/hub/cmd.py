@@ -23,7 +23,7 @@ from typing import Any
 
 from bringup.errors import BadInput, user_regex
 from bringup.hub.flags import DEFAULT_WORKERS, HubFetch
-from bringup.options import CommandOptions, add_filter, add_limit, positive_int
+from bringup.options import CommandOptions, add_filter, add_limit, measured, not_measured, positive_int
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
 
@@ -32,18 +32,18 @@ ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
 class HubOptions(CommandOptions):
     """`bringup hub`'s options: every action's dests (add_arguments'; plan's --json is Options.common's)."""
 
-    hub_action: str | None = None
-    hub_index: str | None = None
-    source: str | None = None
-    limit: int | None = None
-    filter: str | None = None
-    hub_workers: int = DEFAULT_WORKERS
-    hub_rate: str | None = None
-    hub_refresh: bool = False
-    out: str | None = None
-    file: str | None = None
-    model_type: str | None = None
-    run: str | None = None
+    hub_action: str | None = measured(None)
+    hub_index: str | None = not_measured(None, "a cache of the Hub's listings and configs")
+    source: str | None = measured(None)
+    limit: int | None = measured(None)
+    filter: str | None = measured(None)
+    hub_workers: int = not_measured(DEFAULT_WORKERS, "concurrent config fetches")
+    hub_rate: str | None = not_measured(None, "requests per window to the Hub")
+    hub_refresh: bool = not_measured(False, "the same query listed again: the Hub as it is now")
+    out: str | None = not_measured(None)
+    file: str | None = measured(None)
+    model_type: str | None = measured(None)
+    run: str | None = measured(None)
 
     def fetch(self, db: str) -> HubFetch:
         """What the fetch reads (bringup/hub/plan.py), the index beside `db`."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import CommandOptions
+from bringup.options import KILL_LIMIT, CommandOptions, measured, not_measured
 
 NAME = "localize"
 HELP = "first divergence: the first module, then the first aten op, where the device leaves float64"
@@ -22,13 +22,13 @@ class LocalizeOptions(CommandOptions):
     """`bringup localize`'s options (add_arguments' dests; bringup/cli.py builds them). `dtype` is the vocabulary's
     name (fp32, bf16, fp16), as every command stores it; the case's params keep torch's (float32 ...)."""
 
-    model: str = ""
-    source: str = "hf"
-    task: str = "causal-lm"
-    dtype: str = "fp32"
-    compile_backend: str | None = None
-    seed: int = 0
-    case_budget: float = DEFAULT_BUDGET_S
+    model: str = measured("")
+    source: str = measured("hf")
+    task: str = measured("causal-lm")
+    dtype: str = measured("fp32")
+    compile_backend: str | None = measured(None)
+    seed: int = measured(0)
+    case_budget: float = not_measured(DEFAULT_BUDGET_S, KILL_LIMIT)
 
 
 OPTIONS = LocalizeOptions

@@ -16,7 +16,7 @@ from typing import Any
 
 from bringup.api import AfterRun, Finished, PostRun, Step, register_post_run
 from bringup.case import Case, CaseResult, Status
-from bringup.options import TORCH_DTYPE_NAMES, CommandOptions, Options
+from bringup.options import TORCH_DTYPE_NAMES, CommandOptions, Options, not_measured
 
 _DTYPES = TORCH_DTYPE_NAMES  # zoo's precision name -> localize's case dtype (pure precisions only)
 
@@ -35,7 +35,7 @@ def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
 class LocalizeStepOptions(CommandOptions):
     """--localize (add_options' dest), `Options.parts["localize"]`."""
 
-    localize: bool = False
+    localize: bool = not_measured(False, "cases added after the run's, on their own line: the run's are the same")
 
 
 def _asked(options: Options) -> bool:

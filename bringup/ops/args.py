@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import CommandOptions
+from bringup.options import KILL_LIMIT, CommandOptions, measured, not_measured
 
 NAME = "ops"
 HELP = "OpInfo op coverage: every op x dtype on the device vs cpu (pass/fallback/fail_numeric/unsupported)"
@@ -23,10 +23,10 @@ DEFAULT_BUDGET_S = 120.0
 class OpsOptions(CommandOptions):
     """`bringup ops`'s options (add_arguments' dests; bringup/cli.py builds them)."""
 
-    filter: str | None = None
-    dtypes: str = DEFAULT_DTYPES
-    samples: int = DEFAULT_SAMPLES
-    case_budget: float = DEFAULT_BUDGET_S
+    filter: str | None = measured(None)
+    dtypes: str = measured(DEFAULT_DTYPES)
+    samples: int = measured(DEFAULT_SAMPLES)
+    case_budget: float = not_measured(DEFAULT_BUDGET_S, KILL_LIMIT)
 
 
 OPTIONS = OpsOptions

@@ -13,17 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from bringup.errors import BadInput
-from bringup.options import CommandOptions
+from bringup.options import CommandOptions, measured, not_measured
 
 
 @dataclass(frozen=True)
 class PortOptions(CommandOptions):
     """`bringup port`'s options (add_arguments' dests; --json is Options.common's)."""
 
-    paths: tuple[str, ...] = ()
-    fix: bool = False
-    diff: bool = False
-    select: str | None = None
+    paths: tuple[str, ...] = measured(())
+    fix: bool = not_measured(False, "the files rewritten: the findings are the same")
+    diff: bool = not_measured(False, "the fixes printed")
+    select: str | None = measured(None)
 
 
 OPTIONS = PortOptions

@@ -13,14 +13,14 @@ from typing import Any
 from bringup.api import RunOptions, RunPart, register_run_options
 from bringup.case import Case
 from bringup.errors import BadInput
-from bringup.options import CommandOptions, Options
+from bringup.options import CommandOptions, Options, not_measured
 
 
 @dataclass(frozen=True)
 class PortRunOptions(CommandOptions):
     """add_arguments' dest, `Options.parts["port"]` on `bringup run`."""
 
-    port: tuple[str, ...] = ()
+    port: tuple[str, ...] = not_measured((), "a static scan of the user's code stored beside the run: no case changes")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

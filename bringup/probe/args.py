@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import CommandOptions
+from bringup.options import KILL_LIMIT, CommandOptions, measured, not_measured
 
 NAME = "probe"
 HELP = "feature probe: bf16/fp16/fp8, scaled_mm, autocast, SDPA backends, compile, distributed, TorchAO"
@@ -23,9 +23,9 @@ COMPILE_BUDGET_S = 300.0  # a compile probe's (a cold inductor compile takes 10-
 class ProbeOptions(CommandOptions):
     """`bringup probe`'s options (add_arguments' dests; bringup/cli.py builds them)."""
 
-    filter: str | None = None
-    case_budget: float | None = None
-    compile_backends: str | None = None
+    filter: str | None = measured(None)
+    case_budget: float | None = not_measured(None, KILL_LIMIT)
+    compile_backends: str | None = measured(None)
 
 
 OPTIONS = ProbeOptions

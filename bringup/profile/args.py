@@ -10,7 +10,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from bringup.options import CommandOptions, add_compile_backend
+from bringup.options import KILL_LIMIT, CommandOptions, add_compile_backend, measured, not_measured
 
 NAME = "profile"
 HELP = "a few training steps under torch.profiler: trace, busy/idle/host split, top ops, transfers"
@@ -34,18 +34,18 @@ BUDGET_S = {"eager": 600.0, "compiled": 1500.0}  # each case's wall-clock limit 
 class ProfileOptions(CommandOptions):
     """`bringup profile`'s options (add_arguments' dests; bringup/cli.py builds them)."""
 
-    model: str = DEFAULTS["model"]
-    override: tuple[str, ...] = ()
-    mode: str = DEFAULTS["mode"]
-    compile_backend: str = DEFAULTS["backend"]
-    traced_steps: int = DEFAULTS["steps"]
-    untraced_steps: int = DEFAULTS["warmup"]
-    batch: int = DEFAULTS["batch"]
-    seq: int = DEFAULTS["seq"]
-    dtype: str = DEFAULTS["dtype"]
-    case_budget: float | None = None
-    top: int = DEFAULTS["top"]
-    out: str | None = None
+    model: str = measured(DEFAULTS["model"])
+    override: tuple[str, ...] = measured(())
+    mode: str = measured(DEFAULTS["mode"])
+    compile_backend: str = measured(DEFAULTS["backend"])
+    traced_steps: int = measured(DEFAULTS["steps"])
+    untraced_steps: int = measured(DEFAULTS["warmup"])
+    batch: int = measured(DEFAULTS["batch"])
+    seq: int = measured(DEFAULTS["seq"])
+    dtype: str = measured(DEFAULTS["dtype"])
+    case_budget: float | None = not_measured(None, KILL_LIMIT)
+    top: int = not_measured(DEFAULTS["top"], "rows shown in the top ops tables")
+    out: str | None = not_measured(None, "a copy of the trace and summary")
 
 
 OPTIONS = ProfileOptions

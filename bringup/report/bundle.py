@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
-from bringup.options import CommandOptions
+from bringup.options import CommandOptions, measured, not_measured
 
 FORMATS = ("bundle", "benchmark-records", "support-table", "pytorch-tests")
 
@@ -27,10 +27,10 @@ FORMATS = ("bundle", "benchmark-records", "support-table", "pytorch-tests")
 class ExportOptions(CommandOptions):
     """`bringup export`'s options (add_arguments' dests)."""
 
-    run: str | None = None
-    out: str = ""
-    format: str = "bundle"
-    margin: float | None = None
+    run: str | None = measured(None)
+    out: str = not_measured("")
+    format: str = measured("bundle")
+    margin: float | None = measured(None)
 
 
 OPTIONS = ExportOptions

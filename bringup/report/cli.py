@@ -17,22 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
-from bringup.options import CommandOptions
+from bringup.options import CommandOptions, measured, not_measured
 
 
 @dataclass(frozen=True)
 class ReportOptions(CommandOptions):
     """`bringup report`'s options (add_arguments' dests; the global --db is Options.common.db)."""
 
-    run: tuple[str, ...] = ()
-    out: str | None = None
-    stores: tuple[str, ...] = ()
-    history: bool = False
-    filter_device: tuple[str, ...] = ()
-    filter_suite: str | None = None
-    filter_torch: tuple[str, ...] = ()
-    since: str | None = None
-    until: str | None = None
+    run: tuple[str, ...] = measured(())
+    out: str | None = not_measured(None)
+    stores: tuple[str, ...] = measured(())
+    history: bool = measured(False)
+    filter_device: tuple[str, ...] = measured(())
+    filter_suite: str | None = measured(None)
+    filter_torch: tuple[str, ...] = measured(())
+    since: str | None = measured(None)
+    until: str | None = measured(None)
 
 
 OPTIONS = ReportOptions

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from bringup.case import CaseResult, Status, is_failure
 from bringup.errors import BadInput
 from bringup.metrics import MetricSpec, specs
-from bringup.options import CommandOptions
+from bringup.options import CommandOptions, measured, not_measured
 from bringup.store import RunInfo
 
 if TYPE_CHECKING:  # rich is imported where it prints: `bringup --help` builds the parser without it
@@ -438,10 +438,10 @@ def junit_xml(run_a: RunInfo, run_b: RunInfo, diffs: list[CaseDiff]) -> str:
 class CompareOptions(CommandOptions):
     """`bringup compare`'s options (add_arguments' dests; --json / --junit are Options.common's)."""
 
-    a: str = ""
-    b: str = ""
-    fail_on: str = DEFAULT_FAIL_ON
-    all: bool = False
+    a: str = measured("")
+    b: str = measured("")
+    fail_on: str = measured(DEFAULT_FAIL_ON)
+    all: bool = not_measured(False, "unchanged cases listed too")
 
 
 OPTIONS = CompareOptions

@@ -1,9 +1,15 @@
 """`bringup report --history`: the stored runs of one or more stores and bundles as trend lines.
 
 What is drawn (bringup/report/history_page.py renders it):
-- pass rate per suite: passed / judged (`ref_fail` left out, as on the scorecard), one line per machine;
+- pass rate per suite: passed / judged (`ref_fail` left out, as on the scorecard), one line per machine and ask;
 - per case, from its passing runs: tokens/s, MFU, first step in the suite's worker, first step as a new
-  job (train's arms; any suite recording these catalogued metrics), one line per case and machine.
+  job (train's arms; any suite recording these catalogued metrics), one line per case, machine and ask.
+
+A run's ask is its command and every option that changes what it measures, with the value in effect: the
+record the run stores (`info["measured"]`, built from the options' own marks: bringup/options.py), so runs
+that differ in --inputs, --noise-seeds, --seed ... are separate lines and runs that differ in --workers or
+--db are one. A run stored before runs kept the record is keyed as well as its stored options allow
+(derive_records), else by the options of ASKED it was given, as before.
 
 A machine is `device · host`: the NVIDIA baseline and the device under test, from two stores or bundles,
 are two lines on one chart. Runs are numbered 1..N in start order across all sources (the x axis); only
@@ -15,9 +21,11 @@ commit, bringup version and commit, library versions (what the runs recorded: br
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,7 +101,9 @@ def parse_date(text: str, flag: str, end_of_day: bool = False) -> float:
     return d.timestamp() if d.tzinfo else d.astimezone().timestamp()
 
 
-# The options that change what a run measures (its line on the page, and a move's explanation when they differ).
+RECORD = "measured"  # the run's info key: its options that change what it measures, values in effect (flow.py)
+# The ask of a run stored before runs kept that record, and that its stored options cannot complete
+# (derive_records): the options known then to change a measurement, those given.
 ASKED = (
     "dtype",
     "compile_backend",
@@ -128,27 +138,37 @@ class StoredRun:
     run: RunInfo
     results: tuple[CaseResult, ...]
     report: Path | None = None  # its scorecard, where one was written next to the store or bundle
+    derived: Mapping[str, Any] | None = None  # a run stored without a record: the one derive_records found
 
     @property
     def machine(self) -> str:
         return f"{self.run.device} · {self.run.host}" if self.run.host else self.run.device
 
     @property
-    def asked(self) -> tuple[tuple[str, str], ...]:
-        """What the run asked for, as dashboards key their lines: the command and the options that change
-        what is measured (ASKED: dtype, compile backend, mode, model set, ...), those given."""
+    def measured(self) -> dict[str, Any]:
+        """What the run measured by, as dashboards key their lines: its command, then its record of the options
+        that change what is measured (info["measured"], or the one derived for an older run), values in effect;
+        a run with neither: the options of ASKED it was given (dtype, compile backend, mode, model set, ...)."""
+        out: dict[str, Any] = {"command": self.run.command}
+        rec = self.run.info.get(RECORD)
+        rec = rec if isinstance(rec, dict) else self.derived
+        if rec is not None:
+            out.update((k, v) for k, v in rec.items() if k != "command")
+            return out
         opts = self.run.info.get("options")
         opts = opts if isinstance(opts, dict) else {}
-        out = [("command", self.run.command)]
-        for k in ASKED:
-            v = opts.get(k)
-            if v not in (None, False, [], ""):
-                out.append((k, ",".join(map(str, v)) if isinstance(v, list) else str(v)))
-        return tuple(out)
+        out.update((k, opts[k]) for k in ASKED if opts.get(k) not in (None, False, [], ""))
+        return out
 
     @property
-    def ask(self) -> str:
-        return " ".join(v if k == "command" else f"{k}={v}" for k, v in self.asked)
+    def key(self) -> str:
+        """The ask as one value: runs with the same key measured the same way."""
+        return json.dumps(self.measured, sort_keys=True, default=str)
+
+    @property
+    def asked(self) -> tuple[tuple[str, str], ...]:
+        """The ask as (option, value shown) pairs, the command first."""
+        return tuple((k, shown(v)) for k, v in self.measured.items())
 
     @property
     def build(self) -> dict[str, Any]:
@@ -181,6 +201,57 @@ class History:
     filters: Filters
     seen: int  # runs in the sources before filtering
     skipped: dict[str, int]  # why runs were left out -> how many
+
+
+def shown(v: Any) -> str:
+    """An option's value as a label shows it: a list comma-joined, None (the command's default) as 'default'."""
+    if v is None:
+        return "default"
+    return ",".join(map(str, v)) if isinstance(v, list) else str(v)
+
+
+def derive_records(runs: Sequence[StoredRun]) -> list[StoredRun]:
+    """`runs`, each run stored without a record (before runs kept one) given the record of the newest run of
+    its command that has one and whose every field its own stored options hold, read from those options: so a
+    store spanning the change draws one line where nothing measured changed. A run whose options lack a field
+    (stored before that option existed: e.g. a zoo run before --inputs, which fed uniform rows) keeps ASKED."""
+    shapes: dict[str, list[tuple[str, ...]]] = {}
+    for sr in runs:
+        rec = sr.run.info.get(RECORD)
+        if isinstance(rec, dict):
+            shapes.setdefault(sr.run.command, []).insert(0, tuple(rec))  # newest first
+    out = []
+    for sr in runs:
+        opts = sr.run.info.get("options")
+        if isinstance(sr.run.info.get(RECORD), dict) or not isinstance(opts, dict):
+            out.append(sr)
+            continue
+        fit = next((s for s in shapes.get(sr.run.command, []) if all(k in opts for k in s)), None)
+        out.append(sr if fit is None else dataclasses.replace(sr, derived={k: opts[k] for k in fit}))
+    return out
+
+
+def ask_labels(runs: Sequence[StoredRun]) -> list[str]:
+    """Each run's ask named by its command and the options whose values differ among `runs` (those it has)."""
+    asks = [sr.measured for sr in runs]
+    absent = object()
+    canon = lambda a, k: json.dumps(a[k], sort_keys=True, default=str) if k in a else absent
+    names = dict.fromkeys(k for a in asks for k in a if k != "command")
+    differ = [k for k in names if len({canon(a, k) for a in asks}) > 1]
+    return [" ".join([str(a["command"]), *(f"{k}={shown(a[k])}" for k in differ if k in a)]) for a in asks]
+
+
+def _ask_labels(first: Mapping[tuple[str, ...], StoredRun]) -> dict[tuple[str, ...], str]:
+    """Line keys ending in an ask key -> the ask's label, where the rest of the key (suite, machine, case)
+    has lines of several asks; lines alone in theirs get none."""
+    groups: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    for k in first:
+        groups.setdefault(k[:-1], []).append(k)
+    out: dict[tuple[str, ...], str] = {}
+    for keys in groups.values():
+        if len(keys) > 1:
+            out.update(zip(keys, ask_labels([first[k] for k in keys]), strict=True))
+    return out
 
 
 # ---- reading the sources --------------------------------------------------------------------------
@@ -238,13 +309,16 @@ def read_sources(paths: Sequence[Path], filters: Filters) -> History:
     for i, (src, run, results, report) in enumerate(found, 1):
         kept = tuple(r for r in results if not filters.suites or r.suite in filters.suites)
         runs.append(StoredRun(i, src, run, kept, report))
-    runs = [r for r in runs if r.results]
+    runs = derive_records([r for r in runs if r.results])
     return History(runs, build_lines(runs), [p.name for p in paths], filters, seen, skipped)
 
 
 # ---- the lines ------------------------------------------------------------------------------------
 def pass_rate_lines(runs: Iterable[StoredRun]) -> list[Line]:
-    lines: dict[tuple[str, str], Line] = {}
+    """One line per (suite, machine, ask); named by the machine, and by the ask where the suite has lines of
+    several asks on that machine (only the options in which they differ: ask_labels)."""
+    lines: dict[tuple[str, str, str], Line] = {}
+    first: dict[tuple[str, ...], StoredRun] = {}
     for sr in runs:
         by_suite: dict[str, list[CaseResult]] = {}
         for r in sr.results:
@@ -254,21 +328,21 @@ def pass_rate_lines(runs: Iterable[StoredRun]) -> list[Line]:
             if not judged:
                 continue
             rate = 100.0 * sum(r.status is Status.PASS for r in judged) / len(judged)
-            key = (suite, sr.machine, sr.ask)
+            key = (suite, sr.machine, sr.key)
             line = lines.setdefault(key, Line("pass_rate", suite, sr.machine, PASS_RATE, True, "%"))
             line.points.append((sr, rate, outcome_line(rs)))
-    asks = Counter((suite, machine) for suite, machine, _ in lines)
-    for (suite, machine, ask), ln in lines.items():
-        if asks[(suite, machine)] > 1:  # runs that asked for different things: one line each, named by it
-            ln.label = f"{machine} · {ask}"
+            first.setdefault(key, sr)
+    for key, label in _ask_labels(first).items():  # runs that asked for different things: one line each, named by it
+        lines[key].label = f"{key[1]} · {label}"
     return list(lines.values())
 
 
 def metric_lines(runs: Sequence[StoredRun]) -> list[Line]:
-    """One line per (metric, suite, machine, case) from passing cases: a failing case's speed is not one.
+    """One line per (metric, suite, machine, case, ask) from passing cases: a failing case's speed is not one.
     Labelled by the case's name (+ its id where two cases of a suite share a name, + the machine where
-    the page has more than one)."""
-    lines: dict[tuple[str, str, str, str], Line] = {}
+    the page has more than one, + the ask where the case has lines of several)."""
+    lines: dict[tuple[str, str, str, str, str], Line] = {}
+    first: dict[tuple[str, ...], StoredRun] = {}
     for sr in runs:
         for r in sr.results:
             if r.status is not Status.PASS:
@@ -279,16 +353,21 @@ def metric_lines(runs: Sequence[StoredRun]) -> list[Line]:
                 if m is None or spec is None or m.value != m.value:
                     continue
                 value = spec.display(m.value) if m.unit in (spec.unit, "") else m.value
-                key = (name, r.suite, sr.machine, r.case_id)
+                key = (name, r.suite, sr.machine, r.case_id, sr.key)
                 line = lines.setdefault(
                     key, Line(name, r.suite, r.name, TIMING, spec.higher_is_better, spec.display_unit)
                 )
                 line.points.append((sr, value, ""))
+                first.setdefault(key, sr)
     several = len({sr.machine for sr in runs}) > 1
-    same = Counter((n, s, m, ln.label) for (n, s, m, _), ln in lines.items())
-    for (n, s, m, case_id), ln in lines.items():
+    asks = _ask_labels(first)
+    names = {key[:4]: ln.label for key, ln in lines.items()}  # a case's lines of several asks: one case
+    same = Counter((n, s, m, label) for (n, s, m, _), label in names.items())
+    for key, ln in lines.items():
+        n, s, m, case_id, _ = key
         dup = same[(n, s, m, ln.label)] > 1
-        ln.label += (f" [{case_id[:6]}]" if dup else "") + (f" · {m}" if several else "")
+        ask = f" · {asks[key]}" if key in asks else ""
+        ln.label += (f" [{case_id[:6]}]" if dup else "") + (f" · {m}" if several else "") + ask
     return list(lines.values())
 
 
@@ -301,13 +380,13 @@ def build_lines(runs: Sequence[StoredRun]) -> list[Line]:
 
 # ---- naming a move --------------------------------------------------------------------------------
 def changes(before: StoredRun, at: StoredRun) -> list[str]:
-    """What the runs recorded differently: what they asked for (command, options: StoredRun.asked), torch
+    """What the runs recorded differently: what they asked for (command, options: StoredRun.measured), torch
     (version, commit), bringup (version, checkout commit), library versions, the device's name. [] when
     nothing recorded changed."""
     out = []
     a, b = before.run, at.run
     oa, ob = dict(before.asked), dict(at.asked)
-    for k in [k for k in ("command", *ASKED) if oa.get(k) != ob.get(k)]:
+    for k in [k for k in dict.fromkeys([*oa, *ob]) if oa.get(k) != ob.get(k)]:
         flag = k if k == "command" else "--" + k.replace("_", "-")
         out.append(f"{flag} {oa.get(k, 'not given')} → {ob.get(k, 'not given')}")
     if a.torch_version != b.torch_version:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import CommandOptions
+from bringup.options import CommandOptions, measured, not_measured
 
 NAME = "selftest"
 HELP = "harness self-test: cases that sleep, crash, exit, hang, raise or blow up memory on purpose"
@@ -20,10 +20,10 @@ ORDER = 90
 class SelftestOptions(CommandOptions):
     """`bringup selftest`'s options (add_arguments' dests; bringup/cli.py builds them)."""
 
-    plan: str = "ok*3"
-    case_budget: float = 60.0
-    phase_budget: float = 1.0
-    tag: str = ""
+    plan: str = measured("ok*3")
+    case_budget: float = measured(60.0, "the harness's self-test: its sleep and hang items are judged against it")
+    phase_budget: float = measured(1.0, "the 'phase' item is judged against it")
+    tag: str = not_measured("", "a name that tells otherwise identical plans apart (in case ids); the work is the same")
 
 
 OPTIONS = SelftestOptions

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import CommandOptions
+from bringup.options import KILL_LIMIT, CommandOptions, measured, not_measured
 
 NAME = "smoke"
 HELP = "a GEMM and a tiny MLP training step on the device vs a float64 CPU reference"
@@ -21,8 +21,8 @@ DEFAULT_BUDGET_S = 300.0
 class SmokeOptions(CommandOptions):
     """`bringup smoke`'s options (add_arguments' dests; bringup/cli.py builds them)."""
 
-    dtype: str = "fp32"
-    case_budget: float = DEFAULT_BUDGET_S
+    dtype: str = measured("fp32")
+    case_budget: float = not_measured(DEFAULT_BUDGET_S, KILL_LIMIT)
 
 
 OPTIONS = SmokeOptions

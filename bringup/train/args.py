@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import CommandOptions, add_compile_backend
+from bringup.options import KILL_LIMIT, CommandOptions, add_compile_backend, measured, not_measured
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_WARM, TrainSpec
 
 NAME = "train"
@@ -24,26 +24,26 @@ class TrainOptions(CommandOptions):
     """`bringup train`'s options (add_arguments' dests; bringup/cli.py builds them); None: the TrainSpec's
     default (`D`), or the mode's / dtype's."""
 
-    model: str | None = None
-    override: tuple[str, ...] = ()
-    modes: str | None = None
-    steps: int | None = None
-    warmup: int | None = None
-    batch: int | None = None
-    seq: int | None = None
-    seqs: str | None = None
-    dynamic: str | None = None
-    dtype: str | None = None
-    compile_backend: str | None = None
-    cache: str | None = None
-    save_cache_artifact: str | None = None
-    load_cache_artifact: str | None = None
-    nproc: int | None = None
-    compile_budget: float | None = None
-    case_budget: float = DEFAULT_CASE_BUDGET_S
-    lr: float | None = None
-    loss_rtol: float | None = None
-    flops_only: bool = False
+    model: str | None = measured(None)
+    override: tuple[str, ...] = measured(())
+    modes: str | None = measured(None)
+    steps: int | None = measured(None)
+    warmup: int | None = measured(None)
+    batch: int | None = measured(None)
+    seq: int | None = measured(None)
+    seqs: str | None = measured(None)
+    dynamic: str | None = measured(None)
+    dtype: str | None = measured(None)
+    compile_backend: str | None = measured(None)
+    cache: str | None = measured(None)
+    save_cache_artifact: str | None = not_measured(None, "one more copy of the artifact every cold case writes anyway")
+    load_cache_artifact: str | None = measured(None, "the artifact arm starts from this file")
+    nproc: int | None = measured(None)
+    compile_budget: float | None = measured(None, "in each compiled case's spec: its first step is judged by it")
+    case_budget: float = not_measured(DEFAULT_CASE_BUDGET_S, KILL_LIMIT)
+    lr: float | None = measured(None)
+    loss_rtol: float | None = measured(None, "the loss band compiled modes are judged by")
+    flops_only: bool = measured(False)
 
 
 OPTIONS = TrainOptions

@@ -10,15 +10,15 @@ from typing import Any
 
 from bringup.api import RunOptions, RunPart, register_run_options
 from bringup.case import Case
-from bringup.options import CommandOptions, Options
+from bringup.options import CommandOptions, Options, measured, not_measured
 
 
 @dataclass(frozen=True)
 class TrainRunOptions(CommandOptions):
     """add_arguments' dests, `Options.parts["train"]` on `bringup run`."""
 
-    save_cache_artifact: str | None = None
-    load_cache_artifact: str | None = None
+    save_cache_artifact: str | None = not_measured(None, "one more copy of the artifact every cold case writes anyway")
+    load_cache_artifact: str | None = measured(None, "train's artifact arm starts from this file")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

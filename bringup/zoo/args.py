@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from bringup.api import Tool
 from bringup.hub import flags as hub_flags
 from bringup.options import (
+    KILL_LIMIT,
     CommandOptions,
     add_case_budget,
     add_compile_backend,
@@ -19,7 +20,9 @@ from bringup.options import (
     add_filter,
     add_limit,
     add_seed,
+    measured,
     nonneg_int,
+    not_measured,
     positive_int,
 )
 
@@ -59,29 +62,29 @@ class ZooOptions(CommandOptions):
     None: the size's default (--steps, --case-budget, --batch, --seq), resolved where the cases are planned
     (zoo/plan.py), never written back."""
 
-    source: str = "hf-causal"
-    size: str = "tiny"
-    reference: str | None = None
-    batch: int | None = None
-    seq: int | None = None
-    inputs: str = "text"
-    filter: str | None = None
-    limit: int | None = None
-    steps: int | None = None
-    compile_backend: str | None = None
-    dtype: str = "fp32"
-    noise_seeds: int = NOISE_SEEDS
-    module_check: str = "auto"
-    case_budget: float | None = None
-    baseline: str | None = None
-    seed: int = 0
-    hub_index: str | None = None
-    hub_workers: int = hub_flags.DEFAULT_WORKERS
-    hub_rate: str | None = None
-    hub_refresh: bool = False
-    full_top: int = 0
-    nproc: int = 1
-    device_memory: float | None = None
+    source: str = measured("hf-causal")
+    size: str = measured("tiny")
+    reference: str | None = measured(None)
+    batch: int | None = measured(None)
+    seq: int | None = measured(None)
+    inputs: str = measured("text")
+    filter: str | None = measured(None)
+    limit: int | None = measured(None)
+    steps: int | None = measured(None)
+    compile_backend: str | None = measured(None)
+    dtype: str = measured("fp32")
+    noise_seeds: int = measured(NOISE_SEEDS, "the noise a correct run has, which every tensor's bound is set from")
+    module_check: str = measured("auto")
+    case_budget: float | None = not_measured(None, KILL_LIMIT)
+    baseline: str | None = measured(None)
+    seed: int = measured(0)
+    hub_index: str | None = not_measured(None, "a cache of the Hub's listings and configs")
+    hub_workers: int = not_measured(hub_flags.DEFAULT_WORKERS, "concurrent config fetches")
+    hub_rate: str | None = not_measured(None, "requests per window to the Hub")
+    hub_refresh: bool = not_measured(False, "the same query listed again: the Hub as it is now, not another sweep")
+    full_top: int = measured(0)
+    nproc: int = measured(1)
+    device_memory: float | None = measured(None, "the preflight's memory: which models run, which are unsupported")
 
     def hub_fetch(self, db: str | None) -> hub_flags.HubFetch:
         """What a Hub sweep's fetch reads (bringup/hub/plan.py); the index beside `db` (the global --db)."""

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bringup.api import CommandOptions, MetricSpec, Options, Page, Suite, register_suite, specs
+from bringup.api import CommandOptions, MetricSpec, Options, Page, Suite, measured, register_suite, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.checks.parity import ParityReport, parity
@@ -52,11 +52,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 @dataclass(frozen=True)
 class KernelsOptions(CommandOptions):
     """The command's options, typed and frozen: one field per dest add_arguments gives (bringup's face builds
-    them once from the command line; build_cases reads them, never a Namespace)."""
+    them once from the command line; build_cases reads them, never a Namespace). Each says whether it changes
+    what a run measures (measured / not_measured: `report --history` keys a run's lines by the measured ones)."""
 
-    kernels: str = "all"
-    rows: int = 256
-    dtype: str = "fp32"
+    kernels: str = measured("all")
+    rows: int = measured(256)
+    dtype: str = measured("fp32")
 
 
 def _cases(names: Sequence[str], rows: int, dtype: str) -> list[Case]:

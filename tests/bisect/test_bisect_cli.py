@@ -158,8 +158,10 @@ def test_a_kill_mid_bisection_then_resume_runs_nothing_twice(tmp_path: Path) -> 
     after = {r[0]: r for r in _q(db, "SELECT case_id, name, status, finished_at FROM cases")}
     assert all(after[k] == v for k, v in before.items())  # finished candidates kept as they were, not re-run
     assert len(after) == len(set(r[1] for r in after.values())) <= math.ceil(math.log2(8)) + 2
-    ans = json.loads(_q(db, "SELECT info FROM runs")[0][0])["bisect_answer"]
+    info = json.loads(_q(db, "SELECT info FROM runs")[0][0])
+    ans = info["bisect_answer"]
     assert ans["first_new"]["version"] == "0.4.0" and ans["result"] == "found"
+    assert info["measured"]["command"] == "bisect" and "env_cache" not in info["measured"]  # report --history's key
     assert _q(db, "SELECT status FROM runs") == [("finished",)]
 
 
