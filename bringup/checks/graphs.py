@@ -25,6 +25,9 @@ class GraphReport:
     recompiles: int = 0
     recompile_reasons: list[str] = field(default_factory=list)
     compile_s: float = 0.0
+    # the backend raised on a graph and dynamo ran that frame eager instead (an exception it allows to fall back:
+    # a data-dependent op in the backend's own code, a fake-tensor failure): first line of the reason -> count
+    backend_errors: dict[str, int] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:
         """What a case records of its compiled run's graphs (compile_s aside: the caller's fallback differs)."""
@@ -34,7 +37,16 @@ class GraphReport:
             "break_reasons": self.break_reasons,
             "recompiles": self.recompiles,
             "recompile_reasons": self.recompile_reasons,
+            "backend_errors": self.backend_errors,
         }
+
+    def backend_failure(self) -> str:
+        """'' or what a case says when the backend raised and dynamo silently ran its graphs eager."""
+        if not self.backend_errors:
+            return ""
+        n = sum(self.backend_errors.values())
+        first = next(iter(self.backend_errors))
+        return f"the backend raised on {n} graph(s) and dynamo ran them eager: {first}"
 
 
 def short_reason(reason: Any) -> str:
@@ -72,8 +84,26 @@ def watch(reset: bool = True) -> Iterator[GraphReport]:
             key = short_reason(reason)
             rep.break_reasons[key] = rep.break_reasons.get(key, 0) + int(n)
         rep.graph_breaks = sum(rep.break_reasons.values())
+        rep.backend_errors = _backend_errors(du.counters.get("unimplemented", {}))
         metrics = du.get_compilation_metrics() if hasattr(du, "get_compilation_metrics") else []
         reasons = [str(m.recompile_reason) for m in metrics if getattr(m, "recompile_reason", None)]
         rep.recompiles = len(reasons)
         rep.recompile_reasons = [r.splitlines()[0][:_REASON_LEN] for r in reasons]
         rep.compile_s = max(0.0, du.calculate_time_spent().get("total_wall_time", 0.0) - t0)
+
+
+BACKEND_EXCEPTION = "Backend compiler exception"  # dynamo's gb_type when a backend's allowed exception falls back
+
+
+def _backend_errors(unimplemented: Any) -> dict[str, int]:
+    """dynamo's `unimplemented` counter entries for a backend that raised (it logs them as a graph break of type
+    BACKEND_EXCEPTION, runs the frame eager, and counts no graph break): the backend's exception, by first line."""
+    out: dict[str, int] = {}
+    for reason, n in dict(unimplemented).items():
+        text = str(reason)
+        if not text.startswith(BACKEND_EXCEPTION):
+            continue
+        expl = next((ln.strip() for ln in text.splitlines() if ln.strip().startswith("Explanation:")), text)
+        key = expl.removeprefix("Explanation:").strip().split(". Adding a graph break")[0][:_REASON_LEN]
+        out[key] = out.get(key, 0) + int(n)
+    return out

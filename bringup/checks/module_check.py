@@ -33,9 +33,10 @@ from typing import Any
 
 import torch
 
+from bringup.checks.masked_rows import call_dead_rows
 from bringup.checks.module_replay import Call, ModuleRecorder, Replayed, judged_modules, replay
 from bringup.checks.module_rule import DITHERS, TensorVerdict, judge_tensor, module_tolerance
-from bringup.checks.parity import judged_dtype, scale_floor
+from bringup.checks.parity import TWIN_DITHER, exact_zeros, judged_dtype, scale_floor
 from bringup.precision import Precision, default_dtype
 
 # one fp32 rounding: the dither of a module judged at fp32 (module_rule's fp32 tolerance)
@@ -47,6 +48,12 @@ _DYNAMO_LIMITS = {
     "accumulated_recompile_limit": 100_000,
     "fail_on_recompile_limit_hit": True,
 }
+
+
+# per recorded call, what the cpu computes once: (float64 replay, trusted replay, dithered float64 replays, twin)
+Refs = tuple[Replayed, Replayed, list[Replayed], Replayed]
+# per recorded call, what one judgement reads: (device replay, *Refs)
+Run = tuple[Replayed, Replayed, Replayed, list[Replayed], Replayed]
 
 
 @dataclass
@@ -213,7 +220,7 @@ class ModuleCheck:
         self.modules = judged_modules(model, blocks) if modules is None else modules
         self.calls: dict[str, Call] = {}
         self.eager: dict[str, Replayed | str] = {}
-        self._refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str] | None = None
+        self._refs: dict[str, Refs | str] | None = None
         self._fp32: dict[str, list[Replayed]] = {}  # calls computed in fp32 throughout: their fp32 dithers
         self._state: dict[str, torch.Tensor] = {}  # name -> its value at the recorded step
         self.record_s = 0.0
@@ -281,13 +288,13 @@ class ModuleCheck:
             self.prepare_reference(m, dtype)
         return m
 
-    def references(self) -> dict[str, tuple[Replayed, Replayed, list[Replayed]] | str]:
+    def references(self) -> dict[str, Refs | str]:
         """Per call: (float64 replay, trusted replay, float64 replays with everything rounded once at
-        random: module_rule.DITHERS of them) on cpu, computed once."""
+        random: module_rule.DITHERS of them, the float64 twin: parity.TWIN_DITHER) on cpu, computed once."""
         if self._refs is not None:
             return self._refs
         t0 = time.perf_counter()
-        refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str] = {}
+        refs: dict[str, Refs | str] = {}
         cpu = torch.device("cpu")
         with _one_thread():
             self._references(refs, cpu)
@@ -295,7 +302,7 @@ class ModuleCheck:
         self.reference_s = time.perf_counter() - t0
         return refs
 
-    def _references(self, refs: dict[str, tuple[Replayed, Replayed, list[Replayed]] | str], cpu: torch.device) -> None:
+    def _references(self, refs: dict[str, Refs | str], cpu: torch.device) -> None:
         dither = module_tolerance(self.prec).dither
         low = _coarser(judged_dtype(self.prec), torch.float32)
         off = lambda: contextlib.nullcontext()
@@ -314,7 +321,18 @@ class ModuleCheck:
                     r64d = _dithered(call, m64, dither)
                     if fp32:
                         self._fp32[name] = _dithered(call, m64, FP32_DITHER)
-                refs[name] = (r64, base, r64d)
+                    with _seeded():  # which tensors are zero in exact arithmetic (parity.exact_zeros)
+                        twin = replay(
+                            call,
+                            m64,
+                            cpu,
+                            off,
+                            dtype=torch.float64,
+                            dither=TWIN_DITHER,
+                            seed=DITHERS + 1,
+                            every_dtype=True,
+                        )
+                refs[name] = (r64, base, r64d, twin)
             except Exception as e:
                 refs[name] = f"the cpu reference could not replay it: {_first_line(e)}"
 
@@ -344,18 +362,19 @@ class ModuleCheck:
         with _one_thread():
             for mod, names in groups.items():
                 cls = type(self.calls[names[0]].module).__name__
-                runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]] = []
+                runs: list[Run] = []
                 note = ""
                 for name in names:
                     got, rb = device.get(name, "not replayed"), refs.get(name, "no reference")
                     if isinstance(got, str) or isinstance(rb, str):
                         note = rb if isinstance(rb, str) else str(got)
                         break
-                    runs.append((got, rb[0], rb[1], rb[2]))
+                    runs.append((got, rb[0], rb[1], rb[2], rb[3]))
                 fp32 = not note and self._fp32_throughout(names, device)
                 if fp32:
-                    runs = [(g, r, b, self._fp32[n]) for n, (g, r, b, _) in zip(names, runs, strict=True)]
-                tensors = [] if note else judge_calls(runs, torch.float32 if fp32 else self.prec)
+                    runs = [(g, r, b, self._fp32[n], t) for n, (g, r, b, _, t) in zip(names, runs, strict=True)]
+                dead = [call_dead_rows(self.calls[n].args, self.calls[n].kwargs) for n in names]
+                tensors = [] if note else judge_calls(runs, torch.float32 if fp32 else self.prec, dead)
                 verdict = ModuleVerdict(mod, cls, tensors, note, fp32=fp32)
                 verdict.calls = self.calls[names[0]].calls
                 rep.modules.append(verdict)
@@ -402,22 +421,29 @@ class ModuleCheck:
         return rep
 
 
-def judge_calls(runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]], precision: Any) -> list[TensorVerdict]:
-    """Every tensor of one module's replays, (device, float64, trusted, dithered float64 replays) per
-    recorded call: outputs and gradients (module_rule.judge_tensor), a module's calls concatenated. A
-    tensor the float64 replay has and the device's lacks fails. Numerically zero (parity.scale_floor) is
-    judged among tensors of one kind: outputs among outputs, gradients among gradients (a module's
-    output and its gradients differ in scale by orders of magnitude: one median over both would call
-    every gradient zero)."""
+def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None] | None = None) -> list[TensorVerdict]:
+    """Every tensor of one module's replays, (device, float64, trusted, dithered float64 replays, float64 twin)
+    per recorded call: outputs and gradients (module_rule.judge_tensor), a module's calls concatenated. A
+    tensor the float64 replay has and the device's lacks fails. Zero in exact arithmetic is measured against
+    the twin (parity.exact_zeros); such a tensor's unit (parity.scale_floor) is taken among tensors of one kind:
+    outputs among outputs, gradients among gradients (a module's output and its gradients differ in scale by
+    orders of magnitude). `dead`: per call, its fully masked attention rows (batch, q) (checks/masked_rows.py):
+    what an output holds there is the kernel's choice, judged finite only (`_drop_dead_rows`)."""
     first_ref = runs[0][1].tensors
     parts: dict[str, list[list[Any]]] = {}
-    for got, ref, base, dith in runs:
+    out: list[TensorVerdict] = []
+    for k, (got, ref, base, dith, twin) in enumerate(runs):
         for name, r in ref.tensors.items():
             g, b = got.tensors.get(name), base.tensors.get(name)
             ds = [d.tensors.get(name) for d in dith]
             x = _covariate(name, r, got.inputs)
-            parts.setdefault(name, []).append([g, r, b, ds, x])
-    out: list[TensorVerdict] = []
+            row = [g, r, b, ds, x, twin.tensors.get(name)]
+            rows_dead = dead[k] if dead is not None and k < len(dead) else None
+            if rows_dead is not None and name.startswith("out.") and g is not None and b is not None:
+                row, bad = _drop_dead_rows(row, rows_dead)
+                if bad:
+                    out.append(TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size", why=bad))
+            parts.setdefault(name, []).append(row)
     joined: dict[str, list[torch.Tensor | None]] = {}
     for name, rows in parts.items():
         if any(row[0] is None for row in rows):
@@ -432,7 +458,7 @@ def judge_calls(runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]],
             out.append(judge_tensor(name, bad[0], bad[1], bad[2], precision))  # type: ignore[arg-type]
             continue
         cols: list[Any] = []
-        for j in range(5):
+        for j in range(6):
             ts = [row[j] for row in rows]
             if j == 3:  # the dithered draws: one joined tensor per draw that every call has
                 draws = [[row[3][k] for row in rows] for k in range(len(rows[0][3]))]
@@ -444,10 +470,11 @@ def judge_calls(runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]],
         joined[name] = cols
     kinds = {k: [c[1] for n, c in joined.items() if n.startswith("grad.") == (k == "grad")] for k in ("grad", "out")}
     floors = {k: scale_floor(v, precision) for k, v in kinds.items()}  # type: ignore[arg-type]
+    zeros = exact_zeros({n: c[1] for n, c in joined.items()}, {n: c[5] for n, c in joined.items() if c[5] is not None})
     for name in first_ref:
         if name not in joined:
             continue
-        g, r, b, d, x, shape = joined[name]
+        g, r, b, d, x, _, shape = joined[name]
         floor = floors["grad" if name.startswith("grad.") else "out"]
         # check 5 (position) on activations only: a parameter's gradient sums over tokens, and a correct device's
         # per-token scales (a softmax normaliser, a norm's rsqrt, rounded elsewhere) weigh unevenly into its rows
@@ -465,10 +492,32 @@ def judge_calls(runs: list[tuple[Replayed, Replayed, Replayed, list[Replayed]]],
                 floor,
                 d,  # type: ignore[arg-type]
                 shape=None if param else shape,
+                zero=name in zeros,
                 positional=not param,
             )
         )
     return out
+
+
+def _drop_dead_rows(row: list[Any], dead: torch.Tensor) -> tuple[list[Any], str]:
+    """An output's fully masked attention rows taken out of its judgement (NaN in the device's, float64, trusted and
+    dithered tensors alike: module_rule leaves a position every side has NaN out, and keeps the layout), and why it
+    fails when the device's value there is not finite where float64's is (a NaN there leaks into the next layer's
+    keys). An output not laid out (batch, q, ...) as the mask's rows is left as it is."""
+    g, r, b, ds, x, tw = row
+    if tuple(r.shape[:2]) != tuple(dead.shape) or tuple(g.shape) != tuple(r.shape):
+        return row, ""
+    m = dead.to(r.device)
+    bad = ""
+    if not bool(torch.isfinite(g[m]).all()) and bool(torch.isfinite(r[m]).all()):
+        bad = f"non-finite at {int(m.sum())} fully masked attention row(s), where float64 is finite"
+
+    def drop(t: torch.Tensor | None) -> torch.Tensor | None:
+        if t is None or tuple(t.shape) != tuple(r.shape):
+            return t
+        return t.masked_fill(m.reshape(*m.shape, *([1] * (t.dim() - 2))), float("nan"))
+
+    return [drop(g), drop(r), drop(b), [drop(d) for d in ds], x, drop(tw)], bad
 
 
 def _covariate(name: str, ref: torch.Tensor, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:

@@ -213,16 +213,18 @@ class Dither(TorchDispatchMode):
     module's own code cast to a narrower float (an RMSNorm's `.to(torch.float32)` and what it computes
     from it, rotary angles) is held there in the run too, whatever the run's precision: it is rounded
     as that dtype rounds (fp32: 2e-8), not as bf16 (2e-3). The cast back is a float64 result and
-    rounds at `d`, as the run's cast back to bf16 does."""
+    rounds at `d`, as the run's cast back to bf16 does. `every_dtype`: every result at `d`, whatever its dtype
+    (the float64 reference's twin, parity.exact_zeros: a perturbation larger than any rounding inside it)."""
 
-    def __init__(self, d: float, gen: torch.Generator) -> None:
+    def __init__(self, d: float, gen: torch.Generator, every_dtype: bool = False) -> None:
         super().__init__()
-        self.d, self.gen = d, gen
+        self.d, self.gen, self.every_dtype = d, gen, every_dtype
 
     def _one(self, t: Any, ins: set[int]) -> Any:
         if not (isinstance(t, torch.Tensor) and t.is_floating_point()) or t.untyped_storage().data_ptr() in ins:
             return t
-        d = self.d if t.dtype == torch.float64 else min(self.d, one_rounding(t.dtype))
+        held = t.dtype == torch.float64 or self.every_dtype
+        d = self.d if held else min(self.d, one_rounding(t.dtype))
         noise = torch.randn(t.shape, generator=self.gen, dtype=torch.float64).to(t.device)
         return (t.double() * (1 + d * noise)).to(t.dtype)
 
@@ -272,14 +274,16 @@ def replay(
     dither: float = 0.0,
     seed: int = 1,
     dtypes: bool = False,
+    every_dtype: bool = False,
 ) -> Replayed:
     """Run `call` again through `module` (or `fn`, e.g. the module compiled) on `device`, its floating
     inputs cast to `dtype` (None: as recorded), under `autocast()`; then the gradients of its floating
     inputs that required grad and of its parameters, given the recorded output gradients (cast to each
     output's dtype). `dither`: inputs, output gradients and every intermediate result (forward and
     backward) each multiplied by (1 + dither x N(0, 1)) (seeded): what rounding everything once costs
-    this module (its conditioning). `dtypes`: note in `Replayed.dtypes` the dtype of every floating
-    result of every op it ran. Raises what the module raises."""
+    this module (its conditioning); `every_dtype`: at `dither` whatever a result's dtype (Dither). `dtypes`:
+    note in `Replayed.dtypes` the dtype of every floating result of every op it ran. Raises what the module
+    raises."""
     import time
 
     t0 = time.perf_counter()
@@ -299,7 +303,7 @@ def replay(
     out_res.inputs = {call.in_names[i]: v.detach().to("cpu") for i, v in enumerate(new) if _float(v)}
     mode: Any = contextlib.nullcontext()
     if dither and gen is not None:
-        mode = Dither(dither, gen)
+        mode = Dither(dither, gen, every_dtype)
     elif dtypes:
         mode = _Dtypes(out_res.dtypes)
     with _kept_buffers(module), mode:

@@ -74,9 +74,11 @@ flagged on glm's and mixtral's MLP input gradients (-0.9% and +0.27% against a m
 `z` = 6: a module check makes ~30 statistics per tensor, ~5 tensors per module, ~30 modules per run and
 the verdict is re-made on thousands of runs; a normal tail beyond 6 sigma is 2e-9.
 
-A reference that is numerically zero (parity.scale_floor over the module's tensors) is judged against
-that floor by size only. A trusted run that is itself grossly off float64 on a tensor (rel_rmse over
-`gross`, parity's table) makes that tensor ill-conditioned at this precision: reported, not judged.
+A reference zero in exact arithmetic (parity.exact_zeros: against a float64 twin replay whose every op
+result is perturbed by parity.TWIN_DITHER) is judged against the scale floor (parity.scale_floor over the
+module's tensors) by size only; every other tensor, however small, by all six checks. A trusted run that is
+itself grossly off float64 on a tensor (rel_rmse over `gross`, parity's table) makes that tensor
+ill-conditioned at this precision: reported, not judged.
 Non-finite values where the reference is finite, and a shape mismatch, fail.
 """
 
@@ -307,10 +309,12 @@ def judge_tensor(
     dithered: Sequence[torch.Tensor] = (),
     shape: Sequence[int] | None = None,
     positional: bool = True,
+    zero: bool = False,
 ) -> TensorVerdict:
     """The module rule on one tensor (module doc). `covariate`: the module input this tensor is
-    elementwise aligned with (same shape), if any; `scale_floor`: the RMS under which the reference is
-    numerically zero; `dithered`: float64 results with every input and intermediate perturbed by one
+    elementwise aligned with (same shape), if any; `zero`: the reference is zero in exact arithmetic (an
+    exactly-zero one is, whatever is passed), so its error is measured against `scale_floor` and by size
+    only; `dithered`: float64 results with every input and intermediate perturbed by one
     rounding (the tolerance's `dither`, DITHERS seeds), whose largest distance from `ref` is what
     rounding everything once costs here; `shape`: the layout of the tensors when they come flattened (a
     module's calls stacked), for check 5's axes; `positional`: False leaves check 5 out (a parameter's
@@ -355,7 +359,8 @@ def judge_tensor(
         x = covariate.detach().to("cpu", torch.float64).flatten()[keep]
     n = int(r.numel())
     rms_r = float(r.pow(2).mean().sqrt()) if n else 0.0
-    scale = max(rms_r, scale_floor)
+    zero = zero or rms_r == 0.0
+    scale = max(rms_r, scale_floor) if zero else rms_r
     if n == 0 or scale == 0.0:
         same = bool(torch.equal(g, r))
         bad = 0.0 if same else math.inf
@@ -383,7 +388,7 @@ def judge_tensor(
             judged=False,
             why=f"the trusted run is itself {berr:.3g} off float64 here: ill-conditioned",
         )
-    if rms_r < scale_floor:  # numerically zero: its direction means nothing
+    if zero:  # zero in exact arithmetic: its direction means nothing
         return size
     k = min(CHUNKS, n // 2) if n >= 4 else 1
     chunk = torch.arange(n) * k // n
@@ -488,9 +493,13 @@ def _along_input(
     (sum of e_i^2 u_i^2 per row: what independent errors put there, heavy tails included), widened by z
     times its relative spread 1 / sqrt(2 rows). None where the tensor has no input of its shape, NaN/inf
     elements, rows under ALONG_MIN_FEATURES or fewer than ALONG_MIN_ROWS rows."""
-    if x is None or len(layout) < 2 or not bool(keep.all()):
+    if x is None or len(layout) < 2:
         return None
     h = layout[-1]
+    if not bool(keep.all()):  # rows left out whole (a fully masked attention row) keep the others' layout
+        kr = keep.view(-1, h) if h and keep.numel() % h == 0 else None
+        if kr is None or not bool((kr.all(1) | ~kr.any(1)).all()):
+            return None
     n = int(r.numel())
     rows = n // h if h else 0
     if h < ALONG_MIN_FEATURES or rows < ALONG_MIN_ROWS:

@@ -42,10 +42,16 @@ trusted run and its float64 reference under more seeds (zoo/run.py: measure_nois
 own float64 step with every op result rounded once at random at the run's precision (`Noise.dither`: a
 correct device that rounds at other points than cpu eager; its error joins the size bound's samples).
 
-A reference that is numerically zero (RMS under max(FLOOR_REL, FLOOR_EPS x eps) x the median RMS of
-all compared tensors: a key bias's gradient under softmax cancels exactly, so what any run computes is
-rounding residue) is measured against that floor, without a bias check; its size floor is the
-precision's size floor at the scale of the terms that cancel (the median RMS), not at the floor.
+A reference that is zero in exact arithmetic (a key bias's gradient under softmax cancels exactly, a router
+weight's under a renormalised top-k, so what any run computes is rounding residue) is measured, not guessed from
+its size: `exact_zeros` compares the float64 reference with a twin of it, the same float64 computation with every
+op result perturbed by TWIN_DITHER (another rounding, magnified past any inside the reference); a true zero is
+residue in both and the twin's dwarfs the reference's, a real value however small moves by TWIN_DITHER of itself
+(`zeros`; without a twin only an exactly-zero reference counts). Such a tensor is measured against the scale floor
+(max(FLOOR_REL, FLOOR_EPS x eps) x the median RMS of all compared tensors: the size of the terms that cancel),
+without a bias check; its size floor is the precision's size floor at that scale, not at the floor. Every other
+tensor, however small, is judged by the rule above, its direction included: a device that zeroes a small real
+gradient (a bias at 1% of the median) is off by -1 along it.
 `trusted=True` judges the trusted run itself (cpu eager in the run dtype) for gross errors only (`gross`).
 A NaN/inf where the reference is finite, a shape mismatch or a missing tensor always fails.
 The numbers, each with its reason, are in TOLERANCES; tests/checks/test_parity.py proves the rule on
@@ -57,7 +63,7 @@ over 30 models and 7 perturbation families (docs/zoo.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -73,9 +79,16 @@ AGG_FUDGE = 1.5
 # run's; in fp32 it is reduction order, which a correct backend may change (float32's reason).
 AGG_DTYPES = (torch.bfloat16, torch.float16)
 AGG_MIN_TENSORS = 8  # fewer tensors: the mean of their log ratios is too noisy to judge
-# a reference RMS under max(FLOOR_REL, FLOOR_EPS x eps(dtype)) x the median RMS is numerically zero
+# a zero reference's error is measured against max(FLOOR_REL, FLOOR_EPS x eps(dtype)) x the median RMS (the scale
+# of the terms that cancel in it)
 FLOOR_REL = 1e-3
 FLOOR_EPS = 10.0
+# the twin of the float64 reference: every op result x (1 + TWIN_DITHER x N(0, 1)), whatever its dtype. Above
+# float32's eps (1.2e-7): the "float64" reference holds some values in fp32 where the model's code casts them (a
+# norm's statistics, rotary angles, the loss's log-softmax), so a true zero's residue there is fp32's, and the
+# twin's must dwarf it; far below bf16's eps and any real value's own size: a real value moves by TWIN_DITHER
+# times its conditioning, so only a value ~1e-5 of the terms that cancel in it would be taken for zero
+TWIN_DITHER = 2.0**-16
 
 
 @dataclass(frozen=True)
@@ -331,12 +344,37 @@ class Noise:
     dither: tuple[float, ...] = ()
 
 
+def exact_zeros(ref: Mapping[str, torch.Tensor], twin: Mapping[str, torch.Tensor]) -> frozenset[str]:
+    """The tensors of `ref` (float64) that are zero in exact arithmetic: exactly zero, or no larger than the RMS by
+    which its twin (the same float64 computation, every op result perturbed by TWIN_DITHER) moves them (module
+    doc). A tensor the twin lacks is zero only if exactly zero."""
+    out: set[str] = set()
+    for name, r in ref.items():
+        r64 = r.detach().to("cpu", torch.float64).flatten()
+        size = rms(r64[torch.isfinite(r64)])
+        t = twin.get(name)
+        if size == 0.0:
+            out.add(name)
+        elif t is not None and tuple(t.shape) == tuple(r.shape):
+            t64 = t.detach().to("cpu", torch.float64).flatten()
+            keep = torch.isfinite(r64) & torch.isfinite(t64)
+            if size <= rms(t64[keep] - r64[keep]):
+                out.add(name)
+    return frozenset(out)
+
+
+def _is_zero(name: str, r: torch.Tensor, zeros: Collection[str]) -> bool:
+    return name in zeros or rms(r) == 0.0
+
+
 def trusted_noise(
-    samples: Iterable[tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]], dtype: Any
+    samples: Iterable[tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]],
+    dtype: Any,
+    zeros: Collection[str] = (),
 ) -> dict[str, Noise]:
     """Per tensor name, the error of each (trusted run, its float64 reference) pair: what correct runs
-    at this precision look like on that tensor. Non-finite or numerically-zero references are left out
-    (they are judged against the scale floor, not by direction)."""
+    at this precision look like on that tensor. Non-finite references are left out; one zero in exact
+    arithmetic (`zeros`: exact_zeros) is measured against the scale floor, not by direction."""
     dt = judged_dtype(dtype)
     rels: dict[str, list[float]] = {}
     biases: dict[str, list[float]] = {}
@@ -352,18 +390,22 @@ def trusted_noise(
             g64, r64 = g64[keep], r64[keep]
             if not r64.numel():
                 continue
-            rels.setdefault(name, []).append(rel_rmse(g64, r64, floor))
-            if rms(r64) >= floor:
+            zero = _is_zero(name, r64, zeros)
+            rels.setdefault(name, []).append(rel_rmse(g64, r64, floor if zero else 0.0))
+            if not zero:
                 biases.setdefault(name, []).append(bias(g64, r64))
     return {n: Noise(tuple(v), tuple(biases.get(n, ()))) for n, v in rels.items()}
 
 
 def dither_noise(
-    dithered: Iterable[Mapping[str, torch.Tensor]], ref: Mapping[str, torch.Tensor], dtype: Any
+    dithered: Iterable[Mapping[str, torch.Tensor]],
+    ref: Mapping[str, torch.Tensor],
+    dtype: Any,
+    zeros: Collection[str] = (),
 ) -> dict[str, tuple[float, ...]]:
     """Per tensor name, the rel_rmse of each dithered float64 run (the float64 computation with every op
-    result rounded once at random at the run's precision) against the exact one; a numerically-zero
-    reference measured against the scale floor, as compare_tensor() measures it."""
+    result rounded once at random at the run's precision) against the exact one; a reference zero in exact
+    arithmetic (`zeros`) measured against the scale floor, as compare_tensor() measures it."""
     floor = scale_floor(ref.values(), dtype)
     out: dict[str, list[float]] = {}
     for run in dithered:
@@ -375,7 +417,8 @@ def dither_noise(
             r64 = r.detach().to("cpu", torch.float64).flatten()
             keep = torch.isfinite(r64) & torch.isfinite(g64)
             if bool(keep.any()):
-                out.setdefault(name, []).append(rel_rmse(g64[keep], r64[keep], floor))
+                zero = _is_zero(name, r64[keep], zeros)
+                out.setdefault(name, []).append(rel_rmse(g64[keep], r64[keep], floor if zero else 0.0))
     return {n: tuple(v) for n, v in out.items()}
 
 
@@ -389,11 +432,12 @@ def compare_tensor(
     scale_floor: float = 0.0,
     noise: Noise | None = None,
     multiplier: float | None = None,
+    zero: bool = False,
 ) -> TensorParity:
-    """One tensor. `scale_floor`: the RMS below which the reference counts as numerically zero (errors
-    are then relative to the floor, and its direction means nothing: no bias check). `noise`: the
-    trusted run's errors on this tensor under other seeds (widens nothing without a baseline);
-    `multiplier`: the fudge factor on the trusted error, when not the table's (one attention kernel)."""
+    """One tensor. `zero`: its reference is zero in exact arithmetic (exact_zeros; an exactly-zero reference
+    is, whatever is passed): errors are then relative to `scale_floor`, and its direction means nothing (no
+    bias check). `noise`: the trusted run's errors on this tensor under other seeds (widens nothing without a
+    baseline); `multiplier`: the fudge factor on the trusted error, when not the table's (one attention kernel)."""
     tol = tolerance_for(dtype)
     if tuple(got.shape) != tuple(ref64.shape):
         return _bad(name, f"shape {tuple(got.shape)} != {tuple(ref64.shape)}", tol.rel_rmse)
@@ -412,11 +456,12 @@ def compare_tensor(
     max_abs = diff.max().item() if diff.numel() else 0.0
     denom = r.abs().max().item() if r.numel() else 0.0
     over_peak = max_abs / denom if denom else (0.0 if max_abs == 0 else math.inf)
-    err = rel_rmse(g, r, scale_floor)
+    zero = zero or rms(r) == 0.0  # e.g. the grad of a key bias: zero in exact arithmetic
+    unit = scale_floor if zero else 0.0  # a zero's error is measured against the terms that cancel in it
+    err = rel_rmse(g, r, unit)
     n = int(r.numel())
     if trusted:  # the trusted run itself (cpu eager): only gross errors say anything
         return TensorParity(name, err <= tol.gross, err, max_abs, over_peak, tol.gross, "(trusted run)", numel=n)
-    zero = rms(r) < scale_floor  # e.g. the grad of a key bias: zero in exact arithmetic
     b_err = 0.0 if zero else bias(g, r)
     noise_err = err if math.isfinite(err) else 0.0
     sqn = math.sqrt(max(n, 1))
@@ -424,7 +469,7 @@ def compare_tensor(
     lo, hi, bound, why = -margin, margin, tol.rel_rmse, ""
     if baseline is not None and tuple(baseline.shape) == tuple(got.shape):
         b = baseline.detach().to("cpu", torch.float64).flatten()[keep]
-        base_err = rel_rmse(b, r, scale_floor)
+        base_err = rel_rmse(b, r, unit)
         if math.isfinite(base_err):
             seeds_err = [e for e in (noise.rel_rmse if noise else ()) if math.isfinite(e)]
             dither_err = [e for e in (noise.dither if noise else ()) if math.isfinite(e)]
@@ -458,7 +503,7 @@ def compare_tensor(
         # few dozen fp32 terms: inductor's key-bias grad on big_bird, 1.7e-7 x the median, 3.6x cpu eager's).
         lo, hi, margin = -math.inf, math.inf, math.inf
         bound = max(bound, tol.floor / floor_fraction(dtype)) if baseline is not None else bound
-        why = f"{why} (reference ~0: error relative to {scale_floor:.3g})".strip()
+        why = f"{why} (reference zero in exact arithmetic: error relative to {scale_floor:.3g})".strip()
     t = TensorParity(name, True, err, max_abs, over_peak, bound, why, b_err, lo, hi, margin, n)
     return replace(t, ok=err <= bound and not t.biased)
 
@@ -469,10 +514,9 @@ def floor_fraction(dtype: Any) -> float:
 
 
 def scale_floor(refs: Iterable[torch.Tensor], dtype: Any) -> float:
-    """max(FLOOR_REL, FLOOR_EPS x eps(dtype)) x the median RMS of the reference tensors: a tensor whose
-    reference is smaller than that is numerically zero at this precision (a gradient that cancels
-    exactly, like a key bias's under softmax: its computed value is rounding residue of terms the size
-    of the other grads), so its error is measured against the floor, not against ~0."""
+    """max(FLOOR_REL, FLOOR_EPS x eps(dtype)) x the median RMS of the reference tensors: the unit a reference
+    zero in exact arithmetic is measured against (a gradient that cancels exactly, like a key bias's under
+    softmax: its computed value is rounding residue of terms the size of the other grads), not against ~0."""
     scales = sorted(rms(r) for r in refs if r.numel() and bool(torch.isfinite(r).all()))
     if not scales:
         return 0.0
@@ -486,12 +530,14 @@ def parity(
     baseline: Mapping[str, torch.Tensor] | None = None,
     trusted: bool = False,
     noise: Mapping[str, Noise] | None = None,
+    zeros: Collection[str] = (),
 ) -> ParityReport:
     """Compare every named tensor; a tensor missing on either side is a failure. `dtype`: a torch.dtype
     or a Precision (judged by its compute dtype). `baseline`: a trusted run at the same precision (cpu
     eager) on the same inputs, whose own error sets the bounds; `noise`: trusted_noise() of that trusted
     run under other seeds (makes the bounds measured rather than one sample); `trusted=True`: `got` IS
-    the trusted run, judged only for gross errors (non-finite, shape, rel_rmse over `gross`)."""
+    the trusted run, judged only for gross errors (non-finite, shape, rel_rmse over `gross`); `zeros`: the
+    tensors zero in exact arithmetic (exact_zeros against a twin of the reference; else only exact zeros)."""
     dt = judged_dtype(dtype)
     out: list[TensorParity] = []
     floor = scale_floor(ref64.values(), dt)
@@ -502,10 +548,11 @@ def parity(
             continue
         b = None if baseline is None else baseline.get(name)
         nz = None if noise is None else noise.get(name)
-        t = compare_tensor(name, got[name], r, dt, b, trusted, floor, nz)
+        zero = _is_zero(name, r, zeros)
+        t = compare_tensor(name, got[name], r, dt, b, trusted, floor, nz, zero=zero)
         out.append(t)
         if b is not None and not trusted and math.isfinite(t.rel_rmse) and tuple(b.shape) == tuple(r.shape):
-            trusted_errs = [rel_rmse(b, r, floor), *(nz.rel_rmse if nz else ())]
+            trusted_errs = [rel_rmse(b, r, floor if zero else 0.0), *(nz.rel_rmse if nz else ())]
             e = math.sqrt(sum(x * x for x in trusted_errs) / len(trusted_errs))
             if e > 0 and math.isfinite(e):
                 logs.append(math.log(max(t.rel_rmse, 1e-3 * e) / e))

@@ -39,6 +39,9 @@ INPUTS = ("text", "uniform")
 MICRO = "_micro"  # a step batch made of microbatches: {"_micro": [padded, packed]}
 MIN_DOC = 4  # the shortest packed document, in tokens
 IGNORE = -100  # transformers' ignore_index for labels
+# a (micro)batch's real tokens (bool, rows x seq), not passed to the model (keys starting with "_" are not inputs): the
+# output positions a job defines where the outputs follow the tokens (hf_batches keeps it only for such tasks)
+POSITIONS = "_positions"
 
 
 @dataclass(frozen=True)
@@ -96,10 +99,15 @@ def _document(spec: TokenSpec, n: int, g: torch.Generator, close: bool) -> torch
     return torch.cat([torch.tensor(head, dtype=torch.long), body, torch.tensor(tail, dtype=torch.long)])
 
 
-def padded(spec: TokenSpec, rows: int, seq: int, g: torch.Generator, left: bool = True) -> dict[str, Any]:
+def padded(
+    spec: TokenSpec, rows: int, seq: int, g: torch.Generator, left: bool = True, shifted: bool = False
+) -> dict[str, Any]:
     """A padded microbatch: row i is left-padded (i % 3 == 0), right-padded (1) or full (2) (`left=False`:
     right-padded or full); a pad run is a quarter to a third of the row. Without an attention_mask in
-    forward(), every row is full."""
+    forward(), every row is full. `shifted` (a causal LM, whose loss predicts label t + 1 from position t): a
+    left-padded row's first real token is labelled -100, as a packed document's first token is: what would
+    predict it is the last pad's output, a query row whose every key is masked (module doc, "What a verdict
+    reads")."""
     ids = torch.full((rows, seq), spec.pad_id, dtype=torch.long)
     mask = torch.zeros(rows, seq, dtype=torch.long)
     sides = ("left", "right", "full") if left else ("right", "full")
@@ -115,7 +123,13 @@ def padded(spec: TokenSpec, rows: int, seq: int, g: torch.Generator, left: bool 
         out["attention_mask"] = mask
     if spec.takes_positions and spec.takes_mask:
         out["position_ids"] = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
-    out["labels"] = ids.masked_fill(mask == 0, IGNORE)
+    labels = ids.masked_fill(mask == 0, IGNORE)
+    if shifted:
+        starts = mask.argmax(-1)  # each row's first real token
+        left_rows = mask[:, 0] == 0
+        labels[left_rows, starts[left_rows]] = IGNORE
+    out["labels"] = labels
+    out[POSITIONS] = mask.bool()
     return out
 
 
@@ -143,7 +157,7 @@ def packed(spec: TokenSpec, rows: int, seq: int, g: torch.Generator) -> dict[str
             labels[i, at : at + n] = ids[i, at : at + n]
             labels[i, at] = IGNORE
             at += n
-    out: dict[str, Any] = {"input_ids": ids, "labels": labels}
+    out: dict[str, Any] = {"input_ids": ids, "labels": labels, POSITIONS: torch.ones(rows, seq, dtype=torch.bool)}
     if spec.takes_positions:
         out["position_ids"] = pos
     return out
@@ -158,6 +172,20 @@ def to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, (list, tuple)):
         return type(batch)(to_device(v, device) for v in batch)
     return batch
+
+
+def output_positions(batch: dict[str, Any], out: torch.Tensor | None) -> torch.Tensor | None:
+    """The positions of a step's output `out` (logits; a step of microbatches: theirs concatenated along rows) that
+    the job defines, as a bool tensor of `out`'s first two dimensions: a padded row's real tokens, every token of a
+    packed or full row. None when the batch names no positions (outputs that do not follow the tokens: a
+    classifier's, a decoder's) or `out` is not laid out along them."""
+    if out is None or out.dim() < 2:
+        return None
+    masks = [b.get(POSITIONS) for b in micro(batch) or [batch]]
+    if not all(isinstance(m, torch.Tensor) for m in masks):
+        return None
+    m = torch.cat(masks)  # type: ignore[arg-type]
+    return m.to(out.device) if tuple(out.shape[:2]) == tuple(m.shape) else None
 
 
 def micro(batch: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -191,6 +219,7 @@ def describe(batch: dict[str, Any], inputs: str) -> dict[str, Any]:
         "distinct_ids": int((counts > 0).sum()),
         "max_repeat": int(counts.max()),
         "seq": int(parts[0]["input_ids"].shape[-1]),
+        "rows": [int(b["input_ids"].shape[0]) for b in parts if isinstance(b.get("input_ids"), torch.Tensor)],
     }
 
 
@@ -218,7 +247,7 @@ def step_batches(
 
     def make(step: int) -> dict[str, Any]:
         g = torch.Generator().manual_seed(seed * 1000 + step + 1)
-        pad = padded(spec, rows, seq, g, left)
+        pad = padded(spec, rows, seq, g, left, shifted=pack)  # packed microbatches are a causal LM's
         if not pack:
             return pad
         pk = packed(spec, rows, seq, g)

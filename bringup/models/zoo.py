@@ -84,8 +84,8 @@ class BatchSpec:
     (the zoo's old layout: uniform ids, full rows, 16 tokens by default); `alternate`: one microbatch per
     step instead of both (the full-size zoo, whose every step is compared)."""
 
-    batch: int = 2
-    seq: int = 32
+    batch: int = 3  # the zoo's tiny rows per microbatch and tokens per row (zoo/args.py: TINY_BATCH, TINY_SEQ)
+    seq: int = 37
     image: int = 32
     audio_samples: int = 4000
     inputs: str = "text"
@@ -164,7 +164,13 @@ def _target_mse(out: Any, batch: dict[str, Any]) -> torch.Tensor:
         raise ConfigError("model output has no floating tensor to train on")
     idx = torch.arange(y.numel(), device=y.device, dtype=torch.float32)
     target = torch.sin(idx * 0.618 + 0.5).reshape(y.shape).to(y.dtype)
-    return torch.nn.functional.mse_loss(y, target)
+    keep = batches.output_positions(batch, y)
+    if keep is None:
+        return torch.nn.functional.mse_loss(y, target)
+    # a padded batch: the objective reads the real tokens' outputs only, as a job's loss does (a pad's output is
+    # the kernel's to fill); a weighted mean, no boolean indexing (no data-dependent shape in a compiled graph)
+    w = keep.to(y.dtype).reshape(*keep.shape, *([1] * (y.dim() - keep.dim())))
+    return ((y - target) ** 2 * w).sum() / (w.sum() * (y.numel() // keep.numel()))
 
 
 def hf_loss(out: Any, batch: dict[str, Any]) -> torch.Tensor:
@@ -317,12 +323,20 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
         elif task == "base" and "decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False):
             b["decoder_input_ids"] = ids(g)
 
+    # outputs laid out along the tokens (a decoder's follow its own inputs, a classifier's the rows): their pad
+    # positions are the kernel's to fill, and a verdict reads them for finiteness only (batches.output_positions)
+    along_tokens = task in ("causal-lm", "masked-lm", "token-classification") or (
+        task == "base" and not ("decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False))
+    )
+
     def text_batch(step: int) -> dict[str, Any]:
         assert steps is not None and tokens is not None
         out = steps(step)
         g = _generator(seed * 1000 + step + 500_001)  # labels and extras: their own stream
         for b in batches.micro(out) or [out]:
             add_labels(b, g, b.pop("labels"))
+            if not along_tokens:
+                b.pop(batches.POSITIONS, None)
         return out
 
     def batch(step: int) -> dict[str, Any]:
@@ -513,6 +527,28 @@ def _no_dropout_defaults(model_type: str, data: dict[str, Any]) -> dict[str, Any
     base = AutoConfig.for_model(model_type).to_dict()
     extra = {k: 0.0 for k, v in base.items() if isinstance(v, float) and DROPOUT.search(k) and v and k not in data}
     return {**data, **extra}
+
+
+SHAPE_ROLES = ("vocab", "hidden", "heads", "kv_heads", "head_dim", "ffn", "moe_ffn")
+
+
+def shapes_of(model: torch.nn.Module) -> dict[str, int]:
+    """The widths a kernel tiles, as the model's (text) config has them: role -> size (zoo_config's roles; the
+    first key of each role the config sets; head_dim derived from hidden / heads where the config leaves it)."""
+    from bringup.models.zoo_config import ROLE_OF
+
+    cfg = getattr(model, "config", None)
+    if cfg is None:
+        return {}
+    d = text_config(cfg).to_dict()
+    out: dict[str, int] = {}
+    for k, v in d.items():
+        role = ROLE_OF.get(k)
+        if role in SHAPE_ROLES and role not in out and isinstance(v, int) and not isinstance(v, bool):
+            out[role] = v
+    if "head_dim" not in out and out.get("heads"):
+        out["head_dim"] = out.get("hidden", 0) // out["heads"]
+    return out
 
 
 def param_count(model: torch.nn.Module) -> int:

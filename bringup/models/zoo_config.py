@@ -22,18 +22,22 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Sizes:
-    """The tiny sizes every config is shrunk to (one place, so all types shrink alike)."""
+    """The tiny sizes every config is shrunk to (one place, so all types shrink alike). The widths a kernel tiles
+    are not powers of two, so a block loop's partial tail runs in every one of them, as it does at real sizes
+    (vocabularies of 50257 or 151936, head dims of 80 or 96): hidden 72 (64 + 8), head dim 12 (8 + 4, and a
+    part of any wider block), intermediate 136 (128 + 8), experts' 40 (32 + 8), vocab 251 (prime), and query
+    heads grouped 3 to a kv head. Rows are 37 tokens and a padded microbatch 3 rows (zoo/args.py)."""
 
-    hidden: int = 64
-    heads: int = 4
-    kv_heads: int = 2  # GQA (2 query heads per kv head) unless the type is MHA or MQA by default
-    head_dim: int = 16  # hidden / heads
+    hidden: int = 72
+    heads: int = 6
+    kv_heads: int = 2  # GQA (3 query heads per kv head: a ratio other than 2) unless the type is MHA or MQA
+    head_dim: int = 12  # hidden / heads
     layers: int = 2
-    ffn: int = 128
-    moe_ffn: int = 32
+    ffn: int = 136
+    moe_ffn: int = 40
     experts: int = 4
     top_k: int = 2
-    vocab: int = 256
+    vocab: int = 251
     positions: int = 256
     lora_rank: int = 32  # MLA q/kv low-rank projections
     rope_head_dim: int = 8  # MLA rotary part
@@ -309,6 +313,11 @@ def _shrink_rope(rope: dict[str, Any], s: Sizes) -> dict[str, Any]:
     for k, v in rope.items():
         if isinstance(v, dict):
             out[k] = _shrink_rope(v, s)
+        elif k == "partial_rotary_factor" and isinstance(v, float) and 0 < v < 1:
+            # rotary pairs dimensions: int(head_dim x factor) must be even (12 x 0.25 = 3 is not): the nearest
+            # even count, at least 2
+            dims = max(2, 2 * round(s.head_dim * v / 2))
+            out[k] = dims / s.head_dim
         elif k == "mrope_section" and isinstance(v, list) and v and all(isinstance(x, int) for x in v):
             half = s.head_dim // 2
             total = sum(v) or 1

@@ -44,8 +44,10 @@ REFERENCES = ("cpu", "baseline", "none")
 FULL_STEPS = 3
 FULL_BATCH, FULL_SEQ = 2, 64
 # tiny models: rows per microbatch and tokens per row (a step runs a padded and a packed microbatch:
-# bringup/models/batches.py); the old uniform layout ran 2 x 16
-TINY_BATCH, TINY_SEQ, UNIFORM_SEQ = 2, 32, 16
+# bringup/models/batches.py). Shapes as real jobs have them: an odd batch (one left-padded, one right-padded and
+# one full row) and rows of 37 tokens, not a multiple of any block a kernel tiles by (a bug in a partial tail runs;
+# at 32 it never did). The old uniform layout (--inputs uniform) runs 2 x 16.
+TINY_BATCH, TINY_SEQ, UNIFORM_BATCH, UNIFORM_SEQ = 3, 37, 2, 16
 INPUTS = ("text", "uniform")
 DEFAULT_STEPS = 4
 DEFAULT_TIMEOUT = 600.0  # each case's wall-clock limit (--case-budget)

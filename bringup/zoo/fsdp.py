@@ -264,7 +264,7 @@ def train(
     from bringup.hub import build
     from bringup.models import zoo as mz
     from bringup.zoo.spec import config_data
-    from bringup.zoo.steps import FULL_LR, MAX_GRAD_NORM, no_dropout, step_fn, train_steps
+    from bringup.zoo.steps import FULL_LR, MAX_GRAD_NORM, StepOutputs, no_dropout, step_fn, train_steps
 
     spec = ZooSpec.from_params(p)
     seed = spec.seed
@@ -291,12 +291,13 @@ def train(
         }
         return {**part, **global_items(full, world)} if takes_items else part
 
-    def at_step0(loss: torch.Tensor, logits: torch.Tensor | None) -> None:
+    def at_step0(outputs: StepOutputs) -> None:
         series["grad_norms0"] = _grad_norms(model)
 
-    def after_clip(loss: torch.Tensor, logits: torch.Tensor | None, gn: torch.Tensor) -> None:
+    def after_clip(outputs: StepOutputs, gn: torch.Tensor) -> None:
         gn = gn.full_tensor() if hasattr(gn, "full_tensor") else gn
-        pooled = torch.stack([loss.detach().to(torch.float64)] + _moments(logits, loss.device))
+        loss = outputs.loss
+        pooled = torch.stack([loss.detach().to(torch.float64)] + [m.to(loss.device) for m in outputs.moments()])
         dist.all_reduce(pooled)
         series["loss"].append(float(pooled[0]) / world)
         n, s1, s2 = float(pooled[1]), float(pooled[2]), float(pooled[3])
@@ -317,14 +318,6 @@ def train(
         max_grad_norm=MAX_GRAD_NORM,
     )
     return series, local
-
-
-def _moments(t: torch.Tensor | None, device: torch.device) -> list[torch.Tensor]:
-    """count, sum, sum of squares of the logits (float64, to pool over ranks)."""
-    if t is None:
-        return [torch.zeros((), dtype=torch.float64, device=device)] * 3
-    x = t.detach().to(device, torch.float64).flatten()
-    return [torch.tensor(float(x.numel()), dtype=torch.float64, device=x.device), x.sum(), (x * x).sum()]
 
 
 def global_items(full: dict[str, Any], world: int) -> dict[str, Any]:

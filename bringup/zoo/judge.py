@@ -22,6 +22,7 @@ class TrustedNoise:
     curves: list[tuple[list[float], list[float]]] = field(default_factory=list)  # (trusted, float64) curves
     seeds: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    zeros: frozenset[str] = frozenset()  # tensors zero in exact arithmetic (parity.exact_zeros, the case's twin)
 
 
 def judge_run(
@@ -46,6 +47,7 @@ def judge_run(
         baseline=base.tensors if with_base and base else None,
         trusted=trusted,
         noise=nz.tensors if with_base else None,
+        zeros=nz.zeros,
     )
     curve = compare_curves(
         got.curve,
@@ -82,6 +84,35 @@ def judge(
         fail(r, Status.FAIL_NUMERIC, f"{label}: {rep.summary()}")
     if not curve.ok:
         fail(r, Status.FAIL_NUMERIC, f"{label}: {curve.summary()}")
+
+
+def judge_graphs(r: CaseResult, graphs: Any) -> None:
+    """A compiled run that was not compiled: a backend that raised (dynamo ran the frame eager: fail_compile) or no
+    graph captured at all (silent_eager). `graphs`: checks/graphs.GraphReport."""
+    if graphs.backend_errors:
+        fail(r, Status.FAIL_COMPILE, f"compiled: {graphs.backend_failure()}")
+    if graphs.graph_count == 0:
+        fail(r, Status.SILENT_EAGER, "compiled: dynamo captured no graph (the run was eager)")
+
+
+def judge_pads(r: CaseResult, label: str, got: RunOut, ref: RunOut, uniform: torch.Tensor | None) -> None:
+    """A run's logits at positions no loss reads (pads: what the kernel chose for them, checks/masked_rows.py):
+    finite, or the case fails there; which convention they follow is said on the case, never judged."""
+    from bringup.checks.masked_rows import NON_FINITE, describe, sentence
+
+    if got.pads is None or ref.pads is None:
+        return
+    seen = r.fields.setdefault("fully_masked_rows", {})
+    seen[label] = describe(got.pads, ref.pads, uniform)
+    r.fields["fully_masked_note"] = sentence(seen)
+    if seen[label] == NON_FINITE and bool(torch.isfinite(ref.pads).all()):
+        bad = int((~torch.isfinite(got.pads)).any(-1).sum()) if got.pads.dim() > 1 else 1
+        fail(
+            r,
+            Status.FAIL_NUMERIC,
+            f"{label}: non-finite logits at {bad} pad position(s) (no loss reads them, but a NaN there is a NaN in "
+            "the next layer's keys; the float64 reference is finite there)",
+        )
 
 
 def compare_bundle(r: CaseResult, bl: dict[str, Any], dtype: Precision) -> None:

@@ -44,8 +44,10 @@ QUICK = (
 FULL_EXTRA_TIMM = 8  # `bringup run --full`: all hf-causal types and the first timm models
 # hf-causal's long rows: one case per attention family at LONG_SEQ tokens (every row of its two microbatches), so
 # rotary at large angles, softmax over long rows, windows that slide and long reductions are judged in the default
-# sweep; the tiny width keeps them cheap (each type chosen among its family's for a float64 step of seconds).
-LONG_SEQ = 512
+# sweep; the tiny width keeps them cheap (each type chosen among its family's for a float64 step of seconds). As
+# long-context jobs run them: batch 1 (LONG_BATCH: one left-padded row, one packed row), and a length that no block
+# divides (509, prime: a kernel's last partial block runs, where 512 fills every block of 16 ... 512 exactly).
+LONG_SEQ, LONG_BATCH = 509, 1
 LONG = (
     ("llama", "full attention"),
     ("mistral", "sliding window"),
@@ -233,11 +235,15 @@ def build_cases(options: Options, device: Device) -> list[Case]:
             noise_seeds,
             module_check,
             inputs,
-            batch or 0,
-            LONG_SEQ if e.label.endswith(f"@{LONG_SEQ}") else seq or 0,
+            LONG_BATCH if _long(e) else batch or 0,
+            LONG_SEQ if _long(e) else seq or 0,
         )
         for e in entries
     ]
+
+
+def _long(e: Entry) -> bool:
+    return e.label.endswith(f"@{LONG_SEQ}")
 
 
 def _select(entries: list[Any], pattern: Any, opts: ZooOptions) -> list[Any]:
@@ -302,6 +308,8 @@ def run_cases(device: Device, quick: bool) -> list[Case]:
     entries = hf_causal() + timm_entries()[:FULL_EXTRA_TIMM]
     cases = [make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT) for e in entries]
     return cases + [
-        make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT, seq=LONG_SEQ)
+        make_case(
+            e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT, batch=LONG_BATCH, seq=LONG_SEQ
+        )
         for e in long_entries()
     ]

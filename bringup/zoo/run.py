@@ -19,7 +19,7 @@ from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.precision import Precision
 from bringup.zoo import modules as zoo_modules
-from bringup.zoo.judge import TrustedNoise, compare_bundle, judge
+from bringup.zoo.judge import TrustedNoise, compare_bundle, judge, judge_graphs, judge_pads
 from bringup.zoo.spec import UNMEASURED, ZooSpec, config_data
 from bringup.zoo.steps import RunOut, as_precision, fail, finite_curve, train_run
 
@@ -109,6 +109,8 @@ class Prepared:
     ref: RunOut
     left_pad: bool = True
     note: str = ""
+    uniform: torch.Tensor | None = None  # the reference's pad logits under the uniform convention (masked_rows)
+    zeros: frozenset[str] = frozenset()  # the reference's tensors zero in exact arithmetic (exact_zeros)
 
 
 LEFT_PAD_NOTE = "left padding dropped: the float64 reference turns NaN on a left-padded row (fully masked pad queries)"
@@ -126,9 +128,48 @@ def prepare(spec: ZooSpec, built: Any = None) -> Prepared:
         batches = [built.make_batch(i) for i in range(spec.steps)]
         ref = train_run(built, init, batches, cpu, torch.float64, round_to=prec.param_dtype)
         if finite_curve(ref.curve) or not left_pad or not _left_padded(batches[0]):
-            return Prepared(built, init, batches, ref, left_pad, "" if left_pad else LEFT_PAD_NOTE)
+            uniform = uniform_pads(built, init, batches[0], prec) if ref.pads is not None else None
+            note = "" if left_pad else LEFT_PAD_NOTE
+            return Prepared(
+                built, init, batches, ref, left_pad, note, uniform, measure_zeros(built, init, batches[0], ref, prec)
+            )
         built = None
     raise AssertionError("unreachable")
+
+
+def measure_zeros(
+    built: Any, init: dict[str, torch.Tensor], batch0: dict[str, Any], ref: RunOut, prec: Precision
+) -> frozenset[str]:
+    """Which of step 0's tensors are zero in exact arithmetic: the float64 step again with every op result
+    perturbed by parity.TWIN_DITHER (a twin), against the reference (checks/parity.py: exact_zeros)."""
+    from bringup.checks.module_replay import Dither
+    from bringup.checks.parity import TWIN_DITHER, exact_zeros
+
+    gen = torch.Generator().manual_seed(4242)
+    run = dataclasses.replace(built, model=copy.deepcopy(built.model))
+    twin = train_run(
+        run,
+        init,
+        [batch0],
+        torch.device("cpu"),
+        torch.float64,
+        round_to=prec.param_dtype,
+        step_context=lambda: Dither(TWIN_DITHER, gen, every_dtype=True),
+    )
+    return exact_zeros(ref.tensors, twin.tensors)
+
+
+def uniform_pads(built: Any, init: dict[str, torch.Tensor], batch0: dict[str, Any], prec: Precision) -> Any:
+    """Step 0's float64 logits at the pads with every fully masked SDPA row uniform (checks/masked_rows.py): what a
+    device of that convention computes there; None when no SDPA call had such a row (the model's code decides)."""
+    from bringup.checks.masked_rows import UniformRows
+
+    mode = UniformRows()
+    run = dataclasses.replace(built, model=copy.deepcopy(built.model))
+    out = train_run(
+        run, init, [batch0], torch.device("cpu"), torch.float64, round_to=prec.param_dtype, step_context=lambda: mode
+    )
+    return out.pads if mode.rows else None
 
 
 def _left_padded(batch: dict[str, Any]) -> bool:
@@ -146,6 +187,12 @@ def describe_inputs(batch: dict[str, Any], inputs: str) -> dict[str, Any]:
     from bringup.models import batches
 
     return batches.describe(batch, inputs)
+
+
+def mz_shapes(model: torch.nn.Module) -> dict[str, int]:
+    from bringup.models import zoo as mz
+
+    return mz.shapes_of(model)
 
 
 def _series(curve: list[float]) -> list[tuple[int, float]]:
@@ -197,7 +244,7 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     if prep.note:
         r.fields["inputs_note"] = prep.note
     if fed := describe_inputs(batches[0], spec.inputs):
-        r.fields["inputs_fed"] = fed
+        r.fields["inputs_fed"] = {**fed, "widths": mz_shapes(built.model)}
     if not finite_curve(ref.curve):
         return fail(r, Status.REF_FAIL, "reference: non-finite loss in float64")
     r.series["loss.ref"] = _series(ref.curve)
@@ -242,7 +289,9 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
             r.fields["noise_errors"] = noise.errors
         torch.manual_seed(spec.seed)
     else:
-        noise = TrustedNoise()
+        noise = TrustedNoise(zeros=prep.zeros)
+    if prep.zeros:
+        r.fields["exact_zeros"] = sorted(prep.zeros)
     dev.reset_peak_memory()
     # -- c. device eager --
     eager: RunOut | None = None
@@ -261,6 +310,7 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
         # on cpu, eager in the run dtype IS the trusted baseline: judged for gross errors only
         self_trusted = dev.is_cpu and eager is base
         judge(r, "eager", eager, ref, None if self_trusted else base, dtype, noise, trusted=self_trusted)
+        judge_pads(r, "eager", eager, ref, prep.uniform)
         if mc is not None and mc.recorded and not self_trusted:
             zoo_modules.judge(r, "eager", mc.judge_eager())
     # -- d. device compiled --
@@ -286,8 +336,7 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
             r.fields["compile_s"] = round(graphs.compile_s or comp.first_step_s, 3)
             r.series["loss.compiled"] = _series(comp.curve)
             r.fields["logits"]["compiled"] = logits_digest(comp.tensors.get("logits"))
-            if graphs.graph_count == 0:
-                fail(r, Status.SILENT_EAGER, "compiled: dynamo captured no graph (the run was eager)")
+            judge_graphs(r, graphs)
             judge(
                 r,
                 "compiled",
@@ -295,8 +344,9 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
                 ref,
                 base if base is not None else eager,
                 dtype,
-                noise if base is not None else TrustedNoise(),
+                noise if base is not None else TrustedNoise(zeros=prep.zeros),
             )
+            judge_pads(r, "compiled", comp, ref, prep.uniform)
             if use_mc:
                 left = max(1.0, case.budget_s - (time.monotonic() - t_case))
                 zoo_modules.judge_compiled(r, mc, backend, ctx, left)
@@ -355,7 +405,7 @@ def _device_run(
 def trusted_noise(spec: ZooSpec, prep: Prepared) -> TrustedNoise:
     """What correct runs at the case's precision look like, per tensor: the trusted run under `spec.noise_seeds`
     more seeds (measure_noise) and the case's own float64 step rounded elsewhere (add_dither)."""
-    noise = measure_noise(spec, spec.prec, spec.steps, spec.noise_seeds, prep.left_pad)
+    noise = measure_noise(spec, spec.prec, spec.steps, spec.noise_seeds, prep.left_pad, prep.zeros)
     add_dither(noise, prep.built, prep.init, prep.batches[0], prep.ref, spec.prec)
     return noise
 
@@ -396,12 +446,17 @@ def add_dither(
             step_context=lambda g=gen: Dither(d, g),
         )
         runs.append(out.tensors)
-    for name, errs in dither_noise(runs, ref.tensors, prec).items():
+    for name, errs in dither_noise(runs, ref.tensors, prec, noise.zeros).items():
         noise.tensors[name] = dataclasses.replace(noise.tensors.get(name) or Noise(), dither=errs)
 
 
 def measure_noise(
-    params: ZooSpec | dict[str, Any], prec: Precision, steps: int, n: int, left_pad: bool = True
+    params: ZooSpec | dict[str, Any],
+    prec: Precision,
+    steps: int,
+    n: int,
+    left_pad: bool = True,
+    zeros: frozenset[str] = frozenset(),
 ) -> TrustedNoise:
     """Build the same model under `n` other seeds (other init, other batches) and run the float64
     reference and the trusted run at `prec` on each: per tensor, how far correct runs at this
@@ -411,7 +466,7 @@ def measure_noise(
     from bringup.checks.parity import parity, trusted_noise
 
     cpu = torch.device("cpu")
-    out = TrustedNoise()
+    out = TrustedNoise(zeros=zeros)  # zero in exact arithmetic is the model's structure: alike under every seed
     samples = []
     spec = ZooSpec.of(params)
     seed0 = spec.seed
@@ -432,5 +487,5 @@ def measure_noise(
         samples.append((base.tensors, ref.tensors))
         out.curves.append((base.curve, ref.curve))
         out.seeds.append(s)
-    out.tensors = trusted_noise(samples, prec)
+    out.tensors = trusted_noise(samples, prec, zeros)
     return out

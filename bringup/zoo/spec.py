@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from bringup.precision import Precision, parse_precision
-from bringup.zoo.args import DEFAULT_STEPS, NOISE_SEEDS, TINY_BATCH, TINY_SEQ, UNIFORM_SEQ
+from bringup.zoo.args import DEFAULT_STEPS, NOISE_SEEDS, TINY_BATCH, TINY_SEQ, UNIFORM_BATCH, UNIFORM_SEQ
 
 SOURCES = ("hf-causal", "hf-all", "timm", "hub-top")
 
@@ -85,8 +85,8 @@ class ZooSpec:
 
     @property
     def rows(self) -> int:
-        """Rows per (micro)batch of a tiny case."""
-        return self.batch or TINY_BATCH
+        """Rows per (micro)batch of a tiny case (the old uniform layout ran 2)."""
+        return self.batch or (TINY_BATCH if self.inputs == "text" else UNIFORM_BATCH)
 
     @property
     def tokens(self) -> int:

@@ -17,6 +17,7 @@ from torch.overrides import TorchFunctionMode
 
 from bringup.case import CaseResult, Status
 from bringup.device import Device
+from bringup.models import batches
 from bringup.precision import PRECISIONS, Precision, default_dtype, parse_precision
 
 LR = 0.5  # tiny runs, SGD: big enough that a tiny random-init model's loss moves visibly in a few steps
@@ -24,6 +25,42 @@ MAX_GRAD_NORM = 1.0  # clipped like HF Trainer's default: keeps the few steps ou
 FULL_LR = 1e-4  # full size (zoo/full.py, zoo/fsdp.py), AdamW, as people train: K steps stay out of chaotic regimes
 
 StepFn = Callable[[dict[str, Any]], tuple[torch.Tensor, torch.Tensor | None]]
+
+
+@dataclass(frozen=True)
+class StepOutputs:
+    """A step's loss and logits, and the logits' positions the job defines (`positions`, bool over the logits'
+    first two dimensions: batches.output_positions; None: every position is the job's). A pad's output is what
+    the kernel chose (a fully masked attention row gives 0 on PyTorch's SDPA, a uniform row on a kernel that adds
+    a finite minimum): no loss reads it, so a verdict reads it for finiteness only (design.md, "Inputs")."""
+
+    loss: torch.Tensor
+    logits: torch.Tensor | None
+    positions: torch.Tensor | None = None
+
+    def defined(self) -> torch.Tensor | None:
+        """The logits at the positions the job defines (rows x seq flattened to the positions kept)."""
+        if self.logits is None or self.positions is None:
+            return self.logits
+        return self.logits[self.positions]
+
+    def pads(self) -> torch.Tensor | None:
+        """The logits at positions no loss reads (None: there are none)."""
+        if self.logits is None or self.positions is None or bool(self.positions.all()):
+            return None
+        return self.logits[~self.positions]
+
+    def moments(self) -> list[torch.Tensor]:
+        """count, sum and sum of squares (float64, on the device: no host sync) of the defined logits."""
+        dev = self.loss.device
+        if self.logits is None:
+            return [torch.zeros((), dtype=torch.float64, device=dev)] * 3
+        x = self.logits.detach().to(torch.float64)
+        if self.positions is None:
+            return [torch.tensor(float(x.numel()), dtype=torch.float64, device=x.device), x.sum(), (x * x).sum()]
+        w = self.positions.to(torch.float64)
+        w = w.reshape(*w.shape, *([1] * (x.dim() - w.dim()))).expand_as(x)
+        return [w.sum(), (x * w).sum(), (x * x * w).sum()]
 
 
 def fail(r: CaseResult, status: Status, reason: str) -> CaseResult:
@@ -110,16 +147,16 @@ def train_steps(
     step_context: Callable[[], AbstractContextManager[Any]] | None = None,
     first_step: Callable[[], AbstractContextManager[Any]] | None = None,
     sync_first: bool = False,
-    at_step0: Callable[[torch.Tensor, torch.Tensor | None], None] | None = None,
-    after_clip: Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor], None] | None = None,
+    at_step0: Callable[[StepOutputs], None] | None = None,
+    after_clip: Callable[[StepOutputs, torch.Tensor], None] | None = None,
     max_grad_norm: float = MAX_GRAD_NORM,
 ) -> tuple[float, float]:
     """The one training-step loop: `steps` steps of batch -> forward + loss -> backward (scaled by a GradScaler
     when given, then unscaled: the grads kept and clipped are the true ones) -> clip to `max_grad_norm` ->
     optimizer step. `step_context` wraps each step's forward and backward (not the optimizer), `first_step`
     step 0's too (a compile phase, a module recording); `sync_first` makes the device compute step 0 before
-    its clock stops (a lazy device: one graph). `at_step0(loss, logits)` sees step 0 before clipping,
-    `after_clip(loss, logits, total_grad_norm)` every step. Returns (seconds, step 0's seconds)."""
+    its clock stops (a lazy device: one graph). `at_step0(outputs)` sees step 0 before clipping,
+    `after_clip(outputs, total_grad_norm)` every step. Returns (seconds, step 0's seconds)."""
     t0 = time.perf_counter()
     first = 0.0
     for i in range(steps):
@@ -131,15 +168,16 @@ def train_steps(
                 (loss if scaler is None else scaler.scale(loss)).backward()
                 if scaler is not None:
                     scaler.unscale_(opt)
+        outputs = StepOutputs(loss, logits, batches.output_positions(b, logits))
         if i == 0:
             if sync_first:
                 Device(device.type, device.index).materialize(loss, logits, model)
             first = time.perf_counter() - ts
             if at_step0 is not None:
-                at_step0(loss, logits)
+                at_step0(outputs)
         gn = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_grad_norm)
         if after_clip is not None:
-            after_clip(loss, logits, gn)
+            after_clip(outputs, gn)
         if scaler is None:
             opt.step()
         else:
@@ -158,6 +196,7 @@ class RunOut:
     curve: list[float]
     seconds: float = 0.0
     first_step_s: float = 0.0
+    pads: torch.Tensor | None = None  # step 0's logits at positions no loss reads (judged finite only)
 
 
 def finite_curve(c: list[float]) -> bool:
@@ -271,16 +310,20 @@ def _train_run(
             with module_check.recording() if module_check is not None else nullcontext():
                 yield
 
-    def at_step0(loss: torch.Tensor, logits: torch.Tensor | None) -> None:
-        tensors["loss"] = loss.detach().to("cpu").reshape(())
-        if logits is not None:
+    pads: list[torch.Tensor] = []
+
+    def at_step0(out: StepOutputs) -> None:
+        tensors["loss"] = out.loss.detach().to("cpu").reshape(())
+        if (logits := out.defined()) is not None:
             tensors["logits"] = logits.detach().to("cpu")
+        if (pad := out.pads()) is not None:
+            pads.append(pad.detach().to("cpu"))
         for n, p in model.named_parameters():
             if p.grad is not None:
                 tensors[f"grad.{n}"] = p.grad.detach().to("cpu").clone()
 
-    def after_clip(loss: torch.Tensor, logits: torch.Tensor | None, gn: torch.Tensor) -> None:
-        curve.append(float(loss.detach().to("cpu", torch.float64)))
+    def after_clip(out: StepOutputs, gn: torch.Tensor) -> None:
+        curve.append(float(out.loss.detach().to("cpu", torch.float64)))
 
     seconds, first = train_steps(
         model,
@@ -298,4 +341,4 @@ def _train_run(
         at_step0=at_step0,
         after_clip=after_clip,
     )
-    return RunOut(tensors, curve, seconds, first)
+    return RunOut(tensors, curve, seconds, first, pads[0] if pads else None)

@@ -85,15 +85,15 @@ def test_a_step_of_microbatches_trains_on_their_mean_and_the_case_says_what_ran(
     loss = b.loss(out, step)
     parts = [b.model(**m).loss for m in step[bt.MICRO]]
     assert torch.allclose(loss, torch.stack(parts).mean())
-    assert b.logits(out).shape[0] == 4  # both microbatches' rows
+    assert b.logits(out).shape[0] == 6  # both microbatches' rows
     fed = bt.describe(step, "text")
-    assert fed["ids"] == "zipf" and fed["max_repeat"] >= 5 and fed["seq"] == 32
-    assert fed["layouts"][0].startswith("padded: 2 rows (1 left-padded, 1 right-padded)")
-    assert fed["layouts"][1].startswith("packed: 2 rows, 5 documents, position_ids restarting")
+    assert fed["ids"] == "zipf" and fed["max_repeat"] >= 5 and fed["seq"] == 37 and fed["rows"] == [3, 3]
+    assert fed["layouts"][0].startswith("padded: 3 rows (1 left-padded, 1 right-padded)")
+    assert fed["layouts"][1].startswith("packed: 3 rows, 7 documents, position_ids restarting")
 
 
 def test_uniform_inputs_keep_the_old_layout() -> None:
-    b = mz.build_hf("llama", bs=mz.BatchSpec(seq=16, inputs="uniform"))
+    b = mz.build_hf("llama", bs=mz.BatchSpec(batch=2, seq=16, inputs="uniform"))
     step = b.make_batch(0)
     assert set(step) == {"input_ids", "labels"} and tuple(step["input_ids"].shape) == (2, 16)
     assert bt.describe(step, "uniform")["layouts"] == ["full: 2 rows"]
@@ -103,3 +103,44 @@ def test_full_size_alternates_the_layouts_step_by_step() -> None:
     b = mz.build_hf("llama", bs=mz.BatchSpec(alternate=True))
     assert "attention_mask" in b.make_batch(0) and "attention_mask" not in b.make_batch(1)
     assert bt.MICRO not in b.make_batch(0)
+
+
+def test_no_loss_term_reads_a_fully_masked_row() -> None:
+    """A causal LM predicts label t + 1 from position t: in a left-padded row the first real token would be
+    predicted from the last pad's output, a query whose every key is masked (what the kernel is free to fill). It
+    is labelled -100, as a packed document's first token is; a masked LM's labels are not shifted and keep it."""
+    g = torch.Generator().manual_seed(0)
+    pad = bt.padded(_spec(), 3, 37, g, shifted=True)
+    mask, labels = pad["attention_mask"], pad["labels"]
+    first = int(mask[0].argmax())
+    assert first > 0 and labels[0, first] == bt.IGNORE and labels[0, first + 1] != bt.IGNORE
+    assert labels[1, 0] != bt.IGNORE and labels[2, 0] != bt.IGNORE  # right-padded and full rows start at 0
+    unshifted = bt.padded(_spec(), 3, 37, torch.Generator().manual_seed(0))
+    assert unshifted["labels"][0, first] != bt.IGNORE
+    assert torch.equal(pad[bt.POSITIONS], mask.bool())  # the positions a job defines: the real tokens
+
+
+def test_the_outputs_a_job_defines_follow_the_tokens_of_each_microbatch() -> None:
+    b = mz.build_hf("llama")
+    step = b.make_batch(0)
+    logits = b.logits(b.forward(b.model, step))
+    pos = bt.output_positions(step, logits)
+    assert pos is not None and tuple(pos.shape) == tuple(logits.shape[:2])
+    pad, pk = step[bt.MICRO]
+    assert int((~pos).sum()) == int((pad["attention_mask"] == 0).sum())  # the pads, and only them
+    assert bt.output_positions(step, logits[:, :, 0].T) is None  # not laid out along the tokens: no positions
+    cls = mz.build_hf("llama", "sequence-classification")  # a classifier's logits follow the rows
+    assert all(bt.POSITIONS not in m for m in bt.micro(cls.make_batch(0)) or [cls.make_batch(0)])
+
+
+def test_a_tiny_model_has_the_shapes_real_jobs_have() -> None:
+    """Widths that no block divides: vocab, hidden, head dim, intermediate; 3 query heads per kv head (a GQA type:
+    llama's default config is MHA and stays MHA)."""
+    b = mz.build_hf("mistral")
+    from bringup.zoo.args import TINY_BATCH, TINY_SEQ
+
+    assert (mz.BatchSpec().batch, mz.BatchSpec().seq) == (TINY_BATCH, TINY_SEQ)  # one default, written twice
+    w = mz.shapes_of(b.model)
+    assert w == {"vocab": 251, "hidden": 72, "heads": 6, "kv_heads": 2, "head_dim": 12, "ffn": 136}
+    stablelm = mz.build_hf("stablelm")  # partial rotary: 12 x 0.25 = 3 rotary dims would not pair; 4 do
+    assert stablelm.model.config.rope_parameters["partial_rotary_factor"] * 12 == 4
