@@ -89,6 +89,7 @@ class Judgement:
     repeat: int
     unjudged: list[str] = field(default_factory=list)
     not_run: list[str] = field(default_factory=list)
+    upstream: list[dict[str, Any]] = field(default_factory=list)  # imported upstream rows vs this run (upstream.py)
 
     def by_class(self, k: Klass) -> list[Outcome]:
         return [o for o in self.outcomes if o.klass is k]
@@ -127,6 +128,7 @@ class Judgement:
             "unjudged_suites": self.unjudged,
             "not_run": self.not_run,
             "cases": [o.to_json() for o in self.outcomes],
+            "upstream": self.upstream,
         }
 
 
@@ -194,7 +196,10 @@ def classify(
     ]
     run_keys = {o.key for o in outcomes}
     not_run = sorted(k for k in expectations if k not in run_keys)
-    return Judgement(outcomes, section, path, strict, 1 + len(repeats), unjudged, not_run)
+    from bringup.expect.upstream import rows
+
+    upstream = rows(results, outcomes, expectations, not_run)
+    return Judgement(outcomes, section, path, strict, 1 + len(repeats), unjudged, not_run, upstream)
 
 
 def junit(o: Any, default_kind: str, strict: bool) -> tuple[str, str | None]:

@@ -40,6 +40,7 @@ class Expectation:
     link: str = ""
     graph_breaks: int | None = None
     flaky: frozenset[Status] = frozenset()
+    note: str = ""  # free text; an imported upstream row keeps its cells here (expect/xpu_csv.py)
 
     @property
     def allowed(self) -> frozenset[Status]:
@@ -200,7 +201,8 @@ class ExpectFile:
         link = e.get("link") or ""
         if not isinstance(link, str):
             raise self._bad(e, "link", f"case {key!r}: link must be a string")
-        return Expectation(key, status, reason, link, gb, frozenset(Status(str(s)) for s in flaky))
+        note = str(e.get("note") or "")
+        return Expectation(key, status, reason, link, gb, frozenset(Status(str(s)) for s in flaky), note)
 
     # ---- selecting a section -----------------------------------------------------------------------
     def select(self, device: str, torch_version: str) -> tuple[str, str] | None:

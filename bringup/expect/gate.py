@@ -228,6 +228,10 @@ def print_judgement(j: Judgement, console: Any) -> None:
         console.print(f"  [red]NOTHING JUDGED[/] in {suites} (every case ref_fail, not expected)")
     if j.not_run:
         console.print(f"  [dim]{len(j.not_run)} expectation(s) for cases this run did not include[/]")
+    if j.upstream:  # rows imported from an upstream CSV: its verdict beside bringup's (expect/upstream.py)
+        from bringup.expect.upstream import print_rows
+
+        print_rows(j.upstream, console)
 
 
 def section(block: Mapping[str, Any]) -> str:

@@ -38,4 +38,7 @@ def section_html(block: dict[str, Any]) -> str:
         for c in cases
         if c.get("class") != "expected"
     )
-    return section("expectations", "Expectations", head + table + (f"<ul>{items}</ul>" if items else ""))
+    from bringup.expect.upstream import html_table  # rows imported from an upstream CSV, beside bringup's
+
+    upstream = html_table([r for r in block.get("upstream") or [] if isinstance(r, dict)])
+    return section("expectations", "Expectations", head + table + (f"<ul>{items}</ul>" if items else "") + upstream)

@@ -392,7 +392,7 @@ def build_timm(name: str, image: int | None = 64, batch: int = 2, seed: int = 0,
     model's default input size."""
     import timm
 
-    if name not in timm.list_models():
+    if not timm.is_model(name):  # a name, a tagged name (`vit_base_patch14_dinov2.lvd142m`) or a deprecated one
         raise ConfigError(f"unknown timm model {name!r}")
     kw: dict[str, Any] = {"pretrained": False, "num_classes": num_classes, "drop_rate": 0.0}
     size: tuple[int, int, int] | None = None

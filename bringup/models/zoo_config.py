@@ -163,6 +163,9 @@ OVERRIDES: dict[str, Override] = {
     "gemma3n_text": Override({"num_kv_shared_layers": 0},
                              "the last 15 of 35 layers reuse earlier layers' kv caches; the 2 kept layers "
                              "have no earlier layer of their type to share from"),
+    "distilbert": Override({"dim": 64, "hidden_dim": 128},
+                           "DistilBERT's width is `dim` and its FFN width `hidden_dim` (which the roles read as a "
+                           "width): without this the tiny model keeps dim 768 (5.9M params)"),
     "git": Override({}, "GitForCausalLM drops the image-token positions from the logits: it needs an image",
                     inputs={"pixel_values": True}),
 }  # fmt: skip

@@ -106,8 +106,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "hub-top (the shipped catalogue of widely used Hub models) | hub:ORG/NAME[@REV][,...] (Hub ids, "
         "through the Hugging Face cache; HF_HUB_OFFLINE respected) | hub-search:[TEXT][,library=L]"
         "[,task=T][,author=A][,sort=downloads|likes] / hub-list:FILE (a Hub sweep: one case per distinct "
-        "signature, the verdict for every id; docs/hub.md) | FILE (one module:function, HF config JSON "
-        "path or Hub id per line)",
+        "signature, the verdict for every id; docs/hub.md) | dynamo:huggingface / dynamo:timm (PyTorch's "
+        "dynamo benchmark suites' models, named as upstream names them: AlbertForMaskedLM) | hf-class:NAME[,...] "
+        "(transformers classes, tiny) | csv:FILE.csv (the rows of an upstream expected-accuracy CSV) | FILE (one "
+        "module:function, HF config JSON path or Hub id per line)",
     )
     p.add_argument(
         "--size",

@@ -132,6 +132,10 @@ def read_model_file(path: str) -> list[Entry]:
 
 
 def entries_for(source: str) -> list[Entry]:
+    from bringup.zoo import upstream
+
+    if upstream.handles(source):  # dynamo:SUITE, hf-class:NAME, csv:FILE: named as upstream names them
+        return upstream.entries(source)
     if source == "hf-causal":
         return hf_causal()
     if source == "hf-all":
@@ -147,7 +151,8 @@ def entries_for(source: str) -> list[Entry]:
     if Path(source).exists():
         return read_model_file(source)
     raise BadInput(
-        f"unknown --source {source!r}: use hf-causal, hf-all, timm, hub-top, hub:ORG/NAME or a FILE that exists"
+        f"unknown --source {source!r}: use hf-causal, hf-all, timm, hub-top, hub:ORG/NAME, dynamo:huggingface, "
+        "dynamo:timm, hf-class:NAME, csv:FILE.csv or a FILE that exists"
     )
 
 

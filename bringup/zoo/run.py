@@ -58,6 +58,10 @@ def _build_model(spec: ZooSpec, left_pad: bool = True) -> Any:
     bs = batch_spec(spec, left_pad)
     if src == "hf":
         return mz.build_hf(model, spec.task or "causal-lm", bs, seed=seed)
+    if src == "hf-class":  # an upstream suite's name: that transformers class itself, tiny (zoo/upstream.py)
+        from bringup.models import hf_class
+
+        return hf_class.build(model, spec.task, bs, seed=seed)
     if src == "timm":
         from bringup.models import timm_zoo
 

@@ -38,6 +38,7 @@ PACKAGE_DATA = (
     "bringup/testdev/csrc/testdev.h",
     "bringup/report/templates/report.css",
     "bringup/report/templates/report.js",
+    "bringup/zoo/dynamo_suites.yaml",  # the dynamo suites' model lists (zoo --source dynamo:...)
 )
 
 
