@@ -5,7 +5,7 @@ the quick zoo plus causal-LM types.
     .venv/bin/python bench/verdict_power.py [--precisions fp32,amp-bf16,bf16] [--families act,gate,...]
         [--strengths 0.01,0.02] [--held-out] [--models llama,gpt2,...] [--limit N]
         [--clean eager,aot_eager,inductor,splitk,upcast,sdpa_math] [--steps K] [--noise-seeds N]
-        [--module-check on|off] [--json FILE]
+        [--module-check on|off] [--tails] [--old-shapes] [--json FILE]
 
 Each model is run exactly as the zoo runs it (bringup/zoo/suite.py: the float64 reference, the trusted
 cpu eager run at the precision, the trusted run under --noise-seeds more seeds, then `judge_run`: the
@@ -58,10 +58,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "zoo"))
 
 import bend_backend as bb  # noqa: E402
+import convention_backend as cb  # noqa: E402
 import datapath_backend as dp  # noqa: E402
 import perturb_backend as pb  # noqa: E402
+import tail_backend as tb  # noqa: E402
 
 import bringup.models  # noqa: E402,F401  (torchvision shim first)
+from bringup.case import Case, CaseResult, Status  # noqa: E402
 from bringup.checks.parity import parity  # noqa: E402
 from bringup.precision import parse_precision  # noqa: E402
 from bringup.zoo import judge as zj  # noqa: E402
@@ -101,7 +104,9 @@ LMS = [
     "xglm",
     "glm",
 ]
-CLEAN = ("eager", "aot_eager", "inductor", *pb.VARIANTS)
+# masked_uniform: cpu eager whose SDPA gives a fully masked row the uniform convention instead of 0 (convention_backend:
+# a kernel that adds a finite minimum to masked scores): correct wherever a loss or a gradient reads
+CLEAN = ("eager", "aot_eager", "inductor", *pb.VARIANTS, "masked_uniform")
 EFFECT_BINS = (0.0025, 0.005, 0.01, 0.02)  # float64 effect of a family run: max rel_rmse over the grads
 PRECISIONS = ("fp32", "amp-bf16", "bf16")
 RESOLUTION = 0.95  # a strength is resolved at a precision when flagged on >= 95% of the models it applies to
@@ -116,6 +121,8 @@ def _bend(run: str) -> tuple[str, float] | None:
 def _context(run: str, kind: str) -> Any:
     """The step context of an eager run: a correct variant, a scaling family (dispatch mode) or a bend."""
     if kind == "clean":
+        if run == "masked_uniform":
+            return lambda: cb.MaskedRowsMode("uniform")
         return (lambda: pb.CorrectMode(run)) if run in pb.VARIANTS else None
     b = _bend(run)
     if b is not None:
@@ -125,7 +132,7 @@ def _context(run: str, kind: str) -> Any:
 
 def _backend(run: str, kind: str, inject: str) -> Any:
     if kind == "clean":
-        return None if run == "eager" or run in pb.VARIANTS else run
+        return None if run in ("eager", "masked_uniform") or run in pb.VARIANTS else run
     if inject != "compile":
         return None
     b = _bend(run)
@@ -195,8 +202,9 @@ def run_model(
         seed=0,
         noise_seeds=noise_seeds,
         inputs=inputs,
+        **SHAPES,
     )
-    head = {"model": model, "precision": prec_name, "inputs": inputs}
+    head = {"model": model, "precision": prec_name, "inputs": inputs, "shapes": "old" if SHAPES["seq"] else "real"}
     cpu = torch.device("cpu")
     t0 = time.monotonic()
     try:
@@ -241,7 +249,9 @@ def run_model(
             continue
         nodes = _counted(name, kind) - before if kind == "family" else None
         rep, curve = zj.judge_run(got, ref, base, prec, noise)
-        whole = not (rep.ok and curve.ok)
+        pads = CaseResult.for_case(Case("zoo", model, {}, ""), Status.PASS)
+        zj.judge_pads(pads, "run", got, ref, prep.uniform)  # the pads: finite, or the case fails there
+        whole = not (rep.ok and curve.ok) or pads.status is not Status.PASS
         mods: Any = None
         try:
             if mc is not None:
@@ -260,7 +270,7 @@ def run_model(
             )
             continue
         by_mods = mods is not None and not mods.ok
-        why = rep.summary() if not rep.ok else curve.summary()
+        why = rep.summary() if not rep.ok else curve.summary() if not curve.ok else pads.reason
         extra = {"effect": effect(built, init, batches, prec, ref, name)} if kind == "family" and nodes else {}
         rows.append(
             {
@@ -271,7 +281,10 @@ def run_model(
                 "flagged": whole or by_mods,
                 "whole": whole,
                 "modules": by_mods,
-                "by": ("parity" if not rep.ok else "curve") if whole else ("modules" if by_mods else ""),
+                "by": ("parity" if not rep.ok else "curve" if not curve.ok else "pads")
+                if whole
+                else ("modules" if by_mods else ""),
+                "fully_masked_rows": pads.fields.get("fully_masked_rows", {}).get("run"),
                 "score": round(rep.score, 3),
                 "why": why[:300],
                 "module_score": None if mods is None else round(min(mods.score, 1e6), 3),
@@ -333,19 +346,22 @@ def _cell(rows: list[dict[str, Any]], run: str, p: str, key: str = "flagged") ->
 def _label(run: str) -> str:
     b = _bend(run)
     if b is not None:
-        desc = bb.FAMILIES.get(b[0]) or bb.HELD_OUT.get(b[0]) or dp.DATAPATH.get(b[0], "")
+        desc = bb.FAMILIES.get(b[0]) or bb.HELD_OUT.get(b[0]) or dp.DATAPATH.get(b[0]) or tb.TAIL.get(b[0], "")
         return f"{run} ({desc.split(':')[0]})"
     return f"{run} ({pb.FAMILIES.get(run, '')})"
 
 
 def _group(run: str) -> str:
     """scaling (perturb_backend.FAMILIES), bending (bend_backend.FAMILIES), held-out (bend_backend.HELD_OUT) or
-    datapath (datapath_backend.DATAPATH: what only a job's batches exercise)."""
+    datapath (datapath_backend.DATAPATH: what only a job's batches exercise) or tail (tail_backend.TAIL: what only
+    shapes that no block divides exercise)."""
     b = _bend(run)
     if b is None:
         return "scaling"
     if b[0] in dp.DATAPATH:
         return "datapath"
+    if b[0] in tb.TAIL:
+        return "tail"
     return "held-out" if b[0] in bb.HELD_OUT else "bending"
 
 
@@ -506,9 +522,10 @@ def report(rows: list[dict[str, Any]], families: list[str], clean: list[str], pr
     """Every table: the families the rule was developed on (scaling, bending) and the correct backends, then
     the held-out families on their own (written after the rule was frozen), by strength, by family and
     effect, the resolution, power by effect, and the module check's cost."""
-    dev = [f for f in families if _group(f) not in ("held-out", "datapath")]
+    dev = [f for f in families if _group(f) not in ("held-out", "datapath", "tail")]
     held = [f for f in families if _group(f) == "held-out"]
     data = [f for f in families if _group(f) == "datapath"]
+    tails = [f for f in families if _group(f) == "tail"]
     parts = [table(rows, dev, clean, precisions)]
     if held:
         parts.append(
@@ -520,37 +537,65 @@ def report(rows: list[dict[str, Any]], families: list[str], clean: list[str], pr
             "data-path families (what only a job's batches exercise; measured only):\n"
             + table(rows, data, [], precisions)
         )
+    if tails:
+        parts.append(
+            "tail families (what only shapes that no block divides exercise; measured only):\n"
+            + table(rows, tails, [], precisions)
+        )
     parts += [
         family_table(rows, precisions, ("scaling", "bending")),
         family_table(rows, precisions, ("held-out",)),
         family_table(rows, precisions, ("datapath",)),
+        family_table(rows, precisions, ("tail",)),
         resolution_table(rows, precisions),
         effect_table(rows, precisions, groups=("scaling", "bending")),
         effect_table(rows, precisions, groups=("held-out",)),
         effect_table(rows, precisions, groups=("datapath",)),
+        effect_table(rows, precisions, groups=("tail",)),
         cost_table(rows, precisions),
     ]
     return "\n\n".join(parts)
 
 
-def _families(arg: str, strengths: str | None, held_out: bool, datapath: bool = False) -> list[str]:
+OLD_SIZES = {"hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "ffn": 128, "moe_ffn": 32, "vocab": 256}
+SHAPES = {"batch": 0, "seq": 0}  # a case's rows and tokens (0: the zoo's defaults); --old-shapes: 2 x 32
+
+
+def old_shapes() -> None:
+    """The zoo's shapes before 2026-12-06, for this process: the shrinker's sizes and the rows' length and count."""
+    import dataclasses
+
+    from bringup.models import zoo_config as zc
+
+    old = dataclasses.replace(zc.SIZES, **OLD_SIZES)
+    zc.shrink_dict.__defaults__ = (old,)
+    zc.tiny_config.__defaults__ = (old,)
+    SHAPES.update(batch=2, seq=32)
+
+
+def _families(
+    arg: str, strengths: str | None, held_out: bool, datapath: bool = False, tails: bool = False
+) -> list[str]:
     out: list[str] = []
     names = [f for f in arg.split(",") if f]
     if held_out:
         names += [f for f in bb.HELD_OUT if f not in names]
     if datapath:
         names += [f for f in dp.DATAPATH if f not in names]
+    if tails:
+        names += [f for f in tb.TAIL if f not in names]
+    bends = {**bb.FAMILIES, **bb.HELD_OUT, **dp.DATAPATH, **tb.TAIL}
     for f in names:
         if f in pb.FAMILIES:
             out.append(f)
-        elif f in bb.FAMILIES or f in bb.HELD_OUT or f in dp.DATAPATH:
+        elif f in bends:
             ds = list(bb.STRENGTHS.get(f, (0.01,)))
             if strengths == "min":  # the smallest strength of each family (a resolution bound: caught there, or not)
                 ds = [min(ds, key=abs)]
             elif strengths:
                 ds = [float(x) for x in strengths.split(",")]
             out += [f"{f}@{d:g}" for d in ds]
-        elif _bend(f) is not None and _bend(f)[0] in {**bb.FAMILIES, **bb.HELD_OUT, **dp.DATAPATH}:  # type: ignore[index]
+        elif _bend(f) is not None and _bend(f)[0] in bends:  # type: ignore[index]
             out.append(f)
         else:
             raise ValueError(f"unknown family {f!r}; one of {', '.join([*pb.FAMILIES, *bb.FAMILIES, *bb.HELD_OUT])}")
@@ -574,6 +619,17 @@ def main(argv: list[str] | None = None) -> int:
         "--datapath",
         action="store_true",
         help="add the data-path families (datapath_backend.DATAPATH: only real batches exercise them)",
+    )
+    ap.add_argument(
+        "--tails",
+        action="store_true",
+        help="add the tail families (tail_backend.TAIL: only shapes that no block divides exercise them)",
+    )
+    ap.add_argument(
+        "--old-shapes",
+        action="store_true",
+        help="the zoo's shapes before 2026-12-06 (rows of 32 tokens, 2 rows, hidden 64, head dim 16, ffn 128, "
+        "vocab 256, 2 query heads per kv head): every block divides them",
     )
     ap.add_argument("--clean", default=",".join(CLEAN), help="correct backends to check for false failures")
     ap.add_argument("--models", default=None, help="comma list (timm names start with test_); default quick zoo + LMS")
@@ -600,7 +656,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     precisions = [p for p in a.precisions.split(",") if p]
     try:
-        families = _families(a.families, a.strengths, a.held_out, a.datapath)
+        families = _families(a.families, a.strengths, a.held_out, a.datapath, a.tails)
     except ValueError as e:
         ap.error(str(e))
     clean = [c for c in a.clean.split(",") if c]
@@ -621,6 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         models = QUICK + [("hf", m) for m in LMS]
     models = models[: a.limit] if a.limit else models
+    if a.old_shapes:
+        old_shapes()
     out = Path(a.json)
     if not a.append:
         out.write_text("")

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 import datapath_backend as dp
+import tail_backend as tb
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
@@ -235,6 +236,8 @@ def bend(family: str, d: float, func: Callable[..., Any], args: tuple[Any, ...],
     """The bent result of `func(*args, **kwargs)`, or NotImplemented when this family leaves it alone."""
     if family in dp.DATAPATH:
         return dp.bend(family, d, func, args, kwargs)
+    if family in tb.TAIL:
+        return tb.bend(family, d, func, args, kwargs)
     if family in HELD_OUT:
         return held_out(family, d, func, args, kwargs)
     name = _name(func)
@@ -540,6 +543,8 @@ def applies(family: str, func: Any) -> bool:
     name = _name(func)
     if family in dp.DATAPATH:
         return dp.applies(family, func)
+    if family in tb.TAIL:
+        return tb.applies(family, func)
     if family in HELD_OUT:
         return _held_out_applies(family, name)
     return {
@@ -556,8 +561,9 @@ def applies(family: str, func: Any) -> bool:
 
 
 def _check(family: str) -> None:
-    if family not in FAMILIES and family not in HELD_OUT and family not in dp.DATAPATH:
-        raise ValueError(f"unknown bend family {family!r}; one of {', '.join([*FAMILIES, *HELD_OUT, *dp.DATAPATH])}")
+    known = [*FAMILIES, *HELD_OUT, *dp.DATAPATH, *tb.TAIL]
+    if family not in known:
+        raise ValueError(f"unknown bend family {family!r}; one of {', '.join(known)}")
 
 
 class BendMode(TorchFunctionMode):
@@ -647,5 +653,6 @@ STRENGTHS.update(
     }
 )
 STRENGTHS.update(dp.STRENGTHS)  # the data-path families (datapath_backend.py): what only real batches exercise
-assert set(STRENGTHS) == set(FAMILIES) | set(HELD_OUT) | set(dp.DATAPATH)
+STRENGTHS.update(tb.STRENGTHS)  # the tail families (tail_backend.py): what only real shapes exercise
+assert set(STRENGTHS) == set(FAMILIES) | set(HELD_OUT) | set(dp.DATAPATH) | set(tb.TAIL)
 _ = F  # F.* are what models call; kept imported for readers of the matching names
