@@ -1,5 +1,6 @@
 # bringup: `make demo` (the main job) and `make test` (the test suite). Both set up .venv first.
-# `make docs`: README's sample block from docs/sample/run-quick-cpu.json; `make docs-check`: fails when it is stale.
+# `make docs`: the sample scorecard (README, docs/sample.md) from docs/sample/run-quick-cpu.json, and every time and
+# speed-up in README.md and docs/*.md from its bench row (bench/results/figures); `make docs-check`: fails when stale.
 # `make test-xla`: bringup on PyTorch/XLA (its own venv, .venv-xla), `run --quick` held by .ci/expect-xla.yaml.
 PY ?= python3
 TORCH ?= 2.13.0
@@ -82,16 +83,22 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# README's sample block (between `<!-- sample:begin` and `<!-- sample:end -->`), rendered from the real run
-# in docs/sample/run-quick-cpu.json; docs-check fails, naming the first differing line, when it is stale.
+# The sample blocks (between `<!-- sample:begin` and `<!-- sample:end -->`: README's abridged, docs/sample.md's
+# whole), rendered from the real run in docs/sample/run-quick-cpu.json, and every figure marker
+# (`<!-- fig ID -->...<!-- /fig -->`) in README.md and docs/*.md, rendered from its row in
+# bench/results/figures/*.jsonl (docs/figures.md). docs-check fails, naming file and line, on a stale block or
+# marker and on a time or speed-up written outside a marker.
 docs: $(STAMP)
 	$(BIN)/python docs/sample/render.py
+	$(BIN)/python docs/figures/render.py
 
 docs-check: $(STAMP)
 	$(BIN)/python docs/sample/render.py --check
+	$(BIN)/python docs/figures/render.py --check
 
+# every benchmark with its defaults (bench/time_command.py is the tool that times a command into a figure row)
 bench: $(STAMP)
-	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
+	for b in bench/*.py; do [ $$b = bench/time_command.py ] || $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(XLA_VENV) .venv-compat-* bringup-results .pytest_cache .ruff_cache

@@ -1,18 +1,21 @@
-"""README's sample block, rendered from one real run's bundle (docs/sample/run-quick-cpu.json) only.
+"""The sample scorecard, rendered from one real run's bundle (docs/sample/run-quick-cpu.json) only.
 
-    python docs/sample/render.py            rewrite the block between the markers in README.md (`make docs`)
-    python docs/sample/render.py --check    exit 1 when README's block differs, naming the first differing
+Two blocks, each between its markers: docs/sample.md holds the whole terminal output, README.md an abridged
+one (the cases that did not pass, train's and the zoo's tables, the totals).
+
+    python docs/sample/render.py            rewrite both blocks (`make docs`)
+    python docs/sample/render.py --check    exit 1 when a block differs, naming the file and the first differing
                                             line (`make docs-check`; tests/spine/test_readme_sample.py)
-    python docs/sample/render.py --print    the block on stdout
+    python docs/sample/render.py --print    the whole block on stdout (`--abridged`: README's)
 
 The block is what `bringup run --quick` printed, rebuilt with bringup's own printers (no second renderer):
 the plan line (orchestrate.describe), the run line and every case that did not pass (console.run_line,
 console.progress_line), each suite's table and summary lines (flow.summarize_by_suite: the suites' own
 summarize functions) and the totals line (console.final_line), on a rich console 160 columns wide, no
 colour. Paths go through the report's Portable (the run's recorded working directory -> `.`), so nothing
-of the machine that renders it, and no absolute path of the one that ran it, ends up in README.
+of the machine that renders it, and no absolute path of the one that ran it, ends up in the docs.
 
-A new sample: run it, export it, render it (the bundle replaces the old one; the README follows):
+A new sample: run it, export it, render it (the bundle replaces the old one; the docs follow):
 
     bringup --device cpu run --quick
     bringup export --out docs/sample/run-quick-cpu.json
@@ -30,11 +33,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "docs" / "sample" / "run-quick-cpu.json"
 README = REPO / "README.md"
+FULL = REPO / "docs" / "sample.md"
 BEGIN = (
     "<!-- sample:begin (rendered by docs/sample/render.py from docs/sample/run-quick-cpu.json: `make docs`; "
     "do not edit) -->"
 )
+BEGIN_ABRIDGED = (
+    "<!-- sample:begin abridged (rendered by docs/sample/render.py from docs/sample/run-quick-cpu.json: "
+    "`make docs`; do not edit) -->"
+)
 END = "<!-- sample:end -->"
+ABRIDGED_SUITES = ("train", "zoo")  # README's block: these suites' tables only
 WIDTH = 160  # what bringup.console.make_console gives a log or a CI console
 
 
@@ -43,8 +52,8 @@ def _duration(seconds: float) -> str:
     return f"{m} min {s:02d} s" if m else f"{s} s"
 
 
-def render(bundle: Path = BUNDLE) -> str:
-    """The block's text (markers excluded) from `bundle` alone."""
+def render(bundle: Path = BUNDLE, abridged: bool = False) -> str:
+    """The block's text (markers excluded) from `bundle` alone; `abridged`: README's (ABRIDGED_SUITES' tables)."""
     from rich.console import Console
 
     from bringup.bundle import load_bundle
@@ -78,7 +87,7 @@ def render(bundle: Path = BUNDLE) -> str:
         last = i
     if last != len(results):
         con.print("...", markup=False)
-    summarize_by_suite(results, con)
+    summarize_by_suite([r for r in results if not abridged or r.suite in ABRIDGED_SUITES], con)
     con.print(final_line(run.run_id, results))
     if info.get("summary"):
         con.print(f"summary: {info['summary']}", markup=False)
@@ -92,7 +101,8 @@ def render(bundle: Path = BUNDLE) -> str:
         f"torch {run.torch_version}, bringup {run.bringup_version}"
         + (f" ({info['build']['bringup_git'][:10]})" if (info.get("build") or {}).get("bringup_git") else "")
         + ". Its terminal output, abridged to the cases that did not pass (`...`: passing cases left out), "
-        "each suite's table and the totals:",
+        + ("the train and zoo tables" if abridged else "each suite's table")
+        + " and the totals:",
         "",
         "```",
         terminal,
@@ -110,56 +120,66 @@ def render(bundle: Path = BUNDLE) -> str:
     return "\n".join(lines)
 
 
-def split(readme: str) -> tuple[str, str, str]:
-    """README as (before, block, after) around the markers; ValueError when they are missing."""
+def split(text: str, begin: str = BEGIN_ABRIDGED) -> tuple[str, str, str]:
+    """A doc as (before, block, after) around the markers (`begin`: README's, or BEGIN for docs/sample.md);
+    ValueError when they are missing."""
     try:
-        head, rest = readme.split(BEGIN + "\n", 1)
+        head, rest = text.split(begin + "\n", 1)
         block, tail = rest.split(END, 1)
     except ValueError:
-        raise ValueError(f"README.md has no `{BEGIN}` ... `{END}` block") from None
+        raise ValueError(f"no `{begin}` ... `{END}` block") from None
     return head, block.removesuffix("\n"), tail
 
 
 def first_difference(have: str, want: str) -> str | None:
-    """None when equal, else 'line N: README has ... / the bundle renders ...' (N within the block)."""
+    """None when equal, else 'line N: the doc has ... / the bundle renders ...' (N within the block)."""
     a, b = have.splitlines(), want.splitlines()
     for n in range(max(len(a), len(b))):
         x = a[n] if n < len(a) else "<end of block>"
         y = b[n] if n < len(b) else "<end of block>"
         if x != y:
-            return f"line {n + 1} of the sample block: README has {x!r}; the bundle renders {y!r}"
+            return f"line {n + 1} of the sample block: the doc has {x!r}; the bundle renders {y!r}"
     return None
+
+
+def _one(path: Path, begin: str, want: str, check: bool, bundle: Path) -> int:
+    """Check or rewrite one doc's block: 0 fine (or rewritten), 1 stale, 2 no block."""
+    text = path.read_text()
+    try:
+        head, block, tail = split(text, begin)
+    except ValueError as e:
+        print(f"render.py: {path}: {e}", file=sys.stderr)
+        return 2
+    if check:
+        diff = first_difference(block, want)
+        if diff:
+            print(f"{path}: stale sample ({diff}); run `make docs`", file=sys.stderr)
+            return 1
+        return 0
+    new = f"{head}{begin}\n{want}\n{END}{tail}"
+    if new != text:
+        path.write_text(new)
+        print(f"{path}: sample block rewritten from {bundle.name}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--check", action="store_true", help="exit 1 when README's block differs from the render")
+    mode.add_argument("--check", action="store_true", help="exit 1 when a doc's block differs from the render")
     mode.add_argument("--print", action="store_true", help="print the block")
+    ap.add_argument("--abridged", action="store_true", help="with --print: README's abridged block")
     ap.add_argument("--bundle", type=Path, default=BUNDLE)
-    ap.add_argument("--readme", type=Path, default=README)
+    ap.add_argument("--readme", type=Path, default=README, help="the doc with the abridged block")
+    ap.add_argument("--full", type=Path, default=FULL, help="the doc with the whole block")
     args = ap.parse_args(argv)
-    want = render(args.bundle)
     if args.print:
-        print(want)
+        print(render(args.bundle, abridged=args.abridged))
         return 0
-    text = args.readme.read_text()
-    try:
-        head, block, tail = split(text)
-    except ValueError as e:
-        print(f"render.py: {e}", file=sys.stderr)
-        return 2
-    if args.check:
-        diff = first_difference(block, want)
-        if diff:
-            print(f"{args.readme}: stale sample ({diff}); run `make docs`", file=sys.stderr)
-            return 1
-        return 0
-    new = f"{head}{BEGIN}\n{want}\n{END}{tail}"
-    if new != text:
-        args.readme.write_text(new)
-        print(f"{args.readme}: sample block rewritten from {args.bundle.name}")
-    return 0
+    rc = 0
+    for path, begin, abridged in ((args.readme, BEGIN_ABRIDGED, True), (args.full, BEGIN, False)):
+        rc = max(rc, _one(path, begin, render(args.bundle, abridged=abridged), args.check, args.bundle))
+    return rc
 
 
 if __name__ == "__main__":
