@@ -557,7 +557,6 @@ def report(rows: list[dict[str, Any]], families: list[str], clean: list[str], pr
     return "\n\n".join(parts)
 
 
-OLD_SIZES = {"hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "ffn": 128, "moe_ffn": 32, "vocab": 256}
 SHAPES = {"batch": 0, "seq": 0}  # a case's rows and tokens (0: the zoo's defaults); --old-shapes: 2 x 32
 
 
@@ -567,10 +566,10 @@ def old_shapes() -> None:
 
     from bringup.models import zoo_config as zc
 
-    old = dataclasses.replace(zc.SIZES, **OLD_SIZES)
+    old = dataclasses.replace(zc.SIZES, **tb.OLD_SIZES)
     zc.shrink_dict.__defaults__ = (old,)
     zc.tiny_config.__defaults__ = (old,)
-    SHAPES.update(batch=2, seq=32)
+    SHAPES.update(batch=tb.OLD_ROWS, seq=tb.OLD_SEQ)
 
 
 def _families(

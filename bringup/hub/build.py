@@ -100,6 +100,25 @@ def tiny_config_of(cfg: Any) -> Any:
     return AutoConfig.for_model(mt, **small)
 
 
+def _keep_ratio(d: dict[str, Any], small: dict[str, Any], kv_key: str, ratio: int) -> None:
+    """The tiny config keeps the real one's query heads per kv head (what a GQA kernel's grouping computes): kv heads
+    SIZES.heads // ratio (at least 1) and as many query heads as the ratio needs, where the config sets its head dim
+    itself (llama 3.1 8B's 32:8 -> 4:1, 70B's 64:8 -> 8:1); where the head dim is hidden / heads and that many
+    heads would not give an even head dim (rotary pairs its dimensions), the tiny heads stay and the ratio is the
+    nearest they allow."""
+    s = zc.SIZES
+    kv = max(1, s.heads // ratio)
+    explicit = any(zc.ROLE_OF.get(k) == "head_dim" and isinstance(v, int) for k, v in small.items())
+    q = kv * ratio
+    if not explicit and (s.hidden % q or (s.hidden // q) % 2):
+        small[kv_key] = kv
+        return
+    small[kv_key] = kv
+    for k, v in d.items():
+        if zc.ROLE_OF.get(k) == "heads" and isinstance(v, int) and not isinstance(v, bool):
+            small[k] = q
+
+
 def tiny_kwargs(cfg: Any) -> tuple[str, dict[str, Any]]:
     """(model_type, the keyword arguments `tiny_config_of` gives the config class): what the tiny model is
     built from (signature.py hashes them)."""
@@ -109,7 +128,7 @@ def tiny_kwargs(cfg: Any) -> tuple[str, dict[str, Any]]:
     heads = next((d[k] for k in d if zc.ROLE_OF.get(k) == "heads" and isinstance(d[k], int)), None)
     for k, v in d.items():
         if zc.ROLE_OF.get(k) == "kv_heads" and isinstance(v, int) and isinstance(heads, int) and 0 < v < heads:
-            small[k] = max(1, zc.SIZES.heads // (heads // v))
+            _keep_ratio(d, small, k, heads // v)
     for k, role in _TYPE_ROLES.get(mt, {}).items():
         if isinstance(d.get(k), int):
             small[k] = min(d[k], zc.role_value(role, zc.SIZES))

@@ -6,6 +6,7 @@ Nothing is downloaded: configs come from the config classes' defaults, weights f
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -275,6 +276,8 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
     num_labels = int(getattr(cfg, "num_labels", 2) or 2)
     ov = OVERRIDES.get(str(getattr(cfg, "model_type", "")))
     hints = ov.inputs if ov is not None else {}
+    if hints.get("seq") and bs.inputs == "text":  # a type whose rows must have one length (reformer's axial grid)
+        bs = dataclasses.replace(bs, seq=int(hints["seq"]))
     if main == "input_ids" and not vocab:
         raise ConfigError("no vocab_size for a text model")
     tokens: batches.TokenSpec | None = None

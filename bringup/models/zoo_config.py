@@ -132,8 +132,13 @@ OVERRIDES: dict[str, Override] = {
     "gpt_neo": Override({"attention_types": [[["global", "local"], 1]]},
                         "attention_layers is expanded from attention_types = [[pattern, repeats]] (12 x "
                         "global+local by default): one global+local pair for the 2 kept layers"),
-    "mamba2": Override({"num_heads": 8},
-                       "SSM heads x head_dim must equal expand x hidden_size: 8 x 16 = 2 x 64"),
+    "mamba2": Override({"num_heads": 12},
+                       "SSM heads x head_dim must equal expand x hidden_size: 12 x 12 = 2 x 72"),
+    "bamba": Override({"mamba_n_heads": 6, "mamba_d_head": 24},
+                      "mamba heads (128 by default, not a role) must divide mamba_expand x hidden_size: 6 x 24 = 2 x 72"),
+    "granitemoehybrid": Override({"mamba_n_heads": 6, "mamba_d_head": 24},
+                                 "mamba heads (128 by default, not a role) must divide mamba_expand x hidden_size: "
+                                 "6 x 24 = 2 x 72"),
     "deepseek_v2": Override({"num_experts_per_tok": 2},
                             "defaults to None, which greedy top-k routing can't use; the tester sets 2"),
     "dots1": Override({"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
@@ -152,14 +157,16 @@ OVERRIDES: dict[str, Override] = {
                               "rotary embedding is sized by head_dim, applied to the qk_rope_head_dim (8) part"),
     "xmod": Override({"default_language": "en_XX"},
                      "X-MOD routes through a per-language adapter and refuses to run without a language"),
-    "reformer": Override({"is_decoder": True, "axial_pos_shape": [4, 8], "axial_pos_embds_dim": [32, 32],
-                          "max_position_embeddings": 32, "local_attn_chunk_length": 4,
-                          "lsh_attn_chunk_length": 4, "num_buckets": 2, "attention_head_size": 16,
+    "reformer": Override({"is_decoder": True, "axial_pos_shape": [5, 8], "axial_pos_embds_dim": [36, 36],
+                          "max_position_embeddings": 40, "local_attn_chunk_length": 4,
+                          "lsh_attn_chunk_length": 4, "num_buckets": 2, "attention_head_size": 12,
                           "attn_layers": ["local", "local"]},
-                         "an LM head needs is_decoder; in training the sequence length (32: the zoo's rows) must "
-                         "equal the product of axial_pos_shape and be a multiple of the chunk lengths (as the tester). "
+                         "an LM head needs is_decoder; in training the sequence length must equal the product of "
+                         "axial_pos_shape and be a multiple of the chunk lengths (as the tester): its rows are 40 "
+                         "tokens (5 x 8; the zoo's 37 is prime), its axial embeddings sum to hidden 72. "
                          "Local attention only: LSH bucketing is discontinuous (fp32 and fp64 pick other "
-                         "buckets: 76% grad error with a fixed hash_seed), so no run can match float64"),
+                         "buckets: 76% grad error with a fixed hash_seed), so no run can match float64",
+                         inputs={"seq": 40}),
     "gemma3n_text": Override({"num_kv_shared_layers": 0},
                              "the last 15 of 35 layers reuse earlier layers' kv caches; the 2 kept layers "
                              "have no earlier layer of their type to share from"),

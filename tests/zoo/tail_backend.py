@@ -18,6 +18,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+# the zoo's shapes before 2026-12-06: every block divides them (tests and bench/verdict_power.py --old-shapes)
+OLD_SIZES = {"hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "ffn": 128, "moe_ffn": 32, "vocab": 256}
+OLD_ROWS, OLD_SEQ = 2, 32
 BLOCK = 16  # a vector loop / a key block / a K tile: the widths the old shapes were all multiples of
 HEAD_BLOCK = 8  # q.k's reduction over the head dim in 8-wide chunks (16 was a multiple of it, 12 is not)
 TAIL: dict[str, str] = {

@@ -5,6 +5,7 @@ float64: on the old inputs no verdict could have flagged them."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -13,15 +14,20 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bend_backend as bb
+import tail_backend as tb
 
 import bringup.models  # noqa: F401  (torchvision shim before transformers)
 from bringup.models import zoo as mz
+from bringup.models import zoo_config as zc
 from bringup.zoo.steps import train_run
 
 
 def _grads(inputs: str, family: str | None, d: float, model: str = "llama") -> dict[str, torch.Tensor]:
-    seq = 32 if inputs == "text" else 16
-    built = mz.build_hf(model, bs=mz.BatchSpec(seq=seq, inputs=inputs))
+    if inputs == "text":
+        built = mz.build_hf(model, bs=mz.BatchSpec(inputs=inputs))
+    else:  # the zoo's old layout, as it was: 2 rows of 16 uniform ids over the old vocabulary (no id repeats here)
+        bs = mz.BatchSpec(batch=2, seq=16, inputs=inputs)
+        built = mz.build_hf(model, bs=bs, cfg=zc.tiny_config(model, dataclasses.replace(zc.SIZES, **tb.OLD_SIZES)))
     init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
     ctx = None if family is None else (lambda: bb.BendMode(family, d))
     out = train_run(built, init, [built.make_batch(0)], torch.device("cpu"), torch.float64, step_context=ctx)

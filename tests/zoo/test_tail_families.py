@@ -23,12 +23,13 @@ from bringup.models import zoo as mz
 from bringup.models import zoo_config as zc
 from bringup.zoo.steps import train_run
 
-OLD = dataclasses.replace(zc.SIZES, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128, moe_ffn=32, vocab=256)
+OLD = dataclasses.replace(zc.SIZES, **tb.OLD_SIZES)
 
 
 def _grads(old: bool, family: str | None, d: float) -> tuple[dict[str, torch.Tensor], int]:
     if old:
-        built = mz.build_hf("mistral", bs=mz.BatchSpec(batch=2, seq=32), cfg=zc.tiny_config("mistral", OLD))
+        bs = mz.BatchSpec(batch=tb.OLD_ROWS, seq=tb.OLD_SEQ)
+        built = mz.build_hf("mistral", bs=bs, cfg=zc.tiny_config("mistral", OLD))
     else:
         built = mz.build_hf("mistral")
     init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}

@@ -38,14 +38,14 @@ def test_shrink_keeps_one_layer_of_each_kind_and_divisibility() -> None:
     assert (
         s["num_attention_heads"] % s["num_key_value_heads"] == 0 and s["num_key_value_heads"] < s["num_attention_heads"]
     )
-    assert s["num_experts"] == 4 and s["num_experts_per_tok"] == 2 and s["moe_intermediate_size"] == 32
+    assert s["num_experts"] == 4 and s["num_experts_per_tok"] == 2 and s["moe_intermediate_size"] == 40
     assert s["attention_dropout"] == 0.0 and s["use_cache"] is False
-    assert s["vocab_size"] == 256 and s["bos_token_id"] < 256 and all(t < 256 for t in s["eos_token_id"])
-    assert s["text_config"]["hidden_size"] == 64 and s["text_config"]["num_hidden_layers"] == 2
+    assert s["vocab_size"] == 251 and s["bos_token_id"] < 251 and all(t < 251 for t in s["eos_token_id"])
+    assert s["text_config"]["hidden_size"] == 72 and s["text_config"]["num_hidden_layers"] == 2
 
 
 def test_mha_and_mqa_flavours_survive() -> None:
-    assert zc.shrink_dict({"num_attention_heads": 32, "num_key_value_heads": 32})["num_key_value_heads"] == 4
+    assert zc.shrink_dict({"num_attention_heads": 32, "num_key_value_heads": 32})["num_key_value_heads"] == 6
     assert zc.shrink_dict({"num_attention_heads": 32, "num_key_value_heads": 1})["num_key_value_heads"] == 1
 
 
