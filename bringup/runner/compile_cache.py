@@ -37,6 +37,11 @@ STAMP = ".bringup-swept"
 # LOCK_TIMEOUT (600 s) for a build lock, so no build it runs takes longer and still gets used.
 ORPHAN_AGE_S = 600.0
 STAMP_SLACK_S = 60.0  # clocks of a network file system: a directory modified just before the stamp is re-read
+# Compiler outputs lie at most this deep below a cache root: <root>/<xx>/<key>.so, <root>/precompiled_headers/
+# <key>.h.gch, an AOTInductor library in <root>/<xx>/<key>/; triton's cache is a root of its own (cache_roots).
+MAX_DEPTH = 2
+# inductor's trees of pickles (written atomically, never a compiler's output): not walked.
+PICKLE_ONLY = frozenset({"fxgraph", "aotautograd", "locks", "cache", "pgo", "dynamo"})
 _ELF_MAGIC = b"\x7fELF"
 _MACHO_MAGICS = tuple(bytes.fromhex(h) for h in ("cffaedfe", "cefaedfe", "feedfacf", "feedface", "cafebabe"))
 _PCH_MAGICS = (b"gpch", b"CPCH")  # GCC's and clang's precompiled headers
@@ -111,18 +116,16 @@ def _user() -> str:
 def cache_roots(env: Mapping[str, str]) -> list[Path]:
     """The compile cache directories a worker with this environment writes (torch's own rules, without
     importing inductor): TORCHINDUCTOR_CACHE_DIR or inductor's default under the temp dir, the default too
-    (inductor keeps precompiled headers there whatever TORCHINDUCTOR_CACHE_DIR says), and TRITON_CACHE_DIR
-    when set (else triton's cache is under inductor's)."""
+    (inductor keeps precompiled headers there whatever TORCHINDUCTOR_CACHE_DIR says), and triton's:
+    TRITON_CACHE_DIR when set, else inductor's `triton/<device>` directories."""
     default = Path(_temp_root(env)) / f"torchinductor_{_user()}"
     chosen = Path(os.path.abspath(env["TORCHINDUCTOR_CACHE_DIR"])) if env.get("TORCHINDUCTOR_CACHE_DIR") else default
     roots = [chosen, default]
     if env.get("TRITON_CACHE_DIR"):
         roots.append(Path(os.path.abspath(env["TRITON_CACHE_DIR"])))
-    out: list[Path] = []
-    for r in roots:
-        if r not in out and not any(r.is_relative_to(o) for o in out):
-            out.append(r)
-    return out
+    else:
+        roots += sorted(d for d in (chosen / "triton").glob("*") if d.is_dir())
+    return list(dict.fromkeys(roots))
 
 
 def clean_env(scratch: Path) -> dict[str, str]:
@@ -241,18 +244,26 @@ def _write_stamp(root: Path, t: float) -> None:
 
 
 def _changed_dirs(root: Path, since: float) -> Iterator[Path]:
-    """Every directory under root (root included) modified at or after `since` (an entry added, removed or
-    renamed: a compiler creating its output changes its directory)."""
-    stack = [root]
+    """The directories under root (root included, MAX_DEPTH levels down) modified at or after `since`: an entry
+    added, removed or renamed there (a compiler creating its output changes its directory). An unchanged one is
+    listed only to find its subdirectories, and not at all where its link count says it has none (2 on Linux's
+    file systems; btrfs says 1 for every directory, and then it is listed); inductor's pickle-only trees (written
+    atomically, and the bulk of a big cache's directories) are not walked."""
+    stack = [(root, 0)]
     while stack:
-        d = stack.pop()
+        d, depth = stack.pop()
         try:
-            if d.stat().st_mtime >= since:
+            st = d.stat()
+            changed = st.st_mtime >= since
+            if changed:
                 yield d
+            if depth == MAX_DEPTH or (not changed and st.st_nlink == 2):
+                continue
             with os.scandir(d) as it:
-                stack += [Path(e.path) for e in it if e.is_dir(follow_symlinks=False)]
+                subs = [e.name for e in it if e.is_dir(follow_symlinks=False)]
         except OSError:
             continue
+        stack += [(d / n, depth + 1) for n in subs if not (depth == 0 and n in PICKLE_ONLY)]
 
 
 def sweep(roots: list[Path], everything: bool = False) -> SweepReport:

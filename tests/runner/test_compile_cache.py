@@ -134,9 +134,10 @@ def test_cache_roots_follow_torchs_rules(tmp_path: Path) -> None:
     roots = cc.cache_roots(
         {"TMPDIR": str(tmp), "TORCHINDUCTOR_CACHE_DIR": str(own), "TRITON_CACHE_DIR": str(own / "tr")}
     )
-    # the user's dir is respected; the default stays (precompiled headers live there whatever the variable says);
-    # triton's dir under inductor's is not listed twice
-    assert roots == [own, tmp / f"torchinductor_{user}"]
+    # the user's dir is respected; the default stays (precompiled headers live there whatever the variable says)
+    assert roots == [own, tmp / f"torchinductor_{user}", own / "tr"]
+    (own / "triton" / "0").mkdir(parents=True)  # triton's cache under inductor's, per device, when not moved
+    assert cc.cache_roots({"TMPDIR": str(tmp), "TORCHINDUCTOR_CACHE_DIR": str(own)})[2:] == [own / "triton" / "0"]
 
 
 def test_cache_roots_match_inductor_in_a_process_with_that_environment(tmp_path: Path) -> None:
@@ -187,3 +188,16 @@ def test_a_sweep_never_raises_on_a_cache_it_cannot_write(tmp_path: Path) -> None
     finally:
         os.chmod(path.parent, 0o700)
         shutil.rmtree(tmp_path / "ind")
+
+
+def test_where_compilers_write_is_walked_and_pickle_trees_are_not(tmp_path: Path) -> None:
+    root = tmp_path / "ind"
+    aoti = root / "ab" / "cabwrapperkey" / "cabwrapperkey.so"  # an AOTInductor library, one level deeper
+    pickled = root / "fxgraph" / "ab" / "fabkey" / "odd.so"  # no compiler writes in inductor's pickle trees
+    for p in (aoti, pickled):
+        p.parent.mkdir(parents=True)
+        p.write_bytes(b"")
+        old = time.time() - cc.ORPHAN_AGE_S - 5
+        os.utime(p, (old, old))
+    rep = cc.sweep([root], everything=True)
+    assert [p for p, _ in rep.quarantined] == [str(aoti)] and pickled.exists()
