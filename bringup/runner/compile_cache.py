@@ -86,6 +86,8 @@ def _elf_damage(head: bytes, size: int) -> str | None:
     else:
         phoff, shoff = struct.unpack_from(end + "II", head, 28)
         phentsize, phnum, shentsize, shnum = struct.unpack_from(end + "HHHH", head, 42)
+    if not phnum and not shnum:  # an object has sections, a library program headers: a header and nothing else
+        return "an ELF header without program or section headers"
     for what, off, n, ent in (("program", phoff, phnum, phentsize), ("section", shoff, shnum, shentsize)):
         if n and off + n * ent > size:
             return f"truncated: its {what} header table ends at byte {off + n * ent}, the file has {size}"
@@ -181,10 +183,15 @@ def orphaned(path: Path, now: float | None = None) -> bool:
         return False
 
 
-def quarantine(path: Path) -> str | None:
-    """Set `path` aside when it is damaged and orphaned. Returns why it was damaged, or None (left alone)."""
+def quarantine(path: Path, met: bool = False) -> str | None:
+    """Set `path` aside when it is damaged and orphaned. Returns why it was damaged, or None (left alone).
+
+    `met`: a case's own error names it, so the case already met it through inductor's protocol, which takes the
+    build lock before it trusts an existing file (and never writes one that exists): its writer was gone then,
+    and only a lock held now (a process that set it aside and is rebuilding it) stops it. Without this, an object
+    built under another key's lock (the second file of a two-step build) would wait out the age rule."""
     why = damage(path)
-    if why is None or not orphaned(path):
+    if why is None or not (lock_state(path) != "held" if met else orphaned(path)):
         return None
     try:
         os.replace(path, path.with_name(path.name + QUARANTINE_SUFFIX))

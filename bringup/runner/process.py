@@ -362,7 +362,7 @@ def settle(
     if sign is None:
         return result, False
     roots = compile_cache.cache_roots({**os.environ, **spec.env, **case.env})
-    aside = [f"{p} ({got})" for p in artifact_paths(text) if (got := compile_cache.quarantine(Path(p)))]
+    aside = [f"{p} ({got})" for p in artifact_paths(text) if (got := compile_cache.quarantine(Path(p), met=True))]
     aside += [result.fields["compile_cache"]] if result.fields.get("compile_cache") else []
     if "precompiled header" in sign.lower() or "pch" in sign.lower():  # the message names no file
         aside += compile_cache.drop_headers(roots)

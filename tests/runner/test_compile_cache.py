@@ -44,6 +44,7 @@ def test_damage_sees_what_a_killed_compiler_leaves_and_passes_a_whole_library(tm
         "half.so": (whole[: len(whole) // 2], "truncated"),  # the ELF header is there, its tables are not
         "head.so": (whole[:40], "truncated ELF header"),
         "zeros.so": (bytes(len(whole)), "bad magic"),  # a linker that sized the file first, killed before writing
+        "blank.so": (whole[:16] + bytes(len(whole) - 16), "without program or section headers"),
         "text.o": (b"#include <x>\n", "bad magic"),
         "ok.h.gch": (b"gpch+014" + bytes(64), None),
         "clang.h.gch": (b"CPCH" + bytes(64), None),
@@ -201,3 +202,18 @@ def test_where_compilers_write_is_walked_and_pickle_trees_are_not(tmp_path: Path
         os.utime(p, (old, old))
     rep = cc.sweep([root], everything=True)
     assert [p for p, _ in rep.quarantined] == [str(aoti)] and pickled.exists()
+
+
+def test_a_file_a_case_met_needs_no_age_only_a_free_lock(tmp_path: Path) -> None:
+    """The second object of a two-step build is written under the first one's lock (no lock file of its own):
+    named in a case's error (the case took that lock before trusting the file), it is set aside at once."""
+    obj = _cache_with(tmp_path, b"\x7fELF" + bytes(60), "cother.optimized.o", lock=False)
+    assert cc.quarantine(obj) is None and obj.exists()  # young, no lock: a sweep may not prove it orphaned
+    assert cc.quarantine(obj, met=True) is not None and not obj.exists()
+    held = _cache_with(tmp_path, b"", "cheld.main.so")
+    fd = os.open(tmp_path / "ind" / "locks" / "cheld.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert cc.quarantine(held, met=True) is None and held.exists()  # someone is rebuilding it right now
+    finally:
+        os.close(fd)
