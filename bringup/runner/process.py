@@ -367,7 +367,7 @@ def settle(
     if "precompiled header" in sign.lower() or "pch" in sign.lower():  # the message names no file
         aside += compile_cache.drop_headers(roots)
     swept = compile_cache.sweep_quietly(roots)
-    aside += [f"{p} ({why})" for p, why in (swept.quarantined if swept else [])]
+    aside += [f"{p} ({what})" for p, what in (swept.quarantined if swept else [])]
     scratch = Path(run_dir) / "clean-cache" / f"{case.case_id}-{os.getpid()}-{slot}"
     shutil.rmtree(scratch, ignore_errors=True)
     try:
