@@ -134,7 +134,7 @@ def test_real_inductor_sigkill_while_linking_then_resume_then_again(tmp_path: Pa
     (tmp_path / "tmp").mkdir()
     env.pop("TORCHINDUCTOR_VEC_ISA_OK", None)  # its ISA probe libraries are written in place too
     db = tmp_path / "r.db"
-    plan = ["selftest", "--plan", "inductor,ok", "--tag", "realkill"]
+    plan = ["selftest", "--plan", "inductor,ok", "--tag", "realkill", "--case-budget", "900"]
 
     def an_empty_library() -> bool:
         return any(p.stat().st_size == 0 for p in (tmp_path / "ind").glob("*/*.so") if p.exists())
