@@ -123,7 +123,9 @@ def run_line(run_id: str, device: str, device_name: str, n_cases: int, db: objec
 
 def progress_line(i: int, n: int, r: CaseResult) -> str:
     """'[14/53] probe/sdpa.CUDNN_ATTENTION: unsupported (<reason>)': one finished case (plain text)."""
-    return f"[{i}/{n}] {r.suite}/{r.name}: {r.status.value}" + (f" ({r.reason})" if r.reason else "")
+    line = f"[{i}/{n}] {r.suite}/{r.name}: {r.status.value}" + (f" ({r.reason})" if r.reason else "")
+    rerun = r.fields.get("rerun")
+    return line + (f" [re-run clean: {rerun.get('why')}]" if isinstance(rerun, dict) else "")
 
 
 def final_line(run_id: str, results: list[CaseResult]) -> str:

@@ -131,3 +131,40 @@ def classify(exc: BaseException, compiling: bool = False) -> Status:
     if compiling:
         return Status.FAIL_COMPILE
     return Status.ERROR
+
+
+# A compile artifact damaged on disk (a compiler killed while writing it in place, then trusted from the
+# cache): what the dynamic loader, the linker or the compiler says when it meets one. Such a failure says
+# nothing about the device: the runner re-runs the case clean (bringup/runner/compile_cache.py).
+_DAMAGED_ARTIFACT = re.compile(
+    r"file too short"  # dlopen of an empty or cut-off library; ld on a cut-off object
+    r"|cannot read file data"  # dlopen of a library cut off inside its headers
+    r"|invalid ELF header"
+    r"|ELF load command past end of file"
+    r"|ELF load command address/offset not (?:properly |page-)aligned"
+    r"|ELF file's phentsize not the expected size"
+    r"|file truncated"  # ld: "x.o: file not recognized: file truncated"
+    r"|\.o: file not recognized"  # ld on an object of zeros (a writer that sized the file, then was killed)
+    r"|too short to be a PCH file|while reading precompiled header",
+    re.IGNORECASE,
+)
+# A cut-off pickle counts only where a compile cache read it (anywhere else it is some other bug).
+_TRUNCATED_PICKLE = re.compile(r"pickle data was truncated|EOFError: Ran out of input", re.IGNORECASE)
+_CACHE_CODE = re.compile(r"codecache|autograd_cache|_inductor[/\\]runtime[/\\]|triton[/\\]runtime[/\\]cache")
+_ARTIFACT_PATH = re.compile(r"(/[^\s'\":;,()]+?\.(?:so|o|gch))(?!\w|\.\w)")
+
+
+def damaged_artifact(text: str) -> str | None:
+    """The phrase in an error (first line, traceback or log tail) that shows a damaged compile artifact
+    (an empty or truncated kernel library, object file or precompiled header; a cut-off pickle read by a
+    compile cache), or None."""
+    if m := _DAMAGED_ARTIFACT.search(text):
+        return m.group(0)
+    if (m := _TRUNCATED_PICKLE.search(text)) and _CACHE_CODE.search(text):
+        return m.group(0)
+    return None
+
+
+def artifact_paths(text: str) -> list[str]:
+    """Absolute paths of compiler outputs (.so, .o, .gch) an error names, in order, each once."""
+    return list(dict.fromkeys(_ARTIFACT_PATH.findall(text)))

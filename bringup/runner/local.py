@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bringup.case import Case, CaseResult, Status
-from bringup.runner.process import WorkerProcess, WorkerSpec
+from bringup.runner.process import WorkerProcess, WorkerSpec, run_isolated, settle
 
 
 class LocalExecutor:
@@ -85,13 +85,7 @@ class LocalExecutor:
                 art = str(run_dir / "artifacts" / case.case_id)
                 try:
                     if case.isolated:
-                        fresh = WorkerProcess(self.spec, slot, extra_env=case.env)
-                        self._track(fresh, True)
-                        try:
-                            result, _ = fresh.run(case, art, str(run_dir))
-                        finally:
-                            self._track(fresh, False)
-                            fresh.close()
+                        result = run_isolated(self.spec, case, art, str(run_dir), slot, track=self._track)
                     else:
                         if worker is None:
                             worker = WorkerProcess(self.spec, slot)
@@ -101,6 +95,11 @@ class LocalExecutor:
                             self._track(worker, False)
                             worker.close()
                             worker = None
+                    result, reran = settle(self.spec, case, result, art, str(run_dir), slot, self._track)
+                    if reran and worker is not None:  # its in-memory caches still point at the damaged artifact
+                        self._track(worker, False)
+                        worker.close()
+                        worker = None
                 except Exception as e:  # the driver never dies because a case did
                     import traceback
 

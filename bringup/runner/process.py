@@ -3,9 +3,11 @@ turn any death into a status. Used by the local pool and, inside each task, by t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +18,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import artifact_paths, damaged_artifact
+from bringup.runner import compile_cache
 from bringup.runner.launcher import ForkedProcess
 from bringup.runner.launcher import launcher as get_launcher
 
@@ -69,6 +73,7 @@ class WorkerProcess:
         r, w = os.pipe()
         env = {**os.environ, **spec.env, **(extra_env or {})}
         env["PYTHONUNBUFFERED"] = "1"
+        self.cache_roots = compile_cache.cache_roots(env)
         args = ["--device", spec.device]
         for m in spec.imports:
             args += ["--import", m]
@@ -210,6 +215,14 @@ class WorkerProcess:
             return f"worker killed by {signal_name(-rc)}"
         return f"worker exited with code {rc}"
 
+    def swept(self, r: CaseResult) -> CaseResult:
+        """After this worker died or was killed (its whole group, compiler processes included): set aside the
+        compiler outputs it left damaged in its caches, before another case can load them; said on the case."""
+        rep = compile_cache.sweep_quietly(self.cache_roots)
+        if rep is not None and rep.quarantined:
+            r.fields["compile_cache"] = rep.line()
+        return r
+
     # ---- the case ------------------------------------------------------------------------------
     def wait_ready(self) -> None:
         msg = self._read_msg(time.monotonic() + STARTUP_TIMEOUT_S)
@@ -263,12 +276,12 @@ class WorkerProcess:
                 reason = self.death_reason()
                 r = CaseResult.for_case(case, Status.CRASH, reason, error=self.log_tail())
                 r.wall_s = time.monotonic() - t0
-                return r, False
+                return self.swept(r), False
             except MemoryCapExceeded as e:
                 self.kill()
                 r = CaseResult.for_case(case, Status.OOM, str(e), error=self.log_tail())
                 r.wall_s = time.monotonic() - t0
-                return r, False
+                return self.swept(r), False
             if m is None:  # a budget ran out
                 self.kill()
                 elapsed = time.monotonic() - t0
@@ -279,7 +292,7 @@ class WorkerProcess:
                 r = CaseResult.for_case(case, Status.BUDGET, why, error=self.log_tail())
                 r.wall_s = elapsed
                 r.fields["budget_phase"] = phase or "case"
-                return r, False
+                return self.swept(r), False
             kind = m.get("type")
             if kind == "phase":
                 phase = m.get("name")
@@ -298,11 +311,75 @@ class MemoryCapExceeded(Exception):
     pass
 
 
-def run_isolated(spec: WorkerSpec, case: Case, artifact_dir: str, run_dir: str, slot: int = 0) -> CaseResult:
-    """Run one case in a fresh worker that is discarded afterwards (Ray tasks, isolated cases)."""
-    w = WorkerProcess(spec, slot, extra_env=case.env)
+Track = Callable[[WorkerProcess, bool], None]  # (worker, started): an executor's register of live workers
+# Verdicts a damaged artifact does not explain: time and memory (their "error" is the worker's log tail).
+_NOT_FROM_AN_ARTIFACT = frozenset({Status.PASS, Status.BUDGET, Status.OOM})
+
+
+def run_isolated(
+    spec: WorkerSpec,
+    case: Case,
+    artifact_dir: str,
+    run_dir: str,
+    slot: int = 0,
+    env: dict[str, str] | None = None,
+    track: Track | None = None,
+) -> CaseResult:
+    """Run one case in a fresh worker that is discarded afterwards (Ray tasks, isolated cases, a clean re-run);
+    `env` on top of the case's own."""
+    w = WorkerProcess(spec, slot, extra_env={**case.env, **(env or {})})
+    if track is not None:
+        track(w, True)
     try:
         result, ok = w.run(case, artifact_dir, run_dir)
     finally:
+        if track is not None:
+            track(w, False)
         w.close()
     return result
+
+
+def settle(
+    spec: WorkerSpec,
+    case: Case,
+    result: CaseResult,
+    artifact_dir: str,
+    run_dir: str,
+    slot: int = 0,
+    track: Track | None = None,
+) -> tuple[CaseResult, bool]:
+    """The backstop: a case that failed on a damaged compile artifact (a kill mid-compile left it, and it was
+    loaded before a sweep could set it aside) is never judged on it. The artifacts its error names are set aside
+    (when proven damaged and orphaned), the worker's caches swept, and the case is run once more in a fresh
+    worker with private, empty compile caches; only that result is recorded, saying it was re-run and why.
+    Returns (the result to record, whether it was re-run: the caller drops the worker that met the damage,
+    whose in-memory caches still point at it)."""
+    text = f"{result.reason}\n{result.error or ''}"
+    sign = None if result.status in _NOT_FROM_AN_ARTIFACT else damaged_artifact(text)
+    why = f"damaged compile artifact ({sign})"
+    if sign is None and result.status is Status.CRASH and result.fields.get("compile_cache"):
+        sign = why = "a crash with damaged compile artifacts in its caches"  # a cut-off library loads, then SIGBUS
+    if sign is None:
+        return result, False
+    roots = compile_cache.cache_roots({**os.environ, **spec.env, **case.env})
+    aside = [f"{p} ({got})" for p in artifact_paths(text) if (got := compile_cache.quarantine(Path(p), met=True))]
+    aside += [result.fields["compile_cache"]] if result.fields.get("compile_cache") else []
+    if "precompiled header" in sign.lower() or "pch" in sign.lower():  # the message names no file
+        aside += compile_cache.drop_headers(roots)
+    swept = compile_cache.sweep_quietly(roots)
+    aside += [f"{p} ({what})" for p, what in (swept.quarantined if swept else [])]
+    scratch = Path(run_dir) / "clean-cache" / f"{case.case_id}-{os.getpid()}-{slot}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        again = run_isolated(spec, case, artifact_dir, run_dir, slot, compile_cache.clean_env(scratch), track)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            scratch.parent.rmdir()  # the last re-run of the run leaves no empty directory
+    again.fields["rerun"] = {
+        "why": why,
+        "first": f"{result.status.value}: {result.reason}"[:300],
+        "set_aside": aside,
+        "how": "once, in a fresh worker with private, empty compile caches",
+    }
+    return again, True

@@ -37,7 +37,7 @@ from typing import Any
 
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
-from bringup.runner.process import STARTUP_TIMEOUT_S, WorkerProcess, WorkerSpec, run_isolated
+from bringup.runner.process import STARTUP_TIMEOUT_S, WorkerProcess, WorkerSpec, run_isolated, settle
 
 RETRIES_ENV = "BRINGUP_RAY_RETRIES"
 DEFAULT_RETRIES = 2
@@ -61,16 +61,21 @@ class CaseSlot:
     def run(self, case_json: dict[str, Any], artifact_dir: str, run_dir: str) -> dict[str, Any]:
         case = Case.from_json(case_json)
         if case.isolated:
-            return run_isolated(self.spec, case, artifact_dir, run_dir, self.slot).to_json()
-        if self.worker is None:
-            self.worker = WorkerProcess(self.spec, self.slot)
-        try:
-            result, ok = self.worker.run(case, artifact_dir, run_dir)
-        except BaseException:
-            self.worker.kill()
-            self.worker = None
-            raise
-        if not ok:
+            result = run_isolated(self.spec, case, artifact_dir, run_dir, self.slot)
+        else:
+            if self.worker is None:
+                self.worker = WorkerProcess(self.spec, self.slot)
+            try:
+                result, ok = self.worker.run(case, artifact_dir, run_dir)
+            except BaseException:
+                self.worker.kill()
+                self.worker = None
+                raise
+            if not ok:
+                self.worker.close()
+                self.worker = None
+        result, reran = settle(self.spec, case, result, artifact_dir, run_dir, self.slot)  # on this node's caches
+        if reran and self.worker is not None:  # its in-memory caches still point at the damaged artifact
             self.worker.close()
             self.worker = None
         return result.to_json()
@@ -265,9 +270,10 @@ class RayExecutor:
                     case = todo.popleft()
                     actor = self._actors.get(slot) or self._new_actor(slot)
                     ref = actor.run.remote(case.to_json(), str(run_dir / "artifacts" / case.case_id), str(run_dir))
-                    # Each try may need a worker start and the whole budget; then a margin. Only a
-                    # backstop for a task that never answers: budgets are enforced in the actor.
-                    patience = (self.retries + 1) * (case.budget_s + STARTUP_TIMEOUT_S) + _GRACE_S
+                    # Each try may need a worker start and the whole budget, twice (a clean re-run after a
+                    # damaged compile artifact); then a margin. Only a backstop for a task that never
+                    # answers: budgets are enforced in the actor.
+                    patience = 2 * (self.retries + 1) * (case.budget_s + STARTUP_TIMEOUT_S) + _GRACE_S
                     t0 = time.monotonic()
                     inflight[ref] = _Task(case, slot, t0, t0 + patience)
                     if on_start is not None:

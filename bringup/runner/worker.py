@@ -130,6 +130,16 @@ def run_one(case: Case, ctx: WorkerContext) -> CaseResult:
     return result
 
 
+def check_compile_caches() -> None:
+    """Before the first case: set aside what a killed worker (of this run, an earlier one, another program) left
+    damaged in the compile caches this worker will use (bringup/runner/compile_cache.py); said in the log."""
+    from bringup.runner.compile_cache import cache_roots, sweep_quietly
+
+    rep = sweep_quietly(cache_roots(os.environ))
+    if rep is not None and (rep.quarantined or any(why != "being written" for _, why in rep.unsettled)):
+        print(f"=== {rep.line()}", flush=True)
+
+
 PARENT_POLL_S = 0.25
 
 
@@ -177,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as e:
         send({"type": "fatal", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
         return 3
+    check_compile_caches()
     send({"type": "ready", "pid": os.getpid()})
     for line in sys.stdin:
         if not line.strip():

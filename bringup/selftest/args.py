@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--plan",
         default="ok*3",
         help="comma list of ok|sleep:S|segv|exit:N|raise|hang|alloc:GB|"
-        "phase:S|unsupported|print|spin:N|lose|loseonce|flip, each optionally *N "
+        "phase:S|unsupported|print|spin:N|lose|loseonce|flip|build:S|inductor, each optionally *N "
         "(default ok*3)",
     )
     add_case_budget(p, 60.0, old=["--budget"])

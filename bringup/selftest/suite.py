@@ -23,7 +23,8 @@ from bringup.selftest import args as face  # the torch-free face (cli)
 from bringup.selftest.args import SelftestOptions
 
 _ITEM = re.compile(
-    r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print|spin|loseonce|lose|flip)(?::([0-9.]+))?(?:\*(\d+))?"
+    r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print|spin|loseonce|lose|flip|build|inductor)"
+    r"(?::([0-9.]+))?(?:\*(\d+))?"
 )
 
 
@@ -100,6 +101,14 @@ def run_item(case: Case, ctx: Any) -> CaseResult:
         counter.write_text(str(n + 1))
         if n % 2:
             return CaseResult.for_case(case, Status.FAIL_NUMERIC, f"selftest: flip {n + 1} failed on purpose")
+    elif op == "build":  # a kernel library built in place into the compile cache, then loaded (kernels.py)
+        from bringup.selftest.kernels import build_item
+
+        return build_item(case, float(arg if arg is not None else 1.0))
+    elif op == "inductor":  # a real torch.compile through the compile cache
+        from bringup.selftest.kernels import inductor_item
+
+        return inductor_item(case, ctx)
     elif op == "print":
         print('selftest: noise on stdout {"type": "result"}', flush=True)
     r = CaseResult.for_case(case, Status.PASS)
