@@ -214,7 +214,7 @@ def run_model(
         base = sz.train_run(built, init, batches, cpu, prec, module_check=base_mc)
     except Exception as e:  # a model the zoo itself would call ref_fail
         return [{**head, "run": "setup", "status": "ref_fail", "why": f"{type(e).__name__}: {e}"[:300]}]
-    gross = parity(base.tensors, ref.tensors, prec, trusted=True)
+    gross = parity(base.tensors, ref.tensors, prec, trusted=True, zeros=prep.zeros)
     if not gross.ok:
         return [{**head, "run": "setup", "status": "ref_fail", "why": f"trusted run off float64: {gross.summary()}"}]
     noise = sz.trusted_noise(spec, prep)

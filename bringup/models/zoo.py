@@ -231,7 +231,13 @@ def build_hf(
     auto = hf_model_class(task)
 
     def make() -> torch.nn.Module:
-        return auto.from_config(cfg, attn_implementation="sdpa") if _sdpa_ok(auto, cfg) else auto.from_config(cfg)
+        # built in fp32 whatever storage dtype the config names (a config's `dtype` is its checkpoint's: a buffer made
+        # at build time, gemma's embed_scale = sqrt(72), would otherwise be rounded to it, and two fine-tunes that
+        # differ only there would compute different functions)
+        kw: dict[str, Any] = {"dtype": torch.float32}
+        if _sdpa_ok(auto, cfg):
+            kw["attn_implementation"] = "sdpa"
+        return auto.from_config(cfg, **kw)
 
     try:
         n = count_params_meta(make)

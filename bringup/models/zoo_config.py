@@ -135,7 +135,8 @@ OVERRIDES: dict[str, Override] = {
     "mamba2": Override({"num_heads": 12},
                        "SSM heads x head_dim must equal expand x hidden_size: 12 x 12 = 2 x 72"),
     "bamba": Override({"mamba_n_heads": 6, "mamba_d_head": 24},
-                      "mamba heads (128 by default, not a role) must divide mamba_expand x hidden_size: 6 x 24 = 2 x 72"),
+                      "mamba heads (128 by default, not a role) must divide mamba_expand x hidden_size: "
+                      "6 x 24 = 2 x 72"),
     "granitemoehybrid": Override({"mamba_n_heads": 6, "mamba_d_head": 24},
                                  "mamba heads (128 by default, not a role) must divide mamba_expand x hidden_size: "
                                  "6 x 24 = 2 x 72"),

@@ -164,11 +164,14 @@ def first_steps(
     prec: Precision,
     round_to: torch.dtype | None = None,
     module_check: Any = None,
+    twin: bool = False,
 ) -> tuple[dict[str, torch.Tensor], list[list[str]]]:
     """REF_STEPS eager steps of the spec's model, built on cpu with its seed and moved to `device` in
     `prec` (weights first rounded through `round_to`: the reference starts from exactly the weights a
     bf16 run holds); {loss.step<i>, grad.<name> (first step)} on cpu, and the ties the move split.
-    `module_check(model) -> ModuleCheck`: the first step is recorded (and replayed on the device)."""
+    `module_check(model) -> ModuleCheck`: the first step is recorded (and replayed on the device). `twin`: the
+    first step alone, every op result perturbed by parity.TWIN_DITHER (which grads are zero in exact arithmetic:
+    parity.exact_zeros)."""
     from bringup.train.loop import DATA_SEED
 
     cpu = torch.device("cpu")
@@ -180,6 +183,8 @@ def first_steps(
     _no_dropout(model)
     batch, seq = check_shape(spec)
     data, step = check_batches(model, batch, seq, DATA_SEED)
+    if twin:
+        data = data[:1]
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
     scaler = prec.grad_scaler(device.type)
     out: dict[str, torch.Tensor] = {}
@@ -190,7 +195,7 @@ def first_steps(
     try:
         for i, b in enumerate(data):
             b = batches.to_device(b, device)
-            with mc.recording() if mc is not None and i == 0 else contextlib.nullcontext():
+            with mc.recording() if mc is not None and i == 0 else contextlib.nullcontext(), _twin(twin):
                 with prec.autocast(device.type):
                     loss = step(model, b)
                 (scaler.scale(loss) if scaler is not None else loss).backward()
@@ -214,6 +219,15 @@ def first_steps(
     return out, broken
 
 
+def _twin(on: bool) -> Any:
+    from bringup.checks.module_replay import Dither
+    from bringup.checks.parity import TWIN_DITHER
+
+    return (
+        Dither(TWIN_DITHER, torch.Generator().manual_seed(4242), every_dtype=True) if on else contextlib.nullcontext()
+    )
+
+
 def check_batches(model: torch.nn.Module, batch: int, seq: int, seed: int) -> tuple[list[Any], Any]:
     """The check's REF_STEPS step batches and how a step computes its loss. A transformers model is fed like a
     training job (bringup/models/batches.py): ids by rank-frequency, a padded microbatch (left and right padding,
@@ -230,7 +244,7 @@ def check_eager(spec: TrainSpec, device: Device) -> RefCheck:
     """The device's eager first steps vs the cpu reference (module doc). Raises what the device run
     raises; a reference that itself fails gives ok=None with the reason."""
     from bringup.checks.errors import first_line
-    from bringup.checks.parity import parity
+    from bringup.checks.parity import exact_zeros, parity
 
     prec = parse_precision(spec.dtype)
     overrides, ref_prec, what = plan(spec)
@@ -250,6 +264,7 @@ def check_eager(spec: TrainSpec, device: Device) -> RefCheck:
     )
     try:
         ref, _ = first_steps(spec, overrides, torch.device("cpu"), ref_prec, round_to=prec.param_dtype)
+        twin, _ = first_steps(spec, overrides, torch.device("cpu"), ref_prec, round_to=prec.param_dtype, twin=True)
         base = None
         if not device.is_cpu and prec.low:  # a trusted run at the case's precision (module doc)
             base, _ = first_steps(spec, overrides, torch.device("cpu"), prec)
@@ -264,7 +279,8 @@ def check_eager(spec: TrainSpec, device: Device) -> RefCheck:
     # On cpu a low-precision run IS the trusted run at its precision: judged for gross errors only, as the
     # zoo judges cpu eager (parity's fixed bf16 bias bound flags correct cpu bf16 runs at 1024 tokens).
     trusted = device.is_cpu and prec.low
-    rep = parity(got, ref, prec.compute_dtype, baseline=base, trusted=trusted)
+    zeros = exact_zeros({k: v for k, v in ref.items() if k.startswith("grad.")}, twin)
+    rep = parity(got, ref, prec.compute_dtype, baseline=base, trusted=trusted, zeros=zeros)
     ok, summary, modules = rep.ok, rep.summary(), None
     if checks and checks[0].recorded:
         mrep = checks[0].judge_eager()

@@ -267,7 +267,7 @@ def run_model(case: Case, ctx: Any) -> CaseResult:
     if base is not None:
         # the trusted run must itself be near float64; if even cpu eager in this dtype is grossly off
         # (a discontinuous model: LSH buckets, near-tied routing), the comparison says nothing
-        gross = parity(base.tensors, ref.tensors, dtype, trusted=True)
+        gross = parity(base.tensors, ref.tensors, dtype, trusted=True, zeros=prep.zeros)
         r.fields["cpu_eager_max_rel_err"] = gross.max_rel_err
         if not gross.ok:
             return fail(
@@ -485,7 +485,7 @@ def measure_noise(
         except Exception as e:
             out.errors.append(f"seed {s}: {first_line(e)}")
             continue
-        if not (finite_curve(ref.curve) and parity(base.tensors, ref.tensors, prec, trusted=True).ok):
+        if not (finite_curve(ref.curve) and parity(base.tensors, ref.tensors, prec, trusted=True, zeros=zeros).ok):
             out.errors.append(f"seed {s}: the trusted run is itself off float64 (left out)")
             continue
         samples.append((base.tensors, ref.tensors))

@@ -226,7 +226,9 @@ def test_smoke_module_check_catches_a_backward_only_bend_in_bf16(cli, tmp_path: 
     GELU's input gradient."""
     st = _run(cli, tmp_path, "arg:gelu_backward=1.02", *TD, "smoke", "--dtype", "bf16")
     assert st["mlp_step"]["status"] == "fail_numeric", st["mlp_step"]
-    assert st["mlp_step"]["reason"].startswith("module check (eager): 1/5 modules off; first 1 (GELU)"), st["mlp_step"]
+    # the whole-model rule judges the first layer's weight gradient by its direction too now (it was under the old
+    # "numerically zero" floor: 7.8% of the median in bf16), and may flag the bend first; the module check names it
+    assert "module check (eager): 1/5 modules off; first 1 (GELU)" in st["mlp_step"]["reason"], st["mlp_step"]
     assert st["gemm"]["status"] == "pass"
 
 
