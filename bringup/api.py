@@ -72,6 +72,7 @@ CAPABILITIES: tuple[str, ...] = (
     "bringup.selftest",
     "bringup.localize",
     "bringup.bisect",
+    "bringup.triage",
 )
 
 
