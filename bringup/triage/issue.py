@@ -94,9 +94,10 @@ def _repro_section(rep: Repro | None) -> list[str]:
     if rep.script is None:
         return ["## Repro", "", f"No standalone repro: {rep.note}."]
     chk = rep.check
-    state = "checked: fails on the device, passes on cpu" if chk is not None and chk.ok else (
-        f"**not confirmed: {chk.verdict}**" if chk is not None else "not checked"
-    )  # fmt: skip
+    if chk is None:
+        state = "not checked"
+    else:
+        state = "checked: fails on the device, passes on cpu" if chk.ok else f"**not confirmed: {chk.verdict}**"
     out = ["## Repro", "", f"{rep.how}; {state}.", ""]
     if rep.note:
         out += [f"Note: {rep.note}.", ""]
