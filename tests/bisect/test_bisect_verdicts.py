@@ -82,3 +82,22 @@ def test_endpoints_keep_their_own_verdicts_and_a_signature_is_found(tmp_path: Pa
 
 def _ran(ans: dict) -> set[str]:
     return {c["version"] for c in ans["candidates"] if c["ran"]}
+
+
+def test_the_compiler_bisector_follow_up_runs_on_a_real_repro(tmp_path: Path) -> None:
+    """bisect's follow-up on the failing side: PyTorch's compiler bisector (bringup/bisect/compiler_driver.py) over
+    a real repro in a candidate env (it sees this Python's torch: --inherit-site). The repro fails on every
+    candidate (`--all`, no change): the bisector runs on the newest and names the wrong decomposition."""
+    write_wheels(tmp_path / "wheels", versions(2), fault_from="9.9.9")
+    repro = Path(__file__).parent / "repros" / "wrong_decomposition.py"
+    args = ["--wheels", str(tmp_path / "wheels"), "--inherit-site", "--all", "--repeat", "1", "--compiler-bisect", "on"]
+    p, ans = _bisect(tmp_path, str(repro), *args, "--followup-budget", "600", rc=None, env=_env(tmp_path))
+    assert ans["result"] == "every" and not ans["changes"] and ans["new"]["verdict"] == "fail_numeric", ans["message"]
+    follow = ans["followups"]["compiler_bisect"]
+    assert follow["status"] == "pass" and follow["label"] == "bringup-fakeplugin==0.2.0", follow["reason"]
+    res = follow["answer"]["result"]
+    assert (res["backend"], res["subsystem"]) == ("aot_eager_decomp_partition", "decomposition")
+    assert "hardswish" in str(res["debug_info"])
+    backends = [r["backend"] for r in follow["answer"]["runs"]]
+    assert backends[:3] == ["eager", "aot_eager", "aot_eager_decomp_partition"]  # the bisector's own order
+    assert "aot_eager_decomp_partition / decomposition, application #" in " ".join(p.stdout.split())
