@@ -59,6 +59,14 @@ def build(node, where):
     return node
 
 
+def shapes_of(node):
+    if isinstance(node, dict) and "tensor" in node:
+        return node["tensor"]
+    if isinstance(node, dict) and "list" in node:
+        return [s for s in (shapes_of(x) for x in node["list"]) if s is not None]
+    return None
+
+
 def resolve(name):
     ns, _, rest = name.partition("::")
     base, _, overload = rest.partition(".")
@@ -86,7 +94,7 @@ for call in CALLS:
         bad += 1
         continue
     kernel = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key)
-    shapes = [a["tensor"] for a in call["args"].get("list", []) if isinstance(a, dict) and "tensor" in a]
+    shapes = shapes_of(call["args"])
     why = f" (no {{key}} kernel registered for {{op.name()}})" if fb and not kernel else ""
     print(f"{{call['op']}}[{{'/'.join(call['dtypes'])}}] {{shapes}} on {{opts.device}}: "
           f"{{'ran through the CPU fallback' if fb else 'native'}}{{why}}")

@@ -88,14 +88,22 @@ def _join(kind: str, parts: Iterable[str]) -> str:
 
 
 # ---- fallback -------------------------------------------------------------------------------------
+def _base(op: str) -> str:
+    return op.split(".", 1)[0]
+
+
 def fallback_ops(fields: Mapping[str, Any]) -> dict[str, list[str]]:
     """op -> its dtypes, from what the case recorded: the detector's ops (a dict or a list), the backend's own
-    counter, and the dtypes the detector saw (`fallback_dtypes`; unknown: [])."""
+    counter for ops the detector did not name (the counter names the kernel that ran, `aten::gelu.out` under the
+    detector's `aten::gelu`: one op, named once), and the dtypes the detector saw (`fallback_dtypes`; unknown: [])."""
     out: dict[str, list[str]] = {}
-    for key in ("fallback_ops", "backend_fallback_ops"):
-        for op in fields.get(key) or []:
-            if op not in NOT_FALLBACKS:
-                out.setdefault(str(op), [])
+    for op in fields.get("fallback_ops") or []:
+        if op not in NOT_FALLBACKS:
+            out.setdefault(str(op), [])
+    named = {_base(op) for op in out}
+    for op in fields.get("backend_fallback_ops") or []:
+        if op not in NOT_FALLBACKS and _base(str(op)) not in named:
+            out.setdefault(str(op), [])
     for op, kinds in (fields.get("fallback_dtypes") or {}).items():
         if op in out:
             out[op] = sorted(set(out[op]) | {str(k) for k in kinds})
