@@ -51,6 +51,18 @@ def _keep_ops(text: str) -> tuple[str, list[str]]:
     return _ATEN.sub(sub, text), ops
 
 
+_QUOTED_LIST = re.compile(r"\[(?:\s*(?:'[^'\n]*'|\"[^\"\n]*\")\s*,?)+\]")
+_CODE_NAME = re.compile(r"[A-Za-z_][A-Za-z_:.]{0,39}")
+
+
+def _quoted(m: re.Match[str]) -> str:
+    """A quoted word that names code is kept ('histogram_cpu', 'Int', an op); a value, a path, a generated or a
+    numbered name ('tmp5', 'primals_1', 'L_x_', '[2, 16]') becomes <name>."""
+    inner = m.group(0)[1:-1]
+    keep = "\ue000" in inner or (_CODE_NAME.fullmatch(inner) is not None and not inner.startswith(("L_", "l_")))
+    return m.group(0) if keep else "<name>"
+
+
 def normalize(text: str, limit: int = 200) -> str:
     """`text`'s first line with names and numbers stripped, aten op names kept:
     "no lowering for aten.silu.default on testdev (node silu_3)" -> "no lowering for aten::silu on testdev (node silu)";
@@ -59,7 +71,8 @@ def normalize(text: str, limit: int = 200) -> str:
     line, ops = _keep_ops(line)
     line = _PATH.sub("<path>", line)
     line = _HEX.sub("<addr>", line)
-    line = _QUOTED.sub(lambda m: m.group(0) if "\ue000" in m.group(0) else "<name>", line)
+    line = _QUOTED_LIST.sub("[<names>]", line)  # argument types, key lists: values, whatever their words
+    line = _QUOTED.sub(_quoted, line)
     line = _DIGITS_IN_NAME.sub("N", line)
     line = _NUMBER.sub("N", line)
     line = _SUFFIX.sub("", line)
