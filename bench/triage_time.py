@@ -62,9 +62,8 @@ def main() -> int:
     block = json.loads((work / "triage" / "triage.json").read_text())
     groups = block["groups"]
     print(f"sweep: {len(MODELS)} models, " + (f"{sweep_s:.0f} s" if sweep_s is not None else "(given)"))
-    print(
-        f"triage: {triage_s:.0f} s wall (exit {p.returncode}), {len(groups)} groups behind {block['cases_signed']} cases"
-    )
+    n = block["cases_signed"]
+    print(f"triage: {triage_s:.0f} s wall (exit {p.returncode}), {len(groups)} groups behind {n} cases")
     for g in groups:
         rep = (g.get("repro") or {}).get("verdict", "-")
         print(f"  {g['reach']['models']:>3} models  {rep:<10} {g['title'][:100]}")

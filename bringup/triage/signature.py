@@ -115,7 +115,7 @@ def fallback_signature(r: CaseResult) -> Signature:
     items = sorted(f"{op}[{','.join(k)}]" if k else op for op, k in ops.items())
     if not items:  # a fallback status with no op named (a policy's verdict on a counter): its reason
         items = [normalize(r.reason)]
-    shown = ", ".join(items[:3]) + (f" (+{len(items) - 3} more)" if len(items) > 3 else "")
+    shown = ", ".join(items[:3]) + (f", ... ({len(items)} ops)" if len(items) > 3 else "")
     return Signature("fallback", "fallback: " + " ".join(items), f"CPU fallback: {shown}", {"ops": items})
 
 
