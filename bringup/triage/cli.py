@@ -61,9 +61,11 @@ def check_options(opts: TriageOptions) -> None:
 def main(sess: Any) -> int:
     from bringup.files import check_output_dir
 
+    from bringup.store import Store
+
     opts = sess.options.of(TriageOptions)
     check_options(opts)
-    with sess.open_store() as store:
+    with Store(sess.db, create=False) as store:  # a run to triage must exist: nothing is created otherwise
         run = pick_run(store, opts.run)
         out = Path(opts.out) if opts.out else sess.db.resolve().parent / run.run_id / "triage"
         check_output_dir(str(out), "--out")

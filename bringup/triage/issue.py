@@ -117,7 +117,7 @@ def _bisect_section(b: Mapping[str, Any] | None) -> list[str]:
     out = [
         "## Bisection",
         "",
-        f"`bringup bisect` over {b.get('source', '?')}: **{portable(str(b.get('message', '')))}**",
+        f"`bringup bisect` over {portable(str(b.get('source', '?')))}: **{portable(str(b.get('message', '')))}**",
     ]
     for kind, f in (b.get("followups") or {}).items():
         out.append(f"- {kind.replace('_', ' ')} on {f.get('label')}: {portable(str(f.get('reason', '')))}")

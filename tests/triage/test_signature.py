@@ -151,3 +151,27 @@ def test_report_history_follows_groups_fixed_and_back() -> None:
     s, g = ts["SiLUActivation"], ts["GELUActivation"]
     assert s.events == [(1, "new"), (2, "fixed"), (4, "back")] and s.states[3] == "not run" and s.open
     assert g.events == [(1, "new")] and g.open
+
+
+def test_history_page_section_and_the_scorecard_section_render() -> None:
+    from bringup.report.bug_history import section_html as history_section
+    from bringup.report.history import StoredRun
+    from bringup.triage.section import section_html
+
+    r = module_fail("llama", "SiLUActivation")
+    block, _ = build_block(run("r1", 1.0), [r])
+    html = section_html(block)
+    assert 'id="sec-bugs"' in html and "SiLUActivation" in html and "1 model(s)" in html
+    assert "<script" not in section_html({**block, "groups": [{**block["groups"][0], "title": "<script>x</script>"}]})
+    runs = [StoredRun(1, "db", run("r1", 1.0, bugs=block), (r,))]
+    assert "bug group(s), 1 open" in history_section(runs)
+
+
+def test_bad_input_is_one_line(bringup_inproc, tmp_path: Path) -> None:
+    from tests.conftest import assert_one_line_error
+
+    assert_one_line_error(bringup_inproc("--db", str(tmp_path / "none.db"), "triage"), "no result database")
+    args = ("--db", str(tmp_path / "none.db"), "triage", "--bisect")
+    assert_one_line_error(bringup_inproc(*args), "--bisect needs the candidates")
+    assert_one_line_error(bringup_inproc("triage", "--between", "torch==2.9", "torch"), "add --bisect")
+    assert_one_line_error(bringup_inproc("triage", "--top", "0"), "--top")

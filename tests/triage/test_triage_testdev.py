@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.bisect.fakeplugin import versions, write_wheels
 from tests.conftest import load_json
 from tests.testdev.conftest import testdev_built  # noqa: F401  (the fixture)
 from tests.triage.triage_models import MODELS
@@ -55,9 +56,11 @@ def _sweep(cli, tmp: Path, env: dict[str, str], *extra: str, imports: tuple[str,
     return load_json(tmp / "sweep.json")
 
 
-def _triage(cli, tmp: Path, env: dict[str, str], *imports: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _triage(
+    cli, tmp: Path, env: dict[str, str], *imports: str, extra: tuple[str, ...] = ()
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     args = [a for m in imports for a in ("--import", m)]
-    p = cli("--import", "bringup.testdev", *args, "--workers", "2", "triage", env=env, timeout=900)
+    p = cli("--import", "bringup.testdev", *args, "--workers", "2", "triage", *extra, env=env, timeout=900)
     out = next((tmp / "bringup-results").glob("*/triage"))
     return p, out
 
@@ -85,7 +88,11 @@ def test_two_numeric_faults_are_two_groups_with_checked_repros(cli, tmp_path: Pa
     page = next((tmp_path / "bringup-results").glob("*/report.html")).read_text()
     assert page.index('id="sec-bugs"') < page.index('id="sec-zoo"')  # above the per-model table
 
-    p, out = _triage(cli, tmp_path, fault)
+    # with --bisect over two fake candidates (tests/bisect/fakeplugin.py) that see this torch and the fault: each
+    # group's repro is bisected for its own verdict and signature; the old endpoint already shows it: no regression
+    write_wheels(tmp_path / "wheels", versions(2), fault_from="9.9.9")
+    bisect = ("--bisect", "--wheels", str(tmp_path / "wheels"), "--inherit-site", "--env-cache", str(tmp_path / "envs"))
+    p, out = _triage(cli, tmp_path, {**fault, "PIP_NO_INDEX": "1"}, extra=bisect)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     block = load_json(out / "triage.json")
     groups = {g["parts"]["op"]: g for g in block["groups"]}
@@ -97,6 +104,8 @@ def test_two_numeric_faults_are_two_groups_with_checked_repros(cli, tmp_path: Pa
         md = (out / g["issue"]).read_text()
         assert f"wrong numbers: {op}" in md and "## Repro" in md and "collect_env" in md
         assert str(tmp_path) not in md and not re.search(r"/tmp/pytest", md)  # pastes into an issue as is
+        assert g["bisect"]["result"] == "endpoint_unusable", g["bisect"]
+        assert "the old endpoint is already fail_numeric" in g["bisect"]["message"] and "## Bisection" in md
         script = Path(g["repro"]["script"])
         on_device = _run(script, fault)
         assert on_device.returncode == 1 and f"signature: {g['key']}" in on_device.stdout, on_device.stdout
