@@ -36,7 +36,7 @@ def print_block(block: Mapping[str, Any], console: Any, limit: int = PRINTED) ->
         return
     console.print(
         f"bugs: {len(groups)} group(s) behind {block.get('cases_signed', 0)} case(s) that did not pass "
-        f"(largest reach first; bringup triage {block.get('run_id')} for repros and issues)",
+        f"(largest reach first; repros and issues: bringup triage {block.get('run_id')})",
         highlight=False,
         markup=False,
     )
