@@ -57,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--compiler-bisect",
         choices=["auto", "on", "off"],
         default="auto",
-        help="PyTorch's compiler bisector on the first bad release (auto: a repro that compiles)",
+        help="PyTorch's compiler bisector on the first bad release (auto: a repro compiled with inductor, whose "
+        "passes and lowerings it splits)",
     )
 
 

@@ -60,7 +60,6 @@ def check_options(opts: TriageOptions) -> None:
 
 def main(sess: Any) -> int:
     from bringup.files import check_output_dir
-
     from bringup.store import Store
 
     opts = sess.options.of(TriageOptions)
@@ -70,6 +69,32 @@ def main(sess: Any) -> int:
         out = Path(opts.out) if opts.out else sess.db.resolve().parent / run.run_id / "triage"
         check_output_dir(str(out), "--out")
         return Triage(sess, store, run, opts, out).go()
+
+
+def carry_plugins(imports: tuple[str, ...], beside: Path) -> list[Path]:
+    """The run's plugin modules that are importable here only through PYTHONPATH or the working directory (not
+    installed), copied beside a repro: a bisection's candidate envs do not see PYTHONPATH (each env is its own),
+    while a script's own folder is on its path. Installed plugins are seen with --inherit-site or installed per
+    candidate (--with, --set)."""
+    import importlib.util
+    import shutil
+    import sysconfig
+
+    site = {Path(p).resolve() for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])}
+    out = []
+    for name in dict.fromkeys(m.split(".")[0] for m in imports):
+        spec = importlib.util.find_spec(name)
+        origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+        if origin is None or any(origin.is_relative_to(s) for s in site) or name == "bringup":
+            continue
+        src = origin.parent if origin.name == "__init__.py" else origin
+        dest = beside / src.name
+        if src.is_dir():
+            shutil.copytree(src, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dest)
+        out.append(dest)
+    return out
 
 
 class Triage:
@@ -166,8 +191,12 @@ class Triage:
 
         if rep is None or rep.check is None or not rep.check.ok or rep.attach:
             return None
+        # PyTorch's compiler bisector splits inductor (its passes, lowerings) and the aot stages before it: on a
+        # repro that goes through inductor; a plugin's backend is its own compiler, which it cannot split
+        cb = self.opts.compiler_bisect
+        cb = ("on" if rep.backend == "inductor" else "off") if cb == "auto" else cb
         args = BisectArgs(
-            target=str(rep.script),
+            target=str(rep.bisect_target or rep.script),
             between=tuple(self.opts.between) if self.opts.between else None,
             wheels=self.opts.wheels,
             sets=tuple(self.opts.sets),
@@ -177,10 +206,11 @@ class Triage:
             fail_status=fail_status(g.signature.kind),
             inherit_site=self.opts.inherit_site,
             env_cache=self.opts.env_cache,
-            compiler_bisect=self.opts.compiler_bisect,
+            compiler_bisect=cb,
             localize="off",
             json=str(gdir / "bisect.json"),
         )
+        carry_plugins(self.imports, Path(args.target or "").parent)
         bopts = BisectOptions.from_args(args, self.sess.options.common)
         self.say(f"triage: bisecting group {g.signature.id} ({g.signature.title[:80]})")
         drive(self.sess, bopts, build_spec(bopts, self.sess.db))

@@ -115,3 +115,29 @@ def break_script(
         signature=signature,
         build=build,
     )
+
+
+COMPILED_RUNNER = '''\
+"""Written by `bringup triage` for `bringup bisect`: the minified repro beside it (repro.py, PyTorch's minifier's),
+run through torch.compile with its backend, forward and backward, as its own `run` command runs it through
+torch._dynamo.optimize: the compiler bisector (torch._inductor.compiler_bisector) overrides torch.compile's backend,
+so it can split this run. Exit 0: it compiles and runs; a traceback: it does not."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import torch  # noqa: E402
+from torch._dynamo.debug_utils import InputReader, run_fwd_maybe_bwd  # noqa: E402
+
+import repro  # noqa: E402  (its __main__ block does not run on import)
+
+reader = InputReader(None)  # random inputs, as the checked repro ran
+repro.load_args(reader)
+run_fwd_maybe_bwd(torch.compile(repro.mod, backend={backend!r}), reader.args)
+print("compiled and ran")
+'''
+
+
+def compiled_runner(backend: str) -> str:
+    """The runner of a minified repro through torch.compile (what the compiler bisector needs)."""
+    return COMPILED_RUNNER.format(backend=backend)

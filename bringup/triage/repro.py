@@ -37,6 +37,10 @@ class Repro:
     note: str = ""  # why there is none, or what to know about it
     run_device: str = ""  # how to run it on the device
     run_cpu: str = ""  # and on cpu
+    # what `bringup bisect` runs when not the script itself: a minified repro through torch.compile, so that
+    # PyTorch's compiler bisector can split it
+    bisect_target: Path | None = None
+    backend: str = ""  # the compile backend the repro goes through ("" for none)
 
     @property
     def text(self) -> str:
@@ -143,7 +147,7 @@ def fallback_repro(g: Group, gdir: Path, ctx: Context) -> Repro:
 
 
 def compile_repro(g: Group, gdir: Path, ctx: Context) -> Repro:
-    from bringup.triage.compile_repro import retarget
+    from bringup.triage.compile_repro import compiled_runner, retarget
 
     w = ctx.work.get(g.signature.id)
     if w is None:
@@ -159,11 +163,13 @@ def compile_repro(g: Group, gdir: Path, ctx: Context) -> Repro:
         if g.signature.kind != "break"
         else "the model compiled with fullgraph=True"
     )
-    rep = Repro(how, script)
+    rep = Repro(how, script, backend=str((w.params.get("zoo") or {}).get("backend") or ""))
     if g.signature.kind == "break":
         return _checked(rep, g, gdir, ctx)
     cpu = gdir / "repro_cpu.py"
     cpu.write_text(retarget(text, ctx.device.split(":")[0]))
+    rep.bisect_target = gdir / "bisect_target.py"
+    rep.bisect_target.write_text(compiled_runner(rep.backend or "inductor"))
     return _checked(rep, g, gdir, ctx, cpu)
 
 

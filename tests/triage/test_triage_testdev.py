@@ -88,11 +88,7 @@ def test_two_numeric_faults_are_two_groups_with_checked_repros(cli, tmp_path: Pa
     page = next((tmp_path / "bringup-results").glob("*/report.html")).read_text()
     assert page.index('id="sec-bugs"') < page.index('id="sec-zoo"')  # above the per-model table
 
-    # with --bisect over two fake candidates (tests/bisect/fakeplugin.py) that see this torch and the fault: each
-    # group's repro is bisected for its own verdict and signature; the old endpoint already shows it: no regression
-    write_wheels(tmp_path / "wheels", versions(2), fault_from="9.9.9")
-    bisect = ("--bisect", "--wheels", str(tmp_path / "wheels"), "--inherit-site", "--env-cache", str(tmp_path / "envs"))
-    p, out = _triage(cli, tmp_path, {**fault, "PIP_NO_INDEX": "1"}, extra=bisect)
+    p, out = _triage(cli, tmp_path, fault)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     block = load_json(out / "triage.json")
     groups = {g["parts"]["op"]: g for g in block["groups"]}
@@ -104,8 +100,6 @@ def test_two_numeric_faults_are_two_groups_with_checked_repros(cli, tmp_path: Pa
         md = (out / g["issue"]).read_text()
         assert f"wrong numbers: {op}" in md and "## Repro" in md and "collect_env" in md
         assert str(tmp_path) not in md and not re.search(r"/tmp/pytest", md)  # pastes into an issue as is
-        assert g["bisect"]["result"] == "endpoint_unusable", g["bisect"]
-        assert "the old endpoint is already fail_numeric" in g["bisect"]["message"] and "## Bisection" in md
         script = Path(g["repro"]["script"])
         on_device = _run(script, fault)
         assert on_device.returncode == 1 and f"signature: {g['key']}" in on_device.stdout, on_device.stdout
@@ -122,7 +116,11 @@ def test_a_compile_failure_and_a_fallback_are_each_one_group(cli, tmp_path: Path
     kinds = sorted((g["kind"], g["reach"]["models"]) for g in data["bugs"]["groups"])
     assert kinds == [("compile", 3), ("fallback", 3)]
 
-    p, out = _triage(cli, tmp_path, env, "lowering_gap")
+    # with --bisect over two fake candidates (tests/bisect/fakeplugin.py) that see this torch (--inherit-site):
+    # each group's repro bisected for its own verdict and signature
+    write_wheels(tmp_path / "wheels", versions(2), fault_from="9.9.9")
+    bisect = ("--bisect", "--wheels", str(tmp_path / "wheels"), "--inherit-site", "--env-cache", str(tmp_path / "envs"))
+    p, out = _triage(cli, tmp_path, {**env, "PIP_NO_INDEX": "1"}, "lowering_gap", extra=bisect)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     block = load_json(out / "triage.json")
     by_kind = {g["kind"]: g for g in block["groups"]}
@@ -133,6 +131,12 @@ def test_a_compile_failure_and_a_fallback_are_each_one_group(cli, tmp_path: Path
     assert "run_repro(" in minified and "import lowering_gap" in minified and str(tmp_path) not in minified
     assert _run(Path(comp["repro"]["script"]), env).returncode != 0
     assert _run(Path(comp["repro"]["script"]).with_name("repro_cpu.py"), env).returncode == 0
+    # bisected through torch.compile (bisect_target.py runs the minified repro so): the traceback's exception key
+    # is the group's, so the candidates are fail_compile (not "error"), the old endpoint already
+    assert comp["bisect"]["result"] == "endpoint_unusable", comp["bisect"]
+    assert "the old endpoint is already fail_compile" in comp["bisect"]["message"]
+    assert fb["bisect"]["result"] == "endpoint_unusable" and "already fallback" in fb["bisect"]["message"]
+    assert "## Bisection" in (out / comp["issue"]).read_text()
     assert any(op.startswith("aten::gelu[") for op in fb["parts"]["ops"])
     assert fb["repro"]["verdict"] == "checked"
     script = Path(fb["repro"]["script"])
