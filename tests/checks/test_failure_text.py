@@ -27,7 +27,7 @@ def test_normalize_strips_names_and_numbers_and_keeps_ops() -> None:
         "no lowering for aten::silu on testdev (node silu)"
     )
     assert normalize("'tmp5' was not declared in this scope") == normalize("'tmp17' was not declared in this scope")
-    assert normalize('"histogram_cpu" not implemented for \'Int\'') == '"histogram_cpu" not implemented for \'Int\''
+    assert normalize("\"histogram_cpu\" not implemented for 'Int'") == "\"histogram_cpu\" not implemented for 'Int'"
     assert normalize("shape '[2, 16, 128]' is invalid for input of size 4096") == normalize(
         "shape '[3, 8]' is invalid for input of size 24"
     )
