@@ -73,6 +73,7 @@ CAPABILITIES: tuple[str, ...] = (
     "bringup.selftest",
     "bringup.localize",
     "bringup.bisect",
+    "bringup.triage",
 )
 
 

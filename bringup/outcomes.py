@@ -109,3 +109,13 @@ def outcome_line(results: Iterable[CaseResult]) -> str:
     parts = [words(c["gap"], "gap"), words(c["failure"], "failure")]
     parts += [words(c[k], k) for k in ("error", "not_judged") if c[k]]
     return f"{c['pass']}/{judged} pass; " + ", ".join(parts)
+
+
+def same_cause(key: str, coarse: str, other_key: str, other_coarse: str) -> bool:
+    """Two root-cause signatures (bringup/triage/signature.py: a key, and for a numeric failure localized to an op
+    the module-level key it refines) name one bug: the same key, or the same module-level key where one side was
+    localized and the other was not. What `report --history` and the triage's first/last-seen both match by."""
+    if key == other_key:
+        return True
+    refined_once = bool(coarse) != bool(other_coarse)
+    return refined_once and (coarse or key) == (other_coarse or other_key)

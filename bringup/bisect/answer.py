@@ -39,6 +39,7 @@ def candidate_rows(spec: BisectSpec, results: Sequence[CaseResult]) -> list[dict
                     "reason": r.reason,
                     "seen": [x.get("status") for x in runs],
                     "figures": r.fields.get("figures") or {},
+                    "signature": r.fields.get("signature") or "",
                     "installed": r.fields.get("installed") or {},
                     "release_notes": r.fields.get("release_notes"),
                     "env": r.fields.get("env") or {},
@@ -108,17 +109,28 @@ def _name(rows: list[dict[str, Any]], i: int | None) -> str:
     return rows[i]["label"] if i is not None else "?"
 
 
+def change_text(rows: list[dict[str, Any]], a: int, b: int) -> str:
+    """One change of verdict, between candidate a (the last with the verdict before) and b (the first with the
+    next): found when nothing lies between them, else the candidates that cannot tell are named."""
+    va, vb = rows[a].get("verdict"), rows[b].get("verdict")
+    if b - a <= 1:
+        return f"{rows[b]['label']} is the first {vb}; {rows[a]['label']}, the last before it, is {va}"
+    why = ", ".join(f"{rows[i]['label']} ({rows[i].get('verdict', 'not run')})" for i in range(a + 1, b))
+    return (
+        f"the change from {va} to {vb} is at one of: {why}, or {rows[b]['label']} "
+        f"(candidates that cannot tell lie between {rows[a]['label']} and it)"
+    )
+
+
 def message(con: Conclusion, rows: list[dict[str, Any]]) -> str:
     flaky = [rows[i]["label"] for i in con.flaky]
     tail = f"; flaky (not a verdict): {', '.join(flaky)}" if flaky else ""
     if con.other:
         others = ", ".join(f"{rows[i]['label']} ({rows[i].get('verdict')})" for i in con.other)
         tail += f"; a third verdict, stepped over: {others}"
-    if con.kind == FOUND:
-        return (
-            f"{_name(rows, con.first_new)} is the first {con.new}; {_name(rows, con.last_old)}, the last before "
-            f"it, is {con.old}{tail}"
-        )
+    if con.kind in (FOUND, AMBIGUOUS):
+        steps = con.changes or ((con.last_old, con.first_new),)
+        return "; then ".join(change_text(rows, a, b) for a, b in steps if a is not None and b is not None) + tail
     if con.kind == EVERY:
         if not con.changes:
             return f"no change: every candidate that ran is {con.old or 'unusable'}{tail}"
@@ -126,12 +138,6 @@ def message(con: Conclusion, rows: list[dict[str, Any]]) -> str:
         return f"{moves}{tail}"
     if con.kind == NO_CHANGE:
         return f"no change between the endpoints: {con.note} ({rows[0]['label']}, {rows[-1]['label']}){tail}"
-    if con.kind == AMBIGUOUS:
-        why = ", ".join(f"{rows[i]['label']} ({rows[i].get('verdict')})" for i in con.between[:-1])
-        return (
-            f"the change from {con.old} to {con.new} is at one of: {why}, or {rows[con.between[-1]]['label']} "
-            f"(candidates that cannot tell lie between {_name(rows, con.last_old)} and it)"
-        )
     if con.kind == ENDPOINT:
         return f"cannot bisect: {con.note}{tail}"
     if con.kind == BUDGET:
@@ -166,13 +172,20 @@ def build(
         "result": con.kind,
         "message": message(con, rows),
         "exit_code": exit_code(con),
-        "old": {"verdict": con.old, "label": rows[0]["label"]},
-        "new": {"verdict": con.new, "label": rows[-1]["label"]},
+        # each endpoint with its own verdict (not the change's: a range may hold more than two verdicts)
+        "old": {"verdict": rows[0].get("verdict"), "label": rows[0]["label"]},
+        "new": {"verdict": rows[-1].get("verdict"), "label": rows[-1]["label"]},
+        "found": {"old": con.old, "new": con.new},  # the verdicts of the (first) change found
         "last_old": rows[con.last_old] if con.last_old is not None else None,
         "first_new": rows[con.first_new] if con.first_new is not None else None,
         "between": [rows[i]["label"] for i in con.between],
         "changes": [
-            {"from": rows[a]["label"], "to": rows[b]["label"], "verdicts": [rows[a]["verdict"], rows[b]["verdict"]]}
+            {
+                "from": rows[a]["label"],
+                "to": rows[b]["label"],
+                "verdicts": [rows[a].get("verdict"), rows[b].get("verdict")],
+                "between": [rows[i]["label"] for i in range(a + 1, b)],
+            }
             for a, b in con.changes
         ],
         "flaky": [rows[i]["label"] for i in con.flaky],

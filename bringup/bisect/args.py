@@ -126,6 +126,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(it crashes, it does not compile) is stepped over like a skip and named",
     )
     s.add_argument(
+        "--new-signature",
+        default=None,
+        metavar="TEXT",
+        help="with a repro: the failure looked for is this signature (the last 'signature: TEXT' line the repro "
+        "prints, else its traceback's exception key); a run that shows it is --fail-status, one that fails "
+        "otherwise is a third verdict (bringup triage bisects each group this way)",
+    )
+    s.add_argument(
         "--fail-status",
         choices=FAIL_STATUSES,
         default="fail_numeric",
@@ -231,6 +239,7 @@ class BisectArgs(CommandOptions):
     localize: str = measured("auto")
     followup_budget: float = not_measured(DEFAULT_FOLLOWUP_BUDGET_S, "a kill limit on each follow-up")
     json: str | None = not_measured(None)
+    new_signature: str | None = measured(None, "the failure looked for")
 
 
 OPTIONS = BisectArgs
@@ -267,6 +276,7 @@ class BisectOptions:
     workers: int
     executor: str
     ray_address: str | None
+    new_signature: str | None = None
 
     @classmethod
     def from_args(cls, args: BisectArgs, common: GlobalOptions | None = None) -> BisectOptions:
@@ -301,6 +311,7 @@ class BisectOptions:
             workers=int(common.workers or 1),
             executor=common.executor or "local",
             ray_address=common.ray_address,
+            new_signature=args.new_signature or None,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -153,47 +153,82 @@ def step(
         return Step(
             done=Conclusion(NO_CHANGE, old, new, note=f"both endpoints are {old}", skipped=st.skipped, flaky=st.flaky)
         )
-    hi = min(i for i in range(k) if st.verdict(i) not in (None, old))
-    lo = max(i for i in range(hi) if st.verdict(i) == old)
-    back = tuple(i for i in range(hi + 1, k) if st.verdict(i) == old)
-    untested = [i for i in range(lo + 1, hi) if i not in seen]
-    if not untested:
-        between = tuple(i for i in range(lo + 1, hi + 1))
-        kind = FOUND if between == (hi,) else AMBIGUOUS
-        return Step(
-            done=Conclusion(
-                kind,
-                old,
-                st.verdict(hi),
-                lo,
-                hi,
-                between if kind == AMBIGUOUS else (),
-                skipped=st.skipped,
-                flaky=st.flaky,
-                nonmonotone=back,
-                other=st.other,
-            )
-        )
-    w = max(1, min(width, len(untested)))
+    chain = links(st)
+    last = chain[-1]
+    if not last.untested:
+        return Step(done=_found(st, chain))
+    w = max(1, min(width, len(last.untested)))
     if budget is not None:
         if budget == 0:
+            first = chain[0]
             return Step(
                 done=Conclusion(
                     BUDGET,
                     old,
-                    st.verdict(hi),
-                    lo,
-                    hi,
-                    tuple(range(lo + 1, hi + 1)),
+                    st.verdict(first.hi),
+                    first.lo,
+                    first.hi,
+                    tuple(range(last.lo + 1, last.hi + 1)),
+                    changes=tuple((c.lo, c.hi) for c in chain),
                     note=f"--max-envs {max_envs} spent",
                     skipped=st.skipped,
                     flaky=st.flaky,
-                    nonmonotone=back,
                     other=st.other,
                 )
             )
-        w = affordable(w, hi - lo, budget)
-    return Step(run=spread(untested, lo, hi, w))
+        w = affordable(w, last.hi - last.lo, budget)
+    return Step(run=spread(last.untested, last.lo, last.hi, w))
+
+
+@dataclass(frozen=True)
+class Link:
+    """One change of verdict: `lo` the last candidate with the verdict before it, `hi` the first with the next one;
+    `untested` the candidates between them the search has not run yet."""
+
+    lo: int
+    hi: int
+    untested: tuple[int, ...] = ()
+
+
+def links(st: _State) -> list[Link]:
+    """The changes from the old endpoint's verdict to the new endpoint's, in order, as far as the candidates seen
+    show them (the last one still open while candidates between its ends are untested). Two verdicts: one change;
+    more (pass, then a compile error, then wrong numbers): each change, so that every verdict the range holds is
+    named. With a new verdict asked for, a third one counts as unknown (`_State.verdict`): one change."""
+    out: list[Link] = []
+    pos, v, end = 0, st.verdict(0), st.verdict(st.k - 1)
+    while v != end:
+        hi = next(i for i in range(pos + 1, st.k) if st.verdict(i) not in (None, v))
+        lo = max(i for i in range(pos, hi) if st.verdict(i) == v)
+        untested = tuple(i for i in range(lo + 1, hi) if i not in st.seen)
+        out.append(Link(lo, hi, untested))
+        if untested:
+            break
+        pos, v = hi, st.verdict(hi)
+    return out
+
+
+def _found(st: _State, chain: list[Link]) -> Conclusion:
+    """Every change pinned: found when each lies between neighbours (nothing skipped or flaky between its ends),
+    else ambiguous (`between`: where the first unclear change may be). Candidates after the last change that show
+    an earlier verdict again are named (`nonmonotone`)."""
+    first = chain[0]
+    unclear = next((c for c in chain if c.hi - c.lo > 1), None)
+    earlier = {st.verdict(c.lo) for c in chain}
+    back = tuple(i for i in range(chain[-1].hi + 1, st.k) if st.verdict(i) in earlier)
+    return Conclusion(
+        FOUND if unclear is None else AMBIGUOUS,
+        st.verdict(first.lo),
+        st.verdict(first.hi),
+        first.lo,
+        first.hi,
+        () if unclear is None else tuple(range(unclear.lo + 1, unclear.hi + 1)),
+        changes=tuple((c.lo, c.hi) for c in chain),
+        skipped=st.skipped,
+        flaky=st.flaky,
+        nonmonotone=back,
+        other=st.other,
+    )
 
 
 def halves(places: int) -> int:

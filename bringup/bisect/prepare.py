@@ -28,6 +28,8 @@ def build_spec(opts: BisectOptions, db: Path) -> BisectSpec:
     check_output_path(opts.json, "--json")
     cache = check_output_dir(opts.env_cache, "--env-cache")
     target = resolve_target(opts, db)
+    if opts.new_signature and target.kind != "repro":
+        raise BadInput("--new-signature needs a repro script TARGET (what it prints or raises is its signature)")
     cands, source = candidates.resolve(opts.between, opts.wheels, opts.sets, opts.sets_file, opts.pre)
     with_reqs = tuple(normalize(r, "--with") for r in opts.with_reqs)
     inherit = inherit_dirs() if opts.inherit_site else ()
@@ -47,6 +49,7 @@ def build_spec(opts: BisectOptions, db: Path) -> BisectSpec:
         with_reqs=with_reqs,
         bringup_deps=deps,
         bringup_wheel=wheel,
+        new_signature=opts.new_signature or "",
     )
     return BisectSpec(
         tuple(cands),

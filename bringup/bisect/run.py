@@ -151,6 +151,8 @@ def run_candidate(case: Case, ctx: Any) -> CaseResult:
         r.wall_s = time.monotonic() - t0
         return r
     status = Status(first.status)
+    if s.new_signature and verdict not in (FLAKY, "pass") and first.signature != s.new_signature:
+        verdict = f"{verdict} (another signature)"  # a failure, not the one looked for: a third verdict
     if verdict == FLAKY:
         seen = [o.status for o in outcomes]
         names = ", ".join(f"{x} x{seen.count(x)}" for x in dict.fromkeys(seen))
@@ -166,6 +168,7 @@ def run_candidate(case: Case, ctx: Any) -> CaseResult:
             "label": c.label,
             "runs": runs,
             "figures": first.figures,
+            "signature": first.signature,
             "log": str(work.with_suffix(".log")),
             **_env_fields(env, c),
         }

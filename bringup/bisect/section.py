@@ -19,15 +19,21 @@ def _answer(page: Page) -> dict[str, Any] | None:
     return ans if isinstance(ans, dict) else None
 
 
+def _found(ans: dict[str, Any]) -> dict[str, Any]:
+    """The verdicts of the (first) change found; answers stored before `found` carried them as the endpoints'."""
+    return ans.get("found") or {"old": ans["old"]["verdict"], "new": ans["new"]["verdict"]}
+
+
 def tile(results: Sequence[CaseResult], page: Page) -> Tile:
     ans = _answer(page)
     if ans is None:
         n = sum(r.params.get("kind") == "candidate" for r in results)
         return Tile("bisect", "none", "unfinished", f"{n} candidate(s) stored; resume the run to finish it")
     first = ans.get("first_new") or {}
+    found = _found(ans)
     if ans["result"] == "found":
-        key = "pass" if ans["new"]["verdict"] == "pass" else "fail"
-        return Tile("bisect", key, str(first.get("label", "?")), f"first {ans['new']['verdict']}")
+        key = "pass" if found["new"] == "pass" else "fail"
+        return Tile("bisect", key, str(first.get("label", "?")), f"first {found['new']}")
     if ans["result"] == "every":
         n = len(ans.get("changes") or [])
         return Tile("bisect", "gaps" if n else "none", f"{n} change(s)", f"{len(ans['candidates'])} candidates run")
@@ -114,9 +120,12 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         )
     rows = ans["candidates"]
     marks: dict[str, str] = {}
-    for key, word in (("last_old", f"last {ans['old']['verdict']}"), ("first_new", f"first {ans['new']['verdict']}")):
+    found = _found(ans)
+    for key, word in (("last_old", f"last {found['old']}"), ("first_new", f"first {found['new']}")):
         if ans.get(key):
             marks[ans[key]["label"]] = word
+    for ch in ans.get("changes") or []:  # a range with more than two verdicts: every change marked
+        marks.setdefault(ch["to"], f"first {ch['verdicts'][1]}")
     for label in ans.get("flaky") or []:
         marks[label] = "flaky: not a verdict"
     parts = [

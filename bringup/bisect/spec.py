@@ -167,6 +167,7 @@ class Settings:
     with_reqs: tuple[str, ...] = ()
     bringup_deps: tuple[str, ...] = ()  # a stored case: bringup's own requirements (it is overlaid from a wheel)
     bringup_wheel: str = ""  # the wheel of this tree a stored case's envs get ("" with inherit_site / a repro)
+    new_signature: str = ""  # a repro's failure looked for (--new-signature): its runs with it are fail_status
     python: str = field(default_factory=lambda: sys.executable)
 
     def to_json(self) -> dict[str, Any]:

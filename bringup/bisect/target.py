@@ -45,6 +45,7 @@ class RunOutcome:
     wall_s: float
     figures: dict[str, float] = field(default_factory=dict)
     tail: str = ""
+    signature: str = ""  # what the repro said its failure is (bringup.checks.failure_text.output_signature)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -54,6 +55,7 @@ class RunOutcome:
             "wall_s": round(self.wall_s, 3),
             "figures": self.figures,
             "tail": self.tail,
+            "signature": self.signature,
         }
 
 
@@ -107,7 +109,21 @@ def uncaught(out: str) -> str:
     return found[-1].strip() if found else ""
 
 
-def repro_outcome(rc: int, out: str, late: bool, wall: float, budget: float, fail_status: str) -> RunOutcome:
+def repro_outcome(
+    rc: int, out: str, late: bool, wall: float, budget: float, fail_status: str, asked: str = ""
+) -> RunOutcome:
+    """A repro run's outcome; with a signature `asked` for (--new-signature), a failing run that shows it is
+    `fail_status` however it failed (a minified compile failure raises: without it, that reads as `error`)."""
+    from bringup.checks.failure_text import output_signature
+
+    o = _repro_outcome(rc, out, late, wall, budget, fail_status)
+    o.signature = output_signature(out) if rc not in (0, 125) else ""
+    if asked and o.signature == asked and rc is not None and rc > 0 and rc != 125 and not late:
+        o.status, o.reason = fail_status, f"the signature asked for: {o.reason}"[:300]
+    return o
+
+
+def _repro_outcome(rc: int, out: str, late: bool, wall: float, budget: float, fail_status: str) -> RunOutcome:
     lines = [ln.rstrip() for ln in out.splitlines() if ln.strip()]
     last = _PATH.sub(r"\1", lines[-1].strip()) if lines else ""  # a generated file's folders say nothing
     tail = "\n".join(lines[-TAIL_LINES:])
@@ -138,7 +154,8 @@ def run_repro(
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     rc, out, late = timed([str(py), target.path], workdir, env, settings.run_budget_s, log)
-    return repro_outcome(rc, out, late, time.monotonic() - t0, settings.run_budget_s, settings.fail_status)
+    wall = time.monotonic() - t0
+    return repro_outcome(rc, out, late, wall, settings.run_budget_s, settings.fail_status, settings.new_signature)
 
 
 def child_command(py: Path, target: Target, workdir: Path, budget: float) -> list[str]:

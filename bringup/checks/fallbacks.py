@@ -87,6 +87,10 @@ class FallbackReport:
     # the backend's own count over the window, host reads taken out (None: its adapter keeps no counter)
     backend_fallbacks: dict[str, int] | None = None
     backend_only: list[str] = field(default_factory=list)  # counted by the backend, not seen by the detector
+    # per op that fell back: the dtypes its device inputs had (op_dtypes), and per "op[dtypes]" its first such call's
+    # arguments (describe_args: shapes, dtypes, scalars; no values): what a standalone repro of the op needs
+    fallback_dtypes: dict[str, list[str]] = field(default_factory=dict)
+    fallback_examples: dict[str, Any] = field(default_factory=dict)
 
     @property
     def native_ops(self) -> list[str]:
@@ -118,6 +122,8 @@ class FallbackReport:
             "host_reads": dict(sorted(self.host_reads.items())),
             "backend_fallbacks": None if self.backend_fallbacks is None else dict(self.backend_fallbacks),
             "backend_only": list(self.backend_only),
+            "fallback_dtypes": dict(sorted(self.fallback_dtypes.items())),
+            "fallback_examples": dict(sorted(self.fallback_examples.items())),
         }
 
 
@@ -131,10 +137,35 @@ class _Call:
     est_to_host: int = 0  # registration-based estimates (inputs / outputs on the device)
     est_to_device: int = 0
     copy: tuple[str, int] | None = None  # explicit transfer: ("h2d"|"d2h"|"d2d", bytes)
+    dtypes: tuple[str, ...] = ()  # the op's dtypes (op_dtypes of its device inputs)
 
 
 def _nbytes(t: torch.Tensor) -> int:
     return int(t.numel()) * int(t.element_size())
+
+
+def op_dtypes(tensors: list[torch.Tensor]) -> tuple[str, ...]:
+    """An op's dtypes as a fallback names them: its floating inputs' dtypes, else its first input's."""
+    names = sorted({str(t.dtype).replace("torch.", "") for t in tensors if t.is_floating_point() or t.is_complex()})
+    return tuple(names) or tuple(str(t.dtype).replace("torch.", "") for t in tensors[:1])
+
+
+def describe_args(node: Any) -> Any:
+    """An op call's arguments as JSON, without values: a tensor is its shape, dtype and device; dtypes,
+    devices and lists are tagged (the form bringup/localize/repro.py reads); scalars stay as they are."""
+    if isinstance(node, torch.Tensor):
+        return {"tensor": list(node.shape), "dtype": str(node.dtype).replace("torch.", ""), "device": node.device.type}
+    if isinstance(node, torch.dtype):
+        return {"dtype": str(node).replace("torch.", "")}
+    if isinstance(node, torch.device):
+        return {"device": node.type}
+    if isinstance(node, (list, tuple)):
+        return {"list": [describe_args(x) for x in node]}
+    if isinstance(node, dict):
+        return {"dict": {str(k): describe_args(v) for k, v in node.items()}}
+    if node is None or isinstance(node, (bool, int, float, str)):
+        return node if not isinstance(node, float) or math.isfinite(node) else {"repr": repr(node)}
+    return {"repr": repr(node)}
 
 
 def _event_bytes(ev: Any, i: int = 0) -> int:
@@ -197,7 +228,9 @@ class _OpMode(TorchDispatchMode):
         outs_dev = [t for t in outs if t.device.type == det.device.type]
         if not on_dev and not outs_dev:
             return out  # never touched the device
-        call = _Call(idx, name)
+        call = _Call(idx, name, dtypes=op_dtypes(on_dev or outs_dev))
+        if (name, call.dtypes) not in det._examples:  # the first call of each op and dtype: its arguments
+            det._examples[(name, call.dtypes)] = {"args": describe_args(list(args)), "kwargs": describe_args(kwargs)}
         call.copy = det._classify_copy(name, args, outs)
         if call.copy is None and name == "aten::_local_scalar_dense" and on_dev and not det.device.is_cpu:
             call.copy = ("d2h", int(on_dev[0].element_size()))
@@ -217,6 +250,7 @@ class FallbackDetector:
         self.key = _key_for(device)
         self.use_profiler = use_profiler
         self._calls: list[_Call] = []
+        self._examples: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
         self._counter: Iterator[int] = itertools.count()
         self._profiling = False
         self._prof: Any = None
@@ -225,7 +259,7 @@ class FallbackDetector:
         self._backend0: dict[str, int] | None = None
 
     def __enter__(self) -> FallbackDetector:
-        self._calls, self._counter, self._report = [], itertools.count(), None
+        self._calls, self._counter, self._report, self._examples = [], itertools.count(), None, {}
         self._backend0 = _backend_counts(self.device)
         self._profiling = bool(self.use_profiler and not self.device.is_cpu and not _profiler_active())
         if self._profiling:
@@ -340,6 +374,11 @@ class FallbackDetector:
             if c.fallback:
                 st.fallback = True
                 rep.fallback_ops[c.name] = rep.fallback_ops.get(c.name, 0) + 1
+                kinds = rep.fallback_dtypes.setdefault(c.name, [])
+                if (kind := "/".join(c.dtypes)) not in kinds:
+                    kinds.append(kind)
+                    if ex := self._examples.get((c.name, c.dtypes)):
+                        rep.fallback_examples[f"{c.name}[{kind}]"] = ex
         return rep
 
     def report(self) -> FallbackReport:

@@ -164,6 +164,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
                 "op_dtypes": op.dtypes,
                 "op_index": op.index,
                 "op_why": op.why,
+                "op_backward": op.record.backward,
             }
         )
         r.reason = f"first divergence: {mod.name} -> {op.name}, rel err {fmt_err(op.rel_err)} ({op.why})"

@@ -35,6 +35,7 @@ class OpRecord:
     args: Any  # cpu copies of the device inputs
     kwargs: dict[str, Any]
     out: Any  # cpu copy of the device output
+    backward: bool = False  # run by the autograd engine (the module's backward), not its forward
 
     @property
     def name(self) -> str:
@@ -58,7 +59,8 @@ class OpRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         a, k = tree_map(_cpu_copy, args), tree_map(_cpu_copy, kwargs)
         out = func(*args, **kwargs)
-        self.ops.append(OpRecord(func, a, k, tree_map(_cpu_copy, out)))
+        backward = torch._C._current_graph_task_id() != -1  # inside the autograd engine: a backward op
+        self.ops.append(OpRecord(func, a, k, tree_map(_cpu_copy, out), backward))
         return out
 
 

@@ -22,20 +22,25 @@ from bringup.localize.core import OpDivergence
 SCRIPT = '''\
 """Repro written by `bringup localize`: {summary}
 Run: python repro.py [--device DEV]   (exit 1: the device's output is off; 0: it matches)"""
-import argparse, importlib, json, math, sys
+import argparse, base64, importlib, json, math, sys, zlib
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load, load_file
 
 HERE = Path(__file__).resolve().parent
-meta = json.loads((HERE / "op.json").read_text())
+META = None  # op.json, inline (None: read op.json next to this file)
+INPUTS = None  # inputs.safetensors, zlib-compressed and base64, inline (None: read the file next to this one)
+meta = META if META is not None else json.loads((HERE / "op.json").read_text())
 ap = argparse.ArgumentParser()
 ap.add_argument("--device", default=meta["device"])
 opts = ap.parse_args()
 for m in meta["imports"]:
     importlib.import_module(m)
-tensors = load_file(str(HERE / "inputs.safetensors"))
+if INPUTS is not None:
+    tensors = load(zlib.decompress(base64.b64decode("".join(INPUTS))))
+else:
+    tensors = load_file(str(HERE / "inputs.safetensors"))
 dtype = getattr(torch, meta["dtype"])
 
 
@@ -101,6 +106,8 @@ bad = err > bound or shape > 1
 print(f"{{meta['op']}} on {{opts.device}}: rel_rmse {{err:.3g}} vs float64 (trusted cpu {{meta['dtype']}}: "
       f"{{base:.3g}}, bound {{bound:.3g}}); conditional mean {{shape:.3g}} of its margin -> "
       f"{{'MISMATCH' if bad else 'ok'}}")
+if bad and meta.get("signature"):
+    print(f"signature: {{meta['signature']}}")
 sys.exit(1 if bad else 0)
 '''
 
@@ -157,3 +164,17 @@ def write_repro(
     script = out_dir / "repro.py"
     script.write_text(SCRIPT.format(summary=f"{where} -> {d.name}, rel err {d.rel_err:.2g} on {device}"))
     return script
+
+
+def inline_script(out_dir: Path, **meta: Any) -> str:
+    """The repro under `out_dir` as one file: op.json (with `meta` added, e.g. the triage group's `signature`, which
+    the script prints when it finds a mismatch) and the inputs (zlib, base64) written into it, for an issue."""
+    import base64
+    import zlib
+
+    data = {**json.loads((out_dir / "op.json").read_text()), **meta}
+    blob = base64.b64encode(zlib.compress((out_dir / "inputs.safetensors").read_bytes(), 9)).decode()
+    chunks = ",\n".join(f'    "{blob[i : i + 96]}"' for i in range(0, len(blob), 96))
+    text = (out_dir / "repro.py").read_text()
+    text = text.replace("META = None  #", f"META = {data!r}  #", 1)
+    return text.replace("INPUTS = None  #", f"INPUTS = [\n{chunks}\n]  #", 1)

@@ -61,10 +61,12 @@ def main(args: ReportOptions, global_db: str | None, default_db: Path, console: 
         path = atomic_write_text(out, history_page.render(h, out.resolve().parent))
     except OSError as e:
         raise BadInput(f"cannot write the history page to {out}: {e.strerror or e}") from e
+    from bringup.report.bug_history import summary, tracks
+
     moved = sum(m.kind == "moved" for ln in h.lines for m in ln.moves)
     console.print(
         f"history: {len(h.runs)} run(s), {len({r.machine for r in h.runs})} machine(s), "
-        f"{moved} move(s) beyond the noise: {path}",
+        f"{moved} move(s) beyond the noise; {summary(tracks(h.runs))}: {path}",
         highlight=False,
     )
     return 0

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.outcomes import outcome_line
-from bringup.report import plots
+from bringup.report import bug_history, plots
 from bringup.report.history import MAX_LINES, METRICS, History, Line, NamedMove, StoredRun, named_moves
 from bringup.report.html import fmt_time, json_for_script, page_html, section
 from bringup.report.plots import TrendPoint, esc, fmt_num
@@ -267,10 +267,11 @@ def render(h: History, out_dir: Path | None = None) -> str:
     for name, title in METRICS:
         lines = [ln for ln in h.lines if ln.chart == name]
         sections.append(charts_section(name, title[0].upper() + title[1:], lines, ticks, title))
+    sections.append(bug_history.section_html(h.runs))  # the bug groups followed over the runs
     sections.append(section("runs", f"Runs ({len(h.runs)})", runs_table(h.runs, out_dir)))
     toc = "".join(
         f'<a href="#sec-{esc(a)}">{esc(t)}</a>'
-        for a, t in [("moves", "moves"), ("pass_rate", "pass rate"), *METRICS, ("runs", "runs")]
+        for a, t in [("moves", "moves"), ("pass_rate", "pass rate"), *METRICS, ("bugs", "bugs"), ("runs", "runs")]
     )
     body = "".join(
         [

@@ -402,7 +402,11 @@ def _device_run(
         out = train_run(built, init, batches, dev.torch_device, dtype, module_check=module_check)
     finally:
         det.__exit__(None, None, None)
-    r.fields["fallback_ops"] = dict(det.report().fallback_ops)
+    rep = det.report()
+    r.fields["fallback_ops"] = dict(rep.fallback_ops)
+    if rep.fallback_ops:  # each op's dtypes and first call's shapes: its triage signature and repro
+        r.fields["fallback_dtypes"] = rep.fallback_dtypes
+        r.fields["fallback_examples"] = rep.fallback_examples
     return out
 
 
