@@ -61,7 +61,7 @@ _ROLES: dict[str, tuple[str, ...]] = {
     "heads": ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
               "decoder_attention_heads", "attention_heads", "num_encoder_attention_heads",
               "num_decoder_attention_heads", "swa_num_attention_heads", "index_n_heads", "linear_num_heads",
-              "linear_num_key_heads", "num_attention_heads_text"),
+              "linear_num_key_heads", "linear_num_value_heads", "num_attention_heads_text"),
     "kv_heads": ("num_key_value_heads", "n_kv_heads", "num_kv_heads", "swa_num_key_value_heads",
                  "num_query_groups", "n_head_kv", "num_kv"),
     "head_dim": ("head_dim", "d_head", "attention_head_dim", "attention_head_size", "kv_channels", "swa_head_dim",
@@ -137,6 +137,9 @@ OVERRIDES: dict[str, Override] = {
     "bamba": Override({"mamba_n_heads": 6, "mamba_d_head": 24},
                       "mamba heads (128 by default, not a role) must divide mamba_expand x hidden_size: "
                       "6 x 24 = 2 x 72"),
+    "mimo_v2_flash": Override({"num_key_value_heads": 1},
+                              "its sliding-window layers take twice the kv heads, and the query heads must be a "
+                              "multiple of those too: 6 query heads over 1 kv head (2 on the windowed layers)"),
     "granitemoehybrid": Override({"mamba_n_heads": 6, "mamba_d_head": 24},
                                  "mamba heads (128 by default, not a role) must divide mamba_expand x hidden_size: "
                                  "6 x 24 = 2 x 72"),
