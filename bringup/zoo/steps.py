@@ -38,6 +38,13 @@ class StepOutputs:
     logits: torch.Tensor | None
     positions: torch.Tensor | None = None
 
+    def on_cpu(self) -> StepOutputs:
+        """The same outputs detached on the host (where a boolean selection costs a lazy device no graph)."""
+        cpu = torch.device("cpu")
+        logits = None if self.logits is None else self.logits.detach().to(cpu)
+        positions = None if self.positions is None else self.positions.to(cpu)
+        return StepOutputs(self.loss.detach().to(cpu), logits, positions)
+
     def defined(self) -> torch.Tensor | None:
         """The logits at the positions the job defines (rows x seq flattened to the positions kept)."""
         if self.logits is None or self.positions is None:
@@ -312,12 +319,13 @@ def _train_run(
 
     pads: list[torch.Tensor] = []
 
-    def at_step0(out: StepOutputs) -> None:
-        tensors["loss"] = out.loss.detach().to("cpu").reshape(())
+    def at_step0(step: StepOutputs) -> None:
+        out = step.on_cpu()
+        tensors["loss"] = out.loss.reshape(())
         if (logits := out.defined()) is not None:
-            tensors["logits"] = logits.detach().to("cpu")
+            tensors["logits"] = logits
         if (pad := out.pads()) is not None:
-            pads.append(pad.detach().to("cpu"))
+            pads.append(pad)
         for n, p in model.named_parameters():
             if p.grad is not None:
                 tensors[f"grad.{n}"] = p.grad.detach().to("cpu").clone()
