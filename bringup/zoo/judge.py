@@ -95,9 +95,10 @@ def judge_graphs(r: CaseResult, graphs: Any) -> None:
         fail(r, Status.SILENT_EAGER, "compiled: dynamo captured no graph (the run was eager)")
 
 
-def judge_pads(r: CaseResult, label: str, got: RunOut, ref: RunOut, uniform: torch.Tensor | None) -> None:
+def judge_pads(r: CaseResult, label: str, got: RunOut, ref: RunOut, uniform: Any) -> None:
     """A run's logits at positions no loss reads (pads: what the kernel chose for them, checks/masked_rows.py):
-    finite, or the case fails there; which convention they follow is said on the case, never judged."""
+    finite, or the case fails there; which convention they follow is said on the case, never judged. `uniform`: the
+    reference's pads under the uniform convention, or how to compute them (checks/masked_rows.describe)."""
     from bringup.checks.masked_rows import NON_FINITE, describe, sentence
 
     if got.pads is None or ref.pads is None:

@@ -10,11 +10,13 @@ import copy
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from bringup.case import Case, CaseResult, Status
+from bringup.checks.masked_rows import UniformRows
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.precision import Precision
@@ -113,7 +115,9 @@ class Prepared:
     ref: RunOut
     left_pad: bool = True
     note: str = ""
-    uniform: torch.Tensor | None = None  # the reference's pad logits under the uniform convention (masked_rows)
+    # the reference's pad logits under the uniform convention (checks/masked_rows.py), computed when first asked;
+    # None: no SDPA row of the reference was fully masked (the model's own code decides its pads)
+    uniform: Callable[[], torch.Tensor | None] | None = None
     zeros: frozenset[str] = frozenset()  # the reference's tensors zero in exact arithmetic (exact_zeros)
 
 
@@ -130,9 +134,12 @@ def prepare(spec: ZooSpec, built: Any = None) -> Prepared:
         built = built if built is not None else build_model(spec, left_pad)
         init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
         batches = [built.make_batch(i) for i in range(spec.steps)]
-        ref = train_run(built, init, batches, cpu, torch.float64, round_to=prec.param_dtype)
+        seen = UniformRows(replace=False)  # counts the reference's fully masked SDPA rows, changes nothing
+        ref = train_run(
+            built, init, batches, cpu, torch.float64, round_to=prec.param_dtype, step_context=lambda s=seen: s
+        )
         if finite_curve(ref.curve) or not left_pad or not _left_padded(batches[0]):
-            uniform = uniform_pads(built, init, batches[0], prec) if ref.pads is not None else None
+            uniform = _lazy(uniform_pads, built, init, batches[0], prec) if ref.pads is not None and seen.rows else None
             note = "" if left_pad else LEFT_PAD_NOTE
             return Prepared(
                 built, init, batches, ref, left_pad, note, uniform, measure_zeros(built, init, batches[0], ref, prec)
@@ -163,11 +170,21 @@ def measure_zeros(
     return exact_zeros(ref.tensors, twin.tensors)
 
 
+def _lazy(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """fn(*args), computed on the first call and kept."""
+    kept: list[Any] = []
+
+    def get() -> Any:
+        if not kept:
+            kept.append(fn(*args))
+        return kept[0]
+
+    return get
+
+
 def uniform_pads(built: Any, init: dict[str, torch.Tensor], batch0: dict[str, Any], prec: Precision) -> Any:
     """Step 0's float64 logits at the pads with every fully masked SDPA row uniform (checks/masked_rows.py): what a
     device of that convention computes there; None when no SDPA call had such a row (the model's code decides)."""
-    from bringup.checks.masked_rows import UniformRows
-
     mode = UniformRows()
     run = dataclasses.replace(built, model=copy.deepcopy(built.model))
     out = train_run(
