@@ -68,6 +68,8 @@ class Case:
     budget_s: float = 600.0
     isolated: bool = False
     env: dict[str, str] = field(default_factory=dict)
+    cost: float = 0.0
+    after: tuple[str, ...] = ()
 
     @property
     def case_id(self) -> str:
@@ -82,6 +84,8 @@ class Case:
             "budget_s": self.budget_s,
             "isolated": self.isolated,
             "env": self.env,
+            "cost": self.cost,
+            "after": list(self.after),
         }
 
     @classmethod
@@ -94,6 +98,8 @@ class Case:
             budget_s=float(d.get("budget_s", 600.0)),
             isolated=bool(d.get("isolated", False)),
             env=dict(d.get("env", {})),
+            cost=float(d.get("cost", 0.0)),
+            after=tuple(d.get("after", ())),
         )
 
 

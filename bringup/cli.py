@@ -78,7 +78,12 @@ def _output_options(p: argparse.ArgumentParser, suppress: bool) -> None:
 def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     """Options accepted globally and, for convenience, after the sub-command too."""
     d = argparse.SUPPRESS if suppress else None
-    p.add_argument("--workers", type=positive_int, default=d if suppress else 1, help="worker processes (default 1)")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=d if suppress else None,
+        help="worker processes (default 1; `run --quick`: one per core, at most 4)",
+    )
     p.add_argument(
         "--allow-unsupported",
         action="store_true",

@@ -67,7 +67,7 @@ def execute_cases(
     try:
         run_id = sess.resume_run.run_id if sess.resume_run is not None else new_run_id()
         run_dir = sess.db.resolve().parent / run_id  # absolute: artifact paths stay valid from anywhere
-        workers = opts.workers
+        workers = opts.workers or 1
         spec = WorkerSpec(
             device=sess.device.name,
             imports=tuple(sess.imports),

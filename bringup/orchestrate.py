@@ -14,6 +14,7 @@ The runner shows one progress bar (case n/N, the current suite/case) on a termin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 from collections import Counter
 from dataclasses import dataclass
@@ -129,10 +130,23 @@ def finish(store: Store, run: RunInfo, results: list[CaseResult], out: str | Non
     print(f"report: {path}")
 
 
+def side_by_side(options: Options) -> Options:
+    """`run --quick` without --workers runs its cases side by side, one worker per core (at most 4: the runner
+    starts the longest ready case first, bringup/runner/schedule.py); `--full`, whose timings are the point, and
+    every other command keep one worker unless told."""
+    from bringup.runner.process import auto_workers
+
+    common = options.common
+    if common.workers is not None or options.of(RunCommandOptions).full:
+        return options
+    return dataclasses.replace(options, common=dataclasses.replace(common, workers=auto_workers()))
+
+
 def main(sess: Any) -> int:
     from bringup.files import check_output_path
     from bringup.flow import execute_cases, summarize_by_suite
 
+    sess.options = side_by_side(sess.options)
     args = sess.options.of(RunCommandOptions)
     check_output_path(args.out, "--out")
     cases, parts = plan_parts(sess.options, sess.device)

@@ -1,5 +1,6 @@
 """Local executor: N worker processes, reused across cases (warm imports and compile caches),
-replaced after any failure; isolated cases get a fresh process of their own."""
+replaced after any failure; isolated cases get a fresh process of their own. A free worker takes the next
+case from a shared queue (runner/schedule.py: the longest ready case first, `Case.after` waited for)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from bringup.case import Case, CaseResult, Status
 from bringup.runner.process import WorkerProcess, WorkerSpec, run_isolated, settle
+from bringup.runner.schedule import Queue
 
 
 class LocalExecutor:
@@ -30,13 +32,9 @@ class LocalExecutor:
         on_start: Callable[[Case], None] | None = None,
     ) -> None:
         """Run every case; `on_result` is called in THIS thread (the one that owns the store)."""
-        todo: queue.Queue[Case | None] = queue.Queue()
-        for c in cases:
-            todo.put(c)
+        todo = Queue(cases, by_cost=self.workers > 1)
         done: queue.Queue[tuple[str, Case | CaseResult]] = queue.Queue()
         n = min(self.workers, max(1, len(cases)))
-        for _ in range(n):
-            todo.put(None)
         threads = [threading.Thread(target=self._slot, args=(i, todo, done, run_dir), daemon=True) for i in range(n)]
         for t in threads:
             t.start()
@@ -53,6 +51,7 @@ class LocalExecutor:
                 on_result(item)
                 remaining -= 1
         finally:
+            todo.close()
             self.shutdown()
             for t in threads:
                 t.join(timeout=60)
@@ -74,11 +73,11 @@ class LocalExecutor:
         if late:  # started after shutdown() swept the live set: it must not run on unowned
             w.kill_group()
 
-    def _slot(self, slot: int, todo: queue.Queue[Case | None], done: queue.Queue, run_dir: Path) -> None:
+    def _slot(self, slot: int, todo: Queue, done: queue.Queue, run_dir: Path) -> None:
         worker: WorkerProcess | None = None
         try:
             while not self._stop.is_set():
-                case = todo.get()
+                case = todo.wait_take()
                 if case is None:
                     break
                 done.put(("start", case))
@@ -108,6 +107,7 @@ class LocalExecutor:
                         self._track(worker, False)
                         worker.kill()
                         worker = None
+                todo.finish(case.case_id)
                 if self._stop.is_set():
                     break
                 done.put(("result", result))

@@ -38,14 +38,27 @@ class WorkerSpec:
     env: dict[str, str] = field(default_factory=dict)
 
 
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+MAX_AUTO_WORKERS = 4  # `bringup run --quick` without --workers: one worker per core, at most this many
+
+
+def auto_workers() -> int:
+    """Workers for a run that was given none and runs its cases side by side (`run --quick`): one per core,
+    at most MAX_AUTO_WORKERS (each holds a model and its compiled code in memory)."""
+    return max(1, min(cores(), MAX_AUTO_WORKERS))
+
+
 def thread_env(workers: int) -> dict[str, str]:
     """N workers on one host share its cores: each gets cores/N intra-op threads and as many inductor compile
     processes (torch would give every worker all cores, inductor a compile pool of min(32, cores) processes,
     and N workers would fight over them). A user's own OMP_NUM_THREADS / TORCHINDUCTOR_COMPILE_THREADS win."""
     if workers <= 1:
         return {}
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    share = str(max(1, cores // workers))
+    share = str(max(1, cores() // workers))
     return {var: share for var in ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS") if var not in os.environ}
 
 

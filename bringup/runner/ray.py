@@ -38,6 +38,7 @@ from typing import Any
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
 from bringup.runner.process import STARTUP_TIMEOUT_S, WorkerProcess, WorkerSpec, run_isolated, settle
+from bringup.runner.schedule import Queue
 
 RETRIES_ENV = "BRINGUP_RAY_RETRIES"
 DEFAULT_RETRIES = 2
@@ -260,14 +261,13 @@ class RayExecutor:
         if not ray.is_initialized():
             self._connect()
         run_dir = run_dir.resolve()
-        todo = deque(cases)
+        todo = Queue(cases, by_cost=self.workers > 1)  # runner/schedule.py: the longest ready case first
         free = deque(range(min(self.workers, max(1, len(cases)))))
         inflight: dict[Any, _Task] = {}
         try:
-            while todo or inflight:
-                while todo and free:
+            while todo.left or inflight:
+                while free and (case := todo.take() if inflight else todo.wait_take()) is not None:
                     slot = free.popleft()
-                    case = todo.popleft()
                     actor = self._actors.get(slot) or self._new_actor(slot)
                     ref = actor.run.remote(case.to_json(), str(run_dir / "artifacts" / case.case_id), str(run_dir))
                     # Each try may need a worker start and the whole budget, twice (a clean re-run after a
@@ -284,10 +284,12 @@ class RayExecutor:
                     task = inflight.pop(ref)
                     result = self._collect(ref, task)
                     free.append(task.slot)
+                    todo.finish(task.case.case_id)
                     on_result(result)
                 for ref, task in list(inflight.items()):
                     if now > task.deadline:
                         del inflight[ref]
+                        todo.finish(task.case.case_id)
                         self._drop_actor(task.slot)  # ray.kill fails its pending task; its worker follows
                         free.append(task.slot)
                         on_result(

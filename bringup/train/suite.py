@@ -11,6 +11,7 @@ bringup/train/ (loop, caches, ranks, compile metrics, loss band, summary).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import traceback
 from pathlib import Path
@@ -31,6 +32,10 @@ from bringup.train.planning import check_model, first_seen_last, parse_dynamic, 
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
 ENTRY, FLOPS_ENTRY = "bringup.train.suite:run_mode", "bringup.train.suite:run_flops"
+# Scheduling hints only (Case.cost: the longest ready case first when workers run side by side,
+# bringup/runner/schedule.py): an arm's work relative to the others', as seconds of the quick run's qwen3-tiny on
+# 2 cpu cores; a cold compile dominates. No verdict and no figure reads them.
+ARM_COST = {CACHE_NONE: 10.0, CACHE_COLD: 50.0, CACHE_WARM: 10.0, CACHE_ARTIFACT: 15.0}
 
 
 # ---- planning (pure; raises BadInput before any work; the parsers: bringup/train/planning.py) ---------
@@ -178,7 +183,7 @@ def plan_arms(
             if cache == CACHE_COLD and save_artifact:
                 s = s.with_(save_artifact=save_artifact)
             specs.append(s)
-    return [Case("train", s.name, s.params(), ENTRY, case_budget, isolated=True) for s in specs]
+    return arm_cases(specs, case_budget)
 
 
 def plan(base: TrainSpec, modes: tuple[str, ...], caches: tuple[str, ...], case_budget: float = 3600.0) -> list[Case]:
@@ -187,7 +192,29 @@ def plan(base: TrainSpec, modes: tuple[str, ...], caches: tuple[str, ...], case_
     specs = [base.with_(mode="eager", cache=CACHE_NONE)] if "eager" in modes else []
     for cache in caches:
         specs += [base.with_(mode=m, cache=cache) for m in modes if m != "eager"]
-    return [Case("train", s.name, s.params(), ENTRY, case_budget, isolated=True) for s in specs]
+    return arm_cases(specs, case_budget)
+
+
+def arm_cases(specs: list[TrainSpec], case_budget: float) -> list[Case]:
+    """One isolated case per arm, with what each waits for when workers run side by side (Case.after): a
+    compiled arm its eager case (the loss reference it reads at its end), a warm or artifact arm its cold
+    case (the cache, the artifact). Without them each still runs, at a cost (an eager run of its own, a
+    priming compile): the order is the runner's to keep."""
+    made = [(s, _case(s, case_budget)) for s in specs]
+    out = []
+    for s, c in made:
+        after = [
+            d.case_id
+            for t, d in made
+            if (s.compiled and t.mode == "eager" and t.reference_key == s.reference_key)
+            or (s.cache in (CACHE_WARM, CACHE_ARTIFACT) and t.cache == CACHE_COLD and t.cache_key == s.cache_key)
+        ]
+        out.append(dataclasses.replace(c, after=tuple(after)))
+    return out
+
+
+def _case(s: TrainSpec, case_budget: float) -> Case:
+    return Case("train", s.name, s.params(), ENTRY, case_budget, isolated=True, cost=ARM_COST.get(s.cache, 10.0))
 
 
 def apply_artifact_flags(cases: list[Case], save: str | None, load: str | None, device: Device) -> list[Case]:
@@ -223,7 +250,7 @@ def apply_artifact_flags(cases: list[Case], save: str | None, load: str | None, 
     out = []
     for c in cases:
         s2 = changed.get(c.case_id)
-        out.append(c if s2 is None else Case("train", s2.name, s2.params(), ENTRY, c.budget_s, isolated=True))
+        out.append(c if s2 is None else dataclasses.replace(_case(s2, c.budget_s), after=c.after))
     return out
 
 

@@ -119,9 +119,12 @@ class Triage:
 
         common = self.sess.options.common
         spec = WorkerSpec(
-            device=self.run.device, imports=self.imports, log_dir=str(run_dir / "logs"), env=thread_env(common.workers)
+            device=self.run.device,
+            imports=self.imports,
+            log_dir=str(run_dir / "logs"),
+            env=thread_env(common.workers or 1),
         )
-        return make_executor(common.executor, spec, common.workers, common.ray_address)
+        return make_executor(common.executor, spec, common.workers or 1, common.ray_address)
 
     # ---- 1. localize -------------------------------------------------------------------------------
     def localize(self) -> None:

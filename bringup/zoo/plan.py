@@ -34,12 +34,14 @@ from bringup.zoo.baseline import load_baseline
 from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
 
 # `bringup run --quick`: three HF types (dense GQA + rope + RMSNorm; learned positions + LayerNorm +
-# gelu; qk-norm) and a timm convnet (BatchNorm): ~2 min on 2 cores with cold inductor compiles.
+# gelu; qk-norm) and a timm convnet (BatchNorm). The last field is a scheduling hint only (Case.cost: workers side
+# by side start the longest first, bringup/runner/schedule.py): a case's work, as seconds of 2 cpu cores with
+# cold inductor compiles; no verdict or figure reads it.
 QUICK = (
-    ("hf", "llama", "causal-lm"),
-    ("hf", "gpt2", "causal-lm"),
-    ("hf", "qwen3", "causal-lm"),
-    ("timm", "test_resnet", ""),
+    ("hf", "llama", "causal-lm", 45.0),
+    ("hf", "gpt2", "causal-lm", 45.0),
+    ("hf", "qwen3", "causal-lm", 40.0),
+    ("timm", "test_resnet", "", 80.0),
 )
 FULL_EXTRA_TIMM = 8  # `bringup run --full`: all hf-causal types and the first timm models
 # hf-causal's long rows: one case per attention family at LONG_SEQ tokens (every row of its two microbatches), so
@@ -308,8 +310,10 @@ def build_full_cases(opts: ZooOptions, prec: Precision, device: Device) -> list[
 
 def run_cases(device: Device, quick: bool) -> list[Case]:
     if quick:
-        entries = [Entry(s, m, t) for s, m, t in QUICK]
-        return [make_case(e, "fp32", 3, device.default_compile_backend, 300.0) for e in entries]
+        return [
+            dataclasses.replace(make_case(Entry(s, m, t), "fp32", 3, device.default_compile_backend, 300.0), cost=cost)
+            for s, m, t, cost in QUICK
+        ]
     entries = hf_causal() + timm_entries()[:FULL_EXTRA_TIMM]
     cases = [make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT) for e in entries]
     return cases + [
