@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -142,6 +143,42 @@ def side_by_side(options: Options) -> Options:
     return dataclasses.replace(options, common=dataclasses.replace(common, workers=auto_workers()))
 
 
+class LeftOut:
+    """What `--full` plans that a quick run does not, per suite: planned in a thread while the quick run's
+    workers run (planning every zoo type and op takes seconds; the main process only waits on the workers)."""
+
+    def __init__(self, options: Options, device: Any) -> None:
+        self.counts: dict[str, int] = {}
+        self.error: str | None = None
+        args = options.of(RunCommandOptions)
+        full = dataclasses.replace(args, quick=False, full=True)
+        self._options = dataclasses.replace(options, command=full)
+        self._device = device
+        self._thread = threading.Thread(target=self._plan, daemon=True)
+        self._thread.start()
+
+    def _plan(self) -> None:
+        try:
+            self.counts = dict(Counter(c.suite for c in plan_parts(self._options, self._device)[0]))
+        except Exception as e:  # a suite's full plan failing must not cost the quick run its verdict: say it
+            self.error = f"{type(e).__name__}: {e}"
+
+    def summary(self, cases: list[Case]) -> dict[str, Any]:
+        """{suite: {"quick": n, "full": m}} for every suite whose full plan has cases this run did not."""
+        self._thread.join(timeout=120)
+        if self.error is not None or self._thread.is_alive():
+            return {"error": self.error or "the full plan took over 120 s"}
+        quick = Counter(c.suite for c in cases)
+        return {s: {"quick": quick.get(s, 0), "full": n} for s, n in self.counts.items() if n > quick.get(s, 0)}
+
+    @staticmethod
+    def line(summary: dict[str, Any]) -> str:
+        if "error" in summary:
+            return f"quick path: what --full would add is unknown ({summary['error']})"
+        parts = [f"{s} {v['full']} cases (here {v['quick']})" for s, v in summary.items()]
+        return "quick path: --full runs " + ", ".join(parts) if parts else "quick path: --full plans nothing more"
+
+
 def main(sess: Any) -> int:
     from bringup.files import check_output_path
     from bringup.flow import execute_cases, summarize_by_suite
@@ -150,6 +187,7 @@ def main(sess: Any) -> int:
     args = sess.options.of(RunCommandOptions)
     check_output_path(args.out, "--out")
     cases, parts = plan_parts(sess.options, sess.device)
+    left_out = None if args.full else LeftOut(sess.options, sess.device)
     info: dict[str, Any] = {}
     for part in parts:
         info.update(part.info)
@@ -163,6 +201,9 @@ def main(sess: Any) -> int:
             if part.summarize is not None:
                 part.summarize(console)
         extras.update(info)
+        if left_out is not None:
+            extras["quick_left_out"] = left_out.summary(cases)
+            console.print(LeftOut.line(extras["quick_left_out"]), highlight=False)
         return extras
 
     def after(store: Store, run: RunInfo, results: list[CaseResult]) -> None:
