@@ -34,6 +34,10 @@ from bringup.zoo import run as sz
 from bringup.zoo.args import NOISE_SEEDS
 from bringup.zoo.spec import ZooSpec
 
+# one xdist worker runs this file (make test: --dist loadgroup), so its cached set-ups (the float64
+# reference, the trusted runs) are built once, not once per worker
+pytestmark = pytest.mark.xdist_group("parity")
+
 DTYPES = {"fp32": "fp32", "bf16": "bf16", "amp-bf16": "amp-bf16"}
 KINDS = ("mm", "softmax", "norm", "act", "add", "sdpa")
 
