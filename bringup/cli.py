@@ -36,10 +36,10 @@ from bringup.store import DEFAULT_DB
 # (`bringup.api.tools()`), its suites' from `bringup.api.commands()`. Modules not present in this
 # checkout are simply not offered.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "devices": ("bringup.devices_cmd", "torch version, devices, peak FLOPs, compile backends, plugins"),
+    "devices": ("bringup.devices_cli", "torch version, devices, peak FLOPs, compile backends, plugins"),
     "run": ("bringup.orchestrate", "the main job: every suite on the device, one scorecard"),
     "report": ("bringup.report.cli", "write the self-contained HTML scorecard of a run"),
-    "export": ("bringup.report.bundle", "export a run as a portable JSON bundle"),
+    "export": ("bringup.report.export_cli", "export a run as a portable JSON bundle"),
     "compare": ("bringup.report.compare", "compare two runs or bundles; exit 1 on regressions"),
     "expect": ("bringup.expect.cli", "expectations files: write one from a run, check a stored run against one"),
 }

@@ -4,7 +4,7 @@ through the Hub index, index.py) -> one signature per distinct computation (sign
 `fetch_entries` settles every id of a `hub-search:` / `hub-list:` source (ok or a failure, by reason); `plan_ids`
 (pure, what bench/hub_plan.py times) signs each fetched config and groups the ids by signature, most downloaded
 first; ids whose config failed are counted by reason (`failure_line`). The zoo turns the plan into one case per
-signature (zoo/sweep.py); `bringup hub plan` (cmd.py) prints it.
+signature (zoo/sweep.py); `bringup hub plan` (cli.py) prints it.
 """
 
 from __future__ import annotations

@@ -29,11 +29,11 @@ from bringup.options import (
 NAME = "zoo"
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
 ORDER = 50
-# `bringup hub`: Hub sweeps without a device (hub/cmd.py), a tool beside the zoo's sub-command
+# `bringup hub`: Hub sweeps without a device (hub/cli.py), a tool beside the zoo's sub-command
 TOOLS = (
     Tool(
         "hub",
-        "bringup.hub.cmd",
+        "bringup.hub.cli",
         "Hub sweeps without a device: fetch configs, plan signatures, export/import",
         device=False,
     ),
