@@ -34,34 +34,33 @@ from typing import Any, TypeVar
 from bringup.errors import BadInput
 
 
-def positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
-    return v
+@dataclass(frozen=True)
+class Number:
+    """The one number validator (an argparse `type=`): `kind` (int or float) parsed from the string, finite, and
+    above `low` (`strict`) or at least it; else ArgumentTypeError "expected {what}, got '...'" (one line, exit 2)."""
+
+    kind: type[int] | type[float]
+    low: float
+    strict: bool
+    what: str
+
+    def __call__(self, s: str) -> Any:
+        try:
+            v = self.kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {self.what}, got {s!r}") from None
+        if not (math.isfinite(v) and (v > self.low if self.strict else v >= self.low)):
+            raise argparse.ArgumentTypeError(f"expected {self.what}, got {s!r}")
+        return v
+
+    def __repr__(self) -> str:  # argparse names the type in some messages
+        return self.what
 
 
-def positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}")
-    return v
-
-
-def nonneg_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}")
-    return v
+positive_int = Number(int, 0, True, "a positive integer")
+nonneg_int = Number(int, 0, False, "an integer >= 0")
+positive_float = Number(float, 0, True, "a positive number")
+seconds = Number(float, 0, True, "a positive number of seconds")  # a budget
 
 
 def add_compile_backend(p: argparse.ArgumentParser, default: str | None = "inductor", extra_help: str = "") -> None:
@@ -163,17 +162,6 @@ class DtypeType:
 
     def __repr__(self) -> str:  # argparse names the type in some messages
         return "dtype"
-
-
-def seconds(s: str) -> float:
-    """A budget: a positive, finite number of seconds."""
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {s!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {s!r}")
-    return v
 
 
 def regex(s: str) -> str:
