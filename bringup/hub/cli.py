@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput, user_regex
-from bringup.hub.flags import DEFAULT_WORKERS, HubFetch
+from bringup.hub.flags import DEFAULT_WORKERS, SWEEP_PREFIXES, HubFetch, parse_limits
 from bringup.options import CommandOptions, add_filter, add_limit, measured, not_measured, positive_int
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
@@ -57,6 +58,19 @@ class HubOptions(CommandOptions):
             self.hub_refresh,
             db,
         )
+
+    def check(self) -> None:
+        """The fetch's options (fetch, plan; export with --source), checked where they are built: a sweep
+        source, --limit, --hub-rate, --filter (--hub-workers is checked by its type)."""
+        if self.hub_action not in ("fetch", "plan") and not (self.hub_action == "export" and self.source):
+            return
+        if not str(self.source).startswith(SWEEP_PREFIXES):
+            raise BadInput(f"hub {self.hub_action}: --source {self.source!r}: use hub-search:QUERY or hub-list:FILE")
+        if self.limit is not None and self.limit < 1:
+            raise BadInput(f"--limit must be >= 1, got {self.limit}")
+        parse_limits(self.hub_rate)
+        if self.filter is not None:
+            user_regex(self.filter, "--filter")
 
 
 OPTIONS = HubOptions
@@ -100,16 +114,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _entries(args: HubOptions, db: str) -> list[Any]:
-    from bringup.hub import plan as hub_plan
+    """The source's entries, fetched (the options were checked where they were built: HubOptions.check)."""
+    from bringup.hub import plan as hub_plan  # lazy: torch-free --help
 
-    if not hub_plan.is_sweep(args.source):
-        raise BadInput(f"hub {args.hub_action}: --source {args.source!r}: use hub-search:QUERY or hub-list:FILE")
-    if args.limit is not None and args.limit < 1:
-        raise BadInput(f"--limit must be >= 1, got {args.limit}")
-    fetch = args.fetch(db)
-    hub_plan.check_options(fetch)
-    pattern = None if args.filter is None else user_regex(args.filter, "--filter")
-    return hub_plan.fetch_entries(fetch, pattern)
+    pattern = None if args.filter is None else re.compile(args.filter)
+    return hub_plan.fetch_entries(args.fetch(db), pattern)
 
 
 def main(sess: Any) -> int:
