@@ -381,8 +381,12 @@ def add_options(p: argparse.ArgumentParser, cls: type[CommandOptions], names: Se
             where = groups.get(spelling.group) or groups.setdefault(
                 spelling.group, p.add_argument_group(spelling.group)
             )
-        default = list(f.default) if isinstance(f.default, tuple) else f.default
-        where.add_argument(*spelling.names, dest=f.name, default=default, **spelling.kw)
+        kw = {"default": list(f.default) if isinstance(f.default, tuple) else f.default, **spelling.kw}
+        if spelling.names[0].startswith("-"):
+            kw["dest"] = f.name
+        elif spelling.names != (f.name,):  # a positional's name is its dest
+            raise ValueError(f"{cls.__name__}.{f.name}: a positional argument is named as its field")
+        where.add_argument(*spelling.names, **kw)
 
 
 def is_measured(f: dataclasses.Field[Any]) -> bool:

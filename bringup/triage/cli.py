@@ -186,7 +186,7 @@ class Triage:
 
     # ---- 5. bisect ---------------------------------------------------------------------------------
     def bisect(self, g: Any, rep: Any, gdir: Path) -> dict[str, Any] | None:
-        from bringup.bisect.args import BisectArgs, BisectOptions
+        from bringup.bisect.args import BisectOptions
         from bringup.bisect.cli import drive
         from bringup.bisect.prepare import build_spec
         from bringup.triage.plan import fail_status
@@ -198,7 +198,7 @@ class Triage:
         # repro that goes through inductor; a plugin's backend is its own compiler, which it cannot split
         cb = self.opts.compiler_bisect
         cb = ("on" if rep.backend == "inductor" else "off") if cb == "auto" else cb
-        args = BisectArgs(
+        bopts = BisectOptions(
             target=str(rep.bisect_target or rep.script),
             between=tuple(self.opts.between) if self.opts.between else None,
             wheels=self.opts.wheels,
@@ -212,11 +212,10 @@ class Triage:
             compiler_bisect=cb,
             localize="off",
             json=str(gdir / "bisect.json"),
-        )
-        carry_plugins(self.imports, Path(args.target or "").parent)
-        bopts = BisectOptions.from_args(args, self.sess.options.common)
+        ).checked()
+        carry_plugins(self.imports, Path(bopts.target or "").parent)
         self.say(f"triage: bisecting group {g.signature.id} ({g.signature.title[:80]})")
-        drive(self.sess, bopts, build_spec(bopts, self.sess.db))
+        drive(self.sess, bopts, self.sess.options.common, build_spec(bopts, self.sess.db))
         try:
             return dict(json.loads((gdir / "bisect.json").read_text()))
         except (OSError, ValueError):
