@@ -311,16 +311,17 @@ KILL_LIMIT = "a kill limit: what a case computes is the same; past it, 'budget'"
 class Flag:
     """How an options field is spelled on the command line: argparse's `add_argument(*names, **kw)`, its dest
     the field's name and its default the field's (a tuple as a list: `append` needs one). `group`: the title
-    of the argument group it is shown in (`--help`)."""
+    of the argument group it is shown in (`--help`); `old`: older spellings, refused naming this one."""
 
     names: tuple[str, ...]
     kw: Mapping[str, Any]
     group: str | None = None
+    old: tuple[str, ...] = ()
 
 
-def flag(*names: str, group: str | None = None, **kw: Any) -> Flag:
+def flag(*names: str, group: str | None = None, old: Sequence[str] = (), **kw: Any) -> Flag:
     """`--name`'s spelling, as add_argument takes it: `flag("--steps", type=positive_int, help=...)`."""
-    return Flag(names, MappingProxyType(kw), group)
+    return Flag(names, MappingProxyType(kw), group, tuple(old))
 
 
 # A vocabulary option's spelling: `add_<name>(parser, default)` (add_dtype, add_case_budget ...: one spelling, one
@@ -387,6 +388,7 @@ def add_options(p: argparse.ArgumentParser, cls: type[CommandOptions], names: Se
         elif spelling.names != (f.name,):  # a positional's name is its dest
             raise ValueError(f"{cls.__name__}.{f.name}: a positional argument is named as its field")
         where.add_argument(*spelling.names, **kw)
+        refuse_old(p, spelling.old, spelling.names[0])
 
 
 def is_measured(f: dataclasses.Field[Any]) -> bool:
