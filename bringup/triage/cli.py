@@ -48,22 +48,11 @@ def pick_run(store: Any, wanted: str | None) -> Any:
     return runs[-1]
 
 
-def check_options(opts: TriageOptions) -> None:
-    ways = [opts.between is not None, opts.wheels is not None, bool(opts.sets)]
-    if opts.bisect and sum(ways) != 1:
-        raise BadInput("--bisect needs the candidates: one of --between OLD NEW, --wheels DIR, --set REQS")
-    if not opts.bisect and any(ways):
-        raise BadInput("--between / --wheels / --set choose --bisect's candidates: add --bisect")
-    if opts.bisect and opts.no_repro:
-        raise BadInput("--bisect bisects each group's repro: it cannot go with --no-repro")
-
-
 def main(sess: Any) -> int:
     from bringup.files import check_output_dir
     from bringup.store import Store
 
-    opts = sess.options.of(TriageOptions)
-    check_options(opts)
+    opts = sess.options.of(TriageOptions)  # checked where built (TriageOptions.check)
     with Store(sess.db, create=False) as store:  # a run to triage must exist: nothing is created otherwise
         run = pick_run(store, opts.run)
         out = Path(opts.out) if opts.out else sess.db.resolve().parent / run.run_id / "triage"
