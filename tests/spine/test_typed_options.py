@@ -10,6 +10,7 @@ from argv; nothing below it sees argparse's Namespace or changes an option.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import dataclasses
 import importlib
@@ -210,3 +211,33 @@ def test_zoo_options_are_checked_where_built() -> None:
     ):
         with pytest.raises(BadInput, match=needle):
             parse_options(argv)
+
+
+# Commands whose options are written once (every field its spelling: the parser built from the fields). The rest
+# (hub's per-action sub-parsers, run's exclusive --quick/--full, compare, expect, port) still call add_argument.
+WRITTEN_ONCE = (
+    "zoo", "train", "bisect", "smoke", "probe", "ops", "flex", "selftest", "localize", "profile", "triage",
+    "devices", "report", "export",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("command", WRITTEN_ONCE)
+def test_each_option_is_written_once(command: str) -> None:
+    """Every field of the command's options carries its spelling, and its parser is exactly those fields'."""
+    from bringup.cli import build_parser, command_options
+    from bringup.options import FLAG, parser_dests
+
+    cls = command_options(command)
+    assert cls is not None
+    missing = [f.name for f in dataclasses.fields(cls) if FLAG not in f.metadata]
+    assert not missing, f"{command}: fields without a flag: {missing}"
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    own = [d for d in parser_dests(lambda p: _add_from(p, cls)) if d in cls.dests()]
+    assert own == [d for d in cls.dests()], command
+    assert set(cls.dests()) <= {a.dest for a in sub._actions}
+
+
+def _add_from(p: argparse.ArgumentParser, cls: type) -> None:
+    from bringup.options import add_options
+
+    add_options(p, cls)
