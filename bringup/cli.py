@@ -36,10 +36,10 @@ from bringup.store import DEFAULT_DB
 # (`bringup.api.tools()`), its suites' from `bringup.api.commands()`. Modules not present in this
 # checkout are simply not offered.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "devices": ("bringup.devices_cmd", "torch version, devices, peak FLOPs, compile backends, plugins"),
+    "devices": ("bringup.devices_cli", "torch version, devices, peak FLOPs, compile backends, plugins"),
     "run": ("bringup.orchestrate", "the main job: every suite on the device, one scorecard"),
     "report": ("bringup.report.cli", "write the self-contained HTML scorecard of a run"),
-    "export": ("bringup.report.bundle", "export a run as a portable JSON bundle"),
+    "export": ("bringup.report.export_cli", "export a run as a portable JSON bundle"),
     "compare": ("bringup.report.compare", "compare two runs or bundles; exit 1 on regressions"),
     "expect": ("bringup.expect.cli", "expectations files: write one from a run, check a stored run against one"),
 }
@@ -259,6 +259,7 @@ def _main(argv: list[str], fork: bool = False) -> int:
 
         spec = args.device or (resume_run.device if resume_run is not None else "auto")
         device = resolve_device(spec)
+        opts.command.check_device(device)  # what the options ask of this device: before the run starts
     sess = Session(options=opts, device=device, imports=imports, db=db, argv=argv, resume_run=resume_run)
     if args.command == "_resume":
         return _resume_planned(sess)
@@ -283,7 +284,8 @@ def command_options(command: str | None) -> type[CommandOptions] | None:
 def build_options(args: argparse.Namespace) -> Options:
     """The command line, typed and frozen (bringup.options.Options): the command's own options first (a dest it
     shares with a global option, e.g. bisect's --repeat, is the command's: its sub-parser set it), then the global
-    options, each post-run step's and (on `bringup run`) each run option's, each taking its dests from `args`. A
+    options, each post-run step's and (on `bringup run`) each run option's, each taking its dests from `args`. The
+    command's options are checked here (CommandOptions.checked: BadInput, one line, exit 2): planning only plans. A
     dest no class takes is a programming error (a TypeError naming it); a plugin's command, step or run option
     that declares no class gets one made from its parser's dests (the command's: what is left)."""
     from bringup.api import post_runs, run_options
@@ -304,7 +306,7 @@ def build_options(args: argparse.Namespace) -> Options:
         raise TypeError(
             f"{common.command}: option(s) {', '.join(sorted(values))} have no field in {type(command).__name__}"
         )
-    return Options(common, command, MappingProxyType(parts))
+    return Options(common, command.checked(), MappingProxyType(parts))
 
 
 def _declared(name: str, cls: type[CommandOptions] | None, add: Any) -> type[CommandOptions]:

@@ -26,7 +26,7 @@ import dataclasses
 import math
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -34,34 +34,33 @@ from typing import Any, TypeVar
 from bringup.errors import BadInput
 
 
-def positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
-    return v
+@dataclass(frozen=True)
+class Number:
+    """The one number validator (an argparse `type=`): `kind` (int or float) parsed from the string, finite, and
+    above `low` (`strict`) or at least it; else ArgumentTypeError "expected {what}, got '...'" (one line, exit 2)."""
+
+    kind: type[int] | type[float]
+    low: float
+    strict: bool
+    what: str
+
+    def __call__(self, s: str) -> Any:
+        try:
+            v = self.kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {self.what}, got {s!r}") from None
+        if not (math.isfinite(v) and (v > self.low if self.strict else v >= self.low)):
+            raise argparse.ArgumentTypeError(f"expected {self.what}, got {s!r}")
+        return v
+
+    def __repr__(self) -> str:  # argparse names the type in some messages
+        return self.what
 
 
-def positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}")
-    return v
-
-
-def nonneg_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}")
-    return v
+positive_int = Number(int, 0, True, "a positive integer")
+nonneg_int = Number(int, 0, False, "an integer >= 0")
+positive_float = Number(float, 0, True, "a positive number")
+seconds = Number(float, 0, True, "a positive number of seconds")  # a budget
 
 
 def add_compile_backend(p: argparse.ArgumentParser, default: str | None = "inductor", extra_help: str = "") -> None:
@@ -163,17 +162,6 @@ class DtypeType:
 
     def __repr__(self) -> str:  # argparse names the type in some messages
         return "dtype"
-
-
-def seconds(s: str) -> float:
-    """A budget: a positive, finite number of seconds."""
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {s!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {s!r}")
-    return v
 
 
 def regex(s: str) -> str:
@@ -314,17 +302,93 @@ def add_limit(p: argparse.ArgumentParser, what: str, dest: str = "limit") -> arg
 # by them (bringup/report/history.py). tests/spine/test_measured_options.py fails on a field that says neither.
 MEASURED = "measured"  # a field's metadata key: True / False
 WHY = "why"  # a field's metadata key: the one-line reason (where it is not obvious)
+FLAG = "flag"  # a field's metadata key: how the command line spells it (a Flag, or a vocabulary `add_<name>`)
+CHECK = "check"  # a field's metadata key: its check, run on the value when the options are built
 KILL_LIMIT = "a kill limit: what a case computes is the same; past it, 'budget'"  # --case-budget's why
 
 
-def measured(default: Any, why: str = "") -> Any:
-    """A field whose value changes what a run measures (it keys the run's lines in `report --history`)."""
-    return field(default=default, metadata={MEASURED: True, WHY: why})
+@dataclass(frozen=True)
+class Flag:
+    """How an options field is spelled on the command line: argparse's `add_argument(*names, **kw)`, its dest
+    the field's name and its default the field's (a tuple as a list: `append` needs one). `group`: the title
+    of the argument group it is shown in (`--help`); `old`: older spellings, refused naming this one."""
+
+    names: tuple[str, ...]
+    kw: Mapping[str, Any]
+    group: str | None = None
+    old: tuple[str, ...] = ()
 
 
-def not_measured(default: Any, why: str = "") -> Any:
+def flag(*names: str, group: str | None = None, old: Sequence[str] = (), **kw: Any) -> Flag:
+    """`--name`'s spelling, as add_argument takes it: `flag("--steps", type=positive_int, help=...)`."""
+    return Flag(names, MappingProxyType(kw), group, tuple(old))
+
+
+# A vocabulary option's spelling: `add_<name>(parser, default)` (add_dtype, add_case_budget ...: one spelling, one
+# help and one validator for every command that takes it), bound to the command's other arguments with partial.
+AddOption = Callable[[argparse.ArgumentParser, Any], object]
+Check = Callable[[Any], object]  # a field's check: raises BadInput (one line, exit 2) on a bad value
+
+
+def vocab(add: Callable[..., object], **kw: Any) -> AddOption:
+    """A vocabulary option as a field's spelling: `add(parser, <the field's default>, **kw)` (add_dtype,
+    add_case_budget, add_compile_budget, add_seed, add_compile_backend)."""
+    return lambda p, default: add(p, default, **kw)
+
+
+def filter_flag(what: str, old: Sequence[str] = ()) -> AddOption:
+    """`--filter REGEX` as a field's spelling (its default: None)."""
+    return lambda p, default: add_filter(p, what, old)
+
+
+def limit_flag(what: str) -> AddOption:
+    """`--limit N` as a field's spelling (its default: None)."""
+    return lambda p, default: add_limit(p, what)
+
+
+def _field(default: Any, is_measured: bool, why: str, flag: Flag | AddOption | None, check: Check | None) -> Any:
+    meta: dict[str, Any] = {MEASURED: is_measured, WHY: why}
+    if flag is not None:
+        meta[FLAG] = flag
+    if check is not None:
+        meta[CHECK] = check
+    return field(default=default, metadata=meta)
+
+
+def measured(default: Any, why: str = "", flag: Flag | AddOption | None = None, check: Check | None = None) -> Any:
+    """A field whose value changes what a run measures (it keys the run's lines in `report --history`); `flag`: its
+    command-line spelling (the parser is built from the fields: `add_options`), `check`: its check."""
+    return _field(default, True, why, flag, check)
+
+
+def not_measured(default: Any, why: str = "", flag: Flag | AddOption | None = None, check: Check | None = None) -> Any:
     """A field that never changes what a run measures (where results go, workers, outputs, a kill limit)."""
-    return field(default=default, metadata={MEASURED: False, WHY: why})
+    return _field(default, False, why, flag, check)
+
+
+def add_options(p: argparse.ArgumentParser, cls: type[CommandOptions], names: Sequence[str] | None = None) -> None:
+    """The command-line options of `cls`'s fields that carry a spelling (`names`: only those), in field order,
+    each in its group: the one place a field's flag, type, default and help are written."""
+    groups: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        spelling = f.metadata.get(FLAG)
+        if spelling is None or (names is not None and f.name not in names):
+            continue
+        if not isinstance(spelling, Flag):
+            spelling(p, f.default)
+            continue
+        where: Any = p
+        if spelling.group is not None:
+            where = groups.get(spelling.group) or groups.setdefault(
+                spelling.group, p.add_argument_group(spelling.group)
+            )
+        kw = {"default": list(f.default) if isinstance(f.default, tuple) else f.default, **spelling.kw}
+        if spelling.names[0].startswith("-"):
+            kw["dest"] = f.name
+        elif spelling.names != (f.name,):  # a positional's name is its dest
+            raise ValueError(f"{cls.__name__}.{f.name}: a positional argument is named as its field")
+        where.add_argument(*spelling.names, **kw)
+        refuse_old(p, spelling.old, spelling.names[0])
 
 
 def is_measured(f: dataclasses.Field[Any]) -> bool:
@@ -355,6 +419,23 @@ class CommandOptions:
     def as_dict(self) -> dict[str, Any]:
         """The options as the run stores them (`info["options"]`): JSON values, tuples as lists."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    def checked(self: _O) -> _O:
+        """These options, checked (BadInput, one line, exit 2, on the first bad one): each field's own check,
+        then `check` across fields. bringup/cli.py calls it where it builds them: planning only plans."""
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            check = f.metadata.get(CHECK)
+            if check is not None:
+                check(getattr(self, f.name))
+        self.check()
+        return self
+
+    def check(self) -> None:
+        """What the options say together (--a needs --b ...): BadInput on a contradiction. Torch-free."""
+
+    def check_device(self, device: Any) -> None:
+        """What the options ask of the device the run resolved (ranks, a compile backend): BadInput when it
+        cannot. bringup/cli.py calls it once the device is resolved, before the session starts."""
 
 
 _O = TypeVar("_O", bound=CommandOptions)

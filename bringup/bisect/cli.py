@@ -20,33 +20,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bringup.bisect.args import BisectArgs
+from bringup.bisect.args import BisectOptions, add_arguments
 from bringup.errors import BadInput
 from bringup.interrupt import INTERRUPTS, interrupted, sigterm_raises
+from bringup.options import GlobalOptions
 
-OPTIONS = BisectArgs  # the parser's dests, typed (BisectOptions.from_args resolves them)
-
-
-def add_arguments(p: Any) -> None:
-    from bringup.bisect.args import add_arguments as add
-
-    add(p)
+__all__ = ["OPTIONS", "add_arguments", "drive", "main", "resume"]
+OPTIONS = BisectOptions
 
 
 def main(sess: Any) -> int:
-    from bringup.bisect.args import BisectOptions
     from bringup.bisect.prepare import build_spec
 
     if sess.resume_run is not None:
         return resume(sess)
-    opts = BisectOptions.from_args(sess.options.of(BisectArgs), sess.options.common)
-    spec = build_spec(opts, sess.db)
-    return drive(sess, opts, spec)
+    opts = sess.options.of(BisectOptions)
+    return drive(sess, opts, sess.options.common, build_spec(opts, sess.db))
 
 
 def resume(sess: Any) -> int:
     """`bringup --resume RUN_ID` of a bisection: its stored spec and options, the finished candidates kept."""
-    from bringup.bisect.args import BisectOptions
     from bringup.bisect.spec import BisectSpec, file_sha256
 
     run = sess.resume_run
@@ -54,11 +47,11 @@ def resume(sess: Any) -> int:
     if run.command != "bisect" or not isinstance(data, dict) or "spec" not in data:
         raise BadInput(f"--resume {run.run_id}: not a bisection")
     spec = BisectSpec.from_json(data["spec"])
-    opts = BisectOptions.from_json(data["options"])
+    opts, common = BisectOptions.from_json(data["options"])
     t = spec.target
     if t.kind == "repro" and (not Path(t.path).is_file() or file_sha256(t.path) != t.sha256):
         raise BadInput(f"--resume {run.run_id}: the repro {t.path} is gone or changed since the bisection started")
-    return drive(sess, opts, spec, resumed=True)
+    return drive(sess, opts, common, spec, resumed=True)
 
 
 @contextmanager
@@ -93,12 +86,18 @@ def ray_session(executor: str, workers: int, address: str | None) -> Iterator[No
         ray.shutdown()
 
 
-def drive(sess: Any, opts: Any, spec: Any, resumed: bool = False) -> int:
-    with ray_session(opts.executor, opts.workers, opts.ray_address):
-        return _drive(sess, opts, spec, resumed)
+def drive(sess: Any, opts: BisectOptions, common: GlobalOptions, spec: Any, resumed: bool = False) -> int:
+    """Run the bisection `spec` (from `opts`) round by round, driven with `common`'s --workers, --executor and
+    --ray-address."""
+    with ray_session(common.executor, _workers(common), common.ray_address):
+        return _drive(sess, opts, common, spec, resumed)
 
 
-def _drive(sess: Any, opts: Any, spec: Any, resumed: bool) -> int:
+def _workers(common: GlobalOptions) -> int:
+    return int(common.workers or 1)
+
+
+def _drive(sess: Any, opts: BisectOptions, common: GlobalOptions, spec: Any, resumed: bool) -> int:
     from bringup.bisect import answer
     from bringup.bisect.envs import EnvCache
     from bringup.provenance import run_info
@@ -111,15 +110,16 @@ def _drive(sess: Any, opts: Any, spec: Any, resumed: bool) -> int:
     try:
         run_id = sess.resume_run.run_id if resumed else new_run_id()
         run_dir = sess.db.resolve().parent / run_id
-        wspec = WorkerSpec(device="cpu", log_dir=str(run_dir / "logs"), env=thread_env(opts.workers))
+        workers = _workers(common)
+        wspec = WorkerSpec(device="cpu", log_dir=str(run_dir / "logs"), env=thread_env(workers))
         # one executor per round (an executor shuts down after its run); the first one made before the run
         # row exists, so a bad executor setting (an unreachable Ray cluster) leaves nothing stored
-        new_executor = lambda: make_executor(opts.executor, wspec, opts.workers, opts.ray_address)
+        new_executor = lambda: make_executor(common.executor or "local", wspec, workers, common.ray_address)
         first = [new_executor()]
         if resumed:
             store.reopen_run(run_id)
         else:
-            info = {"imports": [], "bisect": {"spec": spec.to_json(), "options": opts.to_json()}, **run_info()}
+            info = {"imports": [], "bisect": {"spec": spec.to_json(), "options": opts.to_json(common)}, **run_info()}
             info["measured"] = sess.options.measured()  # what `report --history` keys the run's lines by
             where = f"bisect of {spec.target.title} on {spec.target.device}"
             store.new_run("bisect", sess.argv, "cpu", where, info, run_id=run_id)  # the driver runs no device
@@ -132,7 +132,7 @@ def _drive(sess: Any, opts: Any, spec: Any, resumed: bool) -> int:
         with sigterm_raises():
             try:
                 executors = lambda: first.pop() if first else new_executor()
-                con = search(store, run_id, spec, executors, run_dir, opts.workers, console)
+                con = search(store, run_id, spec, executors, run_dir, workers, console)
                 followup(store, run_id, spec, con, executors, run_dir, console)
             except INTERRUPTS:
                 store.end_run(run_id, "interrupted")

@@ -26,7 +26,7 @@ _TREE_SUFFIXES = (".py", ".cpp", ".h", ".html", ".css", ".js", ".json", ".yaml",
 
 def build_spec(opts: BisectOptions, db: Path) -> BisectSpec:
     check_output_path(opts.json, "--json")
-    cache = check_output_dir(opts.env_cache, "--env-cache")
+    cache = check_output_dir(opts.env_cache_dir(), "--env-cache")
     target = resolve_target(opts, db)
     if opts.new_signature and target.kind != "repro":
         raise BadInput("--new-signature needs a repro script TARGET (what it prints or raises is its signature)")
@@ -40,8 +40,8 @@ def build_spec(opts: BisectOptions, db: Path) -> BisectSpec:
         wheel = bringup_wheel(Path(str(cache)))
     settings = Settings(
         repeat=opts.repeat,
-        build_budget_s=opts.build_budget_s,
-        run_budget_s=opts.run_budget_s,
+        build_budget_s=opts.build_budget,
+        run_budget_s=opts.run_budget,
         env_cache=str(cache),
         env_cache_max_gb=opts.env_cache_max_gb,
         inherit_site=inherit,
@@ -60,23 +60,9 @@ def build_spec(opts: BisectOptions, db: Path) -> BisectSpec:
         compiler_bisect=opts.compiler_bisect,
         localize=opts.localize,
         source=source,
-        followup_budget_s=opts.followup_budget_s,
-        new_verdict=new_verdict(opts.new_verdict),
+        followup_budget_s=opts.followup_budget,
+        new_verdict=opts.new_verdict,  # checked where the options were built (args.check_new_verdict)
     )
-
-
-def new_verdict(name: str | None) -> str | None:
-    from bringup.case import Status
-
-    if name is None:
-        return None
-    try:
-        status = Status(name)
-    except ValueError:
-        raise BadInput(f"--new-verdict {name!r}: not a status ({', '.join(s.value for s in Status)})") from None
-    if status in (Status.REF_FAIL,):
-        raise BadInput("--new-verdict ref_fail: a candidate that says nothing is a skip, not a verdict")
-    return status.value
 
 
 def resolve_target(opts: BisectOptions, db: Path) -> Target:
@@ -92,7 +78,7 @@ def resolve_target(opts: BisectOptions, db: Path) -> Target:
             str(path.resolve()),
             file_sha256(path),
             device=opts.target_device or "cpu",
-            imports=opts.target_imports or (),
+            imports=opts.target_import or (),
         )
     from bringup.store import Store
 
@@ -111,7 +97,7 @@ def resolve_target(opts: BisectOptions, db: Path) -> Target:
                 case = found[0]
                 if case.suite == "bisect":
                     raise BadInput(f"bisect: {text} is a bisection's own case; give the case it bisected")
-                imports = opts.target_imports if opts.target_imports is not None else run.info.get("imports", [])
+                imports = opts.target_import if opts.target_import is not None else run.info.get("imports", [])
                 data = {**case.to_json(), "case_id": case.case_id}
                 return Target(
                     "case",

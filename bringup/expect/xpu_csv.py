@@ -36,9 +36,11 @@ from typing import Any
 
 from bringup.case import Status
 from bringup.errors import BadInput
+from bringup.options import DTYPES, TORCH_DTYPE_NAMES
 
-COLUMNS = ("float32", "bfloat16", "float16", "amp_bf16", "amp_fp16")
-PRECISION = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "amp-bf16": "amp_bf16", "amp-fp16": "amp_fp16"}
+# precision -> its column: torch's name of a pure one (the one table, bringup/options.py), amp-bf16 -> amp_bf16
+PRECISION = {name: TORCH_DTYPE_NAMES.get(name, name.replace("-", "_")) for name in DTYPES}
+COLUMNS = tuple(PRECISION.values())  # float32, bfloat16, float16, amp_bf16, amp_fp16
 STATUS_IN: dict[str, Status] = {
     "pass": Status.PASS, "pass_due_to_skip": Status.PASS, "fail_accuracy": Status.FAIL_NUMERIC,
     "fail_to_run": Status.FAIL_COMPILE, "eager_fail_to_run": Status.CRASH, "fail_exception": Status.CRASH,

@@ -11,9 +11,9 @@
 - plan.py: a sweep's ids -> configs -> distinct signatures (no device);
 - summary.py: the answer per id (outcomes by architecture, config failures, worst offenders, the CSV);
 - section.py: that answer's part of the zoo's HTML section;
-- flags.py: the zoo's Hub-sweep options (torch-free); cmd.py: `bringup hub` (fetch, plan, export, import, ...).
+- flags.py: the zoo's Hub-sweep options (torch-free); cli.py: `bringup hub` (fetch, plan, export, import, ...).
 
 The zoo uses the package through these modules' public names (zoo/plan.py, zoo/sweep.py: one case per signature,
 zoo/run.py, full.py, fsdp.py); nothing here imports a capability. This file imports nothing, so that
-`bringup zoo --help` (flags.py) and `bringup hub --help` (cmd.py) stay torch-free.
+`bringup zoo --help` (flags.py) and `bringup hub --help` (cli.py) stay torch-free.
 """

@@ -46,12 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.hub.flags import LIST_PREFIX, SEARCH_PREFIX, Limits
 from bringup.hub.index import OK, PENDING, Entry, HubIndex
 from bringup.hub.refs import ID_RE, REV_RE, offline
-from bringup.options import DEFAULT_API, DEFAULT_RESOLVE, FREE_API, FREE_RESOLVE  # --hub-rate's defaults
 
-SEARCH_PREFIX = "hub-search:"
-LIST_PREFIX = "hub-list:"
 SORTS = ("downloads", "likes")
 SEARCH_KEYS = ("library", "task", "author", "sort")
 EXPAND = ["downloads", "likes", "gated", "private", "sha", "pipeline_tag", "library_name"]
@@ -152,24 +150,6 @@ def read_id_list(spec: str) -> list[ListedId]:
 
 
 # ---- the rate limit -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Limits:
-    api: int = DEFAULT_API  # API calls per 5-minute window
-    resolve: int = DEFAULT_RESOLVE  # /resolve/ calls per 5-minute window
-
-
-def parse_limits(text: str | None) -> Limits:
-    if not text:
-        return Limits()
-    m = re.fullmatch(r"\s*(\d+)\s*,\s*(\d+)\s*", text)
-    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 2:
-        raise BadInput(
-            f"--hub-rate {text!r}: expected API,RESOLVE requests per 5 minutes (e.g. {DEFAULT_API},"
-            f"{DEFAULT_RESOLVE}; a free token allows {FREE_API},{FREE_RESOLVE})"
-        )
-    return Limits(int(m.group(1)), int(m.group(2)))
-
-
 class RateLimiter:
     """Token bucket: at most `per_window` acquisitions in ANY `window_s` seconds (the burst plus the refill
     over a window stay under it), shared by threads."""

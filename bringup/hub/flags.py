@@ -1,23 +1,21 @@
-"""The Hub-sweep options of `bringup zoo` (a group of its own), torch-free like every suite's `*_args`
-module: `bringup zoo --help` builds them without importing the sweep's code (plan.py, fetch.py, torch).
+"""What the Hub-sweep options of `bringup zoo` and `bringup hub` share (their spellings are the fields of
+ZooOptions, zoo/args.py, and HubOptions, hub/cli.py): the fetch they ask for, the sweep sources' prefixes and
+the --hub-rate check. Torch-free: `bringup zoo --help` builds without importing the sweep's code (plan.py,
+fetch.py, torch).
 """
 
 from __future__ import annotations
 
-import argparse
+import re
 from dataclasses import dataclass
 
-from bringup.options import (
-    DEFAULT_API,
-    DEFAULT_RESOLVE,
-    FREE_API,
-    FREE_RESOLVE,
-    nonneg_int,
-    positive_float,
-    positive_int,
-)
+from bringup.errors import BadInput
+from bringup.options import DEFAULT_API, DEFAULT_RESOLVE, FREE_API, FREE_RESOLVE
 
 INDEX_NAME = "hub-index.db"
+SEARCH_PREFIX = "hub-search:"
+LIST_PREFIX = "hub-list:"
+SWEEP_PREFIXES = (SEARCH_PREFIX, LIST_PREFIX)  # the sources that are Hub sweeps
 DEFAULT_WORKERS = 8
 
 
@@ -36,52 +34,21 @@ class HubFetch:
     db: str | None = None
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("Hub sweeps (--source hub-search:QUERY | hub-list:FILE; docs/hub.md)")
-    g.add_argument(
-        "--hub-index",
-        metavar="FILE",
-        default=None,
-        help=f"the Hub index: listings and fetched configs (resumable, exportable with `bringup hub "
-        f"export`); default {INDEX_NAME} beside --db",
-    )
-    g.add_argument(
-        "--hub-workers",
-        type=positive_int,
-        default=DEFAULT_WORKERS,
-        metavar="N",
-        help=f"concurrent config fetches (default {DEFAULT_WORKERS})",
-    )
-    g.add_argument(
-        "--hub-rate",
-        metavar="API,RESOLVE",
-        default=None,
-        help=f"requests per 5 minutes to the Hub's API and /resolve/ (default {DEFAULT_API},"
-        f"{DEFAULT_RESOLVE}: 90%% of a free token's {FREE_API},{FREE_RESOLVE})",
-    )
-    g.add_argument(
-        "--hub-refresh", action="store_true", help="list the query again and fetch every id whose config failed before"
-    )
-    g.add_argument(
-        "--full-top",
-        type=nonneg_int,
-        default=0,
-        metavar="K",
-        help="also run the K most downloaded signatures at real size (meta init, memory preflight)",
-    )
-    g.add_argument(
-        "--nproc",
-        type=positive_int,
-        default=1,
-        metavar="N",
-        help="--size full / --full-top: a model that does not fit one device is sharded with FSDP2 over "
-        "N ranks (default 1: reported unsupported with the ranks it would need)",
-    )
-    g.add_argument(
-        "--device-memory",
-        type=positive_float,
-        default=None,
-        metavar="GIB",
-        help="--size full / --full-top: the preflight's free device memory (default: what the device "
-        "reports); e.g. plan for a smaller device",
-    )
+# ---- the rate limit (--hub-rate), checked where the options are built (zoo/args.py, hub/cli.py) ---------------
+@dataclass(frozen=True)
+class Limits:
+    api: int = DEFAULT_API  # API calls per 5-minute window
+    resolve: int = DEFAULT_RESOLVE  # /resolve/ calls per 5-minute window
+
+
+def parse_limits(text: str | None) -> Limits:
+    """--hub-rate API,RESOLVE (None: the defaults); BadInput on anything else."""
+    if not text:
+        return Limits()
+    m = re.fullmatch(r"\s*(\d+)\s*,\s*(\d+)\s*", text)
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 2:
+        raise BadInput(
+            f"--hub-rate {text!r}: expected API,RESOLVE requests per 5 minutes (e.g. {DEFAULT_API},"
+            f"{DEFAULT_RESOLVE}; a free token allows {FREE_API},{FREE_RESOLVE})"
+        )
+    return Limits(int(m.group(1)), int(m.group(2)))

@@ -4,7 +4,7 @@ through the Hub index, index.py) -> one signature per distinct computation (sign
 `fetch_entries` settles every id of a `hub-search:` / `hub-list:` source (ok or a failure, by reason); `plan_ids`
 (pure, what bench/hub_plan.py times) signs each fetched config and groups the ids by signature, most downloaded
 first; ids whose config failed are counted by reason (`failure_line`). The zoo turns the plan into one case per
-signature (zoo/sweep.py); `bringup hub plan` (cmd.py) prints it.
+signature (zoo/sweep.py); `bringup hub plan` (cli.py) prints it.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 from bringup.errors import BadInput
 from bringup.hub import fetch as hf
 from bringup.hub import signature as sg
-from bringup.hub.flags import INDEX_NAME, HubFetch
+from bringup.hub.flags import INDEX_NAME, SWEEP_PREFIXES, HubFetch, parse_limits
 from bringup.hub.index import OK, Entry, HubIndex
 from bringup.store import DEFAULT_DB
 
-PREFIXES = (hf.SEARCH_PREFIX, hf.LIST_PREFIX)
+PREFIXES = SWEEP_PREFIXES
 
 
 def is_sweep(source: str | None) -> bool:
@@ -37,20 +37,11 @@ def index_path(hub_index: str | None, db: str | None) -> Path:
     return Path(db or os.environ.get("BRINGUP_DB", DEFAULT_DB)).parent / INDEX_NAME
 
 
-def check_rate(hub_rate: str | None) -> None:
-    hf.parse_limits(hub_rate)
-
-
-def check_options(fetch: HubFetch) -> None:
-    """The fetch's options (--hub-rate; --hub-workers is checked by its type): BadInput before any work."""
-    check_rate(fetch.hub_rate)
-
-
 # ---- ids -> configs -------------------------------------------------------------------------------
 def fetch_entries(args: HubFetch, pattern: re.Pattern[str] | None) -> list[Entry]:
     """Discovery + the config-only fetch: the entries of the sweep, each settled (ok or a failure)."""
     say = hf.printer()
-    limiters = hf.Limiters.of(hf.parse_limits(args.hub_rate))
+    limiters = hf.Limiters.of(parse_limits(args.hub_rate))
     refresh = bool(args.hub_refresh)
     with HubIndex(index_path(args.hub_index, args.db)) as index:
         if args.source.startswith(hf.SEARCH_PREFIX):

@@ -9,7 +9,18 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import KILL_LIMIT, CommandOptions, measured, not_measured
+from bringup.options import (
+    KILL_LIMIT,
+    CommandOptions,
+    add_case_budget,
+    add_options,
+    filter_flag,
+    flag,
+    measured,
+    not_measured,
+    positive_int,
+    vocab,
+)
 
 NAME = "ops"
 HELP = "OpInfo op coverage: every op x dtype on the device vs cpu (pass/fallback/fail_numeric/unsupported)"
@@ -21,26 +32,25 @@ DEFAULT_BUDGET_S = 120.0
 
 @dataclass(frozen=True)
 class OpsOptions(CommandOptions):
-    """`bringup ops`'s options (add_arguments' dests; bringup/cli.py builds them)."""
+    """`bringup ops`'s options: each field its flag (the parser is built from them; bringup/cli.py builds them)."""
 
-    filter: str | None = measured(None)
-    dtypes: str = measured(DEFAULT_DTYPES)
-    samples: int = measured(DEFAULT_SAMPLES)
-    case_budget: float = not_measured(DEFAULT_BUDGET_S, KILL_LIMIT)
+    filter: str | None = measured(None, flag=filter_flag("OpInfos (name with variant, e.g. div.floor_rounding)"))
+    dtypes: str = measured(
+        DEFAULT_DTYPES, flag=flag("--dtypes", help=f"comma list of dtypes (default {DEFAULT_DTYPES})")
+    )
+    samples: int = measured(
+        DEFAULT_SAMPLES,
+        flag=flag(
+            "--samples",
+            type=positive_int,
+            help=f"inputs per (op, dtype) from OpInfo reference_inputs (default {DEFAULT_SAMPLES})",
+        ),
+    )
+    case_budget: float = not_measured(DEFAULT_BUDGET_S, KILL_LIMIT, flag=vocab(add_case_budget, old=["--budget"]))
 
 
 OPTIONS = OpsOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import add_case_budget, add_filter, positive_int
-
-    add_filter(p, "OpInfos (name with variant, e.g. div.floor_rounding)")
-    p.add_argument("--dtypes", default=DEFAULT_DTYPES, help=f"comma list of dtypes (default {DEFAULT_DTYPES})")
-    p.add_argument(
-        "--samples",
-        type=positive_int,
-        default=DEFAULT_SAMPLES,
-        help=f"inputs per (op, dtype) from OpInfo reference_inputs (default {DEFAULT_SAMPLES})",
-    )
-    add_case_budget(p, DEFAULT_BUDGET_S, old=["--budget"])
+    add_options(p, OpsOptions)

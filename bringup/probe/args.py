@@ -9,7 +9,17 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import KILL_LIMIT, CommandOptions, measured, not_measured
+from bringup.options import (
+    KILL_LIMIT,
+    CommandOptions,
+    add_case_budget,
+    add_options,
+    filter_flag,
+    flag,
+    measured,
+    not_measured,
+    vocab,
+)
 
 NAME = "probe"
 HELP = "feature probe: bf16/fp16/fp8, scaled_mm, autocast, SDPA backends, compile, distributed, TorchAO"
@@ -21,24 +31,26 @@ COMPILE_BUDGET_S = 300.0  # a compile probe's (a cold inductor compile takes 10-
 
 @dataclass(frozen=True)
 class ProbeOptions(CommandOptions):
-    """`bringup probe`'s options (add_arguments' dests; bringup/cli.py builds them)."""
+    """`bringup probe`'s options: each field its flag (the parser is built from them; bringup/cli.py builds them)."""
 
-    filter: str | None = measured(None)
-    case_budget: float | None = not_measured(None, KILL_LIMIT)
-    compile_backends: str | None = measured(None)
+    filter: str | None = measured(None, flag=filter_flag("features", old=["--only"]))
+    case_budget: float | None = not_measured(
+        None,
+        KILL_LIMIT,
+        flag=vocab(add_case_budget, default_note=f"{BUDGET_S:g}; compile probes {COMPILE_BUDGET_S:g}"),
+    )
+    compile_backends: str | None = measured(
+        None,
+        flag=flag(
+            "--compile-backends",
+            help=f"torch.compile backends to probe (default {DEFAULT_COMPILE_BACKENDS} and the device's own, "
+            "e.g. openxla on xla); e.g. a device's own backend registered by an --import plugin",
+        ),
+    )
 
 
 OPTIONS = ProbeOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import add_case_budget, add_filter
-
-    add_filter(p, "features", old=["--only"])
-    add_case_budget(p, None, default_note=f"{BUDGET_S:g}; compile probes {COMPILE_BUDGET_S:g}")
-    p.add_argument(
-        "--compile-backends",
-        default=None,
-        help=f"torch.compile backends to probe (default {DEFAULT_COMPILE_BACKENDS} and the device's own, "
-        "e.g. openxla on xla); e.g. a device's own backend registered by an --import plugin",
-    )
+    add_options(p, ProbeOptions)

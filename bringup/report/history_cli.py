@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bringup.errors import BadInput
 from bringup.report.history import Filters, parse_date, read_sources
-
-if TYPE_CHECKING:
-    from bringup.report.cli import ReportOptions
+from bringup.report.options import ReportOptions
 
 
 def filters(args: ReportOptions) -> Filters:

@@ -9,7 +9,17 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import KILL_LIMIT, CommandOptions, measured, not_measured
+from bringup.options import (
+    KILL_LIMIT,
+    PURE_DTYPES,
+    CommandOptions,
+    add_case_budget,
+    add_dtype,
+    add_options,
+    measured,
+    not_measured,
+    vocab,
+)
 
 NAME = "smoke"
 HELP = "a GEMM and a tiny MLP training step on the device vs a float64 CPU reference"
@@ -19,23 +29,22 @@ DEFAULT_BUDGET_S = 300.0
 
 @dataclass(frozen=True)
 class SmokeOptions(CommandOptions):
-    """`bringup smoke`'s options (add_arguments' dests; bringup/cli.py builds them)."""
+    """`bringup smoke`'s options: each field its flag (the parser is built from them; bringup/cli.py builds them)."""
 
-    dtype: str = measured("fp32")
-    case_budget: float = not_measured(DEFAULT_BUDGET_S, KILL_LIMIT)
+    dtype: str = measured(
+        "fp32",
+        flag=vocab(
+            add_dtype,
+            allowed=PURE_DTYPES,
+            why="the GEMM and the MLP step run in one dtype, weights included; mixed "
+            "precision is train's, zoo's and flex's",
+        ),
+    )
+    case_budget: float = not_measured(DEFAULT_BUDGET_S, KILL_LIMIT, flag=vocab(add_case_budget))
 
 
 OPTIONS = SmokeOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import PURE_DTYPES, add_case_budget, add_dtype
-
-    add_dtype(
-        p,
-        "fp32",
-        PURE_DTYPES,
-        why="the GEMM and the MLP step run in one dtype, weights included; mixed "
-        "precision is train's, zoo's and flex's",
-    )
-    add_case_budget(p, DEFAULT_BUDGET_S)
+    add_options(p, SmokeOptions)

@@ -48,22 +48,11 @@ def pick_run(store: Any, wanted: str | None) -> Any:
     return runs[-1]
 
 
-def check_options(opts: TriageOptions) -> None:
-    ways = [opts.between is not None, opts.wheels is not None, bool(opts.sets)]
-    if opts.bisect and sum(ways) != 1:
-        raise BadInput("--bisect needs the candidates: one of --between OLD NEW, --wheels DIR, --set REQS")
-    if not opts.bisect and any(ways):
-        raise BadInput("--between / --wheels / --set choose --bisect's candidates: add --bisect")
-    if opts.bisect and opts.no_repro:
-        raise BadInput("--bisect bisects each group's repro: it cannot go with --no-repro")
-
-
 def main(sess: Any) -> int:
     from bringup.files import check_output_dir
     from bringup.store import Store
 
-    opts = sess.options.of(TriageOptions)
-    check_options(opts)
+    opts = sess.options.of(TriageOptions)  # checked where built (TriageOptions.check)
     with Store(sess.db, create=False) as store:  # a run to triage must exist: nothing is created otherwise
         run = pick_run(store, opts.run)
         out = Path(opts.out) if opts.out else sess.db.resolve().parent / run.run_id / "triage"
@@ -186,7 +175,7 @@ class Triage:
 
     # ---- 5. bisect ---------------------------------------------------------------------------------
     def bisect(self, g: Any, rep: Any, gdir: Path) -> dict[str, Any] | None:
-        from bringup.bisect.args import BisectArgs, BisectOptions
+        from bringup.bisect.args import BisectOptions
         from bringup.bisect.cli import drive
         from bringup.bisect.prepare import build_spec
         from bringup.triage.plan import fail_status
@@ -198,7 +187,7 @@ class Triage:
         # repro that goes through inductor; a plugin's backend is its own compiler, which it cannot split
         cb = self.opts.compiler_bisect
         cb = ("on" if rep.backend == "inductor" else "off") if cb == "auto" else cb
-        args = BisectArgs(
+        bopts = BisectOptions(
             target=str(rep.bisect_target or rep.script),
             between=tuple(self.opts.between) if self.opts.between else None,
             wheels=self.opts.wheels,
@@ -212,11 +201,10 @@ class Triage:
             compiler_bisect=cb,
             localize="off",
             json=str(gdir / "bisect.json"),
-        )
-        carry_plugins(self.imports, Path(args.target or "").parent)
-        bopts = BisectOptions.from_args(args, self.sess.options.common)
+        ).checked()
+        carry_plugins(self.imports, Path(bopts.target or "").parent)
         self.say(f"triage: bisecting group {g.signature.id} ({g.signature.title[:80]})")
-        drive(self.sess, bopts, build_spec(bopts, self.sess.db))
+        drive(self.sess, bopts, self.sess.options.common, build_spec(bopts, self.sess.db))
         try:
             return dict(json.loads((gdir / "bisect.json").read_text()))
         except (OSError, ValueError):

@@ -35,11 +35,11 @@ from bringup.checks.failure_text import (
     normalize_break,
     signal_of,
 )
+from bringup.options import TORCH_DTYPE_NAMES
 from bringup.outcomes import NOT_FALLBACKS, same_cause
 
 NOT_SIGNED = frozenset({Status.PASS, Status.REF_FAIL})
 KINDS = ("numeric", "compile", "fallback", "break", "crash", "budget", "oom", "unsupported", "error")
-_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def module_kind(cls: str, model: str) -> str:
 def _dtype(r: CaseResult) -> str:
     d = str(r.params.get("dtype") or "")
     d = d.removeprefix("amp-")
-    return _DTYPE_NAMES.get(d, d) or "float32"
+    return TORCH_DTYPE_NAMES.get(d, d) or "float32"
 
 
 def _mode(r: CaseResult, compiled: bool) -> str:

@@ -6,29 +6,22 @@ case per model (zoo/cases.py), a Hub sweep's through zoo/sweep.py, --size full's
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 from bringup.case import Case
 from bringup.device import Device
-from bringup.errors import BadInput, user_regex
-from bringup.hub import plan as hub_plan
-from bringup.options import Options, check_compile_backend
+from bringup.errors import BadInput
+from bringup.options import Options
 from bringup.precision import Precision, parse_precision
 from bringup.zoo import modules as zoo_modules
 from bringup.zoo import sweep as zoo_sweep
 from bringup.zoo.args import (
     DEFAULT_STEPS,
     DEFAULT_TIMEOUT,
-    FULL_BATCH,
-    FULL_SEQ,
-    FULL_STEPS,
-    FULL_TIMEOUT,
-    TINY_BATCH,
-    TINY_SEQ,
     ZooOptions,
+    compile_backend,
 )
 from bringup.zoo.baseline import load_baseline
 from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
@@ -58,9 +51,6 @@ LONG = (
     ("minimax", "linear attention hybrid"),
     ("zamba2", "SSM (mamba2) hybrid"),
 )
-# tiny models' --batch / --seq: a float64 reference and the module check hold every activation of a step on the
-# host; beyond these a tiny case stops being tiny (MIN_TINY_SEQ: a padded row keeps a document of >= 4 tokens)
-MAX_TINY_BATCH, MIN_TINY_SEQ, MAX_TINY_SEQ = 16, 8, 4096
 
 
 # ---- sources --------------------------------------------------------------------------------------
@@ -160,69 +150,23 @@ def entries_for(source: str) -> list[Entry]:
 
 # ---- cases ----------------------------------------------------------------------------------------
 def resolved(opts: ZooOptions) -> ZooOptions:
-    """`opts` with the size's defaults where an option was not given (--steps, --case-budget; at --size full
-    --batch and --seq too): a copy, the options as given are never changed."""
-    full = opts.size == "full"
-    return dataclasses.replace(
-        opts,
-        steps=opts.steps if opts.steps is not None else (FULL_STEPS if full else DEFAULT_STEPS),
-        case_budget=opts.case_budget if opts.case_budget is not None else (FULL_TIMEOUT if full else DEFAULT_TIMEOUT),
-        batch=FULL_BATCH if full and opts.batch is None else opts.batch,
-        seq=FULL_SEQ if full and opts.seq is None else opts.seq,
-    )
-
-
-def check_backend(name: str) -> str:
-    if name.lower() == "none":
-        return "none"
-    return check_compile_backend(name)
+    """`opts` with the size's defaults where an option was not given (ZooOptions.resolved)."""
+    return opts.resolved()
 
 
 def build_cases(options: Options, device: Device) -> list[Case]:
-    """Validate every option (BadInput before any work), then one case per model."""
+    """One case per model (the options were checked where they were built: ZooOptions.check, check_device)."""
     opts = resolved(options.of(ZooOptions))
     prec = parse_precision(opts.dtype)
-    if prec.name == "fp64":
-        raise BadInput(
-            f"--dtype {opts.dtype}: the zoo runs fp32, bf16, fp16, amp-bf16 or amp-fp16 (float64 is the reference)"
-        )
-    size = opts.size
-    sweep = hub_plan.is_sweep(opts.source)
-    zoo_sweep.check_options(opts)
-    zoo_sweep.check_ranks(opts.nproc, device)
-    if size == "full":
-        if sweep:
-            raise BadInput(
-                "--size full with a Hub sweep: use --full-top K (the K most downloaded signatures at "
-                "real size, beside the tiny sweep)"
-            )
-        return build_full_cases(opts, prec, device)
-    if opts.reference is not None and not (sweep and opts.full_top):
-        raise BadInput(
-            "--reference applies to --size full (and --full-top); tiny models are judged against float64 on cpu"
-        )
-    batch, seq = opts.batch, opts.seq
-    if batch is not None and not 1 <= batch <= MAX_TINY_BATCH:
-        raise BadInput(f"--batch must be 1..{MAX_TINY_BATCH} rows for tiny models (default {TINY_BATCH}), got {batch}")
-    if seq is not None and not MIN_TINY_SEQ <= seq <= MAX_TINY_SEQ:
-        raise BadInput(
-            f"--seq must be {MIN_TINY_SEQ}..{MAX_TINY_SEQ} tokens for tiny models (default {TINY_SEQ}), got {seq}"
-        )
-    noise_seeds = opts.noise_seeds
-    if noise_seeds is None or not 0 <= noise_seeds <= 16:
-        raise BadInput(f"--noise-seeds must be 0..16, got {noise_seeds}")
-    if opts.steps is None or opts.steps < 1:
-        raise BadInput(f"--steps must be >= 1, got {opts.steps}")
-    if opts.limit is not None and opts.limit < 1:
-        raise BadInput(f"--limit must be >= 1, got {opts.limit}")
-    if not (opts.case_budget > 0 and math.isfinite(opts.case_budget)):
-        raise BadInput(f"--case-budget must be a positive number of seconds, got {opts.case_budget}")
-    pattern = None if opts.filter is None else user_regex(opts.filter, "--filter")
-    backend = check_backend(opts.compile_backend or device.default_compile_backend)
-    if sweep:
-        return zoo_sweep.build_cases(opts, opts.hub_fetch(options.common.db), prec, backend, noise_seeds, pattern)
+    backend = compile_backend(opts.compile_backend or device.default_compile_backend)
+    pattern = None if opts.filter is None else re.compile(opts.filter)
+    if opts.size == "full":
+        return build_full_cases(opts, prec, backend, pattern)
+    if opts.sweep:
+        return zoo_sweep.build_cases(opts, opts.hub_fetch(options.common.db), prec, backend, pattern)
     baseline = load_baseline(opts.baseline) if opts.baseline else None
     inputs = opts.inputs or "text"
+    seq, batch = opts.seq, opts.batch
     entries = entries_for(opts.source)
     if opts.source == "hf-causal" and not seq and inputs == "text" and not opts.baseline and opts.limit is None:
         entries += long_entries()  # the long rows of the default sweep (LONG)
@@ -239,7 +183,7 @@ def build_cases(options: Options, device: Device) -> list[Case]:
             opts.case_budget,
             opts.seed,
             baseline,
-            noise_seeds,
+            opts.noise_seeds,
             module_check,
             inputs,
             LONG_BATCH if _long(e) else batch or 0,
@@ -264,34 +208,17 @@ def _select(entries: list[Any], pattern: Any, opts: ZooOptions) -> list[Any]:
     return entries
 
 
-def build_full_cases(opts: ZooOptions, prec: Precision, device: Device) -> list[Case]:
+def build_full_cases(opts: ZooOptions, prec: Precision, backend: str, pattern: re.Pattern[str] | None) -> list[Case]:
     """--size full: Hub ids or catalogue entries at their real size (zoo/full.py)."""
     from bringup.hub import refs
 
-    if opts.steps < 1:
-        raise BadInput(f"--steps must be >= 1, got {opts.steps}")
-    if opts.batch < 1 or opts.seq < 2:
-        raise BadInput(f"--batch must be >= 1 and --seq >= 2, got {opts.batch} and {opts.seq}")
-    if opts.limit is not None and opts.limit < 1:
-        raise BadInput(f"--limit must be >= 1, got {opts.limit}")
-    timeout = opts.case_budget
-    if not (timeout > 0 and math.isfinite(timeout)):
-        raise BadInput(f"--case-budget must be a positive number of seconds, got {opts.case_budget}")
-    pattern = None if opts.filter is None else user_regex(opts.filter, "--filter")
-    backend = check_backend(opts.compile_backend or device.default_compile_backend)
     reference = opts.reference or ("baseline" if opts.baseline else "cpu")
-    if reference == "baseline" and not opts.baseline:
-        raise BadInput("--reference baseline needs --baseline BUNDLE (an exported full-size run of the same ids)")
     entries = [e for e in entries_for(opts.source) if e.source in ("hub", "hub-top")]
     if not entries:
         raise BadInput(
             f"--size full: --source {opts.source} lists no Hub model (use hub-top, hub:ORG/NAME or a file of ids)"
         )
     entries = _select(entries, pattern, opts)
-    if reference == "none" and backend == "none" and not opts.baseline:
-        raise BadInput(
-            "--reference none with --compile-backend none and no --baseline: nothing would judge the run's numerics"
-        )
     weights = {
         e.name: "cache" if e.source == "hub" and refs.weight_files(refs.parse_ref(e.model, "hub")) else "random"
         for e in entries
@@ -304,7 +231,7 @@ def build_full_cases(opts: ZooOptions, prec: Precision, device: Device) -> list[
         )
         if baseline is not None:
             params["baseline"] = baseline.full_entry_for(e.name, params, opts.baseline)
-        cases.append(Case("zoo", e.name, params, FULL_ENTRY, budget_s=timeout, isolated=True))
+        cases.append(Case("zoo", e.name, params, FULL_ENTRY, budget_s=opts.case_budget, isolated=True))
     return cases
 
 

@@ -15,7 +15,6 @@ configs -> one signature per distinct computation) -> one case per signature -> 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,44 +29,7 @@ from bringup.hub import plan as hub_plan
 from bringup.hub.flags import HubFetch
 from bringup.hub.plan import IdPlan
 from bringup.precision import Precision
-from bringup.zoo.args import FULL_BATCH, FULL_SEQ, ZooOptions
-
-
-def check_options(opts: ZooOptions) -> None:
-    """Hub-sweep and full-size options that make no sense elsewhere, and bad values: BadInput before any work."""
-    sweep = hub_plan.is_sweep(opts.source)
-    if opts.full_top and not sweep:
-        raise BadInput("--full-top needs a Hub sweep source (hub-search:QUERY or hub-list:FILE)")
-    if (opts.full_top or 0) < 0:
-        raise BadInput(f"--full-top must be >= 0, got {opts.full_top}")
-    if opts.nproc < 1:
-        raise BadInput(f"--nproc must be >= 1, got {opts.nproc}")
-    mem = opts.device_memory
-    if mem is not None and not (mem > 0 and math.isfinite(mem)):
-        raise BadInput(f"--device-memory must be a positive number of GiB, got {mem}")
-    full = opts.size == "full" or bool(opts.full_top)
-    if not full and (opts.nproc > 1 or mem is not None):
-        raise BadInput(
-            "--nproc and --device-memory apply to full-size runs (--size full, or --full-top K in a Hub "
-            "sweep); tiny models run on one device"
-        )
-    batch, seq, nproc = opts.batch, opts.seq, opts.nproc
-    batch = FULL_BATCH if batch is None else batch
-    seq = FULL_SEQ if seq is None else seq
-    if full and (batch < 1 or seq < 2):
-        raise BadInput(f"--batch must be >= 1 and --seq >= 2, got {batch} and {seq}")
-    if full and nproc > 1 and batch % nproc:
-        raise BadInput(
-            f"--batch {batch} does not split over --nproc {nproc} ranks (each rank takes batch / nproc "
-            f"rows of the global batch): use a multiple of {nproc}"
-        )
-    hub_plan.check_rate(opts.hub_rate)
-
-
-def check_ranks(nproc: int, device: Any) -> None:
-    """--nproc N on a device with fewer than N units (cpu ranks are processes: any N): BadInput before any work."""
-    if nproc > 1 and not device.is_cpu and nproc > device.count():
-        raise BadInput(f"--nproc {nproc}: only {device.count()} {device.type} device(s) here")
+from bringup.zoo.args import ZooOptions
 
 
 # ---- signatures -> cases --------------------------------------------------------------------------
@@ -103,11 +65,10 @@ def signature_cases(
 
 
 def build_cases(
-    opts: ZooOptions, fetch: HubFetch, prec: Precision, backend: str, noise_seeds: int, pattern: re.Pattern[str] | None
+    opts: ZooOptions, fetch: HubFetch, prec: Precision, backend: str, pattern: re.Pattern[str] | None
 ) -> PlannedCases:
     """The sweep's cases: a tiny case per signature, most downloaded first, then the --full-top cases; their
-    `record` stores the id rows beside them (`record_plan`)."""
-    check_options(opts)
+    `record` stores the id rows beside them (`record_plan`). The options were checked where they were built."""
     baseline = _baseline(opts, prec) if opts.baseline else None
     entries = hub_plan.fetch_entries(fetch, pattern)
     plan = hub_plan.plan_ids(entries)
@@ -128,7 +89,7 @@ def build_cases(
         backend,
         opts.case_budget,
         opts.seed,
-        noise_seeds,
+        opts.noise_seeds,
         baseline,
         from_arg(opts.module_check),
     )

@@ -104,14 +104,24 @@ def test_the_cache_drops_least_recently_used_envs_not_in_use(tmp_path: Path) -> 
 
 
 def test_options_are_built_once_and_round_trip(tmp_path: Path) -> None:
-    from bringup.bisect.args import BisectArgs, BisectOptions, add_arguments
+    from bringup.bisect.args import BisectOptions, add_arguments
+    from bringup.options import GlobalOptions
 
     p = argparse.ArgumentParser()
     add_arguments(p)
     ns = p.parse_args(["repro.py", "--between", "torch==2.9.0", "torch", "--repeat", "3", "--env-cache", str(tmp_path)])
-    opts = BisectOptions.from_args(BisectArgs.take(vars(ns)))
-    assert opts.between == ("torch==2.9.0", "torch") and opts.repeat == 3 and opts.env_cache == str(tmp_path)
-    assert BisectOptions.from_json(json.loads(json.dumps(opts.to_json()))) == opts
+    opts = BisectOptions.take(vars(ns)).checked()
+    assert opts.between == ("torch==2.9.0", "torch") and opts.repeat == 3 and opts.env_cache_dir() == str(tmp_path)
+    common = GlobalOptions(workers=2, executor="local")
+    assert BisectOptions.from_json(json.loads(json.dumps(opts.to_json(common)))) == (
+        opts,
+        GlobalOptions(workers=2, executor="local"),
+    )
+    # a bisection stored before the options had one shape resumes with its own
+    old = {**opts.as_dict(), "build_budget_s": 7.0, "target_imports": ["plug"], "workers": 3, "executor": "local"}
+    del old["build_budget"], old["target_import"]
+    got, launch = BisectOptions.from_json({**old, "ray_address": None, "env_cache": str(tmp_path)})
+    assert got.build_budget == 7.0 and got.target_import == ("plug",) and launch.workers == 3
 
 
 def test_release_notes_from_the_metadata_else_the_github_release() -> None:

@@ -252,6 +252,7 @@ def test_plan_dedups_by_signature(synth: hs.SynthHub) -> None:
 def test_bad_search_and_list_inputs(tmp_path: Path) -> None:
     from bringup.errors import BadInput
     from bringup.hub import fetch as hf
+    from bringup.hub import flags as hub_flags
 
     for bad in ("hub-search:a,b", "hub-search:sort=trending", "hub-search:colour=red", "hub-search:task="):
         with pytest.raises(BadInput):
@@ -266,7 +267,7 @@ def test_bad_search_and_list_inputs(tmp_path: Path) -> None:
     for bad in ("", "1", "a,b", "0,10", "10,1"):
         if bad:
             with pytest.raises(BadInput):
-                hf.parse_limits(bad)
+                hub_flags.parse_limits(bad)
     f.write_text("org/a@v1.0 downloads=5 likes=2\norg/a@v1.0\nhub:org/b\n")
     ids = hf.read_id_list(f"hub-list:{f}")
     assert [(i.model_id, i.revision, i.downloads) for i in ids] == [("org/a", "v1.0", 5), ("org/b", "", None)]

@@ -347,22 +347,21 @@ def test_hub_sweep_bad_inputs(
         (["zoo", "--source", "hub-top", "--size", "full", "--nproc", "4", "--batch", "6"], "use a multiple of 4"),
         (["zoo", "--source", "hub-search:", "--full-top", "1", "--seq", "1"], "--seq >= 2"),
     ):
-        opts = parse_options(["--db", db, *args])
-        with pytest.raises(BadInput, match=needle.replace("+", r"\+")):
-            suite.build_cases(opts, Device("cpu"))
+        with pytest.raises(BadInput, match=needle.replace("+", r"\+")):  # where the options are built, or planning
+            suite.build_cases(parse_options(["--db", db, *args]), Device("cpu"))
     for flag, value in (("--nproc", "0"), ("--device-memory", "-1"), ("--hub-workers", "0")):  # by their types
         with pytest.raises(SystemExit) as exc:
             build_parser().parse_args(["--db", db, "zoo", "--source", "hub-search:", flag, value])
         assert exc.value.code == 2 and flag in capsys.readouterr().err
     from types import SimpleNamespace
 
-    from bringup.zoo import sweep as zoo_sweep
+    from bringup.zoo import args as zoo_args
 
     two = SimpleNamespace(is_cpu=False, type="xpu", count=lambda: 2)  # --nproc beyond the device's units
     with pytest.raises(BadInput, match="only 2 xpu device"):
-        zoo_sweep.check_ranks(4, two)
-    zoo_sweep.check_ranks(2, two)
-    zoo_sweep.check_ranks(8, Device("cpu"))  # cpu ranks are processes
+        zoo_args.check_ranks(4, two)
+    zoo_args.check_ranks(2, two)
+    zoo_args.check_ranks(8, Device("cpu"))  # cpu ranks are processes
     env = _env(hub, tmp_path)
     p = run_cli(["--device", "cpu", "--db", db, "zoo", "--source", f"hub-list:{ids}"], cwd=tmp_path, env=env)
     assert_one_line_error(p, "ids.txt:2")

@@ -25,5 +25,5 @@ def test_every_capability_package_is_one_line() -> None:
 
 def test_what_the_packages_offer_is_found_by_name() -> None:
     """The tools and post-run steps come from the packages' conventional modules, not from a list."""
-    assert {(t.name, t.module) for t in tools()} >= {("port", "bringup.port.cli"), ("hub", "bringup.hub.cmd")}
+    assert {(t.name, t.module) for t in tools()} >= {("port", "bringup.port.cli"), ("hub", "bringup.hub.cli")}
     assert {s.name for s in post_runs()} >= {"expect", "localize"}

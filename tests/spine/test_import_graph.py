@@ -1,9 +1,9 @@
 """The shape of the package, as tests: no import circle among bringup's modules, no module over 600 lines.
 
 The import graph is grimp's (the library import-linter is built on): every `import` in bringup, function-level
-ones included (a circle through a lazy import is still a circle: the two modules cannot be understood, tested
-or moved apart), `if TYPE_CHECKING:` ones left out (they never run). A circle is a strongly connected set of
-modules; the failure message names one cycle through it, edge by edge with the line numbers.
+ones and `if TYPE_CHECKING:` ones included (a circle through a lazy import or a type-level one is still a
+circle: the two modules cannot be understood, tested, type-checked or moved apart). A circle is a strongly
+connected set of modules; the failure message names one cycle through it, edge by edge with the line numbers.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def import_graph() -> grimp.ImportGraph:
     # cache_dir=None: grimp's on-disk cache (.grimp_cache) can outlive a checkout's edits (a merge kept its
     # mtimes) and report imports the code no longer has.
     return grimp.build_graph(
-        "bringup", include_external_packages=False, exclude_type_checking_imports=True, cache_dir=None
+        "bringup", include_external_packages=False, exclude_type_checking_imports=False, cache_dir=None
     )
 
 
@@ -114,7 +114,8 @@ def test_no_import_circles() -> None:
 
 
 def test_the_circle_finder_finds_a_circle(tmp_path: Path) -> None:
-    """Shown failing: two modules that import each other (one at function level) are a circle, named."""
+    """Shown failing: two modules that import each other (one at function level, or one under TYPE_CHECKING)
+    are a circle, named."""
     import sys
 
     pkg = tmp_path / "circ_pkg"
@@ -123,12 +124,14 @@ def test_the_circle_finder_finds_a_circle(tmp_path: Path) -> None:
     (pkg / "a.py").write_text("import circ_pkg.b\n")
     (pkg / "b.py").write_text("def f():\n    from circ_pkg import a\n    return a\n")
     (pkg / "c.py").write_text("import circ_pkg.a\n")
+    (pkg / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import circ_pkg.e\n")
+    (pkg / "e.py").write_text("import circ_pkg.d\n")
     sys.path.insert(0, str(tmp_path))
     try:
         g = grimp.build_graph("circ_pkg", include_external_packages=False, cache_dir=None)
     finally:
         sys.path.remove(str(tmp_path))
-    assert circles(g) == [["circ_pkg.a", "circ_pkg.b"]]
+    assert circles(g) == [["circ_pkg.a", "circ_pkg.b"], ["circ_pkg.d", "circ_pkg.e"]]
     assert one_cycle(g, ["circ_pkg.a", "circ_pkg.b"]) == "circ_pkg.a:1 -> circ_pkg.b:2 -> circ_pkg.a"
 
 

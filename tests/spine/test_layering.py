@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -49,3 +50,29 @@ def test_import_contracts_hold() -> None:
         [exe, "--config", str(REPO / ".importlinter")], cwd=REPO, capture_output=True, text=True, timeout=300
     )
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+
+
+def _lint(root: Path) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert exe, "import-linter is a test dependency (pyproject [test] extra)"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    cmd = [exe, str(REPO / ".importlinter"), "--no-cache"]
+    return subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_the_one_contract_covers_every_capability(tmp_path: Path) -> None:
+    """Shown failing on a copy of bringup: a capability importing the face, the report importing a capability,
+    and a new capability in no layer (exhaustive) each break the contract, none of them named in a list."""
+    shutil.copytree(REPO / "bringup", tmp_path / "bringup", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    assert _lint(tmp_path).returncode == 0
+    for module, line in [("zoo/plan.py", "import bringup.cli"), ("report/html.py", "import bringup.ops")]:
+        path = tmp_path / "bringup" / module
+        kept = path.read_text()
+        path.write_text(kept + f"\n{line}\n")
+        p = _lint(tmp_path)
+        assert p.returncode != 0 and "BROKEN" in p.stdout.upper(), (module, line, p.stdout[-2000:])
+        path.write_text(kept)
+    (tmp_path / "bringup" / "newcap").mkdir()
+    (tmp_path / "bringup" / "newcap" / "__init__.py").write_text("")
+    p = _lint(tmp_path)
+    assert p.returncode != 0 and "bringup.newcap" in p.stdout, p.stdout[-2000:]

@@ -11,6 +11,7 @@ In-process and torch-free: nothing runs.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -166,3 +167,21 @@ def test_vocabulary_dtypes_are_the_precisions() -> None:
     assert set(options.DTYPES) == set(PRECISIONS) - {"fp64"}
     for alias, name in options.DTYPE_ALIASES.items():
         assert parse_precision(alias).name == name
+
+
+@pytest.mark.parametrize(
+    ("check", "good", "bad"),
+    [
+        (options.positive_int, {"3": 3}, ["0", "-1", "x", "1.5"]),
+        (options.nonneg_int, {"0": 0, "7": 7}, ["-1", "x", "0.5"]),
+        (options.positive_float, {"0.5": 0.5}, ["0", "-2", "inf", "nan", "x"]),
+        (options.seconds, {"1": 1.0, "2.5": 2.5}, ["0", "inf", "nan", "x"]),
+    ],
+)
+def test_the_one_number_validator(check: options.Number, good: dict[str, object], bad: list[str]) -> None:
+    """Shown failing on each bad value: one line naming what was expected and what was given."""
+    for s, v in good.items():
+        assert check(s) == v and type(check(s)) is check.kind
+    for s in bad:
+        with pytest.raises(argparse.ArgumentTypeError, match=f"^expected {re.escape(check.what)}, got '{s}'$"):
+            check(s)

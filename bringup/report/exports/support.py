@@ -25,6 +25,7 @@ from typing import Any
 
 from bringup.case import CaseResult, Status
 from bringup.errors import BadInput
+from bringup.options import TORCH_DTYPE_NAMES
 from bringup.outcomes import NOT_FALLBACKS as HOST_SIDE  # transfers and host reads: never an op's support
 from bringup.store import RunInfo
 
@@ -41,7 +42,7 @@ WORDS: dict[Status, str] = {
     Status.FAIL_NUMERIC: WRONG, Status.REF_FAIL: NOT_JUDGED,
 }  # fmt: skip
 RANK = (FAILS, WRONG, NOT_SUPPORTED, FALLBACK, SUPPORTED, NOT_JUDGED)  # when cases disagree, the worst one shows
-PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}
+PRECISIONS = TORCH_DTYPE_NAMES  # fp32 -> float32: torch's names, the one table (bringup/options.py)
 
 
 OPINFO_LEGEND = (

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput, user_regex
-from bringup.hub.flags import DEFAULT_WORKERS, HubFetch
+from bringup.hub.flags import DEFAULT_WORKERS, SWEEP_PREFIXES, HubFetch, parse_limits
 from bringup.options import CommandOptions, add_filter, add_limit, measured, not_measured, positive_int
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
@@ -57,6 +58,19 @@ class HubOptions(CommandOptions):
             self.hub_refresh,
             db,
         )
+
+    def check(self) -> None:
+        """The fetch's options (fetch, plan; export with --source), checked where they are built: a sweep
+        source, --limit, --hub-rate, --filter (--hub-workers is checked by its type)."""
+        if self.hub_action not in ("fetch", "plan") and not (self.hub_action == "export" and self.source):
+            return
+        if not str(self.source).startswith(SWEEP_PREFIXES):
+            raise BadInput(f"hub {self.hub_action}: --source {self.source!r}: use hub-search:QUERY or hub-list:FILE")
+        if self.limit is not None and self.limit < 1:
+            raise BadInput(f"--limit must be >= 1, got {self.limit}")
+        parse_limits(self.hub_rate)
+        if self.filter is not None:
+            user_regex(self.filter, "--filter")
 
 
 OPTIONS = HubOptions
@@ -100,76 +114,87 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _entries(args: HubOptions, db: str) -> list[Any]:
-    from bringup.hub import plan as hub_plan
+    """The source's entries, fetched (the options were checked where they were built: HubOptions.check)."""
+    from bringup.hub import plan as hub_plan  # lazy: torch-free --help
 
-    if not hub_plan.is_sweep(args.source):
-        raise BadInput(f"hub {args.hub_action}: --source {args.source!r}: use hub-search:QUERY or hub-list:FILE")
-    if args.limit is not None and args.limit < 1:
-        raise BadInput(f"--limit must be >= 1, got {args.limit}")
-    fetch = args.fetch(db)
-    hub_plan.check_options(fetch)
-    pattern = None if args.filter is None else user_regex(args.filter, "--filter")
-    return hub_plan.fetch_entries(fetch, pattern)
+    pattern = None if args.filter is None else re.compile(args.filter)
+    return hub_plan.fetch_entries(args.fetch(db), pattern)
 
 
 def main(sess: Any) -> int:
-    # The Hub code (and torch, through bringup.models) is imported here, where work starts: `bringup hub
-    # --help` and a mistyped option answer without it.
-    from bringup.hub import plan as hub_plan
-    from bringup.hub.index import HubIndex
-
+    """`bringup hub ACTION`: one function per action (the Hub code, and torch through bringup.models, imported
+    in each, where work starts: `bringup hub --help` and a mistyped option answer without it)."""
     args = sess.options.of(HubOptions)
-    con = sess.console
     action = args.hub_action
     if action is None:
         raise BadInput(f"hub: name an action: {', '.join(ACTIONS)}")
-    if action == "fields":
-        from bringup.hub import signature as sg
+    return ACTION_MAINS[action](sess, args)
 
-        try:
-            info = sg.explain(args.model_type)
-        except KeyError:
-            raise BadInput(f"hub fields: no model type {args.model_type!r} in this transformers") from None
-        con.print_json(json.dumps(info))
-        return 0
-    if action == "csv":
-        from bringup.hub import summary as zs
-        from bringup.store import Store
 
-        with Store(sess.db, create=False) as st:
-            st.get_run(args.run)
-            rows = st.hub_ids(args.run)
-            if not rows:
-                raise BadInput(f"hub csv: run {args.run} is not a Hub sweep (no ids stored)")
-            cov = zs.coverage(rows, st.results(args.run))
-        con.print(f"{len(rows)} id(s) -> {zs.write_csv(Path(args.out), cov['per_id'])}", highlight=False)
-        return 0
+def _fields(sess: Any, args: HubOptions) -> int:
+    from bringup.hub import signature as sg  # lazy: torch-free --help
+
+    try:
+        info = sg.explain(args.model_type)
+    except KeyError:
+        raise BadInput(f"hub fields: no model type {args.model_type!r} in this transformers") from None
+    sess.console.print_json(json.dumps(info))
+    return 0
+
+
+def _csv(sess: Any, args: HubOptions) -> int:
+    from bringup.hub import summary as zs  # lazy: torch-free --help
+    from bringup.store import Store  # lazy: torch-free --help
+
+    with Store(sess.db, create=False) as st:
+        st.get_run(args.run)
+        rows = st.hub_ids(args.run)
+        if not rows:
+            raise BadInput(f"hub csv: run {args.run} is not a Hub sweep (no ids stored)")
+        cov = zs.coverage(rows, st.results(args.run))
+    sess.console.print(f"{len(rows)} id(s) -> {zs.write_csv(Path(args.out), cov['per_id'])}", highlight=False)
+    return 0
+
+
+def _import(sess: Any, args: HubOptions) -> int:
+    from bringup.hub import plan as hub_plan  # lazy: torch-free --help
+    from bringup.hub.index import HubIndex  # lazy: torch-free --help
+
+    with HubIndex(hub_plan.index_path(args.hub_index, str(sess.db))) as index:
+        n = index.import_(args.file)
+        sess.console.print(f"imported {n} row(s) into {index.path}; now: {index.counts()}", highlight=False)
+    return 0
+
+
+def _export(sess: Any, args: HubOptions) -> int:
+    from bringup.files import check_output_path  # lazy: torch-free --help
+    from bringup.hub import plan as hub_plan  # lazy: torch-free --help
+    from bringup.hub.index import HubIndex  # lazy: torch-free --help
+
     db = str(sess.db)
-    if action == "import":
-        with HubIndex(hub_plan.index_path(args.hub_index, db)) as index:
-            n = index.import_(args.file)
-            con.print(f"imported {n} row(s) into {index.path}; now: {index.counts()}", highlight=False)
-        return 0
-    if action == "export":
-        from bringup.files import check_output_path
+    check_output_path(args.out, "--out")
+    keys = [e.key for e in _entries(args, db)] if args.source else None
+    with HubIndex(hub_plan.index_path(args.hub_index, db)) as index:
+        n = index.export(args.out, keys)
+    sess.console.print(f"exported {n} row(s) to {args.out}", highlight=False)
+    return 0
 
-        check_output_path(args.out, "--out")
-        keys = None
-        if args.source:
-            keys = [e.key for e in _entries(args, db)]
-        with HubIndex(hub_plan.index_path(args.hub_index, db)) as index:
-            n = index.export(args.out, keys)
-        con.print(f"exported {n} row(s) to {args.out}", highlight=False)
-        return 0
-    entries = _entries(args, db)
-    if action == "fetch":
-        con.print(
-            "by status: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(e.status for e in entries).items())),
-            highlight=False,
-        )
-        return 0
-    plan = hub_plan.plan_ids(entries)
+
+def _fetch(sess: Any, args: HubOptions) -> int:
+    entries = _entries(args, str(sess.db))
+    sess.console.print(
+        "by status: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(e.status for e in entries).items())),
+        highlight=False,
+    )
+    return 0
+
+
+def _plan(sess: Any, args: HubOptions) -> int:
+    from bringup.hub import plan as hub_plan  # lazy: torch-free --help
+
+    plan = hub_plan.plan_ids(_entries(args, str(sess.db)))
     by_arch = Counter(plan.sigs[s].architecture for s in plan.sigs)
+    con = sess.console
     con.print(
         f"{len(plan.rows)} id(s) -> {len(plan.sigs)} signature(s) ({plan.signed} config(s) signed); config "
         f"failures: {hub_plan.failure_line(plan) or 'none'}",
@@ -177,20 +202,27 @@ def main(sess: Any) -> int:
     )
     con.print("signatures by architecture: " + ", ".join(f"{a} {n}" for a, n in by_arch.most_common()), highlight=False)
     if sess.options.common.json:
-        from bringup.files import write_json
+        from bringup.files import write_json  # lazy: torch-free --help
 
-        data = {
-            "ids": plan.rows,
-            "signatures": {
-                s: {
-                    "architecture": plan.sigs[s].architecture,
-                    "task": plan.sigs[s].task,
-                    "ids": len(plan.members[s]),
-                    "downloads": plan.downloads(s),
-                    "config": plan.sigs[s].config,
-                }
-                for s in plan.order()
-            },
-        }
-        write_json(sess.options.common.json, data)
+        write_json(sess.options.common.json, _plan_json(plan))
     return 0
+
+
+def _plan_json(plan: Any) -> dict[str, Any]:
+    """`hub plan --json`: the ids and, per signature, its architecture, task, ids, downloads and config."""
+    return {
+        "ids": plan.rows,
+        "signatures": {
+            s: {
+                "architecture": plan.sigs[s].architecture,
+                "task": plan.sigs[s].task,
+                "ids": len(plan.members[s]),
+                "downloads": plan.downloads(s),
+                "config": plan.sigs[s].config,
+            }
+            for s in plan.order()
+        },
+    }
+
+
+ACTION_MAINS = {"fetch": _fetch, "plan": _plan, "export": _export, "import": _import, "fields": _fields, "csv": _csv}

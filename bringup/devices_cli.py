@@ -7,21 +7,25 @@ import platform
 from dataclasses import dataclass
 from typing import Any
 
-from bringup.options import CommandOptions, measured
+from bringup.options import CommandOptions, add_options, flag, measured
 
 
 @dataclass(frozen=True)
 class DevicesOptions(CommandOptions):
-    """`bringup devices`' options (add_arguments' dests)."""
+    """`bringup devices`' options: each field its flag (the parser is built from them)."""
 
-    no_calibrate: bool = measured(False, "the peaks shown are the table's, not measured")
+    no_calibrate: bool = measured(
+        False,
+        "the peaks shown are the table's, not measured",
+        flag=flag("--no-calibrate", action="store_true", help="skip the GEMM calibration (table peaks only)"),
+    )
 
 
 OPTIONS = DevicesOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-calibrate", action="store_true", help="skip the GEMM calibration (table peaks only)")
+    add_options(p, DevicesOptions)
 
 
 def collect(sess: Any, calibrate: bool = True) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
-from bringup.options import CommandOptions, measured, not_measured
+from bringup.options import CommandOptions, add_options, flag, measured, not_measured
 
 FORMATS = ("bundle", "benchmark-records", "support-table", "pytorch-tests")
 
@@ -25,40 +25,47 @@ FORMATS = ("bundle", "benchmark-records", "support-table", "pytorch-tests")
 # ---- `bringup export` ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ExportOptions(CommandOptions):
-    """`bringup export`'s options (add_arguments' dests)."""
+    """`bringup export`'s options: each field its flag (the parser is built from them)."""
 
-    run: str | None = measured(None)
-    out: str = not_measured("")
-    format: str = measured("bundle")
-    margin: float | None = measured(None)
+    run: str | None = measured(
+        None,
+        flag=flag("run", nargs="?", help="run id (default: the latest run in --db), or a bundle file"),
+    )
+    out: str = not_measured(
+        "",
+        flag=flag(
+            "--out",
+            required=True,
+            metavar="FILE",
+            help="the file to write (support-table: FILE.md and FILE.csv; pytorch-tests: FILE.py and FILE.json)",
+        ),
+    )
+    format: str = measured(
+        "bundle",
+        flag=flag(
+            "--format",
+            choices=FORMATS,
+            help="bundle (default: the run, portable JSON), benchmark-records (PyTorch's benchmark "
+            "database JSON), support-table (per op and dtype, Markdown + CSV), pytorch-tests "
+            "(set_test_configs for PyTorch's device-generic tests)",
+        ),
+    )
+    margin: float | None = measured(
+        None,
+        flag=flag(
+            "--margin",
+            type=float,
+            metavar="X",
+            help="pytorch-tests: tolerance = X times the largest error measured (default 2)",
+        ),
+    )
 
 
 OPTIONS = ExportOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", nargs="?", default=None, help="run id (default: the latest run in --db), or a bundle file")
-    p.add_argument(
-        "--out",
-        required=True,
-        metavar="FILE",
-        help="the file to write (support-table: FILE.md and FILE.csv; pytorch-tests: FILE.py and FILE.json)",
-    )
-    p.add_argument(
-        "--format",
-        default="bundle",
-        choices=FORMATS,
-        help="bundle (default: the run, portable JSON), benchmark-records (PyTorch's benchmark "
-        "database JSON), support-table (per op and dtype, Markdown + CSV), pytorch-tests "
-        "(set_test_configs for PyTorch's device-generic tests)",
-    )
-    p.add_argument(
-        "--margin",
-        type=float,
-        default=None,
-        metavar="X",
-        help="pytorch-tests: tolerance = X times the largest error measured (default 2)",
-    )
+    add_options(p, ExportOptions)
 
 
 def _load(sess: Any, run_arg: str | None) -> tuple[Any, list[Any], dict[str, Any], Path | None]:
