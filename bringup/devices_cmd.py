@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bringup.options import CommandOptions, measured
+from bringup.session import CommandSession
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-calibrate", action="store_true", help="skip the GEMM calibration (table peaks only)")
 
 
-def collect(sess: Any, calibrate: bool = True) -> dict[str, Any]:
+def collect(sess: CommandSession, calibrate: bool = True) -> dict[str, Any]:
     import torch
 
     from bringup.device import auto_choice, built_accelerator, dtype_name, known_types, privateuse1_name, resolve_device
@@ -88,7 +89,7 @@ def torch_build() -> str:
     return "cpu"
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     from rich.markup import escape  # here, not at the top: `bringup --help` builds the parser without rich
     from rich.table import Table
 

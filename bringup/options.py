@@ -349,7 +349,7 @@ class CommandOptions:
     def take(cls: type[_O], values: dict[str, Any]) -> _O:
         """The options in `values` (a parser's dests), removed from it; a field `values` lacks keeps its
         default. A list (argparse's `append`, a stored run's JSON) becomes a tuple: options are immutable."""
-        got = {k: values.pop(k) for k in cls.dests() if k in values}  # type: ignore[attr-defined]
+        got = {k: values.pop(k) for k in cls.dests() if k in values}
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in got.items()})
 
     def as_dict(self) -> dict[str, Any]:

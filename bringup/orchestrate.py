@@ -18,13 +18,16 @@ import dataclasses
 import importlib.util
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import RunPart
 from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
 from bringup.options import CommandOptions, Options, measured, not_measured
 from bringup.store import RunInfo, Store
+
+if TYPE_CHECKING:  # types only: flow imports torch
+    from bringup.flow import Session
 
 
 @dataclass(frozen=True)
@@ -74,9 +77,9 @@ def plan_parts(options: Options, device: Any) -> tuple[list[Case], list[RunPart]
     known = [*names, *dict.fromkeys(o.name for o in extra if o.name not in names)]
     args = options.of(RunCommandOptions)
     skip, only = _names(args.skip), _names(args.only)
-    for s in sorted(skip | only):
-        if s not in known:
-            raise BadInput(f"unknown suite {s!r} in --skip/--only; suites: {', '.join(known)}")
+    for asked in sorted(skip | only):
+        if asked not in known:
+            raise BadInput(f"unknown suite {asked!r} in --skip/--only; suites: {', '.join(known)}")
     cases: list[Case] = []
     for s in planned:
         if s.name in skip or (only and s.name not in only) or s.run_cases is None:
@@ -142,7 +145,7 @@ def side_by_side(options: Options) -> Options:
     return dataclasses.replace(options, common=dataclasses.replace(common, workers=auto_workers()))
 
 
-def main(sess: Any) -> int:
+def main(sess: Session) -> int:
     from bringup.files import check_output_path
     from bringup.flow import execute_cases, summarize_by_suite
 

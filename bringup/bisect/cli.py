@@ -23,6 +23,7 @@ from typing import Any
 from bringup.bisect.args import BisectArgs
 from bringup.errors import BadInput
 from bringup.interrupt import INTERRUPTS, interrupted, sigterm_raises
+from bringup.session import CommandSession
 
 OPTIONS = BisectArgs  # the parser's dests, typed (BisectOptions.from_args resolves them)
 
@@ -33,7 +34,7 @@ def add_arguments(p: Any) -> None:
     add(p)
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     from bringup.bisect.args import BisectOptions
     from bringup.bisect.prepare import build_spec
 
@@ -44,12 +45,13 @@ def main(sess: Any) -> int:
     return drive(sess, opts, spec)
 
 
-def resume(sess: Any) -> int:
+def resume(sess: CommandSession) -> int:
     """`bringup --resume RUN_ID` of a bisection: its stored spec and options, the finished candidates kept."""
     from bringup.bisect.args import BisectOptions
     from bringup.bisect.spec import BisectSpec, file_sha256
 
     run = sess.resume_run
+    assert run is not None  # main() resumes only a resumed run
     data = run.info.get("bisect")
     if run.command != "bisect" or not isinstance(data, dict) or "spec" not in data:
         raise BadInput(f"--resume {run.run_id}: not a bisection")
@@ -93,12 +95,12 @@ def ray_session(executor: str, workers: int, address: str | None) -> Iterator[No
         ray.shutdown()
 
 
-def drive(sess: Any, opts: Any, spec: Any, resumed: bool = False) -> int:
+def drive(sess: CommandSession, opts: Any, spec: Any, resumed: bool = False) -> int:
     with ray_session(opts.executor, opts.workers, opts.ray_address):
         return _drive(sess, opts, spec, resumed)
 
 
-def _drive(sess: Any, opts: Any, spec: Any, resumed: bool) -> int:
+def _drive(sess: CommandSession, opts: Any, spec: Any, resumed: bool) -> int:
     from bringup.bisect import answer
     from bringup.bisect.envs import EnvCache
     from bringup.provenance import run_info

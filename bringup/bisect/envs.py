@@ -197,7 +197,7 @@ class EnvCache:
 
     def meta(self, key: str) -> dict[str, Any] | None:
         try:
-            return json.loads((self.root / key / META).read_text())  # type: ignore[no-any-return]
+            return json.loads((self.root / key / META).read_text())
         except (OSError, ValueError):
             return None
 
@@ -320,7 +320,7 @@ class EnvCache:
         rc, out = _run([py, "-c", _INSPECT, *names], log, timeout)
         if rc != 0:
             raise EnvFailed(f"reading the installed versions failed: {out.strip().splitlines()[-1:]}")
-        return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+        return json.loads(out.strip().splitlines()[-1])
 
     @staticmethod
     def _check_pin(name: str, want: str, got: dict[str, Any] | None, req: EnvRequest) -> None:

@@ -118,7 +118,7 @@ class XlaAdapter(DeviceAdapter):
         return out
 
     @property
-    def has_inductor_codegen(self) -> bool:  # type: ignore[override]
+    def has_inductor_codegen(self) -> bool:
         return False  # inductor generates no XLA code: openxla is the compile backend
 
     def distributed_backend(self) -> str | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from bringup.errors import BadInput
 from bringup.options import CommandOptions, add_dtype, measured, not_measured
+from bringup.session import CommandSession
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def _pick(st: Any, args: ExpectOptions) -> Any:
     return st.get_run(rid)
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     from bringup.store import Store
 
     args = sess.options.of(ExpectOptions)
@@ -117,7 +118,7 @@ def main(sess: Any) -> int:
     return _check(sess, args, run, results, repeats)
 
 
-def _init(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
+def _init(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
     from pathlib import Path
 
     from bringup.expect.file import ExpectFile
@@ -140,7 +141,7 @@ def _init(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats:
     return 0
 
 
-def _check(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
+def _check(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
     from bringup.expect.file import ExpectFile
     from bringup.expect.gate import Gate, print_judgement
 
@@ -163,7 +164,7 @@ def _check(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats
     return after.exit_code()
 
 
-def _xpu(sess: Any, args: ExpectOptions) -> int:
+def _xpu(sess: CommandSession, args: ExpectOptions) -> int:
     """`expect import FILE.csv --out FILE` / `expect export --expect FILE --out FILE.csv` (expect/xpu_csv.py)."""
     csv_path = str(sess.options.common.csv)  # import's FILE.csv: the dest `csv`, beside the global --csv
     from pathlib import Path

@@ -24,6 +24,7 @@ from typing import Any
 from bringup.errors import BadInput, user_regex
 from bringup.hub.flags import DEFAULT_WORKERS, HubFetch
 from bringup.options import CommandOptions, add_filter, add_limit, measured, not_measured, positive_int
+from bringup.session import CommandSession
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
 
@@ -112,7 +113,7 @@ def _entries(args: HubOptions, db: str) -> list[Any]:
     return hub_plan.fetch_entries(fetch, pattern)
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     # The Hub code (and torch, through bringup.models) is imported here, where work starts: `bringup hub
     # --help` and a mistyped option answer without it.
     from bringup.hub import plan as hub_plan

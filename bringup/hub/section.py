@@ -5,6 +5,7 @@ Reads only the run's summary (`hub`, written by hub/summary.py)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,7 @@ def render(hub: dict[str, Any], page: Page) -> str:
             colours=OUTCOME_COLOURS,
         )
     )
-    cols = [
+    cols: list[tuple[str, str, Callable[[Any], str]]] = [
         ("name", "architecture", str),
         ("ids", "ids", _n),
         ("downloads", "downloads", _n),

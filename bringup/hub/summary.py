@@ -192,7 +192,7 @@ def _baseline(rows: Sequence[dict[str, Any]], by_case: dict[str, CaseResult]) ->
     sig_cases = {cid for cid, r in by_case.items() if r.params.get("source") == "hub-sig"}
     if not checks:
         return None
-    ids = defaultdict(lambda: [0, 0])
+    ids: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
         cid = row.get("case_id")
         if cid in sig_cases:

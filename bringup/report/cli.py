@@ -14,10 +14,10 @@ import argparse
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bringup.errors import BadInput
 from bringup.options import CommandOptions, measured, not_measured
+from bringup.session import CommandSession
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def looks_like_file(arg: str) -> bool:
     return p.is_file() or arg.endswith(".json") or "/" in arg
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     args = sess.options.of(ReportOptions)
     if args.history:
         from bringup.report.history_cli import main as history_main
@@ -114,7 +114,7 @@ def main(sess: Any) -> int:
     return scorecard(sess, args.run[0] if args.run else None, Path(args.stores[0]) if args.stores else sess.db)
 
 
-def scorecard(sess: Any, run_arg: str | None, db: Path) -> int:
+def scorecard(sess: CommandSession, run_arg: str | None, db: Path) -> int:
     from bringup.files import atomic_write_text, check_output_path
     from bringup.report import html
     from bringup.store import Store

@@ -194,7 +194,7 @@ def render(
     from bringup.report.contract import contract
 
     summary = summary or {}
-    opts = run.info.get("options") if isinstance(run.info.get("options"), dict) else {}
+    opts = run.info["options"] if isinstance(run.info.get("options"), dict) else {}
     allow = bool(opts.get("allow_unsupported", False))
     page = Page(run, summary, allow, out_dir, run_dir)
     by_suite: dict[str, list[CaseResult]] = {}

@@ -156,7 +156,7 @@ def _serve(sock: socket.socket, parent: int) -> None:
                 break
             if pid == 0:
                 break
-            fd = status.pop(pid, None)
+            fd: int | None = status.pop(pid, None)
             if fd is not None:
                 _write(fd, f"rc {os.waitstatus_to_exitcode(st)}\n")
                 os.close(fd)

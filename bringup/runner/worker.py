@@ -37,7 +37,7 @@ def load_entry(entry: str) -> Callable[..., Any]:
     obj: Any = importlib.import_module(mod_name)
     for part in fn_name.split("."):
         obj = getattr(obj, part)
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def import_plugins(modules: list[str]) -> None:

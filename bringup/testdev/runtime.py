@@ -68,10 +68,9 @@ class device:  # torch device modules name this context manager `device`
     def __enter__(self) -> None:
         self.prev = int(_ext().exchange_device(self.idx)) if self.idx >= 0 else -1
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         if self.prev >= 0:
             _ext().set_device(self.prev)
-        return False
 
 
 def synchronize(device: Any = None) -> None:

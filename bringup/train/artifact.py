@@ -350,7 +350,7 @@ def unpack_kernels(
     got = {"kernels": 0, "headers": 0}
     try:
         raw = gzip.decompress(section)
-        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:", copybufsize=8 << 20) as tf:
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:", copybufsize=8 << 20) as tf:  # type: ignore[call-overload]  # copybufsize: a real keyword (TarFile.__init__) the stub leaves out
             members = tf.getmembers()
             for m in members:
                 top, _, rel = m.name.partition("/")
@@ -361,7 +361,7 @@ def unpack_kernels(
             for m in members:
                 top, _, rel = m.name.partition("/")
                 m.name = rel
-                tf.extract(m, dirs[top], **safe)  # type: ignore[arg-type]
+                tf.extract(m, dirs[top], **safe)
                 if top == "inductor" and rel.endswith(KERNEL_SUFFIXES):
                     got["kernels"] += 1
                 elif rel.endswith(".gch"):

@@ -41,7 +41,7 @@ _PHASES = {
 }
 
 
-def job_bars(results: Sequence[CaseResult]) -> list[tuple[str, list[tuple[str, float]]]]:
+def job_bars(results: Sequence[CaseResult]) -> list[tuple[str, list[tuple[str | None, float]]]]:
     """Each arm's time to first step as a new job meets it (fields["ttfs_phases"]): its waterfall."""
     bars = []
     for r in results:
@@ -211,7 +211,7 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
             label: [(s, v - ref[s]) for s, v in pts if s in ref]
             for label, pts in losses.items()
             if label != train_label(eager)
-        }  # type: ignore[arg-type]
+        }
         plots_html.append(plots.line_chart(dev, "Loss minus eager loss, per step", "step", "difference"))
     nested = [train_label(r) for r in rs if (seconds(r, "ttfs_s") or 0) * 1.02 < sum(v for _, v in compile_phases(r))]
     if nested:

@@ -82,7 +82,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
             col,
             justify=just,
             overflow="fold",
-            no_wrap=col not in ("reason", "model"),  # type: ignore[arg-type]
+            no_wrap=col not in ("reason", "model"),
             max_width=24 if col == "model" else None,
             min_width=16 if col == "reason" else None,
         )
