@@ -407,6 +407,12 @@ def run_options() -> list[RunOptions]:
 
 
 # ---- post-run steps ---------------------------------------------------------------------------------
+class AddOptions(Protocol):
+    """A post-run step's add_options(parser, suppress): `suppress` hides its defaults (the face passes it by name)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, /, suppress: bool) -> None: ...
+
+
 @dataclass(frozen=True)
 class AfterRun:
     """What a post-run step sees once the run's own cases are done and stored."""
@@ -477,7 +483,7 @@ class PostRun:
     escape everything): the report renders it through the registry, never importing the step."""
 
     name: str
-    add_options: Callable[[argparse.ArgumentParser, bool], None]
+    add_options: AddOptions
     prepare: Callable[[Options, Device], Step | None]
     order: float = 100.0
     module: str = field(default="", compare=False)

@@ -347,7 +347,7 @@ def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.
             if isinstance(obj, argparse.Action):
                 obj.default = default
             else:
-                obj._defaults.update(default)  # type: ignore[union-attr]
+                obj._defaults.update(default)
 
 
 def resumed_options(

@@ -287,7 +287,7 @@ class BisectOptions:
             target=args.target,
             between=between,
             wheels=args.wheels,
-            sets=tuple(args.sets),  # type: ignore[arg-type]
+            sets=tuple(args.sets),
             sets_file=args.sets_file,
             with_reqs=tuple(args.with_reqs),
             pre=bool(args.pre),

@@ -91,7 +91,8 @@ def render(hub: dict[str, Any], page: Page) -> str:
         ("ids", "ids", _n),
         ("downloads", "downloads", _n),
         ("signatures", "signatures", _n),
-    ] + [(o, o, _n) for o in outcomes]
+    ]
+    cols += [(o, o, _n) for o in outcomes]
     parts.append(
         f"<details><summary>every architecture ({len(archs)})</summary>"
         + dict_table("tbl-hub-arch", [{"name": a["architecture"], **a} for a in archs], cols)

@@ -88,7 +88,7 @@ def coverage(rows: Sequence[dict[str, Any]], results: Sequence[CaseResult]) -> d
     by_case = {r.case_id: r for r in results}
     total_ids = len(rows)
     total_dl = sum(int(r.get("downloads") or 0) for r in rows)
-    overall: dict[str, dict[str, int]] = {o: {"ids": 0, "downloads": 0} for o in OUTCOMES}
+    overall: dict[str, dict[str, Any]] = {o: {"ids": 0, "downloads": 0} for o in OUTCOMES}  # counts, then pcts
     archs: dict[str, dict[str, Any]] = {}
     failures: dict[str, dict[str, Any]] = {}
     worst: dict[str, dict[str, Any]] = {}
@@ -188,7 +188,9 @@ def _full(results: Sequence[CaseResult]) -> list[dict[str, Any]]:
 
 def _baseline(rows: Sequence[dict[str, Any]], by_case: dict[str, CaseResult]) -> dict[str, Any] | None:
     """--baseline per signature: which signatures (and how many ids, downloads) were compared, which differ."""
-    checks = {cid: r.fields.get("baseline_check") for cid, r in by_case.items() if r.fields.get("baseline_check")}
+    checks: dict[str, Any] = {
+        cid: r.fields.get("baseline_check") for cid, r in by_case.items() if r.fields.get("baseline_check")
+    }
     sig_cases = {cid for cid, r in by_case.items() if r.params.get("source") == "hub-sig"}
     if not checks:
         return None

@@ -97,8 +97,8 @@ def build(name: str, task: str = "", bs: mz.BatchSpec | None = None, seed: int =
 
     def make() -> torch.nn.Module:
         if getattr(cls, "_supports_sdpa", False):
-            return cls._from_config(cfg, attn_implementation="sdpa")  # type: ignore[no-any-return]
-        return cls._from_config(cfg)  # type: ignore[no-any-return]
+            return cls._from_config(cfg, attn_implementation="sdpa")
+        return cls._from_config(cfg)
 
     try:
         n = mz.count_params_meta(make)

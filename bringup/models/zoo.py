@@ -140,7 +140,7 @@ def first_float(out: Any) -> torch.Tensor | None:
     if isinstance(out, torch.Tensor):
         return out if out.is_floating_point() else None
     if hasattr(out, "logits") and isinstance(getattr(out, "logits", None), torch.Tensor):
-        return out.logits  # type: ignore[no-any-return]
+        return out.logits
     items: Any
     if isinstance(out, dict) or hasattr(out, "to_tuple"):
         items = out.values() if isinstance(out, dict) else out.to_tuple()
@@ -185,7 +185,7 @@ def hf_loss(out: Any, batch: dict[str, Any]) -> torch.Tensor:
     if isinstance(loss, torch.Tensor):
         return loss
     if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):
-        return out["loss"]  # type: ignore[no-any-return]
+        return out["loss"]
     return _target_mse(out, batch)
 
 
@@ -267,13 +267,13 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
     """step -> the model's inputs (cpu; floats in fp32), seeded per step. Text models are fed like a training
     job (bringup/models/batches.py): ids by rank-frequency, padded rows with their mask, and for causal LMs
     packed documents, each step both (a padded and a packed microbatch) unless `bs.alternate`."""
-    cfg = model.config
+    cfg: Any = model.config  # a transformers config
     tcfg = text_config(cfg)
     main = getattr(model, "main_input_name", "input_ids")
     sig = set(inspect.signature(model.forward).parameters)
     vocab = getattr(tcfg, "vocab_size", None) or getattr(cfg, "vocab_size", None)
     try:
-        emb = model.get_input_embeddings()
+        emb = model.get_input_embeddings()  # type: ignore[operator]  # a transformers method: nn.Module.__getattr__ types it Tensor | Module
     except (AttributeError, NotImplementedError):
         emb = None
     if isinstance(emb, torch.nn.Embedding):

@@ -46,7 +46,7 @@ GAP_STATUSES = frozenset(BY_KEY["gap"].statuses)  # amber tiles: the only non-pa
 
 
 def _template(name: str) -> str:
-    return resources.files("bringup.report").joinpath("templates", name).read_text(encoding="utf-8")
+    return resources.files("bringup.report").joinpath("templates").joinpath(name).read_text(encoding="utf-8")
 
 
 def stylesheet() -> str:

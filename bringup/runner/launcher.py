@@ -156,8 +156,8 @@ def _serve(sock: socket.socket, parent: int) -> None:
                 break
             if pid == 0:
                 break
-            fd: int | None = status.pop(pid, None)
-            if fd is not None:
+            done_fd = status.pop(pid, None)
+            if done_fd is not None:
                 _write(fd, f"rc {os.waitstatus_to_exitcode(st)}\n")
                 os.close(fd)
     for pid in status:  # the driver is gone: its workers go with it

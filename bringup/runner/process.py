@@ -153,7 +153,7 @@ class WorkerProcess:
                 if why:
                     raise MemoryCapExceeded(why)
         line, _, self._buf = self._buf.partition(b"\n")
-        return json.loads(line)  # type: ignore[no-any-return]
+        return json.loads(line)
 
     def rss_bytes(self) -> int:
         try:

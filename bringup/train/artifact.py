@@ -148,7 +148,7 @@ def read(path: str | Path) -> Artifact:
     if not isinstance(n, int) or n + k != len(body):
         raise BadInput(f"cache artifact {path}: truncated ({len(body)} of {n} + {k} payload and kernel bytes)")
     payload, kernels = body[:n], body[n:]
-    if kernels and hashlib.sha256(kernels).hexdigest() != ks.get("sha256"):
+    if kernels and hashlib.sha256(kernels).hexdigest() != (ks or {}).get("sha256"):
         raise BadInput(
             f"cache artifact {path}: damaged kernel section (its sha256 differs from the header's): "
             "make a new one with --save-cache-artifact"

@@ -41,13 +41,13 @@ _PHASES = {
 }
 
 
-def job_bars(results: Sequence[CaseResult]) -> list[tuple[str, list[tuple[str | None, float]]]]:
+def job_bars(results: Sequence[CaseResult]) -> list[tuple[str, list[tuple[str, float]]]]:
     """Each arm's time to first step as a new job meets it (fields["ttfs_phases"]): its waterfall."""
     bars = []
     for r in results:
         ph = r.fields.get("ttfs_phases")
         if isinstance(ph, dict) and r.status is Status.PASS:
-            bars.append((train_label(r), [(_PHASES.get(k, k), float(v)) for k, v in ph.items() if num(v)]))
+            bars.append((train_label(r), [(str(_PHASES.get(k, k)), float(v)) for k, v in ph.items() if num(v)]))
     return bars
 
 
@@ -206,7 +206,7 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
     losses = {train_label(r): r.series["loss"] for r in rs if r.series.get("loss")}
     plots_html = [plots.line_chart(losses, "Loss per step (same seed, same data)", "step", "loss")]
     ref = dict(eager.series.get("loss", [])) if eager else {}
-    if ref and len(losses) > 1:
+    if eager is not None and ref and len(losses) > 1:
         dev = {
             label: [(s, v - ref[s]) for s, v in pts if s in ref]
             for label, pts in losses.items()

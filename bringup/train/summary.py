@@ -31,7 +31,7 @@ from bringup.train import arms, compile_metrics
 from bringup.train.loop import TrainOutcome
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
-MODE_ORDER = {
+MODE_ORDER: dict[tuple[str | None, str | None], int] = {  # read with a case's params (a missing one: None)
     ("eager", CACHE_NONE): 0,
     ("compile", CACHE_COLD): 1,
     ("compile", CACHE_WARM): 2,

@@ -208,7 +208,7 @@ class SigBaseline:
 
     @property
     def by_name(self) -> dict[str, Any]:
-        return self.index.by_name  # type: ignore[no-any-return]
+        return self.index.by_name
 
     def check_shared(self, sigs: list[str], dtype: str, steps: int, given: str) -> None:
         shared = [s for s in sigs if s in self.by_name]
@@ -220,7 +220,7 @@ class SigBaseline:
         self.index.check_comparable(shared, dtype, steps, given)
 
     def entry_for(self, sig: str, dtype: str, steps: int) -> dict[str, Any]:
-        return self.index.entry_for(sig, dtype, steps)  # type: ignore[no-any-return]
+        return self.index.entry_for(sig, dtype, steps)
 
 
 def _baseline(opts: ZooOptions, prec: Precision) -> SigBaseline:
