@@ -285,7 +285,7 @@ class BisectOptions:
         imports = tuple(args.target_import) if args.target_import else None
         return cls(
             target=args.target,
-            between=between,
+            between=between,  # type: ignore[arg-type]  # --between takes exactly two (nargs=2)
             wheels=args.wheels,
             sets=tuple(args.sets),
             sets_file=args.sets_file,
@@ -324,4 +324,4 @@ class BisectOptions:
             kw[name] = tuple(kw[name] or ())
         kw["between"] = tuple(kw["between"]) if kw["between"] else None
         kw["target_imports"] = tuple(kw["target_imports"]) if kw["target_imports"] is not None else None
-        return cls(**kw)
+        return cls(**kw)  # type: ignore[arg-type]  # a stored run's options, as to_json wrote them

@@ -111,7 +111,7 @@ def _drive(sess: CommandSession, opts: Any, spec: Any, resumed: bool) -> int:
     console = sess.console
     store = sess.open_store()
     try:
-        run_id = sess.resume_run.run_id if resumed else new_run_id()
+        run_id = sess.resume_run.run_id if resumed and sess.resume_run is not None else new_run_id()
         run_dir = sess.db.resolve().parent / run_id
         wspec = WorkerSpec(device="cpu", log_dir=str(run_dir / "logs"), env=thread_env(opts.workers))
         # one executor per round (an executor shuts down after its run); the first one made before the run

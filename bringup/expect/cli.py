@@ -125,6 +125,7 @@ def _init(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any
     from bringup.expect.update import apply
     from bringup.files import check_output_path
 
+    assert args.out is not None  # required by the `init` parser
     out = Path(args.out)
     if out.exists() and not args.force:
         raise BadInput(f"--out {out} exists; to update it run with `--expect {out} --update-expect`, or add --force")
@@ -145,6 +146,7 @@ def _check(sess: CommandSession, args: ExpectOptions, run: Any, results: list[An
     from bringup.expect.file import ExpectFile
     from bringup.expect.gate import Gate, print_judgement
 
+    assert args.expect_file is not None  # required by the `check` parser
     f = ExpectFile.load(args.expect_file)
     gate = Gate.of(f, run.device, run.torch_version, bool(args.strict), bool(args.update), 1, args.allow_unsupported_)
     j = gate.judge(results, repeats)
@@ -176,6 +178,7 @@ def _xpu(sess: CommandSession, args: ExpectOptions) -> int:
     from bringup.files import atomic_write_text, check_output_path
 
     xpu_csv.column_of(args.dtype)  # a bad --dtype: exit 2 before anything is read
+    assert args.out is not None  # required by the `import` and `export` parsers
     check_output_path(args.out, "--out")
     if args.expect_cmd == "import":
         if not Path(csv_path).is_file():
@@ -203,10 +206,11 @@ def _xpu(sess: CommandSession, args: ExpectOptions) -> int:
                 markup=False,
             )
         return 0
+    assert args.expect_file is not None  # required by the `export` parser
     f = ExpectFile.load(args.expect_file)
     sel = f.select(args.xpu_device, args.xpu_torch) if args.xpu_device != "*" else ("*", args.xpu_torch)
     node = f._section_node(sel) if sel is not None else None
-    if node is None:
+    if node is None or sel is None:
         raise BadInput(f"--expect {f.path}: no section for device {args.xpu_device}, torch {args.xpu_torch}")
     text, lossy = xpu_csv.export_csv(node, args.dtype, args.xpu_suite)
     atomic_write_text(args.out, text)

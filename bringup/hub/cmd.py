@@ -127,6 +127,7 @@ def main(sess: CommandSession) -> int:
     if action == "fields":
         from bringup.hub import signature as sg
 
+        assert args.model_type is not None  # a positional of the `fields` parser
         try:
             info = sg.explain(args.model_type)
         except KeyError:
@@ -137,6 +138,7 @@ def main(sess: CommandSession) -> int:
         from bringup.hub import summary as zs
         from bringup.store import Store
 
+        assert args.run is not None and args.out is not None  # required by the `csv` parser
         with Store(sess.db, create=False) as st:
             st.get_run(args.run)
             rows = st.hub_ids(args.run)
@@ -147,6 +149,7 @@ def main(sess: CommandSession) -> int:
         return 0
     db = str(sess.db)
     if action == "import":
+        assert args.file is not None  # a positional of the `import` parser
         with HubIndex(hub_plan.index_path(args.hub_index, db)) as index:
             n = index.import_(args.file)
             con.print(f"imported {n} row(s) into {index.path}; now: {index.counts()}", highlight=False)
@@ -154,6 +157,7 @@ def main(sess: CommandSession) -> int:
     if action == "export":
         from bringup.files import check_output_path
 
+        assert args.out is not None  # required by the `export` parser
         check_output_path(args.out, "--out")
         keys = None
         if args.source:

@@ -248,18 +248,18 @@ def probe_sdpa(case: Case, dev: torch.device) -> CaseResult:
     dt = torch.bfloat16
     q, k, v = (_rounded(_rand(2, 4, 64, 32, seed=s), dt) for s in (8, 9, 10))
     ref = _sdpa_ref(q, k, v)
-    args = [t.to(dev, dt) for t in (q, k, v)]
+    qd, kd, vd = (t.to(dev, dt) for t in (q, k, v))
     backend = case.params["backend"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             if backend is None:
-                out = torch.nn.functional.scaled_dot_product_attention(*args, is_causal=True)
+                out = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=True)
             else:
                 from torch.nn.attention import SDPBackend, sdpa_kernel
 
                 with sdpa_kernel([getattr(SDPBackend, backend)]):
-                    out = torch.nn.functional.scaled_dot_product_attention(*args, is_causal=True)
+                    out = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=True)
         except RuntimeError as e:
             why = [str(w.message).splitlines()[0] for w in caught if str(w.message).strip()]
             if is_unsupported(e):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,7 @@ def make_case(
     dtype: str = DEFAULTS["dtype"],
     top: int = DEFAULTS["top"],
     backend: str = DEFAULTS["backend"],
-    overrides: list[str] | None = None,
+    overrides: Sequence[str] | None = None,
     out: str | None = None,
     budget_s: float | None = None,
 ) -> Case:

@@ -80,7 +80,7 @@ def build_cases(options: Options, device: Device) -> list[Case]:
             "the steady step needs at least one step after the warm-up"
         )
     load = opts.load_cache_artifact
-    default_modes = ("eager", "compile", "regional")
+    default_modes: tuple[str, ...] = ("eager", "compile", "regional")
     if opts.cache == "all":
         default_modes += EXTRA_MODES
     if load:
@@ -142,7 +142,7 @@ def arms_for(
             CACHE_WARM: (CACHE_WARM,),
             "both": (CACHE_COLD, CACHE_WARM),
             CACHE_ARTIFACT: (CACHE_COLD, CACHE_ARTIFACT),
-        }.get(opts.cache, (CACHE_COLD,))
+        }.get(opts.cache, (CACHE_COLD,))  # type: ignore[arg-type]  # --cache not given (None): cold
     if opts.cache == "all":
         chosen = [a for a in arms.ALL_ARMS if a[0] in modes]
     else:

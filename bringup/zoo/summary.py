@@ -7,6 +7,8 @@ import math
 from collections import Counter
 from typing import Any
 
+from rich.console import JustifyMethod
+
 from bringup.case import CaseResult, Status
 from bringup.errors import BadInput
 from bringup.zoo.baseline import bundle_names
@@ -60,7 +62,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
 
     t = Table(title="zoo", title_justify="left", pad_edge=False, collapse_padding=True)
     any_fb = any(r.fields.get("fallback_ops") is not None for r in results)
-    cols: list[tuple[str, str, Any]] = [
+    cols: list[tuple[str, JustifyMethod, Any]] = [
         ("model", "left", lambda r: r.name),
         ("status", "left", lambda r: styled(r.status)),
         ("params", "right", lambda r: _fmt_count(r.fields.get("params"))),
