@@ -181,6 +181,7 @@ def check_backend(name: str) -> str:
 def build_cases(options: Options, device: Device) -> list[Case]:
     """Validate every option (BadInput before any work), then one case per model."""
     opts = resolved(options.of(ZooOptions))
+    assert opts.steps is not None and opts.case_budget is not None  # resolved() sets both
     prec = parse_precision(opts.dtype)
     if prec.name == "fp64":
         raise BadInput(
@@ -227,7 +228,7 @@ def build_cases(options: Options, device: Device) -> list[Case]:
     if opts.source == "hf-causal" and not seq and inputs == "text" and not opts.baseline and opts.limit is None:
         entries += long_entries()  # the long rows of the default sweep (LONG)
     entries = _select(entries, pattern, opts)
-    if baseline is not None:
+    if baseline is not None and opts.baseline:
         baseline.check_comparable([e.name for e in entries], prec.name, opts.steps, opts.baseline)
     module_check = zoo_modules.from_arg(opts.module_check)
     return [
@@ -268,6 +269,9 @@ def build_full_cases(opts: ZooOptions, prec: Precision, device: Device) -> list[
     """--size full: Hub ids or catalogue entries at their real size (zoo/full.py)."""
     from bringup.hub import refs
 
+    assert opts.steps is not None and opts.case_budget is not None  # resolved() sets them at --size full
+    assert opts.batch is not None and opts.seq is not None
+
     if opts.steps < 1:
         raise BadInput(f"--steps must be >= 1, got {opts.steps}")
     if opts.batch < 1 or opts.seq < 2:
@@ -302,7 +306,7 @@ def build_full_cases(opts: ZooOptions, prec: Precision, device: Device) -> list[
         params = full_params(
             e.source, e.model, e.task, prec.name, opts.steps, backend, weights[e.name], reference, opts
         )
-        if baseline is not None:
+        if baseline is not None and opts.baseline:
             params["baseline"] = baseline.full_entry_for(e.name, params, opts.baseline)
         cases.append(Case("zoo", e.name, params, FULL_ENTRY, budget_s=timeout, isolated=True))
     return cases

@@ -108,6 +108,7 @@ def build_cases(
     """The sweep's cases: a tiny case per signature, most downloaded first, then the --full-top cases; their
     `record` stores the id rows beside them (`record_plan`)."""
     check_options(opts)
+    assert opts.steps is not None and opts.case_budget is not None  # resolved() (zoo/plan.py) sets both
     baseline = _baseline(opts, prec) if opts.baseline else None
     entries = hub_plan.fetch_entries(fetch, pattern)
     plan = hub_plan.plan_ids(entries)
@@ -117,7 +118,7 @@ def build_cases(
             f"zoo: none of the {len(plan.rows)} id(s) of --source {opts.source} has a usable config "
             f"({hub_plan.failure_line(plan)})"
         )
-    if baseline is not None:
+    if baseline is not None and opts.baseline:
         baseline.check_shared(sigs, prec.name, opts.steps, opts.baseline)
     from bringup.zoo.modules import from_arg
 
@@ -226,6 +227,7 @@ class SigBaseline:
 def _baseline(opts: ZooOptions, prec: Precision) -> SigBaseline:
     from bringup.zoo.baseline import load_baseline
 
+    assert opts.baseline is not None  # called with --baseline only
     idx = load_baseline(opts.baseline)
     by_sig = {
         str(r.params["signature"]): r
