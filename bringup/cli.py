@@ -336,7 +336,7 @@ def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.
             elif not a.required:
                 saved.append((a, a.default))
                 a.default = argparse.SUPPRESS
-        saved.append((p, dict(p._defaults)))  # type: ignore[arg-type]
+        saved.append((p, dict(p._defaults)))  # type: ignore[arg-type]  # a parser's defaults ride in the actions' list
         p._defaults.clear()
 
     suppress(parser)

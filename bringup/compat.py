@@ -189,7 +189,7 @@ def _drain_autograd_threads() -> None:
             continue  # never initialized in this process: no backward ran there, and none is started now
         try:
             with torch.enable_grad():
-                x = torch.zeros((), dtype=torch.float32, device=torch.device(device_type, index), requires_grad=True)  # type: ignore[arg-type]  # index None: the current device (torch's stub says int)
+                x = torch.zeros((), dtype=torch.float32, device=torch.device(device_type, index), requires_grad=True)  # type: ignore[arg-type]  # index None: the current one
                 y, grad = x * 1, torch.ones((), dtype=torch.float32, device=x.device)
                 _DRAIN_KEEP.extend((x, y, grad))
                 engine.run_backward((y,), (grad,), False, False, (), True, True)

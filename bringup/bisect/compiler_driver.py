@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
             env["TORCH_BISECT_BACKEND"] = backend
         if subsystem:
             env["TORCH_BISECT_SUBSYSTEM"] = subsystem
-            state = bis.get_run_state(backend, subsystem) if hasattr(bis, "get_run_state") else None  # type: ignore[arg-type]  # a subsystem is bisected within a backend: set whenever a subsystem is
+            state = bis.get_run_state(backend, subsystem) if hasattr(bis, "get_run_state") else None  # type: ignore[arg-type]  # set with any subsystem
             if state == "test_disable":
                 env["TORCH_BISECT_MAX"] = "-1"
         left = budget - (time.monotonic() - t0)

@@ -378,7 +378,7 @@ class EnvCache:
     def total_bytes(self) -> int:
         return sum(int(m.get("size_bytes", 0)) for m in self.complete())
 
-    def prune(self, keep: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    def prune(self, keep: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]  # an immutable default, only read
         """Remove least recently used envs (not in `keep`, not in use) until the cache fits its size."""
         envs = sorted(self.complete(), key=lambda m: float(m.get("last_used", m.get("created", 0))))
         total = sum(int(m.get("size_bytes", 0)) for m in envs)

@@ -33,7 +33,7 @@ class EagerAdapter(DeviceAdapter):
         return acc is not None and acc.type == self.device.type
 
     @property
-    def calibration_n(self) -> int:  # type: ignore[override]
+    def calibration_n(self) -> int:  # type: ignore[override]  # a property where DeviceAdapter has a plain attribute
         return 1024 if self.device.is_cpu else 4096
 
     def _idx(self) -> int:

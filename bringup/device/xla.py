@@ -42,7 +42,7 @@ class XlaAdapter(DeviceAdapter):
     default_compile_backend = "openxla"
 
     @property
-    def calibration_n(self) -> int:  # type: ignore[override]
+    def calibration_n(self) -> int:  # type: ignore[override]  # a property where DeviceAdapter has a plain attribute
         return 1024 if self.pjrt_device() == "CPU" else 4096
 
     @staticmethod

@@ -229,8 +229,8 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         if backward:
             got |= {
                 "dq": x["q"].grad.detach().clone(),  # type: ignore[union-attr]  # backward ran: q, k, v have grads
-                "dk": x["k"].grad.detach().clone(),  # type: ignore[union-attr]
-                "dv": x["v"].grad.detach().clone(),  # type: ignore[union-attr]
+                "dk": x["k"].grad.detach().clone(),  # type: ignore[union-attr]  # backward ran: k has a grad
+                "dv": x["v"].grad.detach().clone(),  # type: ignore[union-attr]  # backward ran: v has a grad
             }
 
         # ---- timing ---------------------------------------------------------------------------------

@@ -240,7 +240,7 @@ def build_full(
         if initialize is not None:
             initialize()  # transformers' own init: norms, biases and the rope / position buffers
         if hasattr(model, "tie_weights"):
-            model.tie_weights()  # type: ignore[operator]  # a transformers method: nn.Module.__getattr__ types it Tensor | Module
+            model.tie_weights()  # type: ignore[operator]  # transformers' method, typed by Module.__getattr__
         counts = init_full(model, seed)
         how = f"seeded init on cpu (seed {seed}: {counts['normal']} drawn N(0, {init_std(model.config):g}))"
     model.train()

@@ -184,7 +184,7 @@ def _for_training(m: torch.nn.Module) -> torch.nn.Module:
 def param_counts(model: torch.nn.Module) -> tuple[int, int]:
     """(all params, embedding params). Tied weights count once (as model.parameters() yields them)."""
     total = sum(p.numel() for p in model.parameters())
-    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None  # type: ignore[operator]  # a transformers method: nn.Module.__getattr__ types it Tensor | Module
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None  # type: ignore[operator]  # transformers' method, typed by Module.__getattr__
     if emb is None:
         emb_n = sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters())
     else:
@@ -211,7 +211,7 @@ def vocab_size(model: torch.nn.Module) -> int:
     cfg = getattr(model, "config", None)
     if cfg is not None and getattr(cfg, "vocab_size", None):
         return int(cfg.vocab_size)
-    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None  # type: ignore[operator]  # a transformers method: nn.Module.__getattr__ types it Tensor | Module
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None  # type: ignore[operator]  # transformers' method, typed by Module.__getattr__
     if emb is None:
         raise BadInput("cannot tell the model's vocabulary size")
     return int(emb.num_embeddings)
@@ -268,7 +268,7 @@ def apply_mode(
     if mode == "eager":
         return model
     if mode == "compile":
-        return torch.compile(model, backend=backend, dynamic=dynamic)  # type: ignore[return-value]
+        return torch.compile(model, backend=backend, dynamic=dynamic)  # type: ignore[return-value]  # a module in, a module out
     if mode == "regional":
         for block in decoder_layers(model):
             block.compile(backend=backend, fullgraph=True, dynamic=dynamic)

@@ -134,9 +134,9 @@ def first_float(out: Any) -> torch.Tensor | None:
         parts = [first_float(o) for o in out[MICRO_OUT]]
         if any(p is None for p in parts):
             return None
-        if len({tuple(p.shape[1:]) for p in parts}) != 1:  # type: ignore[union-attr]
+        if len({tuple(p.shape[1:]) for p in parts}) != 1:  # type: ignore[union-attr]  # no part is None (returned above)
             return parts[0]
-        return torch.cat(parts)  # type: ignore[arg-type]
+        return torch.cat(parts)  # type: ignore[arg-type]  # no part is None (returned above)
     if isinstance(out, torch.Tensor):
         return out if out.is_floating_point() else None
     if hasattr(out, "logits") and isinstance(getattr(out, "logits", None), torch.Tensor):
@@ -273,7 +273,7 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
     sig = set(inspect.signature(model.forward).parameters)
     vocab = getattr(tcfg, "vocab_size", None) or getattr(cfg, "vocab_size", None)
     try:
-        emb = model.get_input_embeddings()  # type: ignore[operator]  # a transformers method: nn.Module.__getattr__ types it Tensor | Module
+        emb = model.get_input_embeddings()  # type: ignore[operator]  # transformers' method, typed by Module.__getattr__
     except (AttributeError, NotImplementedError):
         emb = None
     if isinstance(emb, torch.nn.Embedding):
@@ -289,7 +289,7 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
     tokens: batches.TokenSpec | None = None
     if main == "input_ids" or (main == "input_features" and vocab):
         try:
-            tokens = batches.token_spec(tcfg, int(vocab), avoid, sig, seed)  # type: ignore[arg-type]
+            tokens = batches.token_spec(tcfg, int(vocab), avoid, sig, seed)  # type: ignore[arg-type]  # vocab is set on this path (checked above)
         except ValueError as e:
             raise ConfigError(str(e)) from e
     text = main == "input_ids" and bs.inputs == "text" and not hints.get("pixel_values")

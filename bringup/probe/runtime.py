@@ -129,8 +129,8 @@ def _dtensor(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor
     y = dx @ dw  # sharded rows x replicated: sharded rows
     s = dx.sum()  # a partial sum per rank, all-reduced by full_tensor()
     return {
-        "matmul": y.full_tensor().cpu(),  # type: ignore[attr-defined]  # a DTensor: torch types its ops as Tensor
-        "sum": s.full_tensor().cpu(),  # type: ignore[attr-defined]  # a DTensor: torch types its ops as Tensor
+        "matmul": y.full_tensor().cpu(),  # type: ignore[attr-defined]  # a DTensor
+        "sum": s.full_tensor().cpu(),  # type: ignore[attr-defined]  # a DTensor
         "local_rows": torch.tensor(dx.to_local().shape[0]),
     }
 
@@ -164,7 +164,7 @@ def _fsdp2(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor]:
     loss.backward()  # FSDP2 reduce-scatters the grads as their mean over ranks
     opt.step()
     out = {"loss": loss.detach().cpu().reshape(1)}
-    out |= {f"param.{n}": p.full_tensor().detach().cpu() for n, p in model.named_parameters()}  # type: ignore[attr-defined]  # fully_shard made each parameter a DTensor
+    out |= {f"param.{n}": p.full_tensor().detach().cpu() for n, p in model.named_parameters()}  # type: ignore[attr-defined]  # DTensors (fully_shard)
     out["sharded"] = torch.tensor(int(all(type(p).__name__ == "DTensor" for p in model.parameters())))
     return out
 
@@ -178,7 +178,7 @@ def _fsdp_reference() -> dict[str, torch.Tensor]:
     for r in range(WORLD):
         rows = slice(r * len(x) // WORLD, (r + 1) * len(x) // WORLD)
         losses.append(torch.nn.functional.mse_loss(model(x[rows]), y[rows]))
-    (sum(losses) / WORLD).backward()  # type: ignore[union-attr]  # a sum of tensors is a tensor; the mean of the ranks' losses: FSDP2's averaged grads
+    (sum(losses) / WORLD).backward()  # type: ignore[union-attr]  # a sum of tensors; the mean of the ranks' losses: FSDP2's averaged grads
     opt.step()
     out = {f"loss.rank{r}": losses[r].detach().reshape(1) for r in range(WORLD)}
     return out | {f"param.{n}": p.detach().clone() for n, p in model.named_parameters()}

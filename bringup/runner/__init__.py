@@ -58,7 +58,7 @@ def execute(
     done = store.finished_ids(run_id)
     todo = [c for c in cases if c.case_id not in done]
     seen: set[str] = set()
-    todo = [c for c in todo if not (c.case_id in seen or seen.add(c.case_id))]  # type: ignore[func-returns-value]
+    todo = [c for c in todo if not (c.case_id in seen or seen.add(c.case_id))]  # type: ignore[func-returns-value]  # set.add returns None: the keep-first dedupe idiom
     out: list[CaseResult] = []
     if not todo:
         return out

@@ -67,7 +67,7 @@ def exit_as_interpreter(main: Callable[[], int | None]) -> NoReturn:
             rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if not isinstance(e.code, int) and e.code is not None:
                 print(e.code, file=sys.stderr)
-        threading._shutdown()  # type: ignore[attr-defined]
+        threading._shutdown()  # type: ignore[attr-defined]  # CPython's private exit hook, absent from the stubs
         import atexit
 
         atexit._run_exitfuncs()

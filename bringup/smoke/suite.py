@@ -80,7 +80,7 @@ def _mlp_step(device: torch.device, dtype: torch.dtype, module_check: Any = None
         loss = torch.nn.functional.mse_loss(out, y.to(device, dtype))
         loss.backward()
     res = {"loss": loss.detach(), "out": out.detach()}
-    res |= {f"grad.{k}": p.grad.detach().clone() for k, p in model.named_parameters()}  # type: ignore[union-attr]  # backward ran: every parameter of the smoke model has a grad
+    res |= {f"grad.{k}": p.grad.detach().clone() for k, p in model.named_parameters()}  # type: ignore[union-attr]  # backward ran: all have grads
     opt.step()
     res |= {f"param.{k}": p.detach().clone() for k, p in model.named_parameters()}
     return {k: v.cpu() for k, v in res.items()}

@@ -350,7 +350,7 @@ def unpack_kernels(
     got = {"kernels": 0, "headers": 0}
     try:
         raw = gzip.decompress(section)
-        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:", copybufsize=8 << 20) as tf:  # type: ignore[call-overload]  # copybufsize: a real keyword (TarFile.__init__) the stub leaves out
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:", copybufsize=8 << 20) as tf:  # type: ignore[call-overload]  # copybufsize: TarFile's, not in the stub
             members = tf.getmembers()
             for m in members:
                 top, _, rel = m.name.partition("/")

@@ -314,7 +314,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
             r.fields["artifact_from"] = f"user file {spec.artifact}" if spec.artifact else own
             dirs = cache.fresh(spec, ctx.run_dir, ctx.device)  # a new job: empty cache dirs, then the artifact
             try:
-                mode_kw, loaded = cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
+                mode_kw, loaded = cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]  # None only when primed (made)
             except Exception as e:
                 return _failed(case, e, "loading the cache artifact", True, ctx.device)
             r.fields["artifact"] = loaded

@@ -313,7 +313,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     eager = next((e for n, e, _ in rows if n == "eager"), None)
     for _, e, r in rows:
         ok = eager and eager["step_s"] and e["step_s"] and r.status in USABLE
-        e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]
+        e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]  # ok implies eager is not None
     modes: dict[str, Any] = {}
     for _, e, r in rows:
         # the JSON `modes` key: the mode, and its dynamic-shape setting when not the default
