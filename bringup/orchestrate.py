@@ -27,6 +27,9 @@ from bringup.options import CommandOptions, Options, measured, not_measured
 from bringup.store import RunInfo, Store
 
 if TYPE_CHECKING:  # types only: flow imports torch
+    from rich.console import Console
+
+    from bringup.device import Device
     from bringup.flow import Session
 
 
@@ -61,12 +64,12 @@ def _names(spec: str) -> set[str]:
     return {s.strip() for s in spec.split(",") if s.strip()}
 
 
-def plan(options: Options, device: Any) -> list[Case]:
+def plan(options: Options, device: Device) -> list[Case]:
     """The run's cases, suite by suite in the registry's order. Pure: validates options (BadInput) and plans."""
     return plan_parts(options, device)[0]
 
 
-def plan_parts(options: Options, device: Any) -> tuple[list[Case], list[RunPart]]:
+def plan_parts(options: Options, device: Device) -> tuple[list[Case], list[RunPart]]:
     """The run's cases, suite by suite in the registry's order, rewritten by the capabilities' run options
     (bringup.api.RunOptions), and what those options add to the run. Validates options (BadInput)."""
     from bringup.api import run_options, suites
@@ -160,7 +163,7 @@ def main(sess: Session) -> int:
         raise BadInput("run: every suite was skipped; nothing to do")
     sess.console.print(describe(cases, args), highlight=False)
 
-    def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+    def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
         extras = summarize_by_suite(results, console)
         for part in parts:
             if part.summarize is not None:

@@ -18,12 +18,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.bisect.args import BisectArgs
 from bringup.errors import BadInput
 from bringup.interrupt import INTERRUPTS, interrupted, sigterm_raises
 from bringup.session import CommandSession
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 OPTIONS = BisectArgs  # the parser's dests, typed (BisectOptions.from_args resolves them)
 
@@ -166,7 +169,7 @@ def seen_from(results: list[Any]) -> dict[int, Any]:
     return out
 
 
-def search(store: Any, run_id: str, spec: Any, executors: Any, run_dir: Path, width: int, console: Any) -> Any:
+def search(store: Any, run_id: str, spec: Any, executors: Any, run_dir: Path, width: int, console: Console) -> Any:
     from bringup.bisect import plan
     from bringup.bisect.run import candidate_case
     from bringup.runner import execute
@@ -205,7 +208,7 @@ def followup_plan(spec: Any, con: Any) -> list[tuple[int, str]]:
     return out
 
 
-def followup(store: Any, run_id: str, spec: Any, con: Any, executors: Any, run_dir: Path, console: Any) -> None:
+def followup(store: Any, run_id: str, spec: Any, con: Any, executors: Any, run_dir: Path, console: Console) -> None:
     from bringup.bisect.run import followup_case
     from bringup.runner import execute
 
@@ -216,7 +219,7 @@ def followup(store: Any, run_id: str, spec: Any, con: Any, executors: Any, run_d
 
 
 def write_outputs(
-    store: Any, run_id: str, run_dir: Path, ans: dict[str, Any], json_path: str | None, console: Any
+    store: Any, run_id: str, run_dir: Path, ans: dict[str, Any], json_path: str | None, console: Console
 ) -> None:
     from bringup.files import write_json
     from bringup.report import html

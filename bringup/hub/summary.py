@@ -24,9 +24,12 @@ import io
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.case import CaseResult, Status
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 CSV_NAME = "hub-ids.csv"
 OUTCOMES = (
@@ -228,7 +231,7 @@ def _fmt_n(n: int) -> str:
 
 
 def summarize(
-    rows: Sequence[dict[str, Any]], results: Sequence[CaseResult], console: Any, csv_path: Path | None
+    rows: Sequence[dict[str, Any]], results: Sequence[CaseResult], console: Console, csv_path: Path | None
 ) -> dict[str, Any]:
     """Print the answer; return it for the JSON (without the per-id list, which is the CSV)."""
     from rich.table import Table

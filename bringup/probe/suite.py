@@ -30,7 +30,7 @@ import importlib.util
 import math
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -44,6 +44,9 @@ from bringup.options import Options, check_compile_backend
 from bringup.probe import args as face  # the torch-free face (cli)
 from bringup.probe import section as probe_section
 from bringup.probe.args import BUDGET_S, COMPILE_BUDGET_S, DEFAULT_COMPILE_BACKENDS, ProbeOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 ENTRY = "bringup.probe.suite:run_feature"
 FP8 = ("float8_e4m3fn", "float8_e5m2")
@@ -527,7 +530,7 @@ def _check_sdpa_backend(case: Case, r: CaseResult, ran: set[str]) -> CaseResult:
     return r
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from bringup.console import case_table
 
     console.print(case_table("probe", results, ["max_rel_err"]))

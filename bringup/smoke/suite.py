@@ -14,7 +14,7 @@ numeric faults (tests/testdev/test_testdev_faults.py)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,6 +26,9 @@ from bringup.device import Device, dtype_name, parse_dtype
 from bringup.options import Options
 from bringup.smoke import args as face  # the torch-free face (cli)
 from bringup.smoke.args import DEFAULT_BUDGET_S, SmokeOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _cases(dtype: str, budget_s: float = DEFAULT_BUDGET_S) -> list[Case]:
@@ -126,7 +129,7 @@ def run_mlp(case: Case, ctx: Any) -> CaseResult:
     return r
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from bringup.console import case_table
 
     console.print(case_table("smoke", results, ["max_rel_err"]))

@@ -15,7 +15,7 @@ import dataclasses
 import json
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
@@ -30,6 +30,9 @@ from bringup.train.args import D, TrainOptions
 from bringup.train.arms import EXTRA_MODES
 from bringup.train.planning import check_model, first_seen_last, parse_dynamic, parse_modes, parse_seqs
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 ENTRY, FLOPS_ENTRY = "bringup.train.suite:run_mode", "bringup.train.suite:run_flops"
 # Scheduling hints only (Case.cost: the longest ready case first when workers run side by side,
@@ -531,7 +534,7 @@ def _scorecard(results: list[CaseResult]) -> list[tuple[str, str]]:
     return scorecard(results)
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from bringup.train.summary import summarize as _summarize
 
     return _summarize(results, console)

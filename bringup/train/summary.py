@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.case import CaseResult, Status
 from bringup.device import Device, run_peak
@@ -30,6 +30,9 @@ from bringup.precision import parse_precision
 from bringup.train import arms, compile_metrics
 from bringup.train.loop import TrainOutcome
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 MODE_ORDER: dict[tuple[str | None, str | None], int] = {  # read with a case's params (a missing one: None)
     ("eager", CACHE_NONE): 0,
@@ -265,7 +268,7 @@ def fast_start(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
     return out
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from rich.table import Table
 
     from bringup.console import fmt, print_wide, styled
@@ -393,7 +396,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     return extras
 
 
-def _print_fastest(console: Any, rows: list[dict[str, Any]]) -> None:
+def _print_fastest(console: Console, rows: list[dict[str, Any]]) -> None:
     """The fastest-start table: each arm's time to first step as a new job meets it, its phases (a text
     waterfall: . load artifact, b build, m apply mode, d dynamo, a AOT autograd, k backend, r rest of
     step 1), steady step and cost vs full compile, and when it reaches steps 100 and 10k."""

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import JustifyMethod
 
 from bringup.case import CaseResult, Status
 from bringup.errors import BadInput
 from bringup.zoo.baseline import bundle_names
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def failure_reason(r: CaseResult) -> str:
@@ -55,7 +58,7 @@ def _fmt_secs(v: Any) -> str:
     return f"{v:.1f}" if isinstance(v, (int, float)) else "-"
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from rich.table import Table
 
     from bringup.console import rich_esc, styled

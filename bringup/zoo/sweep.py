@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import PlannedCases
 from bringup.case import Case
@@ -31,6 +31,11 @@ from bringup.hub.flags import HubFetch
 from bringup.hub.plan import IdPlan
 from bringup.precision import Precision
 from bringup.zoo.args import FULL_BATCH, FULL_SEQ, ZooOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bringup.device import Device
 
 
 def check_options(opts: ZooOptions) -> None:
@@ -64,7 +69,7 @@ def check_options(opts: ZooOptions) -> None:
     hub_plan.check_rate(opts.hub_rate)
 
 
-def check_ranks(nproc: int, device: Any) -> None:
+def check_ranks(nproc: int, device: Device) -> None:
     """--nproc N on a device with fewer than N units (cpu ranks are processes: any N): BadInput before any work."""
     if nproc > 1 and not device.is_cpu and nproc > device.count():
         raise BadInput(f"--nproc {nproc}: only {device.count()} {device.type} device(s) here")
@@ -242,7 +247,7 @@ def _baseline(opts: ZooOptions, prec: Precision) -> SigBaseline:
     return SigBaseline(idx.path, dataclasses.replace(idx, by_name=by_sig))
 
 
-def summarize_stored(store: Any, run_id: str, results: list[Any], console: Any) -> dict[str, Any]:
+def summarize_stored(store: Any, run_id: str, results: list[Any], console: Console) -> dict[str, Any]:
     """zoo's summary, plus the answer per id when the run is a Hub sweep."""
     from bringup.hub import summary as hub_summary
     from bringup.zoo.summary import summarize
