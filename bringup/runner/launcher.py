@@ -158,8 +158,8 @@ def _serve(sock: socket.socket, parent: int) -> None:
                 break
             done_fd = status.pop(pid, None)
             if done_fd is not None:
-                _write(fd, f"rc {os.waitstatus_to_exitcode(st)}\n")
-                os.close(fd)
+                _write(done_fd, f"rc {os.waitstatus_to_exitcode(st)}\n")
+                os.close(done_fd)
     for pid in status:  # the driver is gone: its workers go with it
         try:
             os.killpg(pid, signal.SIGKILL)
