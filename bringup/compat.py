@@ -29,10 +29,10 @@ _SHIM_LIB = "bringup._torchvision_shim_lib"
 def _define_schemas() -> None:
     import torch
 
-    lib = torch.library.Library("torchvision", "FRAGMENT")
+    lib = torch.library.Library("torchvision", "FRAGMENT")  # type: ignore[no-untyped-call]  # torch leaves it untyped
     for schema in _SCHEMAS:
         try:
-            lib.define(schema)
+            lib.define(schema)  # type: ignore[no-untyped-call]  # torch leaves it untyped
         except RuntimeError:  # already defined (a second call, or a partially loaded library)
             pass
     sys.modules[_SHIM_LIB] = lib  # type: ignore[assignment]  # keep it alive; its presence says "shimmed"

@@ -22,7 +22,13 @@ from bringup.store import Store
 class Executor(Protocol):
     name: str
 
-    def run(self, cases: Sequence[Case], run_dir: Path, on_result, on_start=None) -> None: ...
+    def run(
+        self,
+        cases: Sequence[Case],
+        run_dir: Path,
+        on_result: Callable[[CaseResult], None],
+        on_start: Callable[[Case], None] | None = None,
+    ) -> None: ...
 
     def shutdown(self) -> None: ...
 

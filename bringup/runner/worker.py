@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from bringup.case import Case, CaseResult, Status
 
@@ -40,7 +40,7 @@ def load_entry(entry: str) -> Callable[..., Any]:
     obj: Any = importlib.import_module(mod_name)
     for part in fn_name.split("."):
         obj = getattr(obj, part)
-    return obj
+    return cast("Callable[..., Any]", obj)
 
 
 def import_plugins(modules: list[str]) -> None:

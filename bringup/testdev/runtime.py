@@ -141,7 +141,8 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 # ---- RNG: one generator per device (random ops that fall back to CPU draw from the CPU generator) ----
 def default_generator(idx: int = -1) -> torch.Generator:
-    return _ext().default_generator(idx)
+    gen: torch.Generator = _ext().default_generator(idx)
+    return gen
 
 
 def get_rng_state(device: torch.types.Device = None) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """`make test` runs mypy with pyproject.toml's [tool.mypy]: this shows that step can fail. On a tiny tree of its
 own (not bringup: a cold check of bringup takes a minute), with the project's configuration: a type error fails it,
-a core-layer module (bringup.store here) is held to strict's flags, a capability's module is not, and a
-`type: ignore` without its error code is refused."""
+an unannotated function fails it anywhere, a core-layer module (bringup.store here) is held to all of strict's flags
+while a capability's module is not, and a `type: ignore` without its error code is refused."""
 
 from __future__ import annotations
 
@@ -34,10 +34,11 @@ def test_mypy_fails_on_type_errors_and_holds_the_core_to_strict(tmp_path: Path) 
         {
             "bringup/__init__.py": "",
             "bringup/zoo/__init__.py": "",
-            # a capability: an unannotated function is allowed (its body is not checked)
-            "bringup/zoo/loose.py": "def helper(x):\n    return x\n",
-            # a core layer: strict's flags
-            "bringup/store.py": "def helper(x):\n    return x\n",
+            # a capability: a bare generic is allowed, an unannotated function is not
+            "bringup/zoo/loose.py": "def size(x: list) -> int:\n    return len(x)\n",
+            "bringup/zoo/bare.py": "def helper(x):\n    return x\n",
+            # a core layer: all of strict's flags
+            "bringup/store.py": "def size(x: list) -> int:\n    return len(x)\n",
             "bringup/case.py": 'def count() -> int:\n    return "three"\n\n\nn = len(1)  # type: ignore\n',
         },
     )
@@ -45,7 +46,8 @@ def test_mypy_fails_on_type_errors_and_holds_the_core_to_strict(tmp_path: Path) 
     text = out.stdout + out.stderr
     assert out.returncode == 1, text
     assert 'bringup/case.py:2: error: Incompatible return value type (got "str", expected "int")' in text
-    assert "bringup/store.py:1: error: Function is missing a type annotation  [no-untyped-def]" in text
+    assert "bringup/zoo/bare.py:1: error: Function is missing a type annotation  [no-untyped-def]" in text
+    assert 'bringup/store.py:1: error: Missing type arguments for generic type "list"  [type-arg]' in text
     assert 'bringup/case.py:5: error: "type: ignore" comment without error code' in text
     assert "bringup/zoo/loose.py" not in text
 
