@@ -49,6 +49,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # bringup in fresh virtual environments (.venv-compat-*): the oldest torch pyproject.toml declares and
@@ -82,6 +83,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The sample blocks (between `<!-- sample:begin` and `<!-- sample:end -->`: README's abridged, docs/sample.md's
 # whole), rendered from the real run in docs/sample/run-quick-cpu.json, and every figure marker
@@ -101,4 +103,4 @@ bench: $(STAMP)
 	for b in bench/*.py; do [ $$b = bench/time_command.py ] || $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(XLA_VENV) .venv-compat-* bringup-results .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(XLA_VENV) .venv-compat-* bringup-results .pytest_cache .ruff_cache .mypy_cache

@@ -33,9 +33,11 @@ from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
 from bringup.metrics import MetricSpec, metric_spec, metric_specs, register_metric, specs
 from bringup.options import CommandOptions, Options, measured, not_measured
-from bringup.store import RunInfo
+from bringup.store import RunInfo, Store
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from bringup.device import Device
 
 # A plugin imports what it needs from here: the contract, and the case vocabulary and BadInput re-exported.
@@ -109,12 +111,12 @@ class Tile:
     detail: str
 
 
-Summarize = Callable[[list[CaseResult], Any], dict[str, Any]]
+Summarize = Callable[[list[CaseResult], "Console"], dict[str, Any]]
 # A suite whose planning finds more than its cases keeps it in the store (zoo's Hub sweeps: the ids behind each
 # signature case): build_cases returns PlannedCases whose record(store, run_id) runs once the run row exists;
 # summarize_stored(store, run_id, results, console) is then called instead of summarize, and may read it back.
-RecordPlan = Callable[[Any, str], None]
-SummarizeStored = Callable[[Any, str, list[CaseResult], Any], dict[str, Any]]
+RecordPlan = Callable[[Store, str], None]
+SummarizeStored = Callable[[Store, str, list[CaseResult], "Console"], dict[str, Any]]
 Section = Callable[[Sequence[CaseResult], Page], "str | None"]
 # (row label, what this run shows: a short text) for `bringup compare`'s backend scorecard
 Scorecard = Callable[[Sequence[CaseResult]], "list[tuple[str, str]]"]
@@ -137,7 +139,7 @@ def _no_cases(options: Any, device: Device) -> list[Case]:
     return []
 
 
-def _no_summary(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def _no_summary(results: list[CaseResult], console: Console) -> dict[str, Any]:
     return {}
 
 
@@ -183,7 +185,7 @@ class Suite:
     summarize_stored: SummarizeStored | None = None
     module: str = field(default="", compare=False)
 
-    def summarizer(self, store: Any = None, run_id: str | None = None) -> Summarize:
+    def summarizer(self, store: Store | None = None, run_id: str | None = None) -> Summarize:
         """summarize(results, console) for this suite: summarize_stored bound to the run when it has one."""
         if self.summarize_stored is None or store is None or run_id is None:
             return self.summarize
@@ -365,7 +367,7 @@ class RunPart:
 
     cases: list[Case]
     info: dict[str, Any] = field(default_factory=dict)
-    summarize: Callable[[Any], None] | None = None
+    summarize: Callable[[Console], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -407,17 +409,23 @@ def run_options() -> list[RunOptions]:
 
 
 # ---- post-run steps ---------------------------------------------------------------------------------
+class AddOptions(Protocol):
+    """A post-run step's add_options(parser, suppress): `suppress` hides its defaults (the face passes it by name)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, /, suppress: bool) -> None: ...
+
+
 @dataclass(frozen=True)
 class AfterRun:
     """What a post-run step sees once the run's own cases are done and stored."""
 
     options: Options
-    store: Any  # the open bringup.store.Store
+    store: Store  # the open store
     run: RunInfo
     cases: Sequence[Case]
     results: Sequence[CaseResult]  # the run's own results (not what steps added)
     run_dir: Path
-    console: Any
+    console: Console
     new_executor: Callable[[], Any]  # a fresh executor like the run's: run more cases with bringup.runner.execute
 
 
@@ -477,7 +485,7 @@ class PostRun:
     escape everything): the report renders it through the registry, never importing the step."""
 
     name: str
-    add_options: Callable[[argparse.ArgumentParser, bool], None]
+    add_options: AddOptions
     prepare: Callable[[Options, Device], Step | None]
     order: float = 100.0
     module: str = field(default="", compare=False)

@@ -15,7 +15,7 @@ import sys
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from bringup import __version__
 from bringup.errors import BadInput
@@ -30,6 +30,9 @@ from bringup.options import (
     positive_int,
 )
 from bringup.store import DEFAULT_DB
+
+if TYPE_CHECKING:  # types only: flow imports torch
+    from bringup.flow import Session
 
 # The face's commands that are not suites: name -> (module, help). Each module has add_arguments(p), OPTIONS (its
 # frozen options dataclass) and main(sess) -> int. A capability's commands that are not suites come from the registry
@@ -335,7 +338,7 @@ def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.
             elif not a.required:
                 saved.append((a, a.default))
                 a.default = argparse.SUPPRESS
-        saved.append((p, dict(p._defaults)))  # type: ignore[arg-type]
+        saved.append((p, dict(p._defaults)))  # type: ignore[arg-type]  # a parser's defaults ride in the actions' list
         p._defaults.clear()
 
     suppress(parser)
@@ -346,7 +349,7 @@ def given_options(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.
             if isinstance(obj, argparse.Action):
                 obj.default = default
             else:
-                obj._defaults.update(default)  # type: ignore[union-attr]
+                obj._defaults.update(default)
 
 
 def resumed_options(
@@ -364,7 +367,7 @@ def resumed_options(
     return argparse.Namespace(**merged)
 
 
-def run_suite(sess: Any, name: str) -> int:
+def run_suite(sess: Session, name: str) -> int:
     from bringup.api import get_suite
     from bringup.flow import execute_cases
 
@@ -379,11 +382,12 @@ def run_suite(sess: Any, name: str) -> int:
     return execute_cases(sess, name, cases, summarize, record=record)
 
 
-def _resume_planned(sess: Any) -> int:
+def _resume_planned(sess: Session) -> int:
     """`bringup --resume RUN_ID` alone: the run's planned cases that have no result yet."""
     from bringup.api import get_suite
     from bringup.flow import execute_cases, summarize_by_suite
 
+    assert sess.resume_run is not None  # main() calls this for `--resume RUN_ID` alone
     command = sess.resume_run.command
     tool = _commands().get(command)
     if tool is not None and hasattr(module := importlib.import_module(tool[0]), "resume"):

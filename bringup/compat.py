@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
+from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
@@ -28,10 +29,10 @@ _SHIM_LIB = "bringup._torchvision_shim_lib"
 def _define_schemas() -> None:
     import torch
 
-    lib = torch.library.Library("torchvision", "FRAGMENT")
+    lib = torch.library.Library("torchvision", "FRAGMENT")  # type: ignore[no-untyped-call]  # torch leaves it untyped
     for schema in _SCHEMAS:
         try:
-            lib.define(schema)
+            lib.define(schema)  # type: ignore[no-untyped-call]  # torch leaves it untyped
         except RuntimeError:  # already defined (a second call, or a partially loaded library)
             pass
     sys.modules[_SHIM_LIB] = lib  # type: ignore[assignment]  # keep it alive; its presence says "shimmed"
@@ -68,7 +69,9 @@ class _ShimFinder(importlib.abc.MetaPathFinder):
     real spec whose loader is wrapped in _ShimLoader. A process that never imports torchvision never pays
     for it: importing it imports torch._dynamo, ~2.5 s of CPU in every command that plans a run."""
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if fullname != "torchvision":
             return None
         for finder in sys.meta_path:
@@ -186,7 +189,7 @@ def _drain_autograd_threads() -> None:
             continue  # never initialized in this process: no backward ran there, and none is started now
         try:
             with torch.enable_grad():
-                x = torch.zeros((), dtype=torch.float32, device=torch.device(device_type, index), requires_grad=True)
+                x = torch.zeros((), dtype=torch.float32, device=torch.device(device_type, index), requires_grad=True)  # type: ignore[arg-type]  # index None: the current one
                 y, grad = x * 1, torch.ones((), dtype=torch.float32, device=x.device)
                 _DRAIN_KEEP.extend((x, y, grad))
                 engine.run_backward((y,), (grad,), False, False, (), True, True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bringup.options import CommandOptions, add_options, flag, measured
+from bringup.session import CommandSession
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_options(p, DevicesOptions)
 
 
-def collect(sess: Any, calibrate: bool = True) -> dict[str, Any]:
+def collect(sess: CommandSession, calibrate: bool = True) -> dict[str, Any]:
     import torch
 
     from bringup.device import auto_choice, built_accelerator, dtype_name, known_types, privateuse1_name, resolve_device
@@ -92,7 +93,7 @@ def torch_build() -> str:
     return "cpu"
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     from rich.markup import escape  # here, not at the top: `bringup --help` builds the parser without rich
     from rich.table import Table
 

@@ -20,6 +20,7 @@ from bringup.files import check_outputs
 from bringup.interrupt import INTERRUPTS, interrupted, sigterm_raises
 from bringup.options import GlobalOptions, Options
 from bringup.provenance import run_info
+from bringup.session import CommandSession
 from bringup.store import DEFAULT_DB, RunInfo, Store, new_run_id
 
 
@@ -41,6 +42,11 @@ class Session:
 
     def open_store(self) -> Store:
         return Store(self.db)
+
+
+# What a command reads (bringup.session, the layer every capability may import): mypy checks here that the
+# session the face builds is one.
+_COMMAND_SESSION: type[CommandSession] = Session
 
 
 def execute_cases(

@@ -199,7 +199,7 @@ def refuse_old(p: argparse.ArgumentParser, old: Sequence[str], new: str) -> None
     """The old spellings `old` of the option now spelled `new`: refused in one line that names `new`, exit 2."""
     for flag in old:
         a = p.add_argument(flag, action=_Refused, new=new, dest="_refused_" + flag.lstrip("-").replace("-", "_"))
-        a.vocab_alias = True  # type: ignore[attr-defined]
+        a.vocab_alias = True  # type: ignore[attr-defined]  # a tag the help reads
 
 
 def _default(default: object, note: str) -> str:
@@ -407,18 +407,18 @@ class CommandOptions:
 
     @classmethod
     def dests(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]  # cls: a dataclass
 
     @classmethod
     def take(cls: type[_O], values: dict[str, Any]) -> _O:
         """The options in `values` (a parser's dests), removed from it; a field `values` lacks keeps its
         default. A list (argparse's `append`, a stored run's JSON) becomes a tuple: options are immutable."""
-        got = {k: values.pop(k) for k in cls.dests() if k in values}  # type: ignore[attr-defined]
+        got = {k: values.pop(k) for k in cls.dests() if k in values}
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in got.items()})
 
     def as_dict(self) -> dict[str, Any]:
         """The options as the run stores them (`info["options"]`): JSON values, tuples as lists."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]  # self is a CommandOptions dataclass
 
     def checked(self: _O) -> _O:
         """These options, checked (BadInput, one line, exit 2, on the first bad one): each field's own check,
@@ -512,7 +512,7 @@ class Options:
         keys its lines by. A dest the command shares with a global option is the command's, as in as_dict."""
         out: dict[str, Any] = {}
         for part in (self.common, *self.parts.values(), self.command):
-            for f in dataclasses.fields(part):  # type: ignore[arg-type]
+            for f in dataclasses.fields(part):  # type: ignore[arg-type]  # every part is a CommandOptions dataclass
                 out.pop(f.name, None)
                 if is_measured(f):
                     out[f.name] = _plain(getattr(part, f.name))

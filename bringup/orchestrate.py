@@ -19,13 +19,19 @@ import importlib.util
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import RunPart
 from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
 from bringup.options import CommandOptions, Options, measured, not_measured
 from bringup.store import RunInfo, Store
+
+if TYPE_CHECKING:  # types only: flow imports torch
+    from rich.console import Console
+
+    from bringup.device import Device
+    from bringup.flow import Session
 
 
 @dataclass(frozen=True)
@@ -59,12 +65,12 @@ def _names(spec: str) -> set[str]:
     return {s.strip() for s in spec.split(",") if s.strip()}
 
 
-def plan(options: Options, device: Any) -> list[Case]:
+def plan(options: Options, device: Device) -> list[Case]:
     """The run's cases, suite by suite in the registry's order. Pure: validates options (BadInput) and plans."""
     return plan_parts(options, device)[0]
 
 
-def plan_parts(options: Options, device: Any) -> tuple[list[Case], list[RunPart]]:
+def plan_parts(options: Options, device: Device) -> tuple[list[Case], list[RunPart]]:
     """The run's cases, suite by suite in the registry's order, rewritten by the capabilities' run options
     (bringup.api.RunOptions), and what those options add to the run. Validates options (BadInput)."""
     from bringup.api import run_options, suites
@@ -75,9 +81,9 @@ def plan_parts(options: Options, device: Any) -> tuple[list[Case], list[RunPart]
     known = [*names, *dict.fromkeys(o.name for o in extra if o.name not in names)]
     args = options.of(RunCommandOptions)
     skip, only = _names(args.skip), _names(args.only)
-    for s in sorted(skip | only):
-        if s not in known:
-            raise BadInput(f"unknown suite {s!r} in --skip/--only; suites: {', '.join(known)}")
+    for asked in sorted(skip | only):
+        if asked not in known:
+            raise BadInput(f"unknown suite {asked!r} in --skip/--only; suites: {', '.join(known)}")
     cases: list[Case] = []
     for s in planned:
         if s.name in skip or (only and s.name not in only) or s.run_cases is None:
@@ -179,7 +185,7 @@ class LeftOut:
         return "quick path: --full runs " + ", ".join(parts) if parts else "quick path: --full plans nothing more"
 
 
-def main(sess: Any) -> int:
+def main(sess: Session) -> int:
     from bringup.files import check_output_path
     from bringup.flow import execute_cases, summarize_by_suite
 
@@ -195,7 +201,7 @@ def main(sess: Any) -> int:
         raise BadInput("run: every suite was skipped; nothing to do")
     sess.console.print(describe(cases, args), highlight=False)
 
-    def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+    def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
         extras = summarize_by_suite(results, console)
         for part in parts:
             if part.summarize is not None:

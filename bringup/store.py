@@ -11,7 +11,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,7 +182,7 @@ class Store(SQLiteFile):
     def new_run(
         self,
         command: str,
-        argv: list[str],
+        argv: Sequence[str],
         device: str,
         device_name: str,
         info: dict[str, Any],
@@ -235,7 +235,21 @@ class Store(SQLiteFile):
         ).fetchone()
         if row is None:
             raise BadInput(f"no run {run_id!r} in {self.path}")
-        return RunInfo(*row[:2], json.loads(row[2]), *row[3:11], info=json.loads(row[11] or "{}"))
+        rid, command, argv, version, torch_version, device, device_name, host, started, ended, status, info = row
+        return RunInfo(
+            rid,
+            command,
+            json.loads(argv),
+            version,
+            torch_version,
+            device,
+            device_name,
+            host,
+            started,
+            ended,
+            status,
+            json.loads(info or "{}"),
+        )
 
     def runs(self) -> list[RunInfo]:
         ids = [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at")]

@@ -7,11 +7,14 @@ what the report section reads from the run's info), printed as a table and a sen
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.bisect.plan import AMBIGUOUS, BUDGET, ENDPOINT, EVERY, FOUND, NO_CHANGE, Conclusion, max_envs_bound
 from bringup.bisect.spec import BisectSpec
 from bringup.case import CaseResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 FOLLOWUP_KINDS = ("compiler_bisect", "localize")
 
@@ -208,7 +211,7 @@ def figure_labels(rows: Sequence[dict[str, Any]], limit: int = 3) -> list[str]:
     return labels[:limit]
 
 
-def print_answer(ans: dict[str, Any], console: Any) -> None:
+def print_answer(ans: dict[str, Any], console: Console) -> None:
     from rich.table import Table
 
     from bringup.console import clip

@@ -105,13 +105,13 @@ def from_wheels(directory: str, between: Sequence[str] | None) -> tuple[list[Can
     found: dict[str, dict[Version, tuple[int, Path]]] = {}
     for f in sorted(d.glob("*.whl")):
         try:
-            name, version, _build, ftags = parse_wheel_filename(f.name)
+            wheel_name, version, _build, ftags = parse_wheel_filename(f.name)
         except InvalidWheelFilename:
             continue
         rank = min((tags[str(t)] for t in ftags if str(t) in tags), default=None)
         if rank is None:
             continue
-        have = found.setdefault(str(name), {})
+        have = found.setdefault(str(wheel_name), {})
         if version not in have or rank < have[version][0]:
             have[version] = (rank, f)
     if not found:

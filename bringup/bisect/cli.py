@@ -18,18 +18,23 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.bisect.args import BisectOptions, add_arguments
 from bringup.errors import BadInput
 from bringup.interrupt import INTERRUPTS, interrupted, sigterm_raises
 from bringup.options import GlobalOptions
+from bringup.session import CommandSession
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
 
 __all__ = ["OPTIONS", "add_arguments", "drive", "main", "resume"]
 OPTIONS = BisectOptions
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     from bringup.bisect.prepare import build_spec
 
     if sess.resume_run is not None:
@@ -38,11 +43,12 @@ def main(sess: Any) -> int:
     return drive(sess, opts, sess.options.common, build_spec(opts, sess.db))
 
 
-def resume(sess: Any) -> int:
+def resume(sess: CommandSession) -> int:
     """`bringup --resume RUN_ID` of a bisection: its stored spec and options, the finished candidates kept."""
     from bringup.bisect.spec import BisectSpec, file_sha256
 
     run = sess.resume_run
+    assert run is not None  # main() resumes only a resumed run
     data = run.info.get("bisect")
     if run.command != "bisect" or not isinstance(data, dict) or "spec" not in data:
         raise BadInput(f"--resume {run.run_id}: not a bisection")
@@ -86,7 +92,7 @@ def ray_session(executor: str, workers: int, address: str | None) -> Iterator[No
         ray.shutdown()
 
 
-def drive(sess: Any, opts: BisectOptions, common: GlobalOptions, spec: Any, resumed: bool = False) -> int:
+def drive(sess: CommandSession, opts: BisectOptions, common: GlobalOptions, spec: Any, resumed: bool = False) -> int:
     """Run the bisection `spec` (from `opts`) round by round, driven with `common`'s --workers, --executor and
     --ray-address."""
     with ray_session(common.executor, _workers(common), common.ray_address):
@@ -97,7 +103,7 @@ def _workers(common: GlobalOptions) -> int:
     return int(common.workers or 1)
 
 
-def _drive(sess: Any, opts: BisectOptions, common: GlobalOptions, spec: Any, resumed: bool) -> int:
+def _drive(sess: CommandSession, opts: BisectOptions, common: GlobalOptions, spec: Any, resumed: bool) -> int:
     from bringup.bisect import answer
     from bringup.bisect.envs import EnvCache
     from bringup.provenance import run_info
@@ -108,7 +114,7 @@ def _drive(sess: Any, opts: BisectOptions, common: GlobalOptions, spec: Any, res
     console = sess.console
     store = sess.open_store()
     try:
-        run_id = sess.resume_run.run_id if resumed else new_run_id()
+        run_id = sess.resume_run.run_id if resumed and sess.resume_run is not None else new_run_id()
         run_dir = sess.db.resolve().parent / run_id
         workers = _workers(common)
         wspec = WorkerSpec(device="cpu", log_dir=str(run_dir / "logs"), env=thread_env(workers))
@@ -164,7 +170,7 @@ def seen_from(results: list[Any]) -> dict[int, Any]:
     return out
 
 
-def search(store: Any, run_id: str, spec: Any, executors: Any, run_dir: Path, width: int, console: Any) -> Any:
+def search(store: Any, run_id: str, spec: Any, executors: Any, run_dir: Path, width: int, console: Console) -> Any:
     from bringup.bisect import plan
     from bringup.bisect.run import candidate_case
     from bringup.runner import execute
@@ -203,7 +209,7 @@ def followup_plan(spec: Any, con: Any) -> list[tuple[int, str]]:
     return out
 
 
-def followup(store: Any, run_id: str, spec: Any, con: Any, executors: Any, run_dir: Path, console: Any) -> None:
+def followup(store: Any, run_id: str, spec: Any, con: Any, executors: Any, run_dir: Path, console: Console) -> None:
     from bringup.bisect.run import followup_case
     from bringup.runner import execute
 
@@ -214,7 +220,7 @@ def followup(store: Any, run_id: str, spec: Any, con: Any, executors: Any, run_d
 
 
 def write_outputs(
-    store: Any, run_id: str, run_dir: Path, ans: dict[str, Any], json_path: str | None, console: Any
+    store: Any, run_id: str, run_dir: Path, ans: dict[str, Any], json_path: str | None, console: Console
 ) -> None:
     from bringup.files import write_json
     from bringup.report import html

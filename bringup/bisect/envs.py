@@ -197,7 +197,7 @@ class EnvCache:
 
     def meta(self, key: str) -> dict[str, Any] | None:
         try:
-            return json.loads((self.root / key / META).read_text())  # type: ignore[no-any-return]
+            return json.loads((self.root / key / META).read_text())
         except (OSError, ValueError):
             return None
 
@@ -320,7 +320,7 @@ class EnvCache:
         rc, out = _run([py, "-c", _INSPECT, *names], log, timeout)
         if rc != 0:
             raise EnvFailed(f"reading the installed versions failed: {out.strip().splitlines()[-1:]}")
-        return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+        return json.loads(out.strip().splitlines()[-1])
 
     @staticmethod
     def _check_pin(name: str, want: str, got: dict[str, Any] | None, req: EnvRequest) -> None:
@@ -378,7 +378,7 @@ class EnvCache:
     def total_bytes(self) -> int:
         return sum(int(m.get("size_bytes", 0)) for m in self.complete())
 
-    def prune(self, keep: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    def prune(self, keep: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]  # an immutable default, only read
         """Remove least recently used envs (not in `keep`, not in use) until the cache fits its size."""
         envs = sorted(self.complete(), key=lambda m: float(m.get("last_used", m.get("created", 0))))
         total = sum(int(m.get("size_bytes", 0)) for m in envs)

@@ -9,6 +9,7 @@ forward and backward).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -76,9 +77,9 @@ def watch(reset: bool = True) -> Iterator[GraphReport]:
     try:
         yield rep
     finally:
-        stats = du.counters.get("stats", {})
+        stats = du.counters.get("stats", Counter())
         rep.graph_count = int(stats.get("unique_graphs", 0))
-        breaks = du.counters.get("graph_break", {})
+        breaks = du.counters.get("graph_break", Counter())
         rep.break_reasons = {}
         for reason, n in breaks.items():
             key = short_reason(reason)

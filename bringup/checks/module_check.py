@@ -43,7 +43,7 @@ from bringup.precision import Precision, default_dtype
 FP32_DITHER = module_tolerance(torch.float32).dither
 # dynamo's per-code cache: every module compiled alone goes through one wrapper's code object, and
 # its recompile limit (8) would silently run the 9th module eagerly: raised, and hitting it raises.
-_DYNAMO_LIMITS = {
+_DYNAMO_LIMITS: dict[str, Any] = {
     "recompile_limit": 100_000,
     "accumulated_recompile_limit": 100_000,
     "fail_on_recompile_limit_hit": True,
@@ -444,7 +444,7 @@ def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None]
                 if bad:
                     out.append(TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size", why=bad))
             parts.setdefault(name, []).append(row)
-    joined: dict[str, list[torch.Tensor | None]] = {}
+    joined: dict[str, list[Any]] = {}  # per output: its tensors joined over calls, the draws, the shape
     for name, rows in parts.items():
         if any(row[0] is None for row in rows):
             out.append(
@@ -453,9 +453,9 @@ def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None]
             continue
         if any(row[2] is None for row in rows):  # the trusted run has no such output: nothing to size it by
             continue
-        if any(row[0].shape != row[1].shape for row in rows):  # type: ignore[union-attr]
-            bad = next(row for row in rows if row[0].shape != row[1].shape)  # type: ignore[union-attr]
-            out.append(judge_tensor(name, bad[0], bad[1], bad[2], precision))  # type: ignore[arg-type]
+        if any(row[0].shape != row[1].shape for row in rows):
+            odd = next(row for row in rows if row[0].shape != row[1].shape)
+            out.append(judge_tensor(name, odd[0], odd[1], odd[2], precision))
             continue
         cols: list[Any] = []
         for j in range(6):
@@ -465,11 +465,11 @@ def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None]
                 cols.append([torch.cat([t.flatten() for t in d]) for d in draws if all(t is not None for t in d)])
             else:
                 cols.append(None if any(t is None for t in ts) else torch.cat([t.flatten() for t in ts]))
-        shapes = {tuple(row[1].shape) for row in rows}  # type: ignore[union-attr]
+        shapes = {tuple(row[1].shape) for row in rows}
         cols.append((len(rows), *shapes.pop()) if len(shapes) == 1 else None)  # the calls' shape, stacked
         joined[name] = cols
     kinds = {k: [c[1] for n, c in joined.items() if n.startswith("grad.") == (k == "grad")] for k in ("grad", "out")}
-    floors = {k: scale_floor(v, precision) for k, v in kinds.items()}  # type: ignore[arg-type]
+    floors = {k: scale_floor(v, precision) for k, v in kinds.items()}
     zeros = exact_zeros({n: c[1] for n, c in joined.items()}, {n: c[5] for n, c in joined.items() if c[5] is not None})
     for name in first_ref:
         if name not in joined:
@@ -490,7 +490,7 @@ def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None]
                 precision,
                 x,
                 floor,
-                d,  # type: ignore[arg-type]
+                d,
                 shape=None if param else shape,
                 zero=name in zeros,
                 positional=not param,

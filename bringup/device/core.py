@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -68,7 +68,7 @@ class Device:
 
     @property
     def module(self) -> ModuleType:
-        return torch.get_device_module(self.type)
+        return cast(ModuleType, torch.get_device_module(self.type))
 
     @property
     def is_accelerator(self) -> bool:

@@ -10,7 +10,7 @@ import platform
 from collections.abc import Callable
 from functools import cached_property
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -23,7 +23,7 @@ class EagerAdapter(DeviceAdapter):
 
     @property
     def module(self) -> ModuleType:
-        return torch.get_device_module(self.device.type)
+        return cast(ModuleType, torch.get_device_module(self.device.type))
 
     @property
     def is_accelerator(self) -> bool:
@@ -33,7 +33,7 @@ class EagerAdapter(DeviceAdapter):
         return acc is not None and acc.type == self.device.type
 
     @property
-    def calibration_n(self) -> int:  # type: ignore[override]
+    def calibration_n(self) -> int:  # type: ignore[override]  # a property where DeviceAdapter has a plain attribute
         return 1024 if self.device.is_cpu else 4096
 
     def _idx(self) -> int:
@@ -93,7 +93,7 @@ class EagerAdapter(DeviceAdapter):
             fn()
 
     @cached_property
-    def has_timing_events(self) -> bool:  # type: ignore[override]
+    def has_timing_events(self) -> bool:
         """True when the backend records timing events (cpu does not: 'backend doesn't support events')."""
         if self.device.is_cpu:
             return False
@@ -112,10 +112,10 @@ class EagerAdapter(DeviceAdapter):
     def _mem_fn(self, name: str) -> Callable[..., Any] | None:
         if self.is_accelerator:
             mem = getattr(torch.accelerator, "memory", None)
-            fn = getattr(mem, name, None) or getattr(torch.accelerator, name, None)
+            fn: Callable[..., Any] | None = getattr(mem, name, None) or getattr(torch.accelerator, name, None)
             if fn is not None:
                 return fn
-        return getattr(self.module, name, None)
+        return cast("Callable[..., Any] | None", getattr(self.module, name, None))
 
     def memory_allocated(self) -> int | None:
         """Bytes allocated now (process RSS on cpu); None when the backend can't say."""
@@ -207,7 +207,7 @@ class EagerAdapter(DeviceAdapter):
         act = getattr(ProfilerActivity, name, None) if name else None
         if act is None:
             return acts, f"torch.profiler has no activity for {self.device.type!r}: host events only"
-        if act not in set(tp.supported_activities()):
+        if act not in set(tp.supported_activities()):  # type: ignore[no-untyped-call]  # torch leaves it unannotated
             return acts, f"this torch build does not support ProfilerActivity.{name}: host events only"
         return [*acts, act], ""
 

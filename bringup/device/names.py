@@ -33,7 +33,7 @@ def parse_dtype(name: str) -> torch.dtype:
     torch_name = TORCH_DTYPE_NAMES.get(canonical_dtype(name))
     if torch_name is None:
         raise BadInput(f"unknown dtype {name!r}; use one of {', '.join(PURE_DTYPES)}")
-    return getattr(torch, torch_name)  # type: ignore[no-any-return]
+    return getattr(torch, torch_name)  # type: ignore[no-any-return]  # a torch dtype, looked up by name
 
 
 def dtype_name(dtype: torch.dtype) -> str:

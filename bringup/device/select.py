@@ -4,7 +4,7 @@ eager one (eager.py). Apart from iface.py so that the registry never imports an 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from bringup.device.eager import EagerAdapter
 from bringup.device.iface import DeviceRef, registered
@@ -18,4 +18,4 @@ def adapter_for(device: DeviceRef) -> DeviceAdapter:
     factory = registered(device.type)
     if factory is None:
         return EagerAdapter(device)
-    return factory(device)
+    return cast("DeviceAdapter", factory(device))  # a registered factory makes an adapter (iface types it Any)

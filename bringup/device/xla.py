@@ -42,7 +42,7 @@ class XlaAdapter(DeviceAdapter):
     default_compile_backend = "openxla"
 
     @property
-    def calibration_n(self) -> int:  # type: ignore[override]
+    def calibration_n(self) -> int:  # type: ignore[override]  # a property where DeviceAdapter has a plain attribute
         return 1024 if self.pjrt_device() == "CPU" else 4096
 
     @staticmethod
@@ -118,7 +118,7 @@ class XlaAdapter(DeviceAdapter):
         return out
 
     @property
-    def has_inductor_codegen(self) -> bool:  # type: ignore[override]
+    def has_inductor_codegen(self) -> bool:
         return False  # inductor generates no XLA code: openxla is the compile backend
 
     def distributed_backend(self) -> str | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from bringup.errors import BadInput
 from bringup.options import CommandOptions, add_dtype, measured, not_measured
+from bringup.session import CommandSession
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def _pick(st: Any, args: ExpectOptions) -> Any:
     return st.get_run(rid)
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     from bringup.store import Store
 
     args = sess.options.of(ExpectOptions)
@@ -117,13 +118,14 @@ def main(sess: Any) -> int:
     return _check(sess, args, run, results, repeats)
 
 
-def _init(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
+def _init(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
     from pathlib import Path
 
     from bringup.expect.file import ExpectFile
     from bringup.expect.update import apply
     from bringup.files import check_output_path
 
+    assert args.out is not None  # required by the `init` parser
     out = Path(args.out)
     if out.exists() and not args.force:
         raise BadInput(f"--out {out} exists; to update it run with `--expect {out} --update-expect`, or add --force")
@@ -140,10 +142,11 @@ def _init(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats:
     return 0
 
 
-def _check(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
+def _check(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
     from bringup.expect.file import ExpectFile
     from bringup.expect.gate import Gate, print_judgement
 
+    assert args.expect_file is not None  # required by the `check` parser
     f = ExpectFile.load(args.expect_file)
     gate = Gate.of(f, run.device, run.torch_version, bool(args.strict), bool(args.update), 1, args.allow_unsupported_)
     j = gate.judge(results, repeats)
@@ -163,7 +166,7 @@ def _check(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats
     return after.exit_code()
 
 
-def _xpu(sess: Any, args: ExpectOptions) -> int:
+def _xpu(sess: CommandSession, args: ExpectOptions) -> int:
     """`expect import FILE.csv --out FILE` / `expect export --expect FILE --out FILE.csv` (expect/xpu_csv.py)."""
     csv_path = str(sess.options.common.csv)  # import's FILE.csv: the dest `csv`, beside the global --csv
     from pathlib import Path
@@ -175,6 +178,7 @@ def _xpu(sess: Any, args: ExpectOptions) -> int:
     from bringup.files import atomic_write_text, check_output_path
 
     xpu_csv.column_of(args.dtype)  # a bad --dtype: exit 2 before anything is read
+    assert args.out is not None  # required by the `import` and `export` parsers
     check_output_path(args.out, "--out")
     if args.expect_cmd == "import":
         if not Path(csv_path).is_file():
@@ -202,10 +206,11 @@ def _xpu(sess: Any, args: ExpectOptions) -> int:
                 markup=False,
             )
         return 0
+    assert args.expect_file is not None  # required by the `export` parser
     f = ExpectFile.load(args.expect_file)
     sel = f.select(args.xpu_device, args.xpu_torch) if args.xpu_device != "*" else ("*", args.xpu_torch)
     node = f._section_node(sel) if sel is not None else None
-    if node is None:
+    if node is None or sel is None:
         raise BadInput(f"--expect {f.path}: no section for device {args.xpu_device}, torch {args.xpu_torch}")
     text, lossy = xpu_csv.export_csv(node, args.dtype, args.xpu_suite)
     atomic_write_text(args.out, text)

@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import AfterRun, Finished, PostRun, Step, register_post_run
 from bringup.case import Case, CaseResult
@@ -19,6 +19,11 @@ from bringup.errors import BadInput
 from bringup.expect.classify import Judgement, Klass, classify
 from bringup.expect.file import Expectation, ExpectFile
 from bringup.options import CommandOptions, Options, not_measured
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bringup.device import Device
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,7 @@ class Gate:
         cases: Sequence[Case],
         new_executor: Callable[[], Any],
         run_dir: Path,
-        console: Any,
+        console: Console,
     ) -> list[list[CaseResult]]:
         from bringup.runner import execute
 
@@ -135,7 +140,7 @@ class Gate:
         run: Any,
         results: Sequence[CaseResult],
         repeats: Sequence[Sequence[CaseResult]],
-        console: Any,
+        console: Console,
     ) -> tuple[Judgement, int]:
         """Classify, print, remember in the store; with --update-expect write the file and judge again."""
         j = self.judge(results, repeats)
@@ -190,7 +195,7 @@ class GateStep(Step):
         return Finished({"expectations": j.block()}, code, j)
 
 
-def prepare_step(options: Options, device: Any) -> GateStep | None:
+def prepare_step(options: Options, device: Device) -> GateStep | None:
     opts = options.part("expect", GateOptions) or GateOptions()
     gate = prepare(opts, device.name, options.common.allow_unsupported)
     return None if gate is None else GateStep(gate)
@@ -215,7 +220,7 @@ def summary_line(j: Judgement) -> str:
     )
 
 
-def print_judgement(j: Judgement, console: Any) -> None:
+def print_judgement(j: Judgement, console: Console) -> None:
     from rich.markup import escape
 
     console.print(f"[bold]{escape(summary_line(j))}[/]")

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.case import CaseResult, Status
 from bringup.expect import xpu_csv
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 VERDICTS = ("same", "differs", "not judged", "not run")
 
@@ -94,7 +97,7 @@ def summary_line(rows_: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def print_rows(rows_: Sequence[Mapping[str, Any]], console: Any) -> None:
+def print_rows(rows_: Sequence[Mapping[str, Any]], console: Console) -> None:
     """The table under the gate's line: case, upstream's cell, bringup's status, the verdict."""
     if not rows_:
         return

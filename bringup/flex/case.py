@@ -228,9 +228,9 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         got = {"out": out.detach()}
         if backward:
             got |= {
-                "dq": x["q"].grad.detach().clone(),
-                "dk": x["k"].grad.detach().clone(),
-                "dv": x["v"].grad.detach().clone(),
+                "dq": x["q"].grad.detach().clone(),  # type: ignore[union-attr]  # backward ran: q, k, v have grads
+                "dk": x["k"].grad.detach().clone(),  # type: ignore[union-attr]  # backward ran: k has a grad
+                "dv": x["v"].grad.detach().clone(),  # type: ignore[union-attr]  # backward ran: v has a grad
             }
 
         # ---- timing ---------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ def _one_draw(sl: _Slice, dense: DenseRef, scale: float, rounding: float, seed: 
         r1 = min(S, r0 + rows)
         module = _Rows(sl.q[:, r0:r1], sl.k, sl.v, dense, scale, sl.batch, sl.heads, r0)
         module.requires_grad_(want)
-        grads = [sl.do[:, r0:r1]] if sl.do is not None else [None]
+        grads: list[torch.Tensor | None] = [sl.do[:, r0:r1]] if sl.do is not None else [None]
         call = Call("flex", module, (), {}, [], [], grads)
         got = replay(
             call,

@@ -353,7 +353,7 @@ def resolve_mod(spec: str) -> ModFactory:
         return lambda shape, device: fixed
     if not callable(obj):
         raise ModError(f"user mod {spec!r}: {fn} is not callable (expected a factory (shape, device) -> FlexMod)")
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def build_mod(spec: str, shape: AttnShape, device: torch.device) -> FlexMod:

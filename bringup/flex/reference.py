@@ -134,12 +134,13 @@ def dense_attention(
             out[:, r0:r1] = o.detach().to(torch.float64)
         outs.append(out)
         if want_grad:
+            assert qs.grad is not None and ks.grad is not None and vs.grad is not None  # backward ran above
             dqs.append(qs.grad.to(torch.float64))
             dks.append(ks.grad.to(torch.float64))
             dvs.append(vs.grad.to(torch.float64))
     res = {"out": torch.stack(outs)}
     if grad_out is not None:
-        res |= {"dq": torch.stack(dqs), "dk": torch.stack(dks), "dv": torch.stack(dvs)}  # type: ignore[arg-type]
+        res |= {"dq": torch.stack(dqs), "dk": torch.stack(dks), "dv": torch.stack(dvs)}
     return res
 
 

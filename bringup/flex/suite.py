@@ -17,7 +17,7 @@ backward), reports the gap as `unsupported` instead of every case failing for th
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
@@ -29,6 +29,9 @@ from bringup.flex.args import DEFAULT_BUDGET_S, FlexOptions
 from bringup.flex.spec import FlexSpec, SpecError
 from bringup.options import Options, check_compile_backend
 from bringup.precision import parse_precision
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 RUN_ALLOWANCE_S = 900.0  # the rest of a case (timing, the cpu reference) on top of the compile budget
 # Device types whose FlexAttention has no backward in torch (torch/nn/attention/flex_attention.py,
@@ -211,7 +214,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     return _run(case, ctx)
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from rich import box
     from rich.markup import escape
     from rich.table import Table

@@ -50,7 +50,7 @@ def make_config(data: dict[str, Any], name: str) -> Any:
     if mt not in CONFIG_MAPPING:
         raise mz.ConfigError(f"{name}: model_type {mt!r} is not in this transformers (needs a newer release?)")
     try:
-        return CONFIG_MAPPING[mt].from_dict(d)
+        return CONFIG_MAPPING[str(mt)].from_dict(d)  # mt is a key (checked above)
     except Exception as e:
         raise mz.ConfigError(f"{name}: config: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
 
@@ -81,8 +81,8 @@ def model_class(task: str, arch: str | None) -> Any:
 
 def instantiate(cls: Any, cfg: Any) -> torch.nn.Module:
     if hasattr(cls, "from_config"):  # an Auto class
-        return cls.from_config(cfg)  # type: ignore[no-any-return]
-    return cls._from_config(cfg)  # type: ignore[no-any-return]
+        return cls.from_config(cfg)
+    return cls._from_config(cfg)
 
 
 # Keys whose role differs from the zoo's table for one model type (the table reads `hidden_dim` as a
@@ -240,7 +240,7 @@ def build_full(
         if initialize is not None:
             initialize()  # transformers' own init: norms, biases and the rope / position buffers
         if hasattr(model, "tie_weights"):
-            model.tie_weights()
+            model.tie_weights()  # type: ignore[operator]  # transformers' method, typed by Module.__getattr__
         counts = init_full(model, seed)
         how = f"seeded init on cpu (seed {seed}: {counts['normal']} drawn N(0, {init_std(model.config):g}))"
     model.train()

@@ -25,6 +25,7 @@ from typing import Any
 from bringup.errors import BadInput, user_regex
 from bringup.hub.flags import DEFAULT_WORKERS, SWEEP_PREFIXES, HubFetch, parse_limits
 from bringup.options import CommandOptions, add_filter, add_limit, measured, not_measured, positive_int
+from bringup.session import CommandSession
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
 
@@ -121,7 +122,7 @@ def _entries(args: HubOptions, db: str) -> list[Any]:
     return hub_plan.fetch_entries(args.fetch(db), pattern)
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     """`bringup hub ACTION`: one function per action (the Hub code, and torch through bringup.models, imported
     in each, where work starts: `bringup hub --help` and a mistyped option answer without it)."""
     args = sess.options.of(HubOptions)
@@ -131,9 +132,10 @@ def main(sess: Any) -> int:
     return ACTION_MAINS[action](sess, args)
 
 
-def _fields(sess: Any, args: HubOptions) -> int:
+def _fields(sess: CommandSession, args: HubOptions) -> int:
     from bringup.hub import signature as sg  # lazy: torch-free --help
 
+    assert args.model_type is not None  # a positional of the `fields` parser
     try:
         info = sg.explain(args.model_type)
     except KeyError:
@@ -142,10 +144,11 @@ def _fields(sess: Any, args: HubOptions) -> int:
     return 0
 
 
-def _csv(sess: Any, args: HubOptions) -> int:
+def _csv(sess: CommandSession, args: HubOptions) -> int:
     from bringup.hub import summary as zs  # lazy: torch-free --help
     from bringup.store import Store  # lazy: torch-free --help
 
+    assert args.run is not None and args.out is not None  # required by the `csv` parser
     with Store(sess.db, create=False) as st:
         st.get_run(args.run)
         rows = st.hub_ids(args.run)
@@ -156,22 +159,24 @@ def _csv(sess: Any, args: HubOptions) -> int:
     return 0
 
 
-def _import(sess: Any, args: HubOptions) -> int:
+def _import(sess: CommandSession, args: HubOptions) -> int:
     from bringup.hub import plan as hub_plan  # lazy: torch-free --help
     from bringup.hub.index import HubIndex  # lazy: torch-free --help
 
+    assert args.file is not None  # a positional of the `import` parser
     with HubIndex(hub_plan.index_path(args.hub_index, str(sess.db))) as index:
         n = index.import_(args.file)
         sess.console.print(f"imported {n} row(s) into {index.path}; now: {index.counts()}", highlight=False)
     return 0
 
 
-def _export(sess: Any, args: HubOptions) -> int:
+def _export(sess: CommandSession, args: HubOptions) -> int:
     from bringup.files import check_output_path  # lazy: torch-free --help
     from bringup.hub import plan as hub_plan  # lazy: torch-free --help
     from bringup.hub.index import HubIndex  # lazy: torch-free --help
 
     db = str(sess.db)
+    assert args.out is not None  # required by the `export` parser
     check_output_path(args.out, "--out")
     keys = [e.key for e in _entries(args, db)] if args.source else None
     with HubIndex(hub_plan.index_path(args.hub_index, db)) as index:
@@ -180,7 +185,7 @@ def _export(sess: Any, args: HubOptions) -> int:
     return 0
 
 
-def _fetch(sess: Any, args: HubOptions) -> int:
+def _fetch(sess: CommandSession, args: HubOptions) -> int:
     entries = _entries(args, str(sess.db))
     sess.console.print(
         "by status: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(e.status for e in entries).items())),
@@ -189,7 +194,7 @@ def _fetch(sess: Any, args: HubOptions) -> int:
     return 0
 
 
-def _plan(sess: Any, args: HubOptions) -> int:
+def _plan(sess: CommandSession, args: HubOptions) -> int:
     from bringup.hub import plan as hub_plan  # lazy: torch-free --help
 
     plan = hub_plan.plan_ids(_entries(args, str(sess.db)))

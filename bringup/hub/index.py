@@ -219,13 +219,13 @@ class HubIndex(SQLiteFile):
             raise BadInput(f"hub import {path}: a malformed row ({e})") from e
         have = self.all()
         take = []
-        for e in incoming:
-            old = have.get(e.key)
-            if old is not None and old.status == OK and e.status != OK:
+        for row in incoming:
+            old = have.get(row.key)
+            if old is not None and old.status == OK and row.status != OK:
                 continue
-            if old is not None and old.status == e.status == OK and (old.fetched_at or 0) >= (e.fetched_at or 0):
+            if old is not None and old.status == row.status == OK and (old.fetched_at or 0) >= (row.fetched_at or 0):
                 continue
-            take.append(e)
+            take.append(row)
         self.record(take)
         for q, ids in (lines[0].get("listings") or {}).items():
             if isinstance(ids, list):

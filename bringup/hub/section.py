@@ -5,6 +5,7 @@ Reads only the run's summary (`hub`, written by hub/summary.py)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +86,13 @@ def render(hub: dict[str, Any], page: Page) -> str:
             colours=OUTCOME_COLOURS,
         )
     )
-    cols = [
+    cols: list[tuple[str, str, Callable[[Any], str]]] = [
         ("name", "architecture", str),
         ("ids", "ids", _n),
         ("downloads", "downloads", _n),
         ("signatures", "signatures", _n),
-    ] + [(o, o, _n) for o in outcomes]
+    ]
+    cols += [(o, o, _n) for o in outcomes]
     parts.append(
         f"<details><summary>every architecture ({len(archs)})</summary>"
         + dict_table("tbl-hub-arch", [{"name": a["architecture"], **a} for a in archs], cols)

@@ -24,9 +24,12 @@ import io
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.case import CaseResult, Status
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 CSV_NAME = "hub-ids.csv"
 OUTCOMES = (
@@ -88,7 +91,7 @@ def coverage(rows: Sequence[dict[str, Any]], results: Sequence[CaseResult]) -> d
     by_case = {r.case_id: r for r in results}
     total_ids = len(rows)
     total_dl = sum(int(r.get("downloads") or 0) for r in rows)
-    overall: dict[str, dict[str, int]] = {o: {"ids": 0, "downloads": 0} for o in OUTCOMES}
+    overall: dict[str, dict[str, Any]] = {o: {"ids": 0, "downloads": 0} for o in OUTCOMES}  # counts, then pcts
     archs: dict[str, dict[str, Any]] = {}
     failures: dict[str, dict[str, Any]] = {}
     worst: dict[str, dict[str, Any]] = {}
@@ -188,11 +191,13 @@ def _full(results: Sequence[CaseResult]) -> list[dict[str, Any]]:
 
 def _baseline(rows: Sequence[dict[str, Any]], by_case: dict[str, CaseResult]) -> dict[str, Any] | None:
     """--baseline per signature: which signatures (and how many ids, downloads) were compared, which differ."""
-    checks = {cid: r.fields.get("baseline_check") for cid, r in by_case.items() if r.fields.get("baseline_check")}
+    checks: dict[str, Any] = {
+        cid: r.fields.get("baseline_check") for cid, r in by_case.items() if r.fields.get("baseline_check")
+    }
     sig_cases = {cid for cid, r in by_case.items() if r.params.get("source") == "hub-sig"}
     if not checks:
         return None
-    ids = defaultdict(lambda: [0, 0])
+    ids: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
         cid = row.get("case_id")
         if cid in sig_cases:
@@ -226,7 +231,7 @@ def _fmt_n(n: int) -> str:
 
 
 def summarize(
-    rows: Sequence[dict[str, Any]], results: Sequence[CaseResult], console: Any, csv_path: Path | None
+    rows: Sequence[dict[str, Any]], results: Sequence[CaseResult], console: Console, csv_path: Path | None
 ) -> dict[str, Any]:
     """Print the answer; return it for the JSON (without the per-id list, which is the CSV)."""
     from rich.table import Table

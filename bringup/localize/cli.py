@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
 from bringup.localize.args import LocalizeOptions
 from bringup.options import TORCH_DTYPE_NAMES, check_compile_backend
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def build_cases(opts: LocalizeOptions) -> list[Case]:
@@ -182,7 +185,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     return r
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from rich.markup import escape
 
     from bringup.console import case_table

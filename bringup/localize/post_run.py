@@ -12,11 +12,16 @@ import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import AfterRun, Finished, PostRun, Step, register_post_run
 from bringup.case import Case, CaseResult, Status
 from bringup.options import TORCH_DTYPE_NAMES, CommandOptions, Options, not_measured
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bringup.device import Device
 
 _DTYPES = TORCH_DTYPE_NAMES  # zoo's precision name -> localize's case dtype (pure precisions only)
 
@@ -77,7 +82,7 @@ def run_localize(
     results: Sequence[CaseResult],
     new_executor: Callable[[], Any],
     run_dir: Path,
-    console: Any,
+    console: Console,
 ) -> list[CaseResult]:
     """With --localize: run the localize cases into `run_id`; returns their results ([] without)."""
     if not _asked(options):
@@ -113,7 +118,7 @@ class LocalizeStep(Step):
         return Finished(summarize(list(added), ctx.console))
 
 
-def prepare_step(options: Options, device: Any) -> LocalizeStep | None:
+def prepare_step(options: Options, device: Device) -> LocalizeStep | None:
     return LocalizeStep() if _asked(options) else None
 
 

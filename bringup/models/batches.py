@@ -184,7 +184,7 @@ def output_positions(batch: dict[str, Any], out: torch.Tensor | None) -> torch.T
     masks = [b.get(POSITIONS) for b in micro(batch) or [batch]]
     if not all(isinstance(m, torch.Tensor) for m in masks):
         return None
-    m = torch.cat(masks)  # type: ignore[arg-type]
+    m = torch.cat(masks)  # type: ignore[arg-type]  # every mask is a Tensor (checked above)
     return m.to(out.device) if tuple(out.shape[:2]) == tuple(m.shape) else None
 
 

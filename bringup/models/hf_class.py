@@ -97,8 +97,8 @@ def build(name: str, task: str = "", bs: mz.BatchSpec | None = None, seed: int =
 
     def make() -> torch.nn.Module:
         if getattr(cls, "_supports_sdpa", False):
-            return cls._from_config(cfg, attn_implementation="sdpa")  # type: ignore[no-any-return]
-        return cls._from_config(cfg)  # type: ignore[no-any-return]
+            return cls._from_config(cfg, attn_implementation="sdpa")
+        return cls._from_config(cfg)
 
     try:
         n = mz.count_params_meta(make)
@@ -148,9 +148,9 @@ def span_logits(out: Any) -> torch.Tensor | None:
     after the other (as first_float does for logits)."""
     if isinstance(out, dict) and mz.MICRO_OUT in out:
         parts = [span_logits(o) for o in out[mz.MICRO_OUT]]
-        if any(p is None for p in parts) or len({tuple(p.shape[1:]) for p in parts}) != 1:  # type: ignore[union-attr]
+        if any(p is None for p in parts) or len({tuple(p.shape[1:]) for p in parts}) != 1:  # type: ignore[union-attr]  # read once none is None
             return parts[0]
-        return torch.cat(parts)  # type: ignore[arg-type]
+        return torch.cat(parts)  # type: ignore[arg-type]  # no part is None (returned above)
     start, end = getattr(out, "start_logits", None), getattr(out, "end_logits", None)
     if isinstance(start, torch.Tensor) and isinstance(end, torch.Tensor):
         return torch.stack([start, end], dim=-1)

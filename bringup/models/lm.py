@@ -125,11 +125,11 @@ def load_config(model: str, overrides: list[str] | None = None) -> Any:
             raise BadInput(f"model config {model} has no 'model_type'")
         model_type = kw.pop("model_type")
 
-        def make(args: dict[str, Any]) -> Any:
+        def make(kwargs: dict[str, Any]) -> Any:
             from transformers import AutoConfig
 
             try:
-                return AutoConfig.for_model(model_type, **args)
+                return AutoConfig.for_model(model_type, **kwargs)
             except (ValueError, KeyError, TypeError) as e:
                 raise BadInput(f"model config {model}: {e}".splitlines()[0]) from e
     else:
@@ -184,7 +184,7 @@ def _for_training(m: torch.nn.Module) -> torch.nn.Module:
 def param_counts(model: torch.nn.Module) -> tuple[int, int]:
     """(all params, embedding params). Tied weights count once (as model.parameters() yields them)."""
     total = sum(p.numel() for p in model.parameters())
-    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None  # type: ignore[operator]  # transformers' method, typed by Module.__getattr__
     if emb is None:
         emb_n = sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters())
     else:
@@ -211,7 +211,7 @@ def vocab_size(model: torch.nn.Module) -> int:
     cfg = getattr(model, "config", None)
     if cfg is not None and getattr(cfg, "vocab_size", None):
         return int(cfg.vocab_size)
-    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None  # type: ignore[operator]  # transformers' method, typed by Module.__getattr__
     if emb is None:
         raise BadInput("cannot tell the model's vocabulary size")
     return int(emb.num_embeddings)
@@ -268,7 +268,7 @@ def apply_mode(
     if mode == "eager":
         return model
     if mode == "compile":
-        return torch.compile(model, backend=backend, dynamic=dynamic)  # type: ignore[return-value]
+        return torch.compile(model, backend=backend, dynamic=dynamic)  # type: ignore[return-value]  # a module in, a module out
     if mode == "regional":
         for block in decoder_layers(model):
             block.compile(backend=backend, fullgraph=True, dynamic=dynamic)

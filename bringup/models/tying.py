@@ -50,7 +50,7 @@ def retie(model: torch.nn.Module, groups: list[list[str]]) -> None:
     transformers model does after loading), then, for what it left split, the first name's Parameter."""
     if callable(getattr(model, "tie_weights", None)):
         try:
-            model.tie_weights()
+            model.tie_weights()  # type: ignore[operator]  # transformers' method, typed by Module.__getattr__
         except Exception:
             pass  # a model whose tie_weights() can't run here: the assignment below still ties it
     for g in split(model, groups):

@@ -134,13 +134,13 @@ def first_float(out: Any) -> torch.Tensor | None:
         parts = [first_float(o) for o in out[MICRO_OUT]]
         if any(p is None for p in parts):
             return None
-        if len({tuple(p.shape[1:]) for p in parts}) != 1:  # type: ignore[union-attr]
+        if len({tuple(p.shape[1:]) for p in parts}) != 1:  # type: ignore[union-attr]  # no part is None (returned above)
             return parts[0]
-        return torch.cat(parts)  # type: ignore[arg-type]
+        return torch.cat(parts)  # type: ignore[arg-type]  # no part is None (returned above)
     if isinstance(out, torch.Tensor):
         return out if out.is_floating_point() else None
     if hasattr(out, "logits") and isinstance(getattr(out, "logits", None), torch.Tensor):
-        return out.logits  # type: ignore[no-any-return]
+        return out.logits
     items: Any
     if isinstance(out, dict) or hasattr(out, "to_tuple"):
         items = out.values() if isinstance(out, dict) else out.to_tuple()
@@ -185,7 +185,7 @@ def hf_loss(out: Any, batch: dict[str, Any]) -> torch.Tensor:
     if isinstance(loss, torch.Tensor):
         return loss
     if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):
-        return out["loss"]  # type: ignore[no-any-return]
+        return out["loss"]
     return _target_mse(out, batch)
 
 
@@ -267,13 +267,13 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
     """step -> the model's inputs (cpu; floats in fp32), seeded per step. Text models are fed like a training
     job (bringup/models/batches.py): ids by rank-frequency, padded rows with their mask, and for causal LMs
     packed documents, each step both (a padded and a packed microbatch) unless `bs.alternate`."""
-    cfg = model.config
+    cfg: Any = model.config  # a transformers config
     tcfg = text_config(cfg)
     main = getattr(model, "main_input_name", "input_ids")
     sig = set(inspect.signature(model.forward).parameters)
     vocab = getattr(tcfg, "vocab_size", None) or getattr(cfg, "vocab_size", None)
     try:
-        emb = model.get_input_embeddings()
+        emb = model.get_input_embeddings()  # type: ignore[operator]  # transformers' method, typed by Module.__getattr__
     except (AttributeError, NotImplementedError):
         emb = None
     if isinstance(emb, torch.nn.Embedding):
@@ -289,7 +289,7 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
     tokens: batches.TokenSpec | None = None
     if main == "input_ids" or (main == "input_features" and vocab):
         try:
-            tokens = batches.token_spec(tcfg, int(vocab), avoid, sig, seed)  # type: ignore[arg-type]
+            tokens = batches.token_spec(tcfg, int(vocab), avoid, sig, seed)  # type: ignore[arg-type]  # vocab is set on this path (checked above)
         except ValueError as e:
             raise ConfigError(str(e)) from e
     text = main == "input_ids" and bs.inputs == "text" and not hints.get("pixel_values")

@@ -470,7 +470,7 @@ def _config_class(cls: Any, key: str, sub: dict[str, Any]) -> Any:
     sc = (getattr(cls, "sub_configs", None) or {}).get(key)
     if sc is None or sc.__name__ == "AutoConfig":
         mt = sub.get("model_type")
-        return CONFIG_MAPPING[mt] if mt in CONFIG_MAPPING else None
+        return CONFIG_MAPPING[str(mt)] if mt in CONFIG_MAPPING else None
     return sc
 
 

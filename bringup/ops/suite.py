@@ -21,7 +21,7 @@ its tolerance table; this module registers the suite and prints its summary.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import register_capability, specs
 from bringup.case import CaseResult, Status
@@ -30,9 +30,12 @@ from bringup.ops import section as ops_section
 from bringup.ops.cases import build_cases, run_cases
 from bringup.ops.run import run_op  # noqa: F401  (stored cases name "bringup.ops.suite:run_op")
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 
 # ---- summary --------------------------------------------------------------------------------------
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from rich.markup import escape
     from rich.table import Table
 

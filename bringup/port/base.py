@@ -180,7 +180,7 @@ class CodemodBase(ContextAwareTransformer):
         self.D = f"{DEVICE_NAME}_{i}"
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        add: list[cst.BaseStatement] = []
+        add: list[cst.SimpleStatementLine | cst.BaseCompoundStatement] = []
         if (self.st.needs_torch or self.st.needs_device) and not self.head_binds_torch:
             add.append(cst.parse_statement("import torch\n"))
         if self.st.needs_device and not self.device_exists:

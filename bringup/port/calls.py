@@ -131,7 +131,7 @@ class CallRules(CodemodBase):
             )
             return upd
         if name == "Event":
-            names = ("enable_timing", "blocking", "interprocess", "external")
+            names: tuple[str, ...] = ("enable_timing", "blocking", "interprocess", "external")
             pos = [a for a in args if a.keyword is None]
             if (
                 len(pos) > 3

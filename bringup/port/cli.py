@@ -14,6 +14,7 @@ from typing import Any
 
 from bringup.errors import BadInput
 from bringup.options import CommandOptions, measured, not_measured
+from bringup.session import CommandSession
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     from bringup.files import check_output_path, write_json
     from bringup.port.rules import parse_select
     from bringup.port.scanner import port

@@ -17,7 +17,7 @@ class ReferenceRules(CodemodBase):
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
         if not self.is_maximal(original_node):
             return updated_node
-        if isinstance(self.parent(original_node), cst.Call) and self.parent(original_node).func is original_node:
+        if isinstance(up := self.parent(original_node), cst.Call) and up.func is original_node:
             return updated_node
         if original_node.attr.value == "is_cuda" and self.qname(original_node) is None:
             self.report(

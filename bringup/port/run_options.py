@@ -8,12 +8,17 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import RunOptions, RunPart, register_run_options
 from bringup.case import Case
 from bringup.errors import BadInput
 from bringup.options import CommandOptions, Options, not_measured
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bringup.device import Device
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,7 @@ def scan_paths(paths: list[str]) -> dict[str, Any]:
 
 
 def _summarize(port: dict[str, Any]) -> Any:
-    def show(console: Any) -> None:
+    def show(console: Console) -> None:
         s = port.get("summary", {})
         console.print(
             f"port: {s.get('findings', 0)} finding(s) in {s.get('files', 0)} file(s), "
@@ -60,7 +65,7 @@ def _summarize(port: dict[str, Any]) -> Any:
     return show
 
 
-def apply(options: Options, device: Any, cases: list[Case], picked: bool) -> RunPart | None:
+def apply(options: Options, device: Device, cases: list[Case], picked: bool) -> RunPart | None:
     opts = options.part("port", PortRunOptions) or PortRunOptions()
     paths = list(opts.port)
     check_paths(paths)

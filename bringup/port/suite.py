@@ -53,7 +53,7 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         hint = '<p class="empty">No port scan in this run (use <code>bringup run --port PATH</code>).</p>'
         return hint
     findings = [f for f in data.get("findings", []) if isinstance(f, dict)]
-    summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+    summary = data["summary"] if isinstance(data.get("summary"), dict) else {}
     body = []
     if not findings:
         body.append('<p class="summary-line">No CUDA-only code found.</p>')

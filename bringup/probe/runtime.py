@@ -129,13 +129,13 @@ def _dtensor(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor
     y = dx @ dw  # sharded rows x replicated: sharded rows
     s = dx.sum()  # a partial sum per rank, all-reduced by full_tensor()
     return {
-        "matmul": y.full_tensor().cpu(),
-        "sum": s.full_tensor().cpu(),
+        "matmul": y.full_tensor().cpu(),  # type: ignore[attr-defined]  # a DTensor
+        "sum": s.full_tensor().cpu(),  # type: ignore[attr-defined]  # a DTensor
         "local_rows": torch.tensor(dx.to_local().shape[0]),
     }
 
 
-def _fsdp_model() -> torch.nn.Module:
+def _fsdp_model() -> torch.nn.Sequential:
     torch.manual_seed(5)
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 8))
 
@@ -164,7 +164,7 @@ def _fsdp2(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor]:
     loss.backward()  # FSDP2 reduce-scatters the grads as their mean over ranks
     opt.step()
     out = {"loss": loss.detach().cpu().reshape(1)}
-    out |= {f"param.{n}": p.full_tensor().detach().cpu() for n, p in model.named_parameters()}
+    out |= {f"param.{n}": p.full_tensor().detach().cpu() for n, p in model.named_parameters()}  # type: ignore[attr-defined]  # DTensors (fully_shard)
     out["sharded"] = torch.tensor(int(all(type(p).__name__ == "DTensor" for p in model.parameters())))
     return out
 
@@ -178,7 +178,7 @@ def _fsdp_reference() -> dict[str, torch.Tensor]:
     for r in range(WORLD):
         rows = slice(r * len(x) // WORLD, (r + 1) * len(x) // WORLD)
         losses.append(torch.nn.functional.mse_loss(model(x[rows]), y[rows]))
-    (sum(losses) / WORLD).backward()  # the mean of the ranks' losses: FSDP2's averaged grads
+    (sum(losses) / WORLD).backward()  # type: ignore[union-attr]  # a sum of tensors; the mean of the ranks' losses: FSDP2's averaged grads
     opt.step()
     out = {f"loss.rank{r}": losses[r].detach().reshape(1) for r in range(WORLD)}
     return out | {f"param.{n}": p.detach().clone() for n, p in model.named_parameters()}
@@ -301,7 +301,7 @@ def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ())
         return res
     if kind == "distributed":
         total = WORLD * (WORLD + 1) / 2
-        got = {f"rank{i}": x["all_reduce"] for i, x in enumerate(ranks)}
+        got: dict[str, torch.Tensor] = {f"rank{i}": x["all_reduce"] for i, x in enumerate(ranks)}
         ref = {k: total * torch.arange(8, dtype=torch.float64) for k in got}
         res = _judge(case, got, ref)
         if res.status is Status.FAIL_NUMERIC and all(
@@ -312,18 +312,18 @@ def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ())
                 "the process group did not communicate"
             )
     elif kind == "dtensor":
-        x, w = _dtensor_inputs()
-        xr = x.to(torch.float32).to(torch.float64)
-        ref = {"matmul": xr @ w.to(torch.float32).to(torch.float64), "sum": xr.sum()}
+        xt, wt = _dtensor_inputs()
+        xr = xt.to(torch.float32).to(torch.float64)
+        ref = {"matmul": xr @ wt.to(torch.float32).to(torch.float64), "sum": xr.sum()}
         got = {f"rank{i}.{k}": v for i, t in enumerate(ranks) for k, v in t.items() if k != "local_rows"}
         res = _judge(case, got, {f"rank{i}.{k}": v for i in range(WORLD) for k, v in ref.items()})
         rows = [int(t["local_rows"]) for t in ranks]
         res.fields["local_rows"] = rows
-        if res.status is Status.PASS and sum(rows) != len(x):
-            res.status, res.reason = Status.FAIL_NUMERIC, f"Shard(0) split {len(x)} rows as {rows}"
+        if res.status is Status.PASS and sum(rows) != len(xt):
+            res.status, res.reason = Status.FAIL_NUMERIC, f"Shard(0) split {len(xt)} rows as {rows}"
     else:
         ref = _fsdp_reference()
-        got: dict[str, torch.Tensor] = {f"loss.rank{i}": t["loss"] for i, t in enumerate(ranks)}
+        got = {f"loss.rank{i}": t["loss"] for i, t in enumerate(ranks)}
         got |= {k: v for k, v in ranks[0].items() if k.startswith("param.")}
         res = _judge(case, got, ref)
         if res.status is Status.PASS and not all(int(t["sharded"]) for t in ranks):

@@ -30,7 +30,7 @@ import importlib.util
 import math
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -44,6 +44,9 @@ from bringup.options import Options, check_compile_backend
 from bringup.probe import args as face  # the torch-free face (cli)
 from bringup.probe import section as probe_section
 from bringup.probe.args import BUDGET_S, COMPILE_BUDGET_S, DEFAULT_COMPILE_BACKENDS, ProbeOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 ENTRY = "bringup.probe.suite:run_feature"
 FP8 = ("float8_e4m3fn", "float8_e5m2")
@@ -248,18 +251,18 @@ def probe_sdpa(case: Case, dev: torch.device) -> CaseResult:
     dt = torch.bfloat16
     q, k, v = (_rounded(_rand(2, 4, 64, 32, seed=s), dt) for s in (8, 9, 10))
     ref = _sdpa_ref(q, k, v)
-    args = [t.to(dev, dt) for t in (q, k, v)]
+    qd, kd, vd = (t.to(dev, dt) for t in (q, k, v))
     backend = case.params["backend"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             if backend is None:
-                out = torch.nn.functional.scaled_dot_product_attention(*args, is_causal=True)
+                out = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=True)
             else:
                 from torch.nn.attention import SDPBackend, sdpa_kernel
 
                 with sdpa_kernel([getattr(SDPBackend, backend)]):
-                    out = torch.nn.functional.scaled_dot_product_attention(*args, is_causal=True)
+                    out = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=True)
         except RuntimeError as e:
             why = [str(w.message).splitlines()[0] for w in caught if str(w.message).strip()]
             if is_unsupported(e):
@@ -527,7 +530,7 @@ def _check_sdpa_backend(case: Case, r: CaseResult, ran: set[str]) -> CaseResult:
     return r
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from bringup.console import case_table
 
     console.print(case_table("probe", results, ["max_rel_err"]))

@@ -192,7 +192,9 @@ def compiled_regions(sp: Sequence[Span]) -> tuple[list[dict[str, Any]], float]:
     for s in regions:
         agg[s.name][0] += 1
         agg[s.name][1] += s.dur
-    rows = [{"name": k, "calls": _per_step(c, steps), "time_s": secs(us, steps)} for k, (c, us) in agg.items()]
+    rows: list[dict[str, Any]] = [
+        {"name": k, "calls": _per_step(c, steps), "time_s": secs(us, steps)} for k, (c, us) in agg.items()
+    ]
     rows.sort(key=lambda r: -r["time_s"])
     inside = length(intersect(merge((s.ts, s.end) for s in regions), step_windows(sp)))
     return rows, secs(inside, steps)
@@ -293,7 +295,7 @@ def count_transfers(
             continue
         dev = (memcpy or {}).get(d)
         host_s = secs(us, steps)
-        row = {"count": _per_step(c, steps), "bytes": _per_step(b, steps), "host_s": host_s}
+        row: dict[str, Any] = {"count": _per_step(c, steps), "bytes": _per_step(b, steps), "host_s": host_s}
         if dev and dev.get("count"):
             row |= {"time_s": dev["time_s"], "time_from": "device"}
         else:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
@@ -27,6 +28,9 @@ from bringup.precision import parse_precision
 from bringup.profile import args as face  # the torch-free face (cli)
 from bringup.profile import section as profile_section
 from bringup.profile.args import BUDGET_S, DEFAULTS, ProfileOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SUMMARY_KEYS = ("top_ops", "transfers", "busy_s", "idle_s", "host_s", "trace")
 # A profiled step this many times an unprofiled one: the trace mostly shows the profiler (torch.profiler
@@ -66,7 +70,7 @@ def make_case(
     dtype: str = DEFAULTS["dtype"],
     top: int = DEFAULTS["top"],
     backend: str = DEFAULTS["backend"],
-    overrides: list[str] | None = None,
+    overrides: Sequence[str] | None = None,
     out: str | None = None,
     budget_s: float | None = None,
 ) -> Case:
@@ -283,7 +287,7 @@ def _bytes(n: float) -> str:
     return f"{n} B"
 
 
-def print_profile(r: CaseResult, console: Any) -> None:
+def print_profile(r: CaseResult, console: Console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -349,7 +353,7 @@ def print_profile(r: CaseResult, console: Any) -> None:
     console.print(f"  trace: {f.get('trace')} (open in ui.perfetto.dev)", highlight=False)
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from bringup.console import case_table
 
     console.print(case_table("profile", results, ["step_s", "busy_s", "idle_s", "host_s"]))

@@ -61,7 +61,7 @@ def spans(trace: dict[str, Any]) -> list[Span]:
             continue
         if dur < 0:
             continue
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        args: dict[str, Any] = e["args"] if isinstance(e.get("args"), dict) else {}
         out.append(Span(str(e.get("name", "")), str(e.get("cat") or ""), e.get("pid"), e.get("tid"), ts, dur, args))
     return out
 

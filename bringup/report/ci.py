@@ -79,7 +79,7 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult], marks: CaseMarks | No
             name=xml_text(f"bringup.{suite}"),
             hostname=xml_text(run.host),
             time=f"{t:.3f}",
-            **{k: str(v) for k, v in counts.items()},
+            **{k: str(v) for k, v in counts.items()},  # type: ignore[arg-type]  # **extra: str, not attrib
         )
         props = ET.SubElement(ts, "properties")
         for k, v in (
@@ -113,8 +113,8 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult], marks: CaseMarks | No
         for k in totals:
             totals[k] += counts[k]
         total_time += t
-    for k, v in totals.items():
-        root.set(k, str(v))
+    for k, n in totals.items():
+        root.set(k, str(n))
     root.set("time", f"{total_time:.3f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
@@ -153,7 +153,7 @@ _SHOWN_ELSEWHERE = frozenset({"step_s", "compile_s", "peak_mem_bytes", "fwd_ms"}
 
 def csv_columns(results: Sequence[CaseResult]) -> list[str]:
     """CSV_COLUMNS, then the other catalogued metrics recorded in `results` (catalogue order)."""
-    present = {metric_spec(n).name for r in results for n in r.metrics if metric_spec(n) is not None}  # type: ignore[union-attr]
+    present = {s.name for r in results for n in r.metrics if (s := metric_spec(n)) is not None}
     taken = set(CSV_COLUMNS) | _SHOWN_ELSEWHERE
     return [*CSV_COLUMNS, *(m.name for m in metric_specs() if m.name in present and m.name not in taken)]
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 from bringup.errors import BadInput
 from bringup.report.history_cli import main as history_main
 from bringup.report.options import ReportOptions, add_arguments
+from bringup.session import CommandSession
 
 __all__ = ["HISTORY_ONLY", "OPTIONS", "add_arguments", "looks_like_file", "main", "scorecard"]
 OPTIONS = ReportOptions
@@ -28,7 +28,7 @@ def looks_like_file(arg: str) -> bool:
     return p.is_file() or arg.endswith(".json") or "/" in arg
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     args = sess.options.of(ReportOptions)
     if args.history:
         return history_main(args, sess.options.common.db, sess.db, sess.console)
@@ -42,7 +42,7 @@ def main(sess: Any) -> int:
     return scorecard(sess, args.run[0] if args.run else None, Path(args.stores[0]) if args.stores else sess.db)
 
 
-def scorecard(sess: Any, run_arg: str | None, db: Path) -> int:
+def scorecard(sess: CommandSession, run_arg: str | None, db: Path) -> int:
     from bringup.files import atomic_write_text, check_output_path
     from bringup.report import html
     from bringup.store import Store

@@ -29,6 +29,7 @@ from bringup.case import CaseResult, Status, is_failure
 from bringup.errors import BadInput
 from bringup.metrics import MetricSpec, specs
 from bringup.options import CommandOptions, measured, not_measured
+from bringup.session import CommandSession
 from bringup.store import RunInfo
 
 if TYPE_CHECKING:  # rich is imported where it prints: `bringup --help` builds the parser without it
@@ -467,7 +468,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     from bringup.files import atomic_write_text, check_output_path, dumps
 
     args = sess.options.of(CompareOptions)

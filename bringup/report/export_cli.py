@@ -18,6 +18,7 @@ from typing import Any
 
 from bringup.errors import BadInput
 from bringup.options import CommandOptions, add_options, flag, measured, not_measured
+from bringup.session import CommandSession
 
 FORMATS = ("bundle", "benchmark-records", "support-table", "pytorch-tests")
 
@@ -68,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_options(p, ExportOptions)
 
 
-def _load(sess: Any, run_arg: str | None) -> tuple[Any, list[Any], dict[str, Any], Path | None]:
+def _load(sess: CommandSession, run_arg: str | None) -> tuple[Any, list[Any], dict[str, Any], Path | None]:
     """(run, results, the bundle's data, the run's folder or None for a bundle file)."""
     from bringup.bundle import FORMAT, VERSION, load_bundle, make_bundle
     from bringup.report.cli import looks_like_file
@@ -113,7 +114,7 @@ def render(
     raise BadInput(f"--format {fmt}: not one of {', '.join(FORMATS)}")  # argparse's choices catch it first
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     from bringup.files import atomic_write_text, check_output_path
     from bringup.report.portable import travelling
 

@@ -306,9 +306,9 @@ def read_sources(paths: Sequence[Path], filters: Filters) -> History:
                 found.append((path.name, run, results, report if report.is_file() else None))
     found.sort(key=lambda f: (f[1].started_at, f[1].run_id))
     runs = []
-    for i, (src, run, results, report) in enumerate(found, 1):
+    for i, (src, run, results, page) in enumerate(found, 1):
         kept = tuple(r for r in results if not filters.suites or r.suite in filters.suites)
-        runs.append(StoredRun(i, src, run, kept, report))
+        runs.append(StoredRun(i, src, run, kept, page))
     runs = derive_records([r for r in runs if r.results])
     return History(runs, build_lines(runs), [p.name for p in paths], filters, seen, skipped)
 
@@ -317,7 +317,7 @@ def read_sources(paths: Sequence[Path], filters: Filters) -> History:
 def pass_rate_lines(runs: Iterable[StoredRun]) -> list[Line]:
     """One line per (suite, machine, ask); named by the machine, and by the ask where the suite has lines of
     several asks on that machine (only the options in which they differ: ask_labels)."""
-    lines: dict[tuple[str, str, str], Line] = {}
+    lines: dict[tuple[str, ...], Line] = {}  # (suite, machine, ask)
     first: dict[tuple[str, ...], StoredRun] = {}
     for sr in runs:
         by_suite: dict[str, list[CaseResult]] = {}
@@ -332,8 +332,8 @@ def pass_rate_lines(runs: Iterable[StoredRun]) -> list[Line]:
             line = lines.setdefault(key, Line("pass_rate", suite, sr.machine, PASS_RATE, True, "%"))
             line.points.append((sr, rate, outcome_line(rs)))
             first.setdefault(key, sr)
-    for key, label in _ask_labels(first).items():  # runs that asked for different things: one line each, named by it
-        lines[key].label = f"{key[1]} · {label}"
+    for asked, label in _ask_labels(first).items():  # runs that asked for different things: one line each, named by it
+        lines[asked].label = f"{asked[1]} · {label}"
     return list(lines.values())
 
 
@@ -364,10 +364,10 @@ def metric_lines(runs: Sequence[StoredRun]) -> list[Line]:
     names = {key[:4]: ln.label for key, ln in lines.items()}  # a case's lines of several asks: one case
     same = Counter((n, s, m, label) for (n, s, m, _), label in names.items())
     for key, ln in lines.items():
-        n, s, m, case_id, _ = key
-        dup = same[(n, s, m, ln.label)] > 1
+        n, s, machine, case_id, _ = key
+        dup = same[(n, s, machine, ln.label)] > 1
         ask = f" · {asks[key]}" if key in asks else ""
-        ln.label += (f" [{case_id[:6]}]" if dup else "") + (f" · {m}" if several else "") + ask
+        ln.label += (f" [{case_id[:6]}]" if dup else "") + (f" · {machine}" if several else "") + ask
     return list(lines.values())
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bringup.errors import BadInput
 from bringup.report.history import Filters, parse_date, read_sources
 from bringup.report.options import ReportOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def filters(args: ReportOptions) -> Filters:
@@ -39,7 +42,7 @@ def default_out(srcs: list[Path]) -> Path:
     return srcs[0].parent / "history.html" if len(srcs) == 1 and srcs[0].suffix != ".json" else Path("history.html")
 
 
-def main(args: ReportOptions, global_db: str | None, default_db: Path, console: Any) -> int:
+def main(args: ReportOptions, global_db: str | None, default_db: Path, console: Console) -> int:
     from bringup.files import atomic_write_text, check_output_path
     from bringup.report import history_page
 

@@ -46,7 +46,7 @@ GAP_STATUSES = frozenset(BY_KEY["gap"].statuses)  # amber tiles: the only non-pa
 
 
 def _template(name: str) -> str:
-    return resources.files("bringup.report").joinpath("templates", name).read_text(encoding="utf-8")
+    return resources.files("bringup.report").joinpath("templates").joinpath(name).read_text(encoding="utf-8")
 
 
 def stylesheet() -> str:
@@ -194,7 +194,7 @@ def render(
     from bringup.report.contract import contract
 
     summary = summary or {}
-    opts = run.info.get("options") if isinstance(run.info.get("options"), dict) else {}
+    opts = run.info["options"] if isinstance(run.info.get("options"), dict) else {}
     allow = bool(opts.get("allow_unsupported", False))
     page = Page(run, summary, allow, out_dir, run_dir)
     by_suite: dict[str, list[CaseResult]] = {}

@@ -8,7 +8,7 @@ page's light/dark theme; the fallbacks keep a standalone SVG readable.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -52,7 +52,7 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     start = math.floor(lo / step) * step
-    ticks = []
+    ticks: list[float] = []
     t = start
     while t <= hi + step * 0.5 and len(ticks) < 50:
         ticks.append(round(t, 12))
@@ -103,7 +103,7 @@ def _svg_open(width: int, height: int, title: str, css_class: str) -> str:
 
 
 def line_chart(
-    series: dict[str, Sequence[tuple[float, float]]],
+    series: Mapping[str, Sequence[tuple[float, float]]],
     title: str,
     xlabel: str = "step",
     ylabel: str = "",
@@ -189,7 +189,7 @@ class TrendPoint:
 
 
 def trend_chart(
-    lines: dict[str, Sequence[TrendPoint]],
+    lines: Mapping[str, Sequence[TrendPoint]],
     title: str,
     ylabel: str,
     x_ticks: Sequence[tuple[float, str]],

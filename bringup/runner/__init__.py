@@ -22,7 +22,13 @@ from bringup.store import Store
 class Executor(Protocol):
     name: str
 
-    def run(self, cases: Sequence[Case], run_dir: Path, on_result, on_start=None) -> None: ...
+    def run(
+        self,
+        cases: Sequence[Case],
+        run_dir: Path,
+        on_result: Callable[[CaseResult], None],
+        on_start: Callable[[Case], None] | None = None,
+    ) -> None: ...
 
     def shutdown(self) -> None: ...
 
@@ -58,7 +64,7 @@ def execute(
     done = store.finished_ids(run_id)
     todo = [c for c in cases if c.case_id not in done]
     seen: set[str] = set()
-    todo = [c for c in todo if not (c.case_id in seen or seen.add(c.case_id))]  # type: ignore[func-returns-value]
+    todo = [c for c in todo if not (c.case_id in seen or seen.add(c.case_id))]  # type: ignore[func-returns-value]  # set.add returns None: the keep-first dedupe idiom
     out: list[CaseResult] = []
     if not todo:
         return out

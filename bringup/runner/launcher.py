@@ -67,7 +67,7 @@ def exit_as_interpreter(main: Callable[[], int | None]) -> NoReturn:
             rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if not isinstance(e.code, int) and e.code is not None:
                 print(e.code, file=sys.stderr)
-        threading._shutdown()  # type: ignore[attr-defined]
+        threading._shutdown()  # type: ignore[attr-defined]  # CPython's private exit hook, absent from the stubs
         import atexit
 
         atexit._run_exitfuncs()
@@ -156,10 +156,10 @@ def _serve(sock: socket.socket, parent: int) -> None:
                 break
             if pid == 0:
                 break
-            fd = status.pop(pid, None)
-            if fd is not None:
-                _write(fd, f"rc {os.waitstatus_to_exitcode(st)}\n")
-                os.close(fd)
+            done_fd = status.pop(pid, None)
+            if done_fd is not None:
+                _write(done_fd, f"rc {os.waitstatus_to_exitcode(st)}\n")
+                os.close(done_fd)
     for pid in status:  # the driver is gone: its workers go with it
         try:
             os.killpg(pid, signal.SIGKILL)

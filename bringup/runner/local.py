@@ -73,7 +73,7 @@ class LocalExecutor:
         if late:  # started after shutdown() swept the live set: it must not run on unowned
             w.kill_group()
 
-    def _slot(self, slot: int, todo: Queue, done: queue.Queue, run_dir: Path) -> None:
+    def _slot(self, slot: int, todo: Queue, done: queue.Queue[tuple[str, Case | CaseResult]], run_dir: Path) -> None:
         worker: WorkerProcess | None = None
         try:
             while not self._stop.is_set():

@@ -153,7 +153,8 @@ class WorkerProcess:
                 if why:
                     raise MemoryCapExceeded(why)
         line, _, self._buf = self._buf.partition(b"\n")
-        return json.loads(line)  # type: ignore[no-any-return]
+        msg: dict[str, Any] = json.loads(line)  # one JSON object per line (the worker's messages)
+        return msg
 
     def rss_bytes(self) -> int:
         try:

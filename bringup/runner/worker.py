@@ -24,9 +24,12 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from bringup.case import Case, CaseResult, Status
+
+if TYPE_CHECKING:
+    from bringup.device import Device
 
 
 def load_entry(entry: str) -> Callable[..., Any]:
@@ -37,7 +40,7 @@ def load_entry(entry: str) -> Callable[..., Any]:
     obj: Any = importlib.import_module(mod_name)
     for part in fn_name.split("."):
         obj = getattr(obj, part)
-    return obj  # type: ignore[no-any-return]
+    return cast("Callable[..., Any]", obj)
 
 
 def import_plugins(modules: list[str]) -> None:
@@ -49,7 +52,7 @@ class WorkerContext:
     """What a case function gets besides its Case: the device, phases with budgets, an artifact dir."""
 
     def __init__(
-        self, device: Any, channel: TextIO | None, artifact_dir: Path, run_dir: Path, imports: tuple[str, ...] = ()
+        self, device: Device, channel: TextIO | None, artifact_dir: Path, run_dir: Path, imports: tuple[str, ...] = ()
     ) -> None:
         self.device = device
         self._channel = channel

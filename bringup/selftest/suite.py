@@ -12,7 +12,7 @@ import re
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import register_capability
 from bringup.case import Case, CaseResult, Status
@@ -21,6 +21,9 @@ from bringup.errors import BadInput
 from bringup.options import Options
 from bringup.selftest import args as face  # the torch-free face (cli)
 from bringup.selftest.args import SelftestOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _ITEM = re.compile(
     r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print|spin|loseonce|lose|flip|build|inductor)"
@@ -116,7 +119,7 @@ def run_item(case: Case, ctx: Any) -> CaseResult:
     return r
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from bringup.console import case_table
 
     console.print(case_table("selftest", results, []))

@@ -14,7 +14,7 @@ numeric faults (tests/testdev/test_testdev_faults.py)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,6 +26,9 @@ from bringup.device import Device, dtype_name, parse_dtype
 from bringup.options import Options
 from bringup.smoke import args as face  # the torch-free face (cli)
 from bringup.smoke.args import DEFAULT_BUDGET_S, SmokeOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _cases(dtype: str, budget_s: float = DEFAULT_BUDGET_S) -> list[Case]:
@@ -80,7 +83,7 @@ def _mlp_step(device: torch.device, dtype: torch.dtype, module_check: Any = None
         loss = torch.nn.functional.mse_loss(out, y.to(device, dtype))
         loss.backward()
     res = {"loss": loss.detach(), "out": out.detach()}
-    res |= {f"grad.{k}": p.grad.detach().clone() for k, p in model.named_parameters()}
+    res |= {f"grad.{k}": p.grad.detach().clone() for k, p in model.named_parameters()}  # type: ignore[union-attr]  # backward ran: all have grads
     opt.step()
     res |= {f"param.{k}": p.detach().clone() for k, p in model.named_parameters()}
     return {k: v.cpu() for k, v in res.items()}
@@ -126,7 +129,7 @@ def run_mlp(case: Case, ctx: Any) -> CaseResult:
     return r
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from bringup.console import case_table
 
     console.print(case_table("smoke", results, ["max_rel_err"]))

@@ -89,7 +89,7 @@ def register() -> None:
         return
     if current != NAME:
         torch.utils.rename_privateuse1_backend(NAME)
-    torch._register_device_module(NAME, runtime)
+    torch._register_device_module(NAME, runtime)  # type: ignore[no-untyped-call]  # torch leaves it untyped
     for index in range(runtime.device_count()):  # every process that runs a backward here exits cleanly
         drain_autograd_threads_at_exit(NAME, index)
     if not hasattr(torch.Tensor, f"is_{NAME}"):

@@ -17,6 +17,7 @@ import sysconfig
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 import torch
 
@@ -103,4 +104,4 @@ def load_extension(verbose: bool = False) -> ModuleType:
             why = next((ln.strip() for ln in lines if "error:" in ln), lines[-1].strip() if lines else "")
             raise RuntimeError(f"building the testdev C++ extension failed in {build_dir}: {why}") from e
         (build_dir / _STAMP).write_text(f"{name}\n")
-        return mod
+        return cast(ModuleType, mod)  # load() returns the built extension module

@@ -43,7 +43,7 @@ def current_device() -> int:
     return int(_ext().current_device())
 
 
-def _index(device: Any = None) -> int:
+def _index(device: torch.types.Device = None) -> int:
     if device is None:
         return current_device()
     if isinstance(device, int):
@@ -52,7 +52,7 @@ def _index(device: Any = None) -> int:
     return current_device() if d.index is None else int(d.index)
 
 
-def set_device(device: Any) -> None:
+def set_device(device: torch.types.Device) -> None:
     idx = _index(device)
     if idx >= 0:
         _ext().set_device(idx)
@@ -61,20 +61,19 @@ def set_device(device: Any) -> None:
 class device:  # torch device modules name this context manager `device`
     """Context manager that makes `device` current."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: torch.types.Device) -> None:
         self.idx = -1 if device is None else _index(device)
         self.prev = -1
 
     def __enter__(self) -> None:
         self.prev = int(_ext().exchange_device(self.idx)) if self.idx >= 0 else -1
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         if self.prev >= 0:
             _ext().set_device(self.prev)
-        return False
 
 
-def synchronize(device: Any = None) -> None:
+def synchronize(device: torch.types.Device = None) -> None:
     """Kernels run synchronously on the host; in lazy mode this runs what is queued."""
     torch.accelerator.synchronize(_index(device))
 
@@ -85,36 +84,36 @@ def fallback_counts() -> dict[str, int]:
     return {str(k): int(v[0]) for k, v in _ext().fallback_stats().items()}
 
 
-def get_device_name(device: Any = None) -> str:
+def get_device_name(device: torch.types.Device = None) -> str:
     return f"bringup testdev {_index(device)} (host memory, C++ PrivateUse1 backend)"
 
 
-def get_device_capability(device: Any = None) -> tuple[int, int]:
+def get_device_capability(device: torch.types.Device = None) -> tuple[int, int]:
     return (0, 0)
 
 
 # ---- memory: served by the device allocator through torch.accelerator ------------------------------
-def memory_allocated(device: Any = None) -> int:
+def memory_allocated(device: torch.types.Device = None) -> int:
     return int(torch.accelerator.memory_allocated(_index(device)))
 
 
-def max_memory_allocated(device: Any = None) -> int:
+def max_memory_allocated(device: torch.types.Device = None) -> int:
     return int(torch.accelerator.max_memory_allocated(_index(device)))
 
 
-def memory_reserved(device: Any = None) -> int:
+def memory_reserved(device: torch.types.Device = None) -> int:
     return int(torch.accelerator.memory_reserved(_index(device)))
 
 
-def max_memory_reserved(device: Any = None) -> int:
+def max_memory_reserved(device: torch.types.Device = None) -> int:
     return int(torch.accelerator.max_memory_reserved(_index(device)))
 
 
-def reset_peak_memory_stats(device: Any = None) -> None:
+def reset_peak_memory_stats(device: torch.types.Device = None) -> None:
     torch.accelerator.reset_peak_memory_stats(_index(device))
 
 
-def memory_stats(device: Any = None) -> dict[str, Any]:
+def memory_stats(device: torch.types.Device = None) -> dict[str, Any]:
     return dict(torch.accelerator.memory_stats(_index(device)))
 
 
@@ -127,7 +126,7 @@ Event = torch.Event
 Stream = torch.Stream
 
 
-def current_stream(device: Any = None) -> torch.Stream:
+def current_stream(device: torch.types.Device = None) -> torch.Stream:
     return torch.accelerator.current_stream(_index(device))
 
 
@@ -142,10 +141,11 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 # ---- RNG: one generator per device (random ops that fall back to CPU draw from the CPU generator) ----
 def default_generator(idx: int = -1) -> torch.Generator:
-    return _ext().default_generator(idx)
+    gen: torch.Generator = _ext().default_generator(idx)
+    return gen
 
 
-def get_rng_state(device: Any = None) -> torch.Tensor:
+def get_rng_state(device: torch.types.Device = None) -> torch.Tensor:
     return default_generator(_index(device)).get_state()
 
 
@@ -153,7 +153,7 @@ def get_rng_state_all() -> list[torch.Tensor]:
     return [default_generator(i).get_state() for i in range(device_count())]
 
 
-def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
+def set_rng_state(new_state: torch.Tensor, device: torch.types.Device = None) -> None:
     default_generator(_index(device)).set_state(new_state.cpu())
 
 

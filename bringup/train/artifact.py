@@ -148,7 +148,7 @@ def read(path: str | Path) -> Artifact:
     if not isinstance(n, int) or n + k != len(body):
         raise BadInput(f"cache artifact {path}: truncated ({len(body)} of {n} + {k} payload and kernel bytes)")
     payload, kernels = body[:n], body[n:]
-    if kernels and hashlib.sha256(kernels).hexdigest() != ks.get("sha256"):
+    if kernels and hashlib.sha256(kernels).hexdigest() != (ks or {}).get("sha256"):
         raise BadInput(
             f"cache artifact {path}: damaged kernel section (its sha256 differs from the header's): "
             "make a new one with --save-cache-artifact"
@@ -350,7 +350,7 @@ def unpack_kernels(
     got = {"kernels": 0, "headers": 0}
     try:
         raw = gzip.decompress(section)
-        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:", copybufsize=8 << 20) as tf:
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:", copybufsize=8 << 20) as tf:  # type: ignore[call-overload]  # copybufsize: TarFile's, not in the stub
             members = tf.getmembers()
             for m in members:
                 top, _, rel = m.name.partition("/")
@@ -361,7 +361,7 @@ def unpack_kernels(
             for m in members:
                 top, _, rel = m.name.partition("/")
                 m.name = rel
-                tf.extract(m, dirs[top], **safe)  # type: ignore[arg-type]
+                tf.extract(m, dirs[top], **safe)
                 if top == "inductor" and rel.endswith(KERNEL_SUFFIXES):
                     got["kernels"] += 1
                 elif rel.endswith(".gch"):

@@ -35,11 +35,14 @@ import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.errors import BadInput
 from bringup.train import artifact
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, TrainSpec
+
+if TYPE_CHECKING:
+    from bringup.device import Device
 
 MARKER = "cold-run-passed"
 ARTIFACT = "artifact.bin"
@@ -50,7 +53,7 @@ LAYER_DIRS = {"fxgraph": "fx_graph", "aotautograd": "aot_autograd", "dynamo": "p
 @dataclass(frozen=True)
 class CacheDirs:
     root: Path
-    device: Any = None  # the Device whose family's own compile cache goes under root too
+    device: Device | None = None  # the Device whose family's own compile cache goes under root too
 
     def env(self) -> dict[str, str]:
         own = self.device.adapter.compile_cache_env(self.root) if self.device is not None else {}
@@ -98,7 +101,7 @@ class CacheDirs:
         return out
 
 
-def dirs_for(spec: TrainSpec, run_dir: Path, primed: bool = False, device: Any = None) -> CacheDirs:
+def dirs_for(spec: TrainSpec, run_dir: Path, primed: bool = False, device: Device | None = None) -> CacheDirs:
     name = f"{spec.mode}-{spec.cache_key}"
     if spec.cache == CACHE_ARTIFACT:
         name += "-primed-artifact" if primed else "-artifact"
@@ -178,7 +181,7 @@ def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any],
     return {}, {**out, "load_s": time.perf_counter() - t, "entries": entries}
 
 
-def prepare(spec: TrainSpec, run_dir: Path, device: Any = None) -> tuple[CacheDirs, bool]:
+def prepare(spec: TrainSpec, run_dir: Path, device: Device | None = None) -> tuple[CacheDirs, bool]:
     """Choose and activate the case's cache dirs. Returns (dirs, needs_priming). An artifact arm that
     needs priming gets the priming dirs activated: prime() in them, then `fresh(spec, run_dir)`."""
     dirs = dirs_for(spec, run_dir, device=device)
@@ -202,7 +205,7 @@ def prepare(spec: TrainSpec, run_dir: Path, device: Any = None) -> tuple[CacheDi
     return own, True
 
 
-def fresh(spec: TrainSpec, run_dir: Path, device: Any = None) -> CacheDirs:
+def fresh(spec: TrainSpec, run_dir: Path, device: Device | None = None) -> CacheDirs:
     """An artifact arm's own empty dirs, activated."""
     dirs = dirs_for(spec, run_dir, device=device)
     dirs.wipe()

@@ -12,6 +12,7 @@ misses) and `get_compilation_metrics()` (one record per frame compile, with `rec
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 
@@ -22,17 +23,17 @@ def snapshot() -> dict[str, Any]:
     metrics = get_compilation_metrics()
     times = times_now()
     reasons = [m.recompile_reason for m in metrics if m.recompile_reason]
-    unimpl = counters.get("unimplemented", {})
+    unimpl = counters.get("unimplemented", Counter())
     return {
         "times": times,
         "graph_breaks": int(sum(counters.get("graph_break", {}).values())),
         "break_reasons": sorted(counters.get("graph_break", {}))[:5],
-        "graphs": int(counters.get("stats", {}).get("unique_graphs", 0)),
-        "frames_ok": int(counters.get("frames", {}).get("ok", 0)),
+        "graphs": int(counters.get("stats", Counter()).get("unique_graphs", 0)),
+        "frames_ok": int(counters.get("frames", Counter()).get("ok", 0)),
         "recompiles": len(reasons),
         "recompile_reasons": [str(r)[:200] for r in reasons[:5]],
         "recompile_limit_hit": any("recompile limit" in k.lower() or "recompile_limit" in k for k in unimpl),
-        "cache": {k: int(counters.get(group, {}).get(name, 0)) for k, (group, name) in CACHE_COUNTERS.items()},
+        "cache": {k: int(counters.get(group, Counter()).get(name, 0)) for k, (group, name) in CACHE_COUNTERS.items()},
     }
 
 

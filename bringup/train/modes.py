@@ -25,7 +25,7 @@ def nested_regions(model: torch.nn.Module, backend: str, dynamic: bool | None = 
                 f"Nested{cls.__name__}", (cls,), {"forward": torch.compiler.nested_compile_region(cls.forward)}
             )
         block.__class__ = made[cls]
-    return torch.compile(model, backend=backend, dynamic=dynamic)  # type: ignore[return-value]
+    return torch.compile(model, backend=backend, dynamic=dynamic)  # type: ignore[return-value]  # a module in, a module out
 
 
 def lm_loss(model: torch.nn.Module, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -79,7 +79,7 @@ class AOTModel(torch.nn.Module):
                 # Python floats specialized: aot_compile has no restart loop, and with dynamic shapes dynamo
                 # raised the restart it uses to specialize one (TensorifyScalarRestartAnalysis, torch 2.13)
                 with torch._dynamo.config.patch(specialize_float=True):
-                    self.fn = compiled.aot_compile(((self.inner, input_ids, labels), {}))  # type: ignore[attr-defined]
+                    self.fn = compiled.aot_compile(((self.inner, input_ids, labels), {}))  # type: ignore[attr-defined]  # torch >= 2.10, untyped
             except Exception as e:
                 if type(e).__name__ == "PackageError":  # torch._dynamo.exc: a guard it cannot serialize
                     raise NotImplementedError(

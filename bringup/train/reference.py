@@ -154,7 +154,7 @@ def _no_dropout(model: torch.nn.Module) -> None:
         if isinstance(m, torch.nn.modules.dropout._DropoutNd):
             m.p = 0.0
         if isinstance(getattr(m, "attention_dropout", None), float):
-            m.attention_dropout = 0.0
+            m.attention_dropout = 0.0  # type: ignore[assignment]  # a float attribute
 
 
 def first_steps(

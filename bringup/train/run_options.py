@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bringup.api import RunOptions, RunPart, register_run_options
 from bringup.case import Case
 from bringup.options import CommandOptions, Options, measured, not_measured
+
+if TYPE_CHECKING:
+    from bringup.device import Device
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def apply(options: Options, device: Any, cases: list[Case], picked: bool) -> RunPart | None:
+def apply(options: Options, device: Device, cases: list[Case], picked: bool) -> RunPart | None:
     """Given with train left out (--skip train): the run has no train case to give them to (BadInput)."""
     opts = options.part("train", TrainRunOptions) or TrainRunOptions()
     save, load = opts.save_cache_artifact, opts.load_cache_artifact

@@ -47,7 +47,7 @@ def job_bars(results: Sequence[CaseResult]) -> list[tuple[str, list[tuple[str, f
     for r in results:
         ph = r.fields.get("ttfs_phases")
         if isinstance(ph, dict) and r.status is Status.PASS:
-            bars.append((train_label(r), [(_PHASES.get(k, k), float(v)) for k, v in ph.items() if num(v)]))
+            bars.append((train_label(r), [(str(_PHASES.get(k, k)), float(v)) for k, v in ph.items() if num(v)]))
     return bars
 
 
@@ -206,12 +206,12 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
     losses = {train_label(r): r.series["loss"] for r in rs if r.series.get("loss")}
     plots_html = [plots.line_chart(losses, "Loss per step (same seed, same data)", "step", "loss")]
     ref = dict(eager.series.get("loss", [])) if eager else {}
-    if ref and len(losses) > 1:
+    if eager is not None and ref and len(losses) > 1:
         dev = {
             label: [(s, v - ref[s]) for s, v in pts if s in ref]
             for label, pts in losses.items()
             if label != train_label(eager)
-        }  # type: ignore[arg-type]
+        }
         plots_html.append(plots.line_chart(dev, "Loss minus eager loss, per step", "step", "difference"))
     nested = [train_label(r) for r in rs if (seconds(r, "ttfs_s") or 0) * 1.02 < sum(v for _, v in compile_phases(r))]
     if nested:

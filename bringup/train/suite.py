@@ -15,7 +15,7 @@ import dataclasses
 import json
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
@@ -30,6 +30,9 @@ from bringup.train.args import D, TrainOptions
 from bringup.train.arms import EXTRA_MODES
 from bringup.train.planning import check_model, first_seen_last, parse_dynamic, parse_modes, parse_seqs
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 ENTRY, FLOPS_ENTRY = "bringup.train.suite:run_mode", "bringup.train.suite:run_flops"
 # Scheduling hints only (Case.cost: the longest ready case first when workers run side by side,
@@ -80,7 +83,7 @@ def build_cases(options: Options, device: Device) -> list[Case]:
             "the steady step needs at least one step after the warm-up"
         )
     load = opts.load_cache_artifact
-    default_modes = ("eager", "compile", "regional")
+    default_modes: tuple[str, ...] = ("eager", "compile", "regional")
     if opts.cache == "all":
         default_modes += EXTRA_MODES
     if load:
@@ -142,7 +145,7 @@ def arms_for(
             CACHE_WARM: (CACHE_WARM,),
             "both": (CACHE_COLD, CACHE_WARM),
             CACHE_ARTIFACT: (CACHE_COLD, CACHE_ARTIFACT),
-        }.get(opts.cache, (CACHE_COLD,))
+        }.get(opts.cache, (CACHE_COLD,))  # type: ignore[arg-type]  # --cache not given (None): cold
     if opts.cache == "all":
         chosen = [a for a in arms.ALL_ARMS if a[0] in modes]
     else:
@@ -319,7 +322,7 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
             r.fields["artifact_from"] = f"user file {spec.artifact}" if spec.artifact else own
             dirs = cache.fresh(spec, ctx.run_dir, ctx.device)  # a new job: empty cache dirs, then the artifact
             try:
-                mode_kw, loaded = cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
+                mode_kw, loaded = cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]  # None only when primed (made)
             except Exception as e:
                 return _failed(case, e, "loading the cache artifact", True, ctx.device)
             r.fields["artifact"] = loaded
@@ -536,7 +539,7 @@ def _scorecard(results: list[CaseResult]) -> list[tuple[str, str]]:
     return scorecard(results)
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from bringup.train.summary import summarize as _summarize
 
     return _summarize(results, console)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.case import CaseResult, Status
 from bringup.device import Device, run_peak
@@ -31,7 +31,10 @@ from bringup.train import arms, compile_metrics
 from bringup.train.loop import TrainOutcome
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
 
-MODE_ORDER = {
+if TYPE_CHECKING:
+    from rich.console import Console
+
+MODE_ORDER: dict[tuple[str | None, str | None], int] = {  # read with a case's params (a missing one: None)
     ("eager", CACHE_NONE): 0,
     ("compile", CACHE_COLD): 1,
     ("compile", CACHE_WARM): 2,
@@ -265,7 +268,7 @@ def fast_start(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
     return out
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from rich.table import Table
 
     from bringup.console import fmt, print_wide, styled
@@ -313,7 +316,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     eager = next((e for n, e, _ in rows if n == "eager"), None)
     for _, e, r in rows:
         ok = eager and eager["step_s"] and e["step_s"] and r.status in USABLE
-        e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]
+        e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]  # ok implies eager is not None
     modes: dict[str, Any] = {}
     for _, e, r in rows:
         # the JSON `modes` key: the mode, and its dynamic-shape setting when not the default
@@ -393,7 +396,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     return extras
 
 
-def _print_fastest(console: Any, rows: list[dict[str, Any]]) -> None:
+def _print_fastest(console: Console, rows: list[dict[str, Any]]) -> None:
     """The fastest-start table: each arm's time to first step as a new job meets it, its phases (a text
     waterfall: . load artifact, b build, m apply mode, d dynamo, a AOT autograd, k backend, r rest of
     step 1), steady step and cost vs full compile, and when it reaches steps 100 and 10k."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.session import CommandSession
 from bringup.triage.args import TriageOptions
 
 OPTIONS = TriageOptions
@@ -48,7 +49,7 @@ def pick_run(store: Any, wanted: str | None) -> Any:
     return runs[-1]
 
 
-def main(sess: Any) -> int:
+def main(sess: CommandSession) -> int:
     from bringup.files import check_output_dir
     from bringup.store import Store
 
@@ -89,7 +90,7 @@ def carry_plugins(imports: tuple[str, ...], beside: Path) -> list[Path]:
 class Triage:
     """One triage of one run (the steps of the module doc, in order)."""
 
-    def __init__(self, sess: Any, store: Any, run: Any, opts: TriageOptions, out: Path) -> None:
+    def __init__(self, sess: CommandSession, store: Any, run: Any, opts: TriageOptions, out: Path) -> None:
         self.sess, self.store, self.run, self.opts, self.out = sess, store, run, opts, out
         self.console = sess.console
         self.imports = tuple(run.info.get("imports") or ())

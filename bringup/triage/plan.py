@@ -55,7 +55,8 @@ def localize_plan(
 def _distinct_models(rs: Sequence[CaseResult], every: bool) -> list[CaseResult]:
     """The cases in order, one per model first (two cases of one model say less than two models)."""
     seen: set[str] = set()
-    first, rest = [], []
+    first: list[CaseResult] = []
+    rest: list[CaseResult] = []
     for r in rs:
         m = str(r.params.get("model"))
         (rest if m in seen else first).append(r)
@@ -76,7 +77,12 @@ def work_cases(groups: Sequence[Group], results: Mapping[str, CaseResult], devic
         r = _zoo_case(g, results)
         if kind is None or r is None:
             continue
-        params = {"group": g.signature.id, "key": g.signature.key, "title": g.signature.title, "zoo": dict(r.params)}
+        params: dict[str, Any] = {
+            "group": g.signature.id,
+            "key": g.signature.key,
+            "title": g.signature.title,
+            "zoo": dict(r.params),
+        }
         params["budget_s"] = budget_s
         name = f"{'minify' if kind == MINIFY_ENTRY else 'fullgraph'} {g.signature.id} ({r.name})"
         out.append(Case(WORK_SUITE, name, params, kind, budget_s=budget_s + 120.0, isolated=True))

@@ -10,11 +10,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import AfterRun, Finished, PostRun, Step, register_post_run
 from bringup.case import CaseResult
 from bringup.options import CommandOptions, Options
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bringup.device import Device
 
 INFO_KEY = "bugs"
 PRINTED = 5
@@ -30,7 +35,7 @@ class BugsOptions(CommandOptions):
     """The step has no options (every run gets its bug block)."""
 
 
-def print_block(block: Mapping[str, Any], console: Any, limit: int = PRINTED) -> None:
+def print_block(block: Mapping[str, Any], console: Console, limit: int = PRINTED) -> None:
     groups = block.get("groups") or []
     if not groups:
         return
@@ -68,7 +73,7 @@ class BugsStep(Step):
         return Finished(extras={INFO_KEY: block})
 
 
-def prepare_step(options: Options, device: Any) -> BugsStep:
+def prepare_step(options: Options, device: Device) -> BugsStep:
     return BugsStep()
 
 

@@ -186,7 +186,7 @@ def module_key(r: CaseResult) -> tuple[str, dict[str, Any]] | None:
         return None
     failed, compiled = found
     kind = module_kind(str(failed.get("class") or "?"), _model(r))
-    parts = {
+    parts: dict[str, Any] = {
         "module_kind": kind,
         "module": failed.get("module"),
         "dtype": _dtype(r),

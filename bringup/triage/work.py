@@ -22,15 +22,18 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.case import Case, CaseResult, Status
+
+if TYPE_CHECKING:
+    import torch
 
 MINIFY_ENTRY = "bringup.triage.work:run_minify"
 BREAK_ENTRY = "bringup.triage.work:run_break"
 
 
-def _zoo_step(p: dict[str, Any], device: Any, backend: str, fullgraph: bool = False) -> None:
+def _zoo_step(p: dict[str, Any], device: torch.device, backend: str, fullgraph: bool = False) -> None:
     """One training step of the zoo case `p` compiled with `backend` on `device` (the zoo's own step)."""
     import torch
 

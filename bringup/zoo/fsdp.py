@@ -190,7 +190,7 @@ def build_sharded(
         fully_shard(block, mesh=mesh)
     _materialise(model, model, "", index, std, seed)
     if hasattr(model, "tie_weights"):
-        model.tie_weights()
+        model.tie_weights()  # type: ignore[operator]  # transformers' method, typed by Module.__getattr__
     fully_shard(model, mesh=mesh)
     model.train()
     local = 0

@@ -7,12 +7,15 @@ recorded (its inputs feed the compiled replays) but not judged against itself.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from bringup.case import CaseResult, Status
 from bringup.precision import Precision
+
+if TYPE_CHECKING:
+    from bringup.device import Device
 
 # `--module-check`: auto by default (None in a case's params): on for the tiny models (the check replays
 # every module three times and compiles each class of module once more for the compiled run: docs/zoo.md
@@ -29,7 +32,7 @@ def from_arg(value: str | None) -> bool | None:
     return None if value == "auto" else value == "on"
 
 
-def enabled(value: bool | None, device: Any) -> bool:
+def enabled(value: bool | None, device: Device) -> bool:
     """Whether a case runs the module check on `device` (a bringup Device)."""
     if value is not None:
         return bool(value)

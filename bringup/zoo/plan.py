@@ -157,6 +157,7 @@ def resolved(opts: ZooOptions) -> ZooOptions:
 def build_cases(options: Options, device: Device) -> list[Case]:
     """One case per model (the options were checked where they were built: ZooOptions.check, check_device)."""
     opts = resolved(options.of(ZooOptions))
+    assert opts.steps is not None and opts.case_budget is not None  # resolved() sets both
     prec = parse_precision(opts.dtype)
     backend = compile_backend(opts.compile_backend or device.default_compile_backend)
     pattern = None if opts.filter is None else re.compile(opts.filter)
@@ -171,7 +172,7 @@ def build_cases(options: Options, device: Device) -> list[Case]:
     if opts.source == "hf-causal" and not seq and inputs == "text" and not opts.baseline and opts.limit is None:
         entries += long_entries()  # the long rows of the default sweep (LONG)
     entries = _select(entries, pattern, opts)
-    if baseline is not None:
+    if baseline is not None and opts.baseline:
         baseline.check_comparable([e.name for e in entries], prec.name, opts.steps, opts.baseline)
     module_check = zoo_modules.from_arg(opts.module_check)
     return [
@@ -224,12 +225,13 @@ def build_full_cases(opts: ZooOptions, prec: Precision, backend: str, pattern: r
         for e in entries
     }
     baseline = load_baseline(opts.baseline) if opts.baseline else None
+    assert opts.steps is not None and opts.case_budget is not None  # resolved() sets them at --size full
     cases = []
     for e in entries:
         params = full_params(
             e.source, e.model, e.task, prec.name, opts.steps, backend, weights[e.name], reference, opts
         )
-        if baseline is not None:
+        if baseline is not None and opts.baseline:
             params["baseline"] = baseline.full_entry_for(e.name, params, opts.baseline)
         cases.append(Case("zoo", e.name, params, FULL_ENTRY, budget_s=opts.case_budget, isolated=True))
     return cases

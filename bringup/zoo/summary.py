@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from rich.console import JustifyMethod
 
 from bringup.case import CaseResult, Status
 from bringup.errors import BadInput
 from bringup.zoo.baseline import bundle_names
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def failure_reason(r: CaseResult) -> str:
@@ -53,14 +58,14 @@ def _fmt_secs(v: Any) -> str:
     return f"{v:.1f}" if isinstance(v, (int, float)) else "-"
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     from rich.table import Table
 
     from bringup.console import rich_esc, styled
 
     t = Table(title="zoo", title_justify="left", pad_edge=False, collapse_padding=True)
     any_fb = any(r.fields.get("fallback_ops") is not None for r in results)
-    cols: list[tuple[str, str, Any]] = [
+    cols: list[tuple[str, JustifyMethod, Any]] = [
         ("model", "left", lambda r: r.name),
         ("status", "left", lambda r: styled(r.status)),
         ("params", "right", lambda r: _fmt_count(r.fields.get("params"))),
@@ -82,7 +87,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
             col,
             justify=just,
             overflow="fold",
-            no_wrap=col not in ("reason", "model"),  # type: ignore[arg-type]
+            no_wrap=col not in ("reason", "model"),
             max_width=24 if col == "model" else None,
             min_width=16 if col == "reason" else None,
         )

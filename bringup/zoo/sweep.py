@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bringup.api import PlannedCases
 from bringup.case import Case
@@ -30,6 +30,9 @@ from bringup.hub.flags import HubFetch
 from bringup.hub.plan import IdPlan
 from bringup.precision import Precision
 from bringup.zoo.args import ZooOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 # ---- signatures -> cases --------------------------------------------------------------------------
@@ -78,7 +81,8 @@ def build_cases(
             f"zoo: none of the {len(plan.rows)} id(s) of --source {opts.source} has a usable config "
             f"({hub_plan.failure_line(plan)})"
         )
-    if baseline is not None:
+    assert opts.steps is not None and opts.case_budget is not None  # resolved() (zoo/plan.py) sets both
+    if baseline is not None and opts.baseline:
         baseline.check_shared(sigs, prec.name, opts.steps, opts.baseline)
     from bringup.zoo.modules import from_arg
 
@@ -169,7 +173,7 @@ class SigBaseline:
 
     @property
     def by_name(self) -> dict[str, Any]:
-        return self.index.by_name  # type: ignore[no-any-return]
+        return self.index.by_name
 
     def check_shared(self, sigs: list[str], dtype: str, steps: int, given: str) -> None:
         shared = [s for s in sigs if s in self.by_name]
@@ -181,12 +185,13 @@ class SigBaseline:
         self.index.check_comparable(shared, dtype, steps, given)
 
     def entry_for(self, sig: str, dtype: str, steps: int) -> dict[str, Any]:
-        return self.index.entry_for(sig, dtype, steps)  # type: ignore[no-any-return]
+        return self.index.entry_for(sig, dtype, steps)
 
 
 def _baseline(opts: ZooOptions, prec: Precision) -> SigBaseline:
     from bringup.zoo.baseline import load_baseline
 
+    assert opts.baseline is not None  # called with --baseline only
     idx = load_baseline(opts.baseline)
     by_sig = {
         str(r.params["signature"]): r
@@ -201,7 +206,7 @@ def _baseline(opts: ZooOptions, prec: Precision) -> SigBaseline:
     return SigBaseline(idx.path, dataclasses.replace(idx, by_name=by_sig))
 
 
-def summarize_stored(store: Any, run_id: str, results: list[Any], console: Any) -> dict[str, Any]:
+def summarize_stored(store: Any, run_id: str, results: list[Any], console: Console) -> dict[str, Any]:
     """zoo's summary, plus the answer per id when the run is a Hub sweep."""
     from bringup.hub import summary as hub_summary
     from bringup.zoo.summary import summarize

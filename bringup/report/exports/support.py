@@ -194,9 +194,9 @@ class SupportTable:
                 lines.append(f"| `{_md(feat)}` | {_md(support)} [{cid[:8]}](#case-{cid}) |")
         lines += ["", "## Evidence", ""]
         for cid in sorted(self.cases, key=lambda c: (self.cases[c].suite, self.cases[c].name)):
-            c = self.cases[cid]
-            why = f": {_md(c.reason[:200])}" if c.reason else ""
-            lines.append(f'- <a id="case-{cid}"></a>`{cid}` {c.suite}/{_md(c.name)}: {c.status.value}{why}')
+            cr = self.cases[cid]
+            why = f": {_md(cr.reason[:200])}" if cr.reason else ""
+            lines.append(f'- <a id="case-{cid}"></a>`{cid}` {cr.suite}/{_md(cr.name)}: {cr.status.value}{why}')
         return "\n".join(lines) + "\n"
 
 
