@@ -74,7 +74,7 @@ def test_text_and_uniform_runs_are_two_lines_and_workers_one() -> None:
     [
         ["--noise-seeds", "0"],
         ["--module-check", "off"],
-        ["--reference", "cpu"],
+        ["--reference", "cpu", "--size", "full"],  # --reference applies at --size full only (checked when built)
         ["--baseline", "base.json"],
         ["--seed", "3"],
         ["--compile-backend", "aot_eager"],
