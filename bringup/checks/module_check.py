@@ -35,7 +35,7 @@ import torch
 
 from bringup.checks.masked_rows import call_dead_rows
 from bringup.checks.module_replay import Call, ModuleRecorder, Replayed, judged_modules, replay
-from bringup.checks.module_rule import DITHERS, TensorVerdict, judge_tensor, module_tolerance
+from bringup.checks.module_rule import DITHERS, TensorFacts, TensorVerdict, judge_module_tensor, module_tolerance
 from bringup.checks.parity import TWIN_DITHER, exact_zeros, judged_dtype, scale_floor
 from bringup.precision import Precision, default_dtype
 
@@ -423,7 +423,7 @@ class ModuleCheck:
 
 def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None] | None = None) -> list[TensorVerdict]:
     """Every tensor of one module's replays, (device, float64, trusted, dithered float64 replays, float64 twin)
-    per recorded call: outputs and gradients (module_rule.judge_tensor), a module's calls concatenated. A
+    per recorded call: outputs and gradients (module_rule.judge_module_tensor), a module's calls concatenated. A
     tensor the float64 replay has and the device's lacks fails. Zero in exact arithmetic is measured against
     the twin (parity.exact_zeros); such a tensor's unit (parity.scale_floor) is taken among tensors of one kind:
     outputs among outputs, gradients among gradients (a module's output and its gradients differ in scale by
@@ -455,7 +455,7 @@ def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None]
             continue
         if any(row[0].shape != row[1].shape for row in rows):  # type: ignore[union-attr]
             bad = next(row for row in rows if row[0].shape != row[1].shape)  # type: ignore[union-attr]
-            out.append(judge_tensor(name, bad[0], bad[1], bad[2], precision))  # type: ignore[arg-type]
+            out.append(judge_module_tensor(name, bad[0], bad[1], bad[2], precision))  # type: ignore[arg-type]
             continue
         cols: list[Any] = []
         for j in range(6):
@@ -482,18 +482,20 @@ def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None]
         # 2026-12-03), 1.3-1.8 x one whole rounding; a bug confined to a tail or a tile shows on the activations.
         param = name.startswith("grad.") and not name.startswith("grad.in.")
         out.append(
-            judge_tensor(
+            judge_module_tensor(
                 name,
                 g,
                 r,
                 b,
                 precision,
-                x,
-                floor,
-                d,  # type: ignore[arg-type]
-                shape=None if param else shape,
-                zero=name in zeros,
-                positional=not param,
+                TensorFacts(
+                    covariate=x,
+                    scale_floor=floor,
+                    dithered=d,
+                    shape=None if param else shape,
+                    zero=name in zeros,
+                    positional=not param,
+                ),
             )
         )
     return out
