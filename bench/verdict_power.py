@@ -564,7 +564,7 @@ def old_shapes() -> None:
     """The zoo's shapes before 2026-12-06, for this process: the shrinker's sizes and the rows' length and count."""
     import dataclasses
 
-    from bringup.models import zoo_config as zc
+    from bringup.models import tiny_config as zc
 
     old = dataclasses.replace(zc.SIZES, **tb.OLD_SIZES)
     zc.shrink_dict.__defaults__ = (old,)

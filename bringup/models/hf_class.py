@@ -1,8 +1,8 @@
 """A transformers model by its class name (`AlbertForMaskedLM`), as PyTorch's dynamo huggingface benchmark suite
 names and builds it (`cls(cls.config_class())`: the class itself, from its config class's defaults), but tiny: the
-config class's defaults shrunk by the zoo's role-based shrinker (models/zoo_config.py), so the head is the one the
+config class's defaults shrunk by the zoo's role-based shrinker (models/tiny_config.py), so the head is the one the
 class name says (ForMaskedLM, ForCausalLM / LMHeadModel, ForConditionalGeneration, ForQuestionAnswering,
-ForSequenceClassification, ...), and the model is fed and trained like every zoo model (models/zoo.py).
+ForSequenceClassification, ...), and the model is fed and trained like every zoo model (models/tiny.py).
 
 The task (how it is fed, which labels its own loss reads) is the transformers task mapping that names the class
 (`task_of`); a question-answering head gets `start_positions` / `end_positions` (upstream's labels for it) drawn
@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 from bringup.models import batches
-from bringup.models import zoo as mz
-from bringup.models.zoo_config import fit_positions, fit_window, tiny_config
+from bringup.models import tiny as mz
+from bringup.models.tiny_config import fit_positions, fit_window, tiny_config
 
 QA = "question-answering"
 # The first transformers mapping (in this order) naming a class gives its task: specific heads first, so that

@@ -208,7 +208,7 @@ def _materialise(
 ) -> None:
     """The still-meta parameters and buffers under `unit`, on the host, initialised as build_full does."""
     from bringup.hub import build
-    from bringup.models import zoo as mz
+    from bringup.models import tiny as mz
 
     owner = _owner(model, unit)
     todo = [
@@ -262,7 +262,7 @@ def train(
     import torch.distributed as dist
 
     from bringup.hub import build
-    from bringup.models import zoo as mz
+    from bringup.models import tiny as mz
     from bringup.zoo.spec import config_data
     from bringup.zoo.steps import FULL_LR, MAX_GRAD_NORM, StepOutputs, no_dropout, step_fn, train_steps
 

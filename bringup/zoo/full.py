@@ -36,8 +36,8 @@ from bringup.checks.parity import tolerance_for
 from bringup.device import Device
 from bringup.hub import build as hub_build
 from bringup.models import memory
-from bringup.models import zoo as mz
-from bringup.models.zoo import ConfigError
+from bringup.models import tiny as mz
+from bringup.models.tiny import ConfigError
 from bringup.precision import PRECISIONS, Precision, parse_precision
 from bringup.zoo import fsdp as zoo_fsdp
 from bringup.zoo.arm import Clock, compiled_arm

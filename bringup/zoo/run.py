@@ -26,65 +26,20 @@ from bringup.checks.parity import TWIN_DITHER, Noise, dither_noise, exact_zeros,
 from bringup.checks.parity import trusted_noise as sample_noise
 from bringup.device import Device
 from bringup.errors import BadInput
-from bringup.hub import build as hub_build
-from bringup.hub import signature
-from bringup.models import batches, hf_class, testable_init, timm_zoo, tying
-from bringup.models import zoo as mz
-from bringup.models.zoo import ConfigError, param_count
+from bringup.models import batches, tying
+from bringup.models.tiny import ConfigError
 from bringup.precision import Precision
 from bringup.zoo import modules as zoo_modules
 from bringup.zoo.arm import Clock, compiled_arm
+from bringup.zoo.build import build_model, param_count, shapes_of
 from bringup.zoo.judge import TrustedNoise, compare_bundle, judge, judge_pads
-from bringup.zoo.spec import UNMEASURED, ZooSpec, config_data
+from bringup.zoo.spec import UNMEASURED, ZooSpec
 from bringup.zoo.steps import RunOut, as_precision, fail, finite_curve, train_run
 
 __all__ = ["as_precision", "build_model", "measure_noise", "run_model", "train_run"]  # localize/cli.py: one import
 
 LOGIT_SAMPLES = 16
 CPU = torch.device("cpu")
-
-
-def build_model(params: ZooSpec | dict[str, Any], left_pad: bool = True) -> Any:
-    """The model of a case, initialised so that every operator matters to the result (seeded): Linear
-    weights at N(0, 1/fan_in) so attention is not uniform and activations see unit-size inputs
-    (models/testable_init.py), and all-zero parameters (biases, norm offsets) drawn small
-    (models/zoo.py: nonzero_init): a dropped bias, a wrong softmax temperature must change the result."""
-
-    spec = ZooSpec.of(params)
-    built = _build_model(spec, left_pad)
-    seed = spec.seed
-    testable_init.fan_in_init(built.model, seed)
-    mz.nonzero_init(built.model, seed)
-    return built
-
-
-def batch_spec(spec: ZooSpec, left_pad: bool = True) -> Any:
-    """How a tiny case's text model is fed (bringup/models/batches.py)."""
-
-    return mz.BatchSpec(batch=spec.rows, seq=spec.tokens, inputs=spec.inputs, left_pad=left_pad)
-
-
-def _build_model(spec: ZooSpec, left_pad: bool = True) -> Any:
-
-    src, model, seed = spec.source, spec.model, spec.seed
-    bs = batch_spec(spec, left_pad)
-    if src == "hf":
-        return mz.build_hf(model, spec.task or "causal-lm", bs, seed=seed)
-    if src == "hf-class":  # an upstream suite's name: that transformers class itself, tiny (zoo/upstream.py)
-        return hf_class.build(model, spec.task, bs, seed=seed)
-    if src == "timm":
-        return timm_zoo.build(model, seed=seed)
-    if src == "fn":
-        return mz.build_fn(model, seed=seed, bs=bs)
-    if src == "hf-json":
-        return mz.build_hf_json(model, seed=seed, bs=bs)
-    if src in ("hub", "hub-top"):
-        return hub_build.build_tiny(config_data(spec), model, seed=seed, bs=bs)
-    if src == "hub-sig":  # a Hub sweep's signature: exactly its tiny config (zoo/sweep.py)
-        if spec.config is None:
-            raise mz.ConfigError("a hub-sig case without its config")
-        return signature.build(spec.task or "causal-lm", spec.config, seed=seed, bs=bs)
-    raise mz.ConfigError(f"unknown source {src!r}")
 
 
 def logits_digest(t: torch.Tensor | None) -> dict[str, Any] | None:
@@ -208,11 +163,6 @@ def describe_inputs(batch: dict[str, Any], inputs: str) -> dict[str, Any]:
     return batches.describe(batch, inputs)
 
 
-def mz_shapes(model: torch.nn.Module) -> dict[str, int]:
-
-    return mz.shapes_of(model)
-
-
 def _series(curve: list[float]) -> list[tuple[int, float]]:
     return [(i, v) for i, v in enumerate(curve)]
 
@@ -294,7 +244,7 @@ def _reference(r: CaseResult, spec: ZooSpec, built: Any) -> Prepared | None:
     if prep.note:
         r.fields["inputs_note"] = prep.note
     if fed := describe_inputs(prep.batches[0], spec.inputs):
-        r.fields["inputs_fed"] = {**fed, "widths": mz_shapes(prep.built.model)}
+        r.fields["inputs_fed"] = {**fed, "widths": shapes_of(prep.built.model)}
     if not finite_curve(prep.ref.curve):
         fail(r, Status.REF_FAIL, "reference: non-finite loss in float64")
         return None

@@ -100,7 +100,7 @@ def cast_batch(
 
 def no_dropout(model: torch.nn.Module) -> None:
     """Dropout draws different masks in each run (and compiled code draws them differently again):
-    parity needs the same function in every run. Configs are built with dropout 0 (models/zoo_config.py);
+    parity needs the same function in every run. Configs are built with dropout 0 (models/tiny_config.py);
     this catches nn.Dropout modules a user model or a fixed-size config still has."""
     for m in model.modules():
         if isinstance(m, torch.nn.modules.dropout._DropoutNd):

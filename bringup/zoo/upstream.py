@@ -78,7 +78,7 @@ def entries(source: str) -> list[Entry]:
         if suite is None:
             raise BadInput(f"--source {source}: unknown suite {rest!r}; use dynamo:huggingface or dynamo:timm")
         if rest == "timm":
-            from bringup.models.timm_zoo import require
+            from bringup.zoo.timm_models import require
 
             require()
         return [resolve(n) for n in suite.names()]

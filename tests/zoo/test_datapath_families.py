@@ -17,8 +17,8 @@ import bend_backend as bb
 import tail_backend as tb
 
 import bringup.models  # noqa: F401  (torchvision shim before transformers)
-from bringup.models import zoo as mz
-from bringup.models import zoo_config as zc
+from bringup.models import tiny as mz
+from bringup.models import tiny_config as zc
 from bringup.zoo.steps import train_run
 
 

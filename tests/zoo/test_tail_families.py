@@ -1,6 +1,6 @@
 """The bench's tail families (tail_backend.py) are bugs only real shapes expose: each computes the exact function on
 the zoo's old shapes (rows of 32 tokens, 2 rows, widths that are powers of two, 2 query heads per kv head) and
-changes the gradients on today's (bringup/models/zoo_config.py Sizes: 37 tokens, 3 rows, hidden 72, head dim 12,
+changes the gradients on today's (bringup/models/tiny_config.py Sizes: 37 tokens, 3 rows, hidden 72, head dim 12,
 ffn 136, vocab 251, 3 query heads per kv head). The issue's blind spot, shown on mistral in float64: on the old shapes
 no verdict could have flagged them."""
 
@@ -19,8 +19,8 @@ import bend_backend as bb
 import tail_backend as tb
 
 import bringup.models  # noqa: F401  (torchvision shim before transformers)
-from bringup.models import zoo as mz
-from bringup.models import zoo_config as zc
+from bringup.models import tiny as mz
+from bringup.models import tiny_config as zc
 from bringup.zoo.steps import train_run
 
 OLD = dataclasses.replace(zc.SIZES, **tb.OLD_SIZES)

@@ -1,5 +1,8 @@
-"""Tiny random-init models for every transformers architecture, for the `zoo` capability: the model, its
-seeded batches and the loss to train on (a `Built`). The tiny configs come from models/zoo_config.py.
+"""Tiny random-init models for every transformers architecture: the model, its seeded batches and the loss to
+train on (a `Built`). The tiny configs come from models/tiny_config.py. The zoo (bringup/zoo/build.py) builds
+its cases with them, and so do layers the zoo sits above (the Hub sweep: hub/build.py, hub/signature.py) and
+beside (train/reference.py), which is why they live here, in models, and the zoo's own sources (a user's
+`module:function`, a config JSON, timm) in bringup/zoo.
 
 Nothing is downloaded: configs come from the config classes' defaults, weights from a seeded init.
 """
@@ -15,13 +18,10 @@ from typing import Any
 import torch
 
 from bringup.models import batches
-from bringup.models.zoo_config import (
-    DROPOUT,
-    NOT_PASSED,
+from bringup.models.tiny_config import (
     OVERRIDES,
     fit_positions,
     fit_window,
-    shrink_dict,
     special_token_ids,
     tiny_config,
 )
@@ -117,7 +117,7 @@ def count_params_meta(build_fn: Callable[[], torch.nn.Module]) -> int:
     return sum(p.numel() for p in m.parameters())
 
 
-def _generator(seed: int) -> torch.Generator:
+def seeded_generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
@@ -341,7 +341,7 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
     def text_batch(step: int) -> dict[str, Any]:
         assert steps is not None and tokens is not None
         out = steps(step)
-        g = _generator(seed * 1000 + step + 500_001)  # labels and extras: their own stream
+        g = seeded_generator(seed * 1000 + step + 500_001)  # labels and extras: their own stream
         for b in batches.micro(out) or [out]:
             add_labels(b, g, b.pop("labels"))
             if not along_tokens:
@@ -351,7 +351,7 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
     def batch(step: int) -> dict[str, Any]:
         if steps is not None:
             return text_batch(step)
-        g = _generator(seed * 1000 + step + 1)
+        g = seeded_generator(seed * 1000 + step + 1)
         b: dict[str, Any] = {}
         if main == "input_ids":
             b["input_ids"] = x = ids(g)
@@ -392,176 +392,6 @@ def _pixel_values(cfg: Any, bs: BatchSpec, g: torch.Generator) -> torch.Tensor:
     size = getattr(vcfg, "image_size", bs.image)
     size = size[0] if isinstance(size, (list, tuple)) else size
     return torch.randn(bs.batch, getattr(vcfg, "num_channels", 3), int(size), int(size), generator=g)
-
-
-# ---- timm ----------------------------------------------------------------------------------------
-def build_timm(name: str, image: int | None = 64, batch: int = 2, seed: int = 0, num_classes: int = 10) -> Built:
-    """timm.create_model(name, pretrained=False): img_size=image where the model takes it (a fixed patch
-    grid is then built for that size), else its own input size if fixed, else image. image=None: the
-    model's default input size."""
-    import timm
-
-    if not timm.is_model(name):  # a name, a tagged name (`vit_base_patch14_dinov2.lvd142m`) or a deprecated one
-        raise ConfigError(f"unknown timm model {name!r}")
-    kw: dict[str, Any] = {"pretrained": False, "num_classes": num_classes, "drop_rate": 0.0}
-    size: tuple[int, int, int] | None = None
-    try:
-        torch.manual_seed(seed)
-        if image is None:
-            raise TypeError("use the default size")
-        model = timm.create_model(name, **kw, img_size=image)
-        size = (int(getattr(model, "in_chans", 3) or 3), image, image)
-    except TypeError:
-        try:
-            torch.manual_seed(seed)
-            model = timm.create_model(name, **kw)
-        except Exception as e:
-            raise ConfigError(f"timm.create_model: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    except Exception as e:
-        raise ConfigError(f"timm.create_model: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    model = model.to(torch.float32).train()
-    if size is None:
-        cfg = getattr(model, "pretrained_cfg", None) or {}
-        ch, h, w = (int(x) for x in cfg.get("input_size", (3, 224, 224)))
-        size = (ch, h, w) if (image is None or cfg.get("fixed_input_size")) else (ch, image, image)
-
-    def make_batch(step: int) -> dict[str, Any]:
-        g = _generator(seed * 1000 + step + 1)
-        x = torch.randn(batch, *size, generator=g)
-        return {"x": x, "labels": torch.randint(0, num_classes, (batch,), generator=g)}
-
-    def fwd(m: torch.nn.Module, b: dict[str, Any]) -> Any:
-        return m(b["x"])
-
-    def loss(out: Any, b: dict[str, Any]) -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(out, b["labels"].to(out.device))
-
-    n = sum(p.numel() for p in model.parameters())
-    return Built(model, make_batch, fwd, loss, first_float, note=f"{type(model).__name__}, {n} params, input {size}")
-
-
-# ---- user models ---------------------------------------------------------------------------------
-def build_fn(entry: str, seed: int = 0, batch: int = 2, bs: BatchSpec | None = None) -> Built:
-    """`module:function` returning an nn.Module (a transformers model is fed like hf-causal) or a
-    tuple (module, example_inputs) with a tensor, a tuple of tensors or a dict of them."""
-    import importlib
-
-    mod_name, _, fn_name = entry.partition(":")
-    try:
-        fn = getattr(importlib.import_module(mod_name), fn_name)
-    except Exception as e:
-        raise ConfigError(f"{entry}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    torch.manual_seed(seed)
-    res = fn()
-    example: Any = None
-    if isinstance(res, tuple) and len(res) == 2 and isinstance(res[0], torch.nn.Module):
-        res, example = res
-    if not isinstance(res, torch.nn.Module):
-        raise ConfigError(f"{entry} returned {type(res).__name__}, not an nn.Module or (module, inputs)")
-    model = res.to(torch.float32).train()
-    if example is None:
-        if getattr(model, "config", None) is None:
-            raise ConfigError(f"{entry}: return (module, example_inputs) for a model that is not a transformers model")
-        return Built(
-            model,
-            hf_batches(model, "causal-lm", bs or BatchSpec(batch=batch), seed),
-            call_kwargs,
-            hf_loss,
-            first_float,
-            note=type(model).__name__,
-        )
-
-    def make_batch(step: int) -> dict[str, Any]:
-        g = _generator(seed * 1000 + step + 1)
-        return {"_args": _jitter(example, g)}
-
-    def fwd(m: torch.nn.Module, b: dict[str, Any]) -> Any:
-        a = b["_args"]
-        if isinstance(a, dict):
-            return m(**a)
-        return m(*a) if isinstance(a, (tuple, list)) else m(a)
-
-    return Built(model, make_batch, fwd, hf_loss, first_float, note=type(model).__name__)
-
-
-def _jitter(example: Any, g: torch.Generator) -> Any:
-    """Step batches: float example tensors get fresh seeded noise of the same shape; others are kept."""
-    if isinstance(example, torch.Tensor):
-        return torch.randn(example.shape, generator=g) if example.is_floating_point() else example.clone()
-    if isinstance(example, dict):
-        return {k: _jitter(v, g) for k, v in example.items()}
-    if isinstance(example, (tuple, list)):
-        return type(example)(_jitter(v, g) for v in example)
-    return example
-
-
-def build_hf_json(path: str, seed: int = 0, bs: BatchSpec | None = None) -> Built:
-    """An HF config JSON (needs "model_type"): built as given when it has <= PARAM_LIMIT params,
-    else shrunk like the hf sources (a full-size config.json would not fit a cpu float64 reference)."""
-    import json
-    from pathlib import Path
-
-    try:
-        data = json.loads(Path(path).read_text())
-    except Exception as e:
-        raise ConfigError(f"{path}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
-        raise ConfigError(f'{path}: no "model_type" in the config JSON')
-    from transformers import AutoConfig
-
-    model_type = data.pop("model_type")
-    task = next((t for mt, t in all_types() if mt == model_type), "base")
-    for k, v in list(data.items()):  # parity needs the same function in every run: no dropout
-        if isinstance(v, float) and DROPOUT.search(k):
-            data[k] = 0.0
-    try:
-        cfg = AutoConfig.for_model(model_type, **_no_dropout_defaults(model_type, data))
-    except Exception as e:
-        raise ConfigError(f"{path}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    auto = hf_model_class(task)
-    try:
-        n = count_params_meta(lambda: auto.from_config(cfg))
-    except Exception as e:
-        raise ConfigError(f"{path}: build: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    if n > PARAM_LIMIT:
-        small = {k: v for k, v in shrink_dict(cfg.to_dict()).items() if k not in NOT_PASSED}
-        cfg = AutoConfig.for_model(model_type, **small)
-    return build_hf(model_type, task, bs, seed=seed, cfg=cfg)
-
-
-def _no_dropout_defaults(model_type: str, data: dict[str, Any]) -> dict[str, Any]:
-    """`data` plus 0.0 for every dropout-like field the config class defaults to non-zero."""
-    from transformers import AutoConfig
-
-    base = AutoConfig.for_model(model_type).to_dict()
-    extra = {k: 0.0 for k, v in base.items() if isinstance(v, float) and DROPOUT.search(k) and v and k not in data}
-    return {**data, **extra}
-
-
-SHAPE_ROLES = ("vocab", "hidden", "heads", "kv_heads", "head_dim", "ffn", "moe_ffn")
-
-
-def shapes_of(model: torch.nn.Module) -> dict[str, int]:
-    """The widths a kernel tiles, as the model's (text) config has them: role -> size (zoo_config's roles; the
-    first key of each role the config sets; head_dim derived from hidden / heads where the config leaves it)."""
-    from bringup.models.zoo_config import ROLE_OF
-
-    cfg = getattr(model, "config", None)
-    if cfg is None:
-        return {}
-    d = text_config(cfg).to_dict()
-    out: dict[str, int] = {}
-    for k, v in d.items():
-        role = ROLE_OF.get(k)
-        if role in SHAPE_ROLES and role not in out and isinstance(v, int) and not isinstance(v, bool):
-            out[role] = v
-    if "head_dim" not in out and out.get("heads"):
-        out["head_dim"] = out.get("hidden", 0) // out["heads"]
-    return out
-
-
-def param_count(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
 
 
 NONZERO_STD = 0.02  # transformers' default initializer_range

@@ -1,4 +1,4 @@
-"""Tiny configs for every transformers architecture (the zoo's config shrinking; models/zoo.py builds
+"""Tiny configs for every transformers architecture (the zoo's config shrinking; models/tiny.py builds
 the models and their batches from them).
 
 `tiny_config(model_type)` shrinks a model type's default config consistently, the way transformers'
