@@ -264,7 +264,7 @@ def train(
     from bringup.hub import build
     from bringup.models import tiny as mz
     from bringup.zoo.spec import config_data
-    from bringup.zoo.steps import FULL_LR, MAX_GRAD_NORM, StepOutputs, no_dropout, step_fn, train_steps
+    from bringup.zoo.steps import FULL_LR, MAX_GRAD_NORM, Feed, StepHooks, StepOutputs, no_dropout, step_fn, train_steps
 
     spec = ZooSpec.from_params(p)
     seed = spec.seed
@@ -305,18 +305,9 @@ def train(
         series["grad_norm"].append(float(gn.detach().to("cpu", torch.float64)))
 
     # no GradScaler here (as before the loop was shared): the sharded run trains in the param dtype
-    series["seconds"], _ = train_steps(
-        model,
-        fn,
-        opt,
-        batch_at,
-        steps,
-        dev,
-        prec.param_dtype,
-        at_step0=at_step0,
-        after_clip=after_clip,
-        max_grad_norm=MAX_GRAD_NORM,
-    )
+    feed = Feed(batch_at, steps, dev, prec.param_dtype)
+    hooks = StepHooks(at_step0=at_step0, after_clip=after_clip)
+    series["seconds"], _ = train_steps(model, fn, opt, feed, hooks, max_grad_norm=MAX_GRAD_NORM)
     return series, local
 
 

@@ -43,7 +43,7 @@ from bringup.zoo import fsdp as zoo_fsdp
 from bringup.zoo.arm import Clock, compiled_arm
 from bringup.zoo.spec import UNMEASURED, ZooSpec, config_data, weights_for
 from bringup.zoo.steps import FULL_LR as LR
-from bringup.zoo.steps import MAX_GRAD_NORM, StepOutputs, no_dropout, step_fn, train_steps
+from bringup.zoo.steps import MAX_GRAD_NORM, Feed, StepHooks, StepOutputs, no_dropout, step_fn, train_steps
 from bringup.zoo.steps import fail as _fail
 
 ENTRY = "bringup.zoo.full:run_full"
@@ -101,20 +101,10 @@ def run_steps(
         out.grad_norm.append(float(gn.detach().to("cpu", torch.float64)))
         out.logits_std.append(logits_std(outputs))
 
-    out.seconds, out.first_step_s = train_steps(
-        model,
-        fn,
-        opt,
-        make,
-        steps,
-        device,
-        prec.param_dtype,
-        scaler=prec.grad_scaler(device.type),
-        first_step=on_first_step,
-        at_step0=at_step0,
-        after_clip=after_clip,
-        max_grad_norm=MAX_GRAD_NORM,
-    )
+    feed = Feed(make, steps, device, prec.param_dtype)
+    hooks = StepHooks(first_step=on_first_step, at_step0=at_step0, after_clip=after_clip)
+    scaler = prec.grad_scaler(device.type)
+    out.seconds, out.first_step_s = train_steps(model, fn, opt, feed, hooks, scaler, MAX_GRAD_NORM)
     return out
 
 
