@@ -263,14 +263,44 @@ def _sdpa_ok(auto: Any, cfg: Any) -> bool:
     return bool(getattr(cls, "_supports_sdpa", False))
 
 
+# text tasks fed the padded and packed layouts (batches.py): their labels, if any, follow the tokens or the row
+TEXT_LAYOUT_TASKS = ("causal-lm", "masked-lm", "seq2seq-lm", "sequence-classification", "token-classification", "base")
+
+
 def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> Callable[[int], dict[str, Any]]:
     """step -> the model's inputs (cpu; floats in fp32), seeded per step. Text models are fed like a training
     job (bringup/models/batches.py): ids by rank-frequency, padded rows with their mask, and for causal LMs
     packed documents, each step both (a padded and a packed microbatch) unless `bs.alternate`."""
     cfg = model.config
-    tcfg = text_config(cfg)
     main = getattr(model, "main_input_name", "input_ids")
-    sig = set(inspect.signature(model.forward).parameters)
+    sig = frozenset(inspect.signature(model.forward).parameters)
+    ov = OVERRIDES.get(str(getattr(cfg, "model_type", "")))
+    hints = ov.inputs if ov is not None else {}
+    if hints.get("seq") and bs.inputs == "text":  # a type whose rows must have one length (reformer's axial grid)
+        bs = dataclasses.replace(bs, seq=int(hints["seq"]))
+    tokens = _token_spec(model, main, sig, seed)
+    text = main == "input_ids" and bs.inputs == "text" and not hints.get("pixel_values")
+    layout = text and task in TEXT_LAYOUT_TASKS
+    pack = layout and task == "causal-lm"
+    steps = (
+        batches.step_batches(tokens, bs.batch, bs.seq, seed, pack, bs.alternate, bs.left_pad)
+        if layout and tokens
+        else None
+    )
+    # outputs laid out along the tokens (a decoder's follow its own inputs, a classifier's the rows): their pad
+    # positions are the kernel's to fill, and a verdict reads them for finiteness only (batches.output_positions)
+    along_tokens = task in ("causal-lm", "masked-lm", "token-classification") or (
+        task == "base" and not ("decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False))
+    )
+    num_labels = int(getattr(cfg, "num_labels", 2) or 2)
+    return _Feeder(cfg, task, bs, seed, main, sig, tokens, num_labels, hints, steps, along_tokens)
+
+
+def _token_spec(model: torch.nn.Module, main: str, sig: frozenset[str], seed: int) -> batches.TokenSpec | None:
+    """The ids a text (or speech-to-text decoder) model is fed (batches.token_spec: the vocab the embedding
+    has, its special tokens avoided); None for a model without token inputs."""
+    cfg = model.config
+    tcfg = text_config(cfg)
     vocab = getattr(tcfg, "vocab_size", None) or getattr(cfg, "vocab_size", None)
     try:
         emb = model.get_input_embeddings()
@@ -279,111 +309,106 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
     if isinstance(emb, torch.nn.Embedding):
         vocab = min(vocab or emb.num_embeddings, emb.num_embeddings)
     avoid = special_token_ids(cfg)
-    num_labels = int(getattr(cfg, "num_labels", 2) or 2)
-    ov = OVERRIDES.get(str(getattr(cfg, "model_type", "")))
-    hints = ov.inputs if ov is not None else {}
-    if hints.get("seq") and bs.inputs == "text":  # a type whose rows must have one length (reformer's axial grid)
-        bs = dataclasses.replace(bs, seq=int(hints["seq"]))
     if main == "input_ids" and not vocab:
         raise ConfigError("no vocab_size for a text model")
-    tokens: batches.TokenSpec | None = None
-    if main == "input_ids" or (main == "input_features" and vocab):
-        try:
-            tokens = batches.token_spec(tcfg, int(vocab), avoid, sig, seed)  # type: ignore[arg-type]
-        except ValueError as e:
-            raise ConfigError(str(e)) from e
-    text = main == "input_ids" and bs.inputs == "text" and not hints.get("pixel_values")
-    # the padded and packed layouts for text tasks whose labels (if any) follow the tokens or the row
-    layout = text and task in (
-        "causal-lm",
-        "masked-lm",
-        "seq2seq-lm",
-        "sequence-classification",
-        "token-classification",
-        "base",
-    )
-    pack = layout and task == "causal-lm"
-    steps = (
-        batches.step_batches(tokens, bs.batch, bs.seq, seed, pack, bs.alternate, bs.left_pad)
-        if layout and tokens
-        else None
-    )
+    if not (main == "input_ids" or (main == "input_features" and vocab)):
+        return None
+    try:
+        return batches.token_spec(tcfg, int(vocab), avoid, set(sig), seed)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
 
-    def ids(g: torch.Generator) -> torch.Tensor:
+
+@dataclass(frozen=True, eq=False)
+class _Feeder:
+    """One model's batch recipe (hf_batches): called with a step, its inputs. `steps`: the text layouts'
+    batches (batches.step_batches), None for the other inputs (images, audio, features, unlaid-out ids)."""
+
+    cfg: Any
+    task: str
+    bs: BatchSpec
+    seed: int
+    main: str
+    sig: frozenset[str]
+    tokens: batches.TokenSpec | None
+    num_labels: int
+    hints: dict[str, Any]
+    steps: Callable[[int], dict[str, Any]] | None
+    along_tokens: bool
+
+    def __call__(self, step: int) -> dict[str, Any]:
+        if self.steps is not None:
+            return self._text_batch(step)
+        return self._other_batch(seeded_generator(self.seed * 1000 + step + 1))
+
+    def _ids(self, g: torch.Generator) -> torch.Tensor:
+        bs, tokens = self.bs, self.tokens
         assert tokens is not None
         if bs.inputs == "text":
             return batches.zipf_ids(tokens, bs.batch * bs.seq, g).reshape(bs.batch, bs.seq)
         return _tokens(tokens.allowed, (bs.batch, bs.seq), g)
 
-    def add_labels(b: dict[str, Any], g: torch.Generator, tok_labels: torch.Tensor) -> None:
+    def _add_labels(self, b: dict[str, Any], g: torch.Generator, tok_labels: torch.Tensor) -> None:
         """The task's labels (and decoder inputs) for a token batch whose next-token labels are `tok_labels`
         (-100 where a position is not a token: padding, a packed row's document starts)."""
+        task, sig, bs = self.task, self.sig, self.bs
         if task in ("causal-lm", "masked-lm", "image-text-to-text") and "labels" in sig:
             b["labels"] = tok_labels
         elif task == "seq2seq-lm" and "labels" in sig:
-            b["labels"] = ids(g)
+            b["labels"] = self._ids(g)
             if "decoder_input_ids" in sig:  # explicit: some configs lack decoder_start_token_id
                 b["decoder_input_ids"] = torch.cat([b["labels"][:, :1], b["labels"][:, :-1]], dim=1)
         elif task == "sequence-classification" and "labels" in sig:
-            b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+            b["labels"] = torch.randint(0, self.num_labels, (bs.batch,), generator=g)
         elif task == "token-classification" and "labels" in sig:
-            lab = torch.randint(0, num_labels, (bs.batch, bs.seq), generator=g)
+            lab = torch.randint(0, self.num_labels, (bs.batch, bs.seq), generator=g)
             b["labels"] = lab.masked_fill(tok_labels == batches.IGNORE, batches.IGNORE)
-        elif task == "base" and "decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False):
-            b["decoder_input_ids"] = ids(g)
+        elif task == "base" and "decoder_input_ids" in sig and getattr(self.cfg, "is_encoder_decoder", False):
+            b["decoder_input_ids"] = self._ids(g)
 
-    # outputs laid out along the tokens (a decoder's follow its own inputs, a classifier's the rows): their pad
-    # positions are the kernel's to fill, and a verdict reads them for finiteness only (batches.output_positions)
-    along_tokens = task in ("causal-lm", "masked-lm", "token-classification") or (
-        task == "base" and not ("decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False))
-    )
-
-    def text_batch(step: int) -> dict[str, Any]:
-        assert steps is not None and tokens is not None
-        out = steps(step)
-        g = seeded_generator(seed * 1000 + step + 500_001)  # labels and extras: their own stream
+    def _text_batch(self, step: int) -> dict[str, Any]:
+        assert self.steps is not None and self.tokens is not None
+        out = self.steps(step)
+        g = seeded_generator(self.seed * 1000 + step + 500_001)  # labels and extras: their own stream
         for b in batches.micro(out) or [out]:
-            add_labels(b, g, b.pop("labels"))
-            if not along_tokens:
+            self._add_labels(b, g, b.pop("labels"))
+            if not self.along_tokens:
                 b.pop(batches.POSITIONS, None)
         return out
 
-    def batch(step: int) -> dict[str, Any]:
-        if steps is not None:
-            return text_batch(step)
-        g = seeded_generator(seed * 1000 + step + 1)
+    def _other_batch(self, g: torch.Generator) -> dict[str, Any]:
+        """Inputs by the model's main input: ids, images, audio (a spectrogram or samples), speech features."""
+        cfg, bs, task, sig, main = self.cfg, self.bs, self.task, self.sig, self.main
         b: dict[str, Any] = {}
         if main == "input_ids":
-            b["input_ids"] = x = ids(g)
-            add_labels(b, g, x.clone())
-            if hints.get("pixel_values"):
+            b["input_ids"] = x = self._ids(g)
+            self._add_labels(b, g, x.clone())
+            if self.hints.get("pixel_values"):
                 b["pixel_values"] = _pixel_values(cfg, bs, g)
         elif main == "pixel_values":
             b["pixel_values"] = _pixel_values(cfg, bs, g)
             if task == "image-classification" and "labels" in sig:
-                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+                b["labels"] = torch.randint(0, self.num_labels, (bs.batch,), generator=g)
         elif main == "input_values" and getattr(cfg, "num_mel_bins", None) and getattr(cfg, "max_length", None):
             # a spectrogram model (AST): (batch, frames, mel bins) at the config's own size
             frames, mel = int(cfg.max_length), int(cfg.num_mel_bins)
             b["input_values"] = torch.randn(bs.batch, frames, mel, generator=g)
             if task == "audio-classification" and "labels" in sig:
-                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+                b["labels"] = torch.randint(0, self.num_labels, (bs.batch,), generator=g)
         elif main == "input_values":
             b["input_values"] = torch.randn(bs.batch, bs.audio_samples, generator=g)
             if task == "audio-classification" and "labels" in sig:
-                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+                b["labels"] = torch.randint(0, self.num_labels, (bs.batch,), generator=g)
         elif main == "input_features":
             mel = int(getattr(cfg, "num_mel_bins", 16) or 16)
             frames = 2 * int(getattr(cfg, "max_source_positions", 16) or 16)
             b["input_features"] = torch.randn(bs.batch, mel, frames, generator=g)
-            if "decoder_input_ids" in sig and tokens is not None:
+            if "decoder_input_ids" in sig and self.tokens is not None:
                 key = "labels" if task == "speech-seq2seq" and "labels" in sig else "decoder_input_ids"
-                b[key] = ids(g)
+                b[key] = self._ids(g)
         else:
             raise ConfigError(f"no input recipe for main input {main!r}")
         return b
-
-    return batch
 
 
 def _pixel_values(cfg: Any, bs: BatchSpec, g: torch.Generator) -> torch.Tensor:
