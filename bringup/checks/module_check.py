@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from bringup.checks.masked_rows import call_dead_rows
-from bringup.checks.module_replay import Call, ModuleRecorder, Replayed, judged_modules, replay
+from bringup.checks.module_replay import Call, ModuleRecorder, Replayed, ReplayNoise, judged_modules, replay
 from bringup.checks.module_rule import DITHERS, TensorFacts, TensorVerdict, judge_module_tensor, module_tolerance
 from bringup.checks.parity import TWIN_DITHER, exact_zeros, judged_dtype, scale_floor
 from bringup.precision import Precision, default_dtype
@@ -187,7 +187,12 @@ def _dithered(call: Call, m64: torch.nn.Module, d: float) -> list[Replayed]:
         with _seeded():
             out.append(
                 replay(
-                    call, m64, torch.device("cpu"), contextlib.nullcontext, dtype=torch.float64, dither=d, seed=k + 1
+                    call,
+                    m64,
+                    torch.device("cpu"),
+                    contextlib.nullcontext,
+                    dtype=torch.float64,
+                    noise=ReplayNoise(d, k + 1),
                 )
             )
     return out
@@ -328,9 +333,7 @@ class ModuleCheck:
                             cpu,
                             off,
                             dtype=torch.float64,
-                            dither=TWIN_DITHER,
-                            seed=DITHERS + 1,
-                            every_dtype=True,
+                            noise=ReplayNoise(TWIN_DITHER, DITHERS + 1, every_dtype=True),
                         )
                 refs[name] = (r64, base, r64d, twin)
             except Exception as e:

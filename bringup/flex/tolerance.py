@@ -53,7 +53,7 @@ from typing import Any
 import torch
 
 from bringup.checks.module_rule import TensorFacts, TensorVerdict, judge_module_tensor, module_tolerance
-from bringup.checks.parity import ParityReport, TensorParity, compare_tensor, judged_dtype, scale_floor
+from bringup.checks.parity import CompareHow, ParityReport, TensorParity, compare_tensor, judged_dtype, scale_floor
 from bringup.flex.reweight import Coefs, judge_reweighting
 
 
@@ -203,7 +203,7 @@ def _check_one(
     if not fixed.ok and not math.isfinite(fixed.rel_rmse):
         return fixed  # shape, non-finite
     fudge = FUDGE.get(dt, (10.0, 10.0))[0 if kind == "out" else 1]
-    t = compare_tensor(label, g, r, dt, b, scale_floor=floor, multiplier=fudge)
+    t = compare_tensor(label, g, r, dt, b, CompareHow(scale_floor=floor, multiplier=fudge))
     if b is None or dt in (torch.float32, torch.float64):
         # no trusted run, or fp32: a fp32 math path is ~exact (1e-7) while a correct online-softmax kernel
         # lands near 1e-6, so the fixed fp32 bound (itself 100x under a 1% error) stays the size bound
