@@ -410,7 +410,7 @@ class ModuleCheck:
     def judge_compiled(self, backend: Any, label: str | None = None) -> ModuleReport:
         """Each recorded module compiled on its own with `backend` (torch.compile, static shapes) and
         replayed on the device, forward and backward; judged like the eager replays."""
-        import torch._dynamo
+        import torch._dynamo  # lazy: planning imports no torch._dynamo
 
         t0 = time.perf_counter()
         name = backend if isinstance(backend, str) else getattr(backend, "__name__", "backend")

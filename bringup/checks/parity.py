@@ -69,6 +69,8 @@ from typing import Any
 
 import torch
 
+from bringup.precision import parse_precision
+
 BIAS_CHUNKS = 16  # the bias' standard error is estimated from this many contiguous chunks
 # Whole-run size check (with trusted runs): the geometric mean over tensors of rel_rmse / the trusted
 # runs' RMS rel_rmse on that tensor. Correct backends sit at 0.7-1.05 (inductor, keeping intermediates
@@ -171,8 +173,6 @@ def judged_dtype(precision: Any) -> torch.dtype:
     if isinstance(precision, torch.dtype):
         return precision
     if isinstance(precision, str):
-        from bringup.precision import parse_precision
-
         precision = parse_precision(precision)
     return precision.compute_dtype
 

@@ -43,7 +43,7 @@ TASK_MAPPINGS: tuple[tuple[str, str], ...] = (
 def task_of(class_name: str) -> str:
     """The task of a transformers model class by name (no model module imported): the first of TASK_MAPPINGS
     whose mapping names it; "base" (the zoo's generic objective) when none does."""
-    from transformers.models.auto import modeling_auto
+    from transformers.models.auto import modeling_auto  # lazy: planning imports no transformers
 
     for task, mapping in TASK_MAPPINGS:
         for v in getattr(modeling_auto, mapping, {}).values():
@@ -60,14 +60,14 @@ def has_class(name: str) -> bool:
 @cache
 def exported_names() -> frozenset[str]:
     """transformers' exported names (`dir` of its lazy module takes about a second: read once)."""
-    import transformers
+    import transformers  # lazy: planning imports no transformers
 
     return frozenset(dir(transformers))
 
 
 def model_class(name: str) -> Any:
     """The transformers model class `name`: ConfigError (one line) when this release has none of that name."""
-    import transformers
+    import transformers  # lazy: planning imports no transformers
 
     if not has_class(name):
         raise mz.ConfigError(f"transformers {transformers.__version__} has no class {name}")

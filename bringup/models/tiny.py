@@ -57,7 +57,7 @@ _AUTO_CLASS = {
 
 def causal_types() -> list[str]:
     """The model types of transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES (196 in transformers 5.24)."""
-    from transformers.models.auto import modeling_auto
+    from transformers.models.auto import modeling_auto  # lazy: planning imports no transformers
 
     return sorted(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
@@ -65,7 +65,7 @@ def causal_types() -> list[str]:
 def all_types() -> list[tuple[str, str]]:
     """(model_type, task) for every model type in any task mapping: the first task of TASKS naming it;
     types that only appear in other mappings (detection, segmentation, ...) get their base model."""
-    from transformers.models.auto import modeling_auto
+    from transformers.models.auto import modeling_auto  # lazy: planning imports no transformers
 
     out: dict[str, str] = {}
     for task, mapping in TASKS:
@@ -206,7 +206,7 @@ def text_config(cfg: Any) -> Any:
 
 
 def hf_model_class(task: str) -> Any:
-    import transformers
+    import transformers  # lazy: planning imports no transformers
 
     return getattr(transformers, _AUTO_CLASS[task])
 

@@ -14,6 +14,7 @@ Nothing is downloaded: configs come from the config classes' defaults.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -412,7 +413,7 @@ def special_token_ids(cfg: Any) -> set[int]:
 def _set_int_fields(cfg: Any, hit: Callable[[str, int], bool], new: Callable[[int], int]) -> None:
     """Set every int field of `cfg` and its sub-configs (each visited once) for which hit(key, value) holds
     to new(value)."""
-    from transformers import PretrainedConfig
+    from transformers import PretrainedConfig  # lazy: planning imports no transformers
 
     seen: set[int] = set()
 
@@ -451,14 +452,14 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def default_config(model_type: str) -> Any:
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: planning imports no transformers
 
     return AutoConfig.for_model(model_type)
 
 
 def tiny_config(model_type: str, s: Sizes = SIZES) -> Any:
     """The shrunk config of `model_type` (raises whatever the config class raises if it can't)."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: planning imports no transformers
 
     d = default_config(model_type).to_dict()
     new = shrink_dict(d, s)
@@ -475,7 +476,7 @@ NOT_PASSED = ("model_type", "transformers_version", "architectures", "id2label",
 
 
 def _config_class(cls: Any, key: str, sub: dict[str, Any]) -> Any:
-    from transformers import CONFIG_MAPPING
+    from transformers import CONFIG_MAPPING  # lazy: planning imports no transformers
 
     sc = (getattr(cls, "sub_configs", None) or {}).get(key)
     if sc is None or sc.__name__ == "AutoConfig":
@@ -487,7 +488,6 @@ def _config_class(cls: Any, key: str, sub: dict[str, Any]) -> Any:
 def _fields_only(cls: Any, d: dict[str, Any]) -> dict[str, Any]:
     """Keep the keys the config class takes (dataclass fields and their aliases): derived values
     (deepseek's qk_head_dim, head_dim = qk_rope_head_dim) are recomputed by the class, not forced."""
-    import dataclasses
 
     out: dict[str, Any] = {}
     if dataclasses.is_dataclass(cls):

@@ -145,7 +145,7 @@ def build_hf_json(path: str, seed: int = 0, bs: BatchSpec | None = None) -> Buil
         raise ConfigError(f"{path}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
     if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
         raise ConfigError(f'{path}: no "model_type" in the config JSON')
-    from transformers import AutoConfig  # lazy: planning imports this module (zoo/suite.py), transformers not yet
+    from transformers import AutoConfig  # lazy: planning imports no transformers
 
     model_type = data.pop("model_type")
     task = next((t for mt, t in all_types() if mt == model_type), "base")
@@ -169,7 +169,7 @@ def build_hf_json(path: str, seed: int = 0, bs: BatchSpec | None = None) -> Buil
 
 def _no_dropout_defaults(model_type: str, data: dict[str, Any]) -> dict[str, Any]:
     """`data` plus 0.0 for every dropout-like field the config class defaults to non-zero."""
-    from transformers import AutoConfig  # lazy: as build_hf_json's
+    from transformers import AutoConfig  # lazy: planning imports no transformers
 
     base = AutoConfig.for_model(model_type).to_dict()
     extra = {k: 0.0 for k, v in base.items() if isinstance(v, float) and DROPOUT.search(k) and v and k not in data}
