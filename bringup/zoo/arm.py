@@ -1,7 +1,8 @@
-"""The compiled arm both zoo drivers share (zoo/run.py's tiny case, zoo/full.py's full-size one): the run under
-the graph watcher (checks/graphs.py), its first step reported as the compile phase with the case's time left, a
-failure classified as a compile failure, the graphs' fields and compile time recorded and judged (a backend that
-raised, no graph at all). One place, so a fix to the arm is made once.
+"""What both zoo drivers (zoo/run.py's tiny case, zoo/full.py's full-size one) share, in one place so that a fix
+is made once: the compiled arm (`compiled_arm`: the run under the graph watcher, checks/graphs.py, its first step
+reported as the compile phase with the case's time left, a failure classified as a compile failure, the graphs'
+fields and compile time recorded and judged: a backend that raised, no graph at all) and the device eager run
+under the CPU-fallback detector (`under_fallback_detector`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Any, Protocol, TypeVar
 
 from bringup.case import CaseResult
 from bringup.checks.errors import classify, first_line
+from bringup.checks.fallbacks import FallbackDetector, FallbackReport
 from bringup.checks.graphs import watch
+from bringup.device import Device
 from bringup.zoo.judge import judge_graphs
 from bringup.zoo.steps import fail
 
@@ -59,3 +62,23 @@ def compiled_arm(r: CaseResult, ctx: Any, clock: Clock, run: Callable[[Callable[
         r.fields["compile_s"] = round(graphs.compile_s or out.first_step_s, 3)
         judge_graphs(r, graphs)
     return out
+
+
+R = TypeVar("R")
+
+
+def under_fallback_detector(r: CaseResult, dev: Device, run: Callable[[], R]) -> tuple[R, FallbackReport | None]:
+    """run() under the fallback detector (which ops ran through the CPU fallback): (its result, the detector's
+    report). A detector that can't start (another profiler active, ...) says so on `r` (fallback_note) and leaves
+    the report None: fallback_ops unknown (null)."""
+    try:
+        det = FallbackDetector(dev)
+        det.__enter__()
+    except Exception as e:
+        r.fields["fallback_note"] = f"fallback detector unavailable: {first_line(e)}"
+        return run(), None
+    try:
+        out = run()
+    finally:
+        det.__exit__(None, None, None)
+    return out, det.report()

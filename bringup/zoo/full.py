@@ -31,7 +31,6 @@ import torch
 
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
-from bringup.checks.fallbacks import FallbackDetector
 from bringup.checks.parity import tolerance_for
 from bringup.device import Device
 from bringup.hub import build as hub_build
@@ -40,7 +39,7 @@ from bringup.models import tiny as mz
 from bringup.models.tiny import ConfigError
 from bringup.precision import PRECISIONS, Precision, parse_precision
 from bringup.zoo import fsdp as zoo_fsdp
-from bringup.zoo.arm import Clock, compiled_arm
+from bringup.zoo.arm import Clock, compiled_arm, under_fallback_detector
 from bringup.zoo.spec import UNMEASURED, ZooSpec, config_data, weights_for
 from bringup.zoo.steps import FULL_LR as LR
 from bringup.zoo.steps import MAX_GRAD_NORM, Feed, StepHooks, StepOutputs, no_dropout, step_fn, train_steps
@@ -428,17 +427,9 @@ def _eager_run(p: ZooSpec, data: dict[str, Any], dev: Device, prec: Precision, s
 
     if dev.is_cpu:
         return run_steps(p, data, dev.torch_device, prec, steps)
-    try:
-        det = FallbackDetector(dev)
-        det.__enter__()
-    except Exception as e:
-        r.fields["fallback_note"] = f"fallback detector unavailable: {first_line(e)}"
-        return run_steps(p, data, dev.torch_device, prec, steps)
-    try:
-        out = run_steps(p, data, dev.torch_device, prec, steps)
-    finally:
-        det.__exit__(None, None, None)
-    r.fields["fallback_ops"] = dict(det.report().fallback_ops)
+    out, rep = under_fallback_detector(r, dev, lambda: run_steps(p, data, dev.torch_device, prec, steps))
+    if rep is not None:
+        r.fields["fallback_ops"] = dict(rep.fallback_ops)
     return out
 
 

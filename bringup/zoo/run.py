@@ -17,7 +17,6 @@ import torch
 
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
-from bringup.checks.fallbacks import FallbackDetector
 from bringup.checks.losscurve import compare_curves
 from bringup.checks.masked_rows import UniformRows
 from bringup.checks.module_replay import Dither
@@ -30,7 +29,7 @@ from bringup.models import batches, tying
 from bringup.models.tiny import ConfigError
 from bringup.precision import Precision
 from bringup.zoo import modules as zoo_modules
-from bringup.zoo.arm import Clock, compiled_arm
+from bringup.zoo.arm import Clock, compiled_arm, under_fallback_detector
 from bringup.zoo.build import build_model, param_count, shapes_of
 from bringup.zoo.judge import TrustedNoise, compare_bundle, judge, judge_pads
 from bringup.zoo.spec import UNMEASURED, ZooSpec
@@ -403,21 +402,14 @@ def _device_run(
         r.fields["tying_broken"] = broken
         r.fields["tying_finding"] = tying.describe(broken, dev.name)
     r.metric("broken_ties", len(broken))
-    try:
-        det = FallbackDetector(dev)
-        det.__enter__()
-    except Exception as e:
-        r.fields["fallback_note"] = f"fallback detector unavailable: {first_line(e)}"
-        return train_run(built, init, batches, dev.torch_device, dtype, module_check=module_check)
-    try:
-        out = train_run(built, init, batches, dev.torch_device, dtype, module_check=module_check)
-    finally:
-        det.__exit__(None, None, None)
-    rep = det.report()
-    r.fields["fallback_ops"] = dict(rep.fallback_ops)
-    if rep.fallback_ops:  # each op's dtypes and first call's shapes: its triage signature and repro
-        r.fields["fallback_dtypes"] = rep.fallback_dtypes
-        r.fields["fallback_examples"] = rep.fallback_examples
+    out, rep = under_fallback_detector(
+        r, dev, lambda: train_run(built, init, batches, dev.torch_device, dtype, module_check=module_check)
+    )
+    if rep is not None:
+        r.fields["fallback_ops"] = dict(rep.fallback_ops)
+        if rep.fallback_ops:  # each op's dtypes and first call's shapes: its triage signature and repro
+            r.fields["fallback_dtypes"] = rep.fallback_dtypes
+            r.fields["fallback_examples"] = rep.fallback_examples
     return out
 
 
