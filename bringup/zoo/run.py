@@ -33,9 +33,16 @@ from bringup.zoo.arm import Clock, compiled_arm, under_fallback_detector
 from bringup.zoo.build import build_model, param_count, shapes_of
 from bringup.zoo.judge import TrustedNoise, compare_bundle, judge, judge_pads
 from bringup.zoo.spec import UNMEASURED, ZooSpec
-from bringup.zoo.steps import RunOut, as_precision, fail, finite_curve, train_run
+from bringup.zoo.steps import RunHow, RunOut, as_precision, fail, finite_curve, train_run
 
-__all__ = ["as_precision", "build_model", "measure_noise", "run_model", "train_run"]  # localize/cli.py: one import
+__all__ = [
+    "RunHow",
+    "as_precision",
+    "build_model",
+    "measure_noise",
+    "run_model",
+    "train_run",
+]  # localize/cli.py: one import
 
 LOGIT_SAMPLES = 16
 CPU = torch.device("cpu")
@@ -92,7 +99,7 @@ def prepare(spec: ZooSpec, built: Any = None) -> Prepared:
         batches = [built.make_batch(i) for i in range(spec.steps)]
         seen = UniformRows(replace=False)  # counts the reference's fully masked SDPA rows, changes nothing
         ref = train_run(
-            built, init, batches, cpu, torch.float64, round_to=prec.param_dtype, step_context=lambda s=seen: s
+            built, init, batches, cpu, torch.float64, RunHow(round_to=prec.param_dtype, step_context=lambda s=seen: s)
         )
         if finite_curve(ref.curve) or not left_pad or not _left_padded(batches[0]):
             uniform = _lazy(uniform_pads, built, init, batches[0], prec) if ref.pads is not None and seen.rows else None
@@ -118,8 +125,7 @@ def measure_zeros(
         [batch0],
         torch.device("cpu"),
         torch.float64,
-        round_to=prec.param_dtype,
-        step_context=lambda: Dither(TWIN_DITHER, gen, every_dtype=True),
+        RunHow(round_to=prec.param_dtype, step_context=lambda: Dither(TWIN_DITHER, gen, every_dtype=True)),
     )
     return exact_zeros(ref.tensors, twin.tensors)
 
@@ -142,7 +148,12 @@ def uniform_pads(built: Any, init: dict[str, torch.Tensor], batch0: dict[str, An
     mode = UniformRows()
     run = dataclasses.replace(built, model=copy.deepcopy(built.model))
     out = train_run(
-        run, init, [batch0], torch.device("cpu"), torch.float64, round_to=prec.param_dtype, step_context=lambda: mode
+        run,
+        init,
+        [batch0],
+        torch.device("cpu"),
+        torch.float64,
+        RunHow(round_to=prec.param_dtype, step_context=lambda: mode),
     )
     return out.pads if mode.rows else None
 
@@ -261,7 +272,7 @@ def _trusted(r: CaseResult, spec: ZooSpec, prep: Prepared, dev: Device) -> _Trus
     mc = zoo_modules.new_check(prep.built.model, spec.prec, CPU) if use_mc and dev.is_cpu else None
     base: RunOut | None = None
     try:
-        base = train_run(prep.built, prep.init, prep.batches, CPU, spec.prec, module_check=mc)
+        base = train_run(prep.built, prep.init, prep.batches, CPU, spec.prec, RunHow(module_check=mc))
         r.series["loss.cpu_eager"] = _series(base.curve)
     except Exception as e:
         r.fields["baseline_error"] = first_line(e)
@@ -343,8 +354,7 @@ def _compiled(r: CaseResult, ctx: Any, clock: Clock, a: _Arm) -> None:
             prep.batches,
             dev.torch_device,
             spec.prec,
-            backend=spec.backend,
-            on_first_step=on_first_step,
+            RunHow(backend=spec.backend, on_first_step=on_first_step),
         )
 
     comp = compiled_arm(r, ctx, clock, run)
@@ -403,7 +413,7 @@ def _device_run(
         r.fields["tying_finding"] = tying.describe(broken, dev.name)
     r.metric("broken_ties", len(broken))
     out, rep = under_fallback_detector(
-        r, dev, lambda: train_run(built, init, batches, dev.torch_device, dtype, module_check=module_check)
+        r, dev, lambda: train_run(built, init, batches, dev.torch_device, dtype, RunHow(module_check=module_check))
     )
     if rep is not None:
         r.fields["fallback_ops"] = dict(rep.fallback_ops)
@@ -450,8 +460,7 @@ def add_dither(
             [batch0],
             torch.device("cpu"),
             torch.float64,
-            round_to=prec.param_dtype,
-            step_context=lambda g=gen: Dither(d, g),
+            RunHow(round_to=prec.param_dtype, step_context=lambda g=gen: Dither(d, g)),
         )
         runs.append(out.tensors)
     for name, errs in dither_noise(runs, ref.tensors, prec, noise.zeros).items():
@@ -482,7 +491,7 @@ def measure_noise(
             built = build_model(dataclasses.replace(spec, seed=s), left_pad)
             init = {k2: v.detach().clone() for k2, v in built.model.state_dict().items()}
             batches = [built.make_batch(i) for i in range(steps)]
-            ref = train_run(built, init, batches, cpu, torch.float64, round_to=prec.param_dtype)
+            ref = train_run(built, init, batches, cpu, torch.float64, RunHow(round_to=prec.param_dtype))
             base = train_run(built, init, batches, cpu, prec)
         except Exception as e:
             out.errors.append(f"seed {s}: {first_line(e)}")

@@ -306,21 +306,16 @@ def train_run(
     batches: list[dict[str, Any]],
     device: torch.device,
     dtype: Precision | torch.dtype | str,
-    round_to: torch.dtype | None = None,
-    backend: str | None = None,
-    on_first_step: Any = None,
-    step_context: Any = None,
-    module_check: Any = None,
+    how: RunHow = RunHow(),
 ) -> RunOut:
     """K SGD steps at a precision (a pure dtype, or mixed: fp32 weights, forward under autocast, fp16 with
     a GradScaler). Step 0's loss, logits and grads (unscaled) are kept (moved to cpu) for parity.
-    `step_context` (a context-manager factory, e.g. a TorchDispatchMode) wraps each step's forward and
-    backward, not the optimizer. `module_check` (checks/module_check.ModuleCheck, eager runs only)
+    `how.step_context` (a context-manager factory, e.g. a TorchDispatchMode) wraps each step's forward and
+    backward, not the optimizer. `how.module_check` (checks/module_check.ModuleCheck, eager runs only)
     records step 0's module calls and replays them on the device, inside `step_context`."""
     prec = as_precision(dtype)
-    if module_check is not None and backend is not None:
+    if how.module_check is not None and how.backend is not None:
         raise ValueError("a module check records an eager run (hooks do not fire inside a compiled graph)")
-    how = RunHow(round_to, backend, on_first_step, step_context, module_check)
     with _default_dtype(prec.param_dtype):
         return _train_run(built, init, batches, device, prec, how)
 

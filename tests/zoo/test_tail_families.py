@@ -21,7 +21,7 @@ import tail_backend as tb
 import bringup.models  # noqa: F401  (torchvision shim before transformers)
 from bringup.models import tiny as mz
 from bringup.models import tiny_config as zc
-from bringup.zoo.steps import train_run
+from bringup.zoo.steps import RunHow, train_run
 
 OLD = dataclasses.replace(zc.SIZES, **tb.OLD_SIZES)
 
@@ -40,7 +40,12 @@ def _grads(old: bool, family: str | None, d: float) -> tuple[dict[str, torch.Ten
         return modes[-1]
 
     out = train_run(
-        built, init, [built.make_batch(0)], torch.device("cpu"), torch.float64, step_context=ctx if family else None
+        built,
+        init,
+        [built.make_batch(0)],
+        torch.device("cpu"),
+        torch.float64,
+        RunHow(step_context=ctx if family else None),
     )
     return out.tensors, sum(m.calls for m in modes)
 
