@@ -18,7 +18,7 @@ on the same bf16-representable inputs:
   * structured: the part of the error that a per-row affine function of (input, reference) explains
     (least squares per row on [1, x, ref]), noise-corrected (minus the share iid noise would put there),
     as relative RMS. A rounding error has almost none; the bend is all structure.
-  * module_rule: the module rule's verdict on the tensor (judge_tensor, the trusted run as above) and, where
+  * module_rule: the module rule's verdict on the tensor (judge_module_tensor, the trusted run as above) and, where
     check 6 (the error along the input, row by row) is the worst, its statistic.
 Update (2026-12-04): check 6 takes each row's reference direction and constant direction out before
 measuring the error along the input, which removes what the "structured" fit below counts for cpu eager
@@ -45,7 +45,7 @@ import json
 
 import torch
 
-from bringup.checks.module_rule import judge_tensor
+from bringup.checks.module_rule import TensorFacts, judge_module_tensor
 
 
 def layer_norm_grad(
@@ -101,7 +101,9 @@ def main() -> None:
         scale = ref.pow(2).mean().sqrt()
         for name, got in runs.items():
             e = got - ref
-            v = judge_tensor("grad.in.0", got, ref, runs["trusted (cpu eager bf16)"], bf16, covariate=x)
+            v = judge_module_tensor(
+                "grad.in.0", got, ref, runs["trusted (cpu eager bf16)"], bf16, TensorFacts(covariate=x)
+            )
             row = {
                 "width": m,
                 "rows": a.rows,

@@ -159,7 +159,12 @@ def _one(built: Any, init: Any, batches: Any, prec: Any, backend: Any, threads: 
         torch.set_num_threads(threads)
     try:
         return sz.train_run(
-            built, init, batches, torch.device("cpu"), prec, backend=backend, step_context=ctx, module_check=mc
+            built,
+            init,
+            batches,
+            torch.device("cpu"),
+            prec,
+            sz.RunHow(backend=backend, step_context=ctx, module_check=mc),
         )
     finally:
         torch.set_num_threads(old)
@@ -176,7 +181,7 @@ def _probe(built: Any, init: Any, batch: Any, prec: Any) -> set[str]:
             names.add(bb._name(func))
             return func(*args, **(kwargs or {}))
 
-    sz.train_run(built, init, [batch], torch.device("cpu"), prec, step_context=Log)
+    sz.train_run(built, init, [batch], torch.device("cpu"), prec, sz.RunHow(step_context=Log))
     return names
 
 
@@ -211,7 +216,7 @@ def run_model(
         prep = sz.prepare(spec)  # the zoo's own: build, batches, float64 reference (right padding only if needed)
         built, init, batches, ref = prep.built, prep.init, prep.batches, prep.ref
         base_mc = _new_check(built, prec) if module_check else None
-        base = sz.train_run(built, init, batches, cpu, prec, module_check=base_mc)
+        base = sz.train_run(built, init, batches, cpu, prec, sz.RunHow(module_check=base_mc))
     except Exception as e:  # a model the zoo itself would call ref_fail
         return [{**head, "run": "setup", "status": "ref_fail", "why": f"{type(e).__name__}: {e}"[:300]}]
     gross = parity(base.tensors, ref.tensors, prec, trusted=True, zeros=prep.zeros)
@@ -312,8 +317,7 @@ def effect(built: Any, init: Any, batches: Any, prec: Any, ref: Any, family: str
         batches,
         torch.device("cpu"),
         torch.float64,
-        round_to=prec.param_dtype,
-        step_context=_context(family, "family"),
+        sz.RunHow(round_to=prec.param_dtype, step_context=_context(family, "family")),
     )
     floor = P.scale_floor(ref.tensors.values(), P.judged_dtype(prec))
     worst = (0.0, "")
@@ -564,7 +568,7 @@ def old_shapes() -> None:
     """The zoo's shapes before 2026-12-06, for this process: the shrinker's sizes and the rows' length and count."""
     import dataclasses
 
-    from bringup.models import zoo_config as zc
+    from bringup.models import tiny_config as zc
 
     old = dataclasses.replace(zc.SIZES, **tb.OLD_SIZES)
     zc.shrink_dict.__defaults__ = (old,)

@@ -89,7 +89,7 @@ def chain(exc: BaseException) -> list[BaseException]:
 
 def _backend_name() -> str:
     try:
-        import torch
+        import torch  # lazy: torch-free for the runner's parent
 
         return str(torch._C._get_privateuse1_backend_name())
     except Exception:
@@ -111,7 +111,7 @@ def is_unsupported(exc: BaseException) -> bool:
 
 
 def is_oom(exc: BaseException) -> bool:
-    import torch
+    import torch  # lazy: torch-free for the runner's parent
 
     excs = chain(exc)
     return any(isinstance(e, (MemoryError, torch.OutOfMemoryError)) for e in excs) or any(

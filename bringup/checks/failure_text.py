@@ -20,8 +20,11 @@ test_failure_text.py` holds real strings.
 
 from __future__ import annotations
 
+import pkgutil
 import re
 from dataclasses import dataclass
+
+import bringup
 
 # aten op references in any spelling: aten.silu.default, aten::silu, torch.ops.aten.add.Tensor, aten._softmax
 _ATEN = re.compile(r"\b(?:torch\.ops\.)?aten(?:::|\.)([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?")
@@ -132,9 +135,6 @@ _ROOTS = ("torch", "functorch", "torchgen", "transformers", "timm", "torch_xla")
 
 
 def _bringup_modules() -> frozenset[str]:
-    import pkgutil
-
-    import bringup
 
     return frozenset(m.name for m in pkgutil.iter_modules(bringup.__path__))
 

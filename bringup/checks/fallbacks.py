@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -263,8 +264,6 @@ class FallbackDetector:
         self._backend0 = _backend_counts(self.device)
         self._profiling = bool(self.use_profiler and not self.device.is_cpu and not _profiler_active())
         if self._profiling:
-            from torch.profiler import ProfilerActivity, profile
-
             self._prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
             try:
                 self._prof.__enter__()
@@ -463,7 +462,6 @@ def profiled_fallbacks(fn: Callable[[], Any], device: Device) -> dict[str, int] 
         return {}
     if _profiler_active():
         return None
-    from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         fn()

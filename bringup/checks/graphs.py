@@ -64,8 +64,8 @@ def short_reason(reason: Any) -> str:
 @contextmanager
 def watch(reset: bool = True) -> Iterator[GraphReport]:
     """Fill a GraphReport with what dynamo compiled inside the block."""
-    import torch._dynamo
-    from torch._dynamo import utils as du
+    import torch._dynamo  # lazy: planning imports no torch._dynamo
+    from torch._dynamo import utils as du  # lazy: planning imports no torch._dynamo
 
     if reset:
         torch._dynamo.reset()

@@ -34,8 +34,8 @@ from typing import Any
 import torch
 
 from bringup.checks.masked_rows import call_dead_rows
-from bringup.checks.module_replay import Call, ModuleRecorder, Replayed, judged_modules, replay
-from bringup.checks.module_rule import DITHERS, TensorVerdict, judge_tensor, module_tolerance
+from bringup.checks.module_replay import Call, ModuleRecorder, Replayed, ReplayNoise, judged_modules, replay
+from bringup.checks.module_rule import DITHERS, TensorFacts, TensorVerdict, judge_module_tensor, module_tolerance
 from bringup.checks.parity import TWIN_DITHER, exact_zeros, judged_dtype, scale_floor
 from bringup.precision import Precision, default_dtype
 
@@ -187,7 +187,12 @@ def _dithered(call: Call, m64: torch.nn.Module, d: float) -> list[Replayed]:
         with _seeded():
             out.append(
                 replay(
-                    call, m64, torch.device("cpu"), contextlib.nullcontext, dtype=torch.float64, dither=d, seed=k + 1
+                    call,
+                    m64,
+                    torch.device("cpu"),
+                    contextlib.nullcontext,
+                    dtype=torch.float64,
+                    noise=ReplayNoise(d, k + 1),
                 )
             )
     return out
@@ -328,9 +333,7 @@ class ModuleCheck:
                             cpu,
                             off,
                             dtype=torch.float64,
-                            dither=TWIN_DITHER,
-                            seed=DITHERS + 1,
-                            every_dtype=True,
+                            noise=ReplayNoise(TWIN_DITHER, DITHERS + 1, every_dtype=True),
                         )
                 refs[name] = (r64, base, r64d, twin)
             except Exception as e:
@@ -407,7 +410,7 @@ class ModuleCheck:
     def judge_compiled(self, backend: Any, label: str | None = None) -> ModuleReport:
         """Each recorded module compiled on its own with `backend` (torch.compile, static shapes) and
         replayed on the device, forward and backward; judged like the eager replays."""
-        import torch._dynamo
+        import torch._dynamo  # lazy: planning imports no torch._dynamo
 
         t0 = time.perf_counter()
         name = backend if isinstance(backend, str) else getattr(backend, "__name__", "backend")
@@ -423,15 +426,24 @@ class ModuleCheck:
 
 def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None] | None = None) -> list[TensorVerdict]:
     """Every tensor of one module's replays, (device, float64, trusted, dithered float64 replays, float64 twin)
-    per recorded call: outputs and gradients (module_rule.judge_tensor), a module's calls concatenated. A
+    per recorded call: outputs and gradients (module_rule.judge_module_tensor), a module's calls concatenated. A
     tensor the float64 replay has and the device's lacks fails. Zero in exact arithmetic is measured against
     the twin (parity.exact_zeros); such a tensor's unit (parity.scale_floor) is taken among tensors of one kind:
     outputs among outputs, gradients among gradients (a module's output and its gradients differ in scale by
     orders of magnitude). `dead`: per call, its fully masked attention rows (batch, q) (checks/masked_rows.py):
     what an output holds there is the kernel's choice, judged finite only (`_drop_dead_rows`)."""
-    first_ref = runs[0][1].tensors
-    parts: dict[str, list[list[Any]]] = {}
     out: list[TensorVerdict] = []
+    parts = _call_rows(runs, dead, out)
+    joined = _joined(parts, precision, out)
+    return out + _judge_joined(list(runs[0][1].tensors), joined, precision)
+
+
+def _call_rows(
+    runs: list[Run], dead: list[torch.Tensor | None] | None, out: list[TensorVerdict]
+) -> dict[str, list[list[Any]]]:
+    """Per tensor, a row per call: (device, float64, trusted, dithered draws, covariate, twin); an output's fully
+    masked attention rows taken out (a failing verdict on `out` where the device's are not finite there)."""
+    parts: dict[str, list[list[Any]]] = {}
     for k, (got, ref, base, dith, twin) in enumerate(runs):
         for name, r in ref.tensors.items():
             g, b = got.tensors.get(name), base.tensors.get(name)
@@ -444,7 +456,14 @@ def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None]
                 if bad:
                     out.append(TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size", why=bad))
             parts.setdefault(name, []).append(row)
-    joined: dict[str, list[Any]] = {}  # per output: its tensors joined over calls, the draws, the shape
+    return parts
+
+
+def _joined(parts: dict[str, list[list[Any]]], precision: Any, out: list[TensorVerdict]) -> dict[str, list[Any]]:
+    """Per tensor, its calls concatenated (each column flattened and joined; the dithered draws one joined tensor
+    per draw every call has) and the calls' stacked shape. A tensor missing on the device fails, one of another
+    shape is judged as it is (a size failure), both on `out`; one the trusted run lacks is left out."""
+    joined: dict[str, list[Any]] = {}
     for name, rows in parts.items():
         if any(row[0] is None for row in rows):
             out.append(
@@ -454,8 +473,8 @@ def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None]
         if any(row[2] is None for row in rows):  # the trusted run has no such output: nothing to size it by
             continue
         if any(row[0].shape != row[1].shape for row in rows):
-            odd = next(row for row in rows if row[0].shape != row[1].shape)
-            out.append(judge_tensor(name, odd[0], odd[1], odd[2], precision))
+            bad = next(row for row in rows if row[0].shape != row[1].shape)
+            out.append(judge_module_tensor(name, bad[0], bad[1], bad[2], precision))
             continue
         cols: list[Any] = []
         for j in range(6):
@@ -468,10 +487,17 @@ def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None]
         shapes = {tuple(row[1].shape) for row in rows}
         cols.append((len(rows), *shapes.pop()) if len(shapes) == 1 else None)  # the calls' shape, stacked
         joined[name] = cols
+    return joined
+
+
+def _judge_joined(order: list[str], joined: dict[str, list[Any]], precision: Any) -> list[TensorVerdict]:
+    """The module rule on each joined tensor, in the float64 replay's order: its scale floor taken among tensors
+    of its kind (outputs, gradients), zero in exact arithmetic against the twin."""
     kinds = {k: [c[1] for n, c in joined.items() if n.startswith("grad.") == (k == "grad")] for k in ("grad", "out")}
     floors = {k: scale_floor(v, precision) for k, v in kinds.items()}
     zeros = exact_zeros({n: c[1] for n, c in joined.items()}, {n: c[5] for n, c in joined.items() if c[5] is not None})
-    for name in first_ref:
+    out: list[TensorVerdict] = []
+    for name in order:
         if name not in joined:
             continue
         g, r, b, d, x, _, shape = joined[name]
@@ -481,21 +507,15 @@ def judge_calls(runs: list[Run], precision: Any, dead: list[torch.Tensor | None]
         # and columns: upcast and sdpa_math carry 0.5-0.7% in a block of q/k/v_proj's weight gradient (bf16, bench
         # 2026-12-03), 1.3-1.8 x one whole rounding; a bug confined to a tail or a tile shows on the activations.
         param = name.startswith("grad.") and not name.startswith("grad.in.")
-        out.append(
-            judge_tensor(
-                name,
-                g,
-                r,
-                b,
-                precision,
-                x,
-                floor,
-                d,
-                shape=None if param else shape,
-                zero=name in zeros,
-                positional=not param,
-            )
+        facts = TensorFacts(
+            covariate=x,
+            scale_floor=floor,
+            dithered=d,
+            shape=None if param else shape,
+            zero=name in zeros,
+            positional=not param,
         )
+        out.append(judge_module_tensor(name, g, r, b, precision, facts))
     return out
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -264,6 +265,17 @@ def _kept_buffers(module: torch.nn.Module) -> Iterator[None]:
                     b.copy_(v)
 
 
+@dataclass(frozen=True)
+class ReplayNoise:
+    """A replay's perturbation (Dither): inputs, output gradients and every intermediate result (forward and
+    backward) each multiplied by (1 + dither x N(0, 1)), seeded: what rounding everything once costs this module
+    (its conditioning); `every_dtype`: at `dither` whatever a result's dtype."""
+
+    dither: float
+    seed: int = 1
+    every_dtype: bool = False
+
+
 def replay(
     call: Call,
     module: torch.nn.Module,
@@ -271,23 +283,17 @@ def replay(
     autocast: Callable[[], Any],
     dtype: torch.dtype | None = None,
     fn: Callable[..., Any] | None = None,
-    dither: float = 0.0,
-    seed: int = 1,
+    noise: ReplayNoise | None = None,
     dtypes: bool = False,
-    every_dtype: bool = False,
 ) -> Replayed:
     """Run `call` again through `module` (or `fn`, e.g. the module compiled) on `device`, its floating
     inputs cast to `dtype` (None: as recorded), under `autocast()`; then the gradients of its floating
     inputs that required grad and of its parameters, given the recorded output gradients (cast to each
-    output's dtype). `dither`: inputs, output gradients and every intermediate result (forward and
-    backward) each multiplied by (1 + dither x N(0, 1)) (seeded): what rounding everything once costs
-    this module (its conditioning); `every_dtype`: at `dither` whatever a result's dtype (Dither). `dtypes`:
-    note in `Replayed.dtypes` the dtype of every floating result of every op it ran. Raises what the module
-    raises."""
-    import time
-
+    output's dtype). `noise`: perturbed as it says (ReplayNoise). `dtypes`: note in `Replayed.dtypes` the
+    dtype of every floating result of every op it ran. Raises what the module raises."""
     t0 = time.perf_counter()
-    gen = torch.Generator().manual_seed(seed) if dither else None
+    dither = noise.dither if noise is not None else 0.0
+    gen = torch.Generator().manual_seed(noise.seed) if noise is not None and dither else None
     leaves, spec = tree_flatten((call.args, call.kwargs))
     new = [_cast(v, device, dtype, dither, gen) for v in leaves]
     wanted: list[tuple[str, torch.Tensor]] = []
@@ -303,30 +309,42 @@ def replay(
     out_res.inputs = {call.in_names[i]: v.detach().to("cpu") for i, v in enumerate(new) if _float(v)}
     mode: Any = contextlib.nullcontext()
     if dither and gen is not None:
-        mode = Dither(dither, gen, every_dtype)
+        mode = Dither(dither, gen, noise.every_dtype if noise is not None else False)
     elif dtypes:
         mode = _Dtypes(out_res.dtypes)
     with _kept_buffers(module), mode:
         with autocast():
             out = (module if fn is None else fn)(*args, **kwargs)
-        outs = _float_outputs(out)
-        for i, o in enumerate(outs):
-            out_res.tensors[f"out.{i}"] = o.detach().to("cpu")
-        pairs = [(o, g) for o, g in zip(outs, call.out_grads, strict=False) if g is not None and o.requires_grad]
-        targets = [t for _, t in wanted] + [p for _, p in params]
-        if pairs and targets:
-            grads = torch.autograd.grad(
-                [o for o, _ in pairs],
-                targets,
-                [_cast(g, o.device, o.dtype, dither, gen) for o, g in pairs],
-                allow_unused=True,
-            )
-            names = [n for n, _ in wanted] + [f"grad.{n}" for n, _ in params]
-            for n, g in zip(names, grads, strict=True):
-                if g is not None:
-                    out_res.tensors[n] = g.detach().to("cpu")
+        _backward(call, out, wanted + [(f"grad.{n}", p) for n, p in params], out_res, (dither, gen))
     out_res.seconds = time.perf_counter() - t0
     return out_res
+
+
+def _backward(
+    call: Call,
+    out: Any,
+    targets: list[tuple[str, torch.Tensor]],
+    res: Replayed,
+    noise: tuple[float, torch.Generator | None],
+) -> None:
+    """The replay's floating outputs and, given the recorded output gradients (cast to each output's dtype,
+    perturbed as the inputs were), the gradients of `targets` (name, tensor), on `res` (cpu)."""
+    outs = _float_outputs(out)
+    for i, o in enumerate(outs):
+        res.tensors[f"out.{i}"] = o.detach().to("cpu")
+    pairs = [(o, g) for o, g in zip(outs, call.out_grads, strict=False) if g is not None and o.requires_grad]
+    if not (pairs and targets):
+        return
+    dither, gen = noise
+    grads = torch.autograd.grad(
+        [o for o, _ in pairs],
+        [t for _, t in targets],
+        [_cast(g, o.device, o.dtype, dither, gen) for o, g in pairs],
+        allow_unused=True,
+    )
+    for (n, _), g in zip(targets, grads, strict=True):
+        if g is not None:
+            res.tensors[n] = g.detach().to("cpu")
 
 
 def cpu_copy(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:

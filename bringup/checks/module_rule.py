@@ -84,6 +84,7 @@ Non-finite values where the reference is finite, and a shape mismatch, fail.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -249,43 +250,91 @@ def _variances(
     return iid, (ch**2).sum(1) * k / max(k - 1, 1)
 
 
+@dataclass(frozen=True)
+class TensorFacts:
+    """What a caller knows about the tensor beyond its three runs (judge_module_tensor's doc)."""
+
+    covariate: torch.Tensor | None = None
+    scale_floor: float = 0.0
+    dithered: Sequence[torch.Tensor] = ()
+    shape: Sequence[int] | None = None
+    positional: bool = True
+    zero: bool = False
+
+
+@dataclass(frozen=True)
+class _Errors:
+    """One tensor's errors in float64, flattened, with the elements whose reference or trusted value is not
+    finite left out (`keep`): the device's (e) and the trusted run's (eb) against the reference (r); x: the
+    aligned module input, if any; scale: what the errors are relative to."""
+
+    e: torch.Tensor
+    eb: torch.Tensor
+    r: torch.Tensor
+    x: torch.Tensor | None
+    keep: torch.Tensor
+    scale: float
+    zero: bool  # judged against the scale floor, by size only
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """How a statistic's noise is measured: the contiguous chunks (design effect), each element's reference
+    value id (copies: `_values`) and the margin in standard errors."""
+
+    chunk: torch.Tensor
+    k: int
+    vid: torch.Tensor
+    z: float
+
+    @staticmethod
+    def of(r: torch.Tensor, z: float) -> _Draws:
+        n = int(r.numel())
+        k = min(CHUNKS, n // 2) if n >= 4 else 1
+        return _Draws(torch.arange(n) * k // n, k, _values(r), z)
+
+
 def _stat(
     kind: str,
-    e: torch.Tensor,
-    eb: torch.Tensor,
-    r: torch.Tensor,
+    d: _Errors,
+    w: _Draws,
     bins: torch.Tensor,
     q: int,
-    scale: float,
     floor: float,
-    chunk: torch.Tensor,
-    k: int,
-    z: float,
-    clusters: tuple[torch.Tensor, torch.Tensor],
 ) -> _Stat:
     """kind "mean": per bin mean(error) / scale; "proj": per bin <error, r> / <r, r> (a relative scale). Its
-    variance from the bins' clusters of copies (`clusters`: _copies), leave-one-cluster-out (module doc)."""
+    variance from the bins' clusters of copies (_copies), leave-one-cluster-out (module doc)."""
+    e, eb, r, scale = d.e, d.eb, d.r, d.scale
     if kind == "mean":
-        w = torch.ones_like(r)
-        cnt = _sum(bins, q, w).clamp_min(1)
+        wt = torch.ones_like(r)
+        cnt = _sum(bins, q, wt).clamp_min(1)
         coef = 1.0 / (cnt[bins] * scale)
         tg, tb = _sum(bins, q, e) / cnt / scale, _sum(bins, q, eb) / cnt / scale
         rg, rb = e - (tg * scale)[bins], eb - (tb * scale)[bins]
         fl = floor * (_sum(bins, q, r * r) / cnt).sqrt() / scale
     else:
-        w = r * r
-        rr = _sum(bins, q, w).clamp_min(1e-300)
+        wt = r * r
+        rr = _sum(bins, q, wt).clamp_min(1e-300)
         coef = r / rr[bins]
         tg, tb = _sum(bins, q, e * r) / rr, _sum(bins, q, eb * r) / rr
         rg, rb = e - tg[bins] * r, eb - tb[bins] * r
         fl = torch.full((q,), floor, dtype=torch.float64)
-    cl, cq = clusters
+    return _Stat(tg, tb, _stat_variance(w, bins, q, coef * rg, coef * rb, wt), fl)
+
+
+def _stat_variance(
+    w: _Draws, bins: torch.Tensor, q: int, cg_: torch.Tensor, cb_: torch.Tensor, wt: torch.Tensor
+) -> torch.Tensor:
+    """Per bin, the variance of the device's minus the trusted statistic: the clusters' leave-one-out
+    variance (`_variances`, contributions cg_ and cb_, weights wt) times the design effect and the estimate's
+    own spread where the bin has few effective draws."""
+    cl, cq = _copies(w.vid, bins, q)
     c = int(cq.numel())
-    wc = torch.zeros(c, dtype=torch.float64).index_add_(0, cl, w)  # each cluster's weight in its bin's statistic
+    wc = torch.zeros(c, dtype=torch.float64).index_add_(0, cl, wt)  # each cluster's weight in its bin's statistic
     tot = _sum(cq, q, wc)
     lev = (wc / tot[cq].clamp_min(1e-300)).clamp_max(1.0)
-    ig, cg = _variances(bins, q, coef * rg, lev, cl, cq, chunk, k)
-    ib, cb = _variances(bins, q, coef * rb, lev, cl, cq, chunk, k)
+    ig, cg = _variances(bins, q, cg_, lev, cl, cq, w.chunk, w.k)
+    ib, cb = _variances(bins, q, cb_, lev, cl, cq, w.chunk, w.k)
     iid = ig + ib
     fin = torch.isfinite(iid)
     deff = max(1.0, float((cg[fin].sum() + cb[fin].sum()) / iid[fin].sum().clamp_min(1e-300)))
@@ -294,44 +343,65 @@ def _stat(
     # standard error (n_eff < 2 z^2 = 72: BIN_SIZE's premise, a z-sigma margin off by under one sigma, no longer
     # holds), the margin is z times that uncertainty instead
     neff = tot * tot / _sum(cq, q, wc * wc).clamp_min(1e-300)
-    spread = (z * (2.0 / neff.clamp_min(1e-300)).sqrt()).clamp_min(1.0)
-    return _Stat(tg, tb, iid * deff * spread * spread, fl)
+    spread = (w.z * (2.0 / neff.clamp_min(1e-300)).sqrt()).clamp_min(1.0)
+    return iid * deff * spread * spread
 
 
-def judge_tensor(
+def judge_module_tensor(
     name: str,
     got: torch.Tensor,
     ref: torch.Tensor,
     base: torch.Tensor,
     precision: Any,
-    covariate: torch.Tensor | None = None,
-    scale_floor: float = 0.0,
-    dithered: Sequence[torch.Tensor] = (),
-    shape: Sequence[int] | None = None,
-    positional: bool = True,
-    zero: bool = False,
+    facts: TensorFacts = TensorFacts(),
 ) -> TensorVerdict:
-    """The module rule on one tensor (module doc). `covariate`: the module input this tensor is
-    elementwise aligned with (same shape), if any; `zero`: the reference is zero in exact arithmetic (an
-    exactly-zero one is, whatever is passed), so its error is measured against `scale_floor` and by size
-    only; `dithered`: float64 results with every input and intermediate perturbed by one
-    rounding (the tolerance's `dither`, DITHERS seeds), whose largest distance from `ref` is what
-    rounding everything once costs here; `shape`: the layout of the tensors when they come flattened (a
-    module's calls stacked), for check 5's axes; `positional`: False leaves check 5 out (a parameter's
-    gradient: module_check says why)."""
+    """The module rule on one tensor (module doc), a step per check: the shapes and non-finite values, the
+    size, then the statistics. `facts.covariate`: the module input this tensor is elementwise aligned with
+    (same shape), if any; `facts.zero`: the reference is zero in exact arithmetic (an exactly-zero one is,
+    whatever is passed), so its error is measured against `facts.scale_floor` and by size only;
+    `facts.dithered`: float64 results with every input and intermediate perturbed by one rounding (the
+    tolerance's `dither`, DITHERS seeds), whose largest distance from `ref` is what rounding everything once
+    costs here; `facts.shape`: the layout of the tensors when they come flattened (a module's calls stacked),
+    for check 5's axes; `facts.positional`: False leaves check 5 out (a parameter's gradient: module_check
+    says why)."""
     tol = module_tolerance(precision)
+    d = _errors(name, got, ref, base, facts)
+    if isinstance(d, TensorVerdict):
+        return d
+    n = int(d.r.numel())
+    if n == 0 or d.scale == 0.0:
+        same = bool((d.e == 0).all())  # got == ref: both finite here
+        bad = 0.0 if same else math.inf
+        return TensorVerdict(name, same, bad, 0.0, 0.0, bad, "size", numel=n)
+    size = _size(name, d, ref, facts, tol)
     gross = tolerance_for(precision).gross
+    if size.trusted_rel_rmse > gross:
+        why = f"the trusted run is itself {size.trusted_rel_rmse:.3g} off float64 here: ill-conditioned"
+        return dataclasses.replace(size, ok=True, score=0.0, judged=False, why=why)
+    if d.zero:  # zero in exact arithmetic: its direction means nothing
+        return size
+    layout = (
+        tuple(facts.shape) if facts.shape is not None and math.prod(facts.shape) == ref.numel() else tuple(ref.shape)
+    )
+    tests = _stat_tests(d, tol, layout if facts.positional else None)
+    worst = size
+    along = _along_input(layout, d, tol, size)
+    if along is not None and along.score > worst.score:
+        worst = along
+    worst = _worst_stat(name, tests, tol.z, size, worst)
+    if worst is size:
+        return size
+    return dataclasses.replace(worst, ok=worst.ok and size.ok)
+
+
+def _errors(
+    name: str, got: torch.Tensor, ref: torch.Tensor, base: torch.Tensor, facts: TensorFacts
+) -> _Errors | TensorVerdict:
+    """The three runs flattened to float64 and their errors (_Errors); a failing verdict where the shapes differ
+    or the device has NaN / inf where the reference has none (or another one)."""
     if tuple(got.shape) != tuple(ref.shape) or tuple(base.shape) != tuple(ref.shape):
-        return TensorVerdict(
-            name,
-            False,
-            math.inf,
-            0.0,
-            math.nan,
-            math.inf,
-            "size",
-            why=f"shape {tuple(got.shape)} != {tuple(ref.shape)}",
-        )
+        why = f"shape {tuple(got.shape)} != {tuple(ref.shape)}"
+        return TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size", why=why)
     g = got.detach().to("cpu", torch.float64).flatten()
     r = ref.detach().to("cpu", torch.float64).flatten()
     b = base.detach().to("cpu", torch.float64).flatten()
@@ -341,119 +411,77 @@ def judge_tensor(
         or not torch.equal(torch.isinf(g), inf_r)
         or not torch.equal(g[inf_r], r[inf_r])
     ):
-        return TensorVerdict(
-            name,
-            False,
-            math.inf,
-            0.0,
-            math.nan,
-            math.inf,
-            "size",
-            numel=g.numel(),
-            why="NaN / inf where the reference has none (or another one)",
-        )
+        why = "NaN / inf where the reference has none (or another one)"
+        return TensorVerdict(name, False, math.inf, 0.0, math.nan, math.inf, "size", numel=g.numel(), why=why)
     keep = torch.isfinite(r) & torch.isfinite(b)
     g, r, b = g[keep], r[keep], b[keep]
     x = None
-    if covariate is not None and tuple(covariate.shape) == tuple(ref.shape):
-        x = covariate.detach().to("cpu", torch.float64).flatten()[keep]
-    n = int(r.numel())
-    rms_r = float(r.pow(2).mean().sqrt()) if n else 0.0
-    zero = zero or rms_r == 0.0
-    scale = max(rms_r, scale_floor) if zero else rms_r
-    if n == 0 or scale == 0.0:
-        same = bool(torch.equal(g, r))
-        bad = 0.0 if same else math.inf
-        return TensorVerdict(name, same, bad, 0.0, 0.0, bad, "size", numel=n)
-    e, eb = g - r, b - r
-    err, berr = float(e.pow(2).mean().sqrt()) / scale, float(eb.pow(2).mean().sqrt()) / scale
+    if facts.covariate is not None and tuple(facts.covariate.shape) == tuple(ref.shape):
+        x = facts.covariate.detach().to("cpu", torch.float64).flatten()[keep]
+    rms_r = float(r.pow(2).mean().sqrt()) if r.numel() else 0.0
+    zero = facts.zero or rms_r == 0.0
+    scale = max(rms_r, facts.scale_floor) if zero else rms_r
+    return _Errors(g - r, b - r, r, x, keep, scale, zero)
+
+
+def _size(name: str, d: _Errors, ref: torch.Tensor, facts: TensorFacts, tol: ModuleTolerance) -> TensorVerdict:
+    """Check 1: the device's relative RMS error against `multiplier` x max(the trusted run's, the size floor,
+    the amplified rounding: the largest of the dithered replays')."""
+    err = float(d.e.pow(2).mean().sqrt()) / d.scale
+    berr = float(d.eb.pow(2).mean().sqrt()) / d.scale
     amplified = 0.0
-    for dt in dithered:
+    for dt in facts.dithered:
         if tuple(dt.shape) == tuple(ref.shape):
-            d = dt.detach().to("cpu", torch.float64).flatten()[keep]
-            if bool(torch.isfinite(d).all()):
-                amplified = max(amplified, float((d - r).pow(2).mean().sqrt()) / scale)
+            x = dt.detach().to("cpu", torch.float64).flatten()[d.keep]
+            if bool(torch.isfinite(x).all()):
+                amplified = max(amplified, float((x - d.r).pow(2).mean().sqrt()) / d.scale)
     bound = tol.multiplier * max(berr, tol.size_floor, amplified)
-    size = TensorVerdict(name, err <= bound, err, bound, berr, err / bound, "size", numel=n)
-    if berr > gross:
-        return TensorVerdict(
-            name,
-            True,
-            err,
-            bound,
-            berr,
-            0.0,
-            "size",
-            numel=n,
-            judged=False,
-            why=f"the trusted run is itself {berr:.3g} off float64 here: ill-conditioned",
-        )
-    if zero:  # zero in exact arithmetic: its direction means nothing
-        return size
-    k = min(CHUNKS, n // 2) if n >= 4 else 1
-    chunk = torch.arange(n) * k // n
-    tests: list[tuple[str, _Stat]] = []
-    one = torch.zeros(n, dtype=torch.long)
-    vid = _values(r)
-    tests.append(("bias", _stat("proj", e, eb, r, one, 1, scale, tol.floor, chunk, k, tol.z, _copies(vid, one, 1))))
+    return TensorVerdict(name, err <= bound, err, bound, berr, err / bound, "size", numel=int(d.r.numel()))
+
+
+def _stat_tests(d: _Errors, tol: ModuleTolerance, layout: tuple[int, ...] | None) -> list[tuple[str, _Stat]]:
+    """Checks 2-5: the bias; the conditional mean given the reference value; the conditional scale given the
+    input (where there is one); the position blocks along `layout`'s last two axes (None: check 5 left out)."""
+    n = int(d.r.numel())
+    w = _Draws.of(d.r, tol.z)
+    tests = [("bias", _stat("proj", d, w, torch.zeros(n, dtype=torch.long), 1, tol.floor))]
     q = max(1, min(MAX_BINS, n // BIN_SIZE))
     if q >= 2:
-        bins = _bins(r, q)
-        cl = _copies(vid, bins, q)
-        tests.append(("value", _stat("mean", e, eb, r, bins, q, scale, tol.floor, chunk, k, tol.z, cl)))
-        if x is not None:
-            bins = _bins(x, q)
-            cl = _copies(vid, bins, q)
-            tests.append(("input", _stat("proj", e, eb, r, bins, q, scale, tol.floor, chunk, k, tol.z, cl)))
-    layout = tuple(shape) if shape is not None and math.prod(shape) == ref.numel() else tuple(ref.shape)
-    if positional:
-        blocks = max(tol.floor, tol.whole_rounding)
-        tests += _position_tests(layout, keep, e, eb, r, scale, blocks, chunk, k, tol.z, vid)
-    worst = size
-    along = _along_input(name, layout, keep, e, eb, r, x, scale, tol, err, bound, berr)
-    if along is not None and along.score > worst.score:
-        worst = along
+        tests.append(("value", _stat("mean", d, w, _bins(d.r, q), q, tol.floor)))
+        if d.x is not None:
+            tests.append(("input", _stat("proj", d, w, _bins(d.x, q), q, tol.floor)))
+    if layout is not None:
+        tests += _position_tests(layout, d, w, max(tol.floor, tol.whole_rounding))
+    return tests
+
+
+def _worst_stat(
+    name: str, tests: list[tuple[str, _Stat]], z: float, size: TensorVerdict, worst: TensorVerdict
+) -> TensorVerdict:
+    """The statistic furthest past its margin (in units of the margin's noise part) if it beats `worst`: each
+    must lie in [min(0, trusted's), max(0, trusted's)] widened by its floor and z standard errors."""
     for check, st in tests:
         se = st.var.sqrt()
         lo = torch.minimum(st.base, torch.zeros_like(st.base)) - st.floor
         hi = torch.maximum(st.base, torch.zeros_like(st.base)) + st.floor
         past = torch.maximum(lo - st.got, st.got - hi).clamp_min(0.0)
-        noise = (tol.z * se).clamp_min(1e-300)
+        noise = (z * se).clamp_min(1e-300)
         score = past / noise
         i = int(torch.argmax(score))
         s = float(score[i])
         if s > worst.score:
             kind, _, where = check.partition(":")
-            worst = TensorVerdict(
-                name,
-                s <= 1.0,
-                err,
-                bound,
-                berr,
-                s,
-                kind,
-                float(st.got[i]),
-                float(st.base[i]),
-                float(st.floor[i] + noise[i]),
-                n,
+            worst = dataclasses.replace(
+                size,
+                ok=s <= 1.0,
+                score=s,
+                check=kind,
+                stat=float(st.got[i]),
+                trusted_stat=float(st.base[i]),
+                margin=float(st.floor[i] + noise[i]),
                 why=f"({where}, block {i + 1}/{len(st.got)})" if where else "",
             )
-    if worst is size:
-        return size
-    return TensorVerdict(
-        name,
-        worst.ok and size.ok,
-        err,
-        bound,
-        berr,
-        worst.score,
-        worst.check,
-        worst.stat,
-        worst.trusted_stat,
-        worst.margin,
-        n,
-        why=worst.why,
-    )
+    return worst
 
 
 # check 6 needs rows of at least this many features (a projection per row; shorter rows leave the
@@ -464,18 +492,7 @@ ALONG_MIN_ROWS = 16
 
 
 def _along_input(
-    name: str,
-    layout: tuple[int, ...],
-    keep: torch.Tensor,
-    e: torch.Tensor,
-    eb: torch.Tensor,
-    r: torch.Tensor,
-    x: torch.Tensor | None,
-    scale: float,
-    tol: ModuleTolerance,
-    err: float,
-    bound: float,
-    berr: float,
+    layout: tuple[int, ...], d: _Errors, tol: ModuleTolerance, size: TensorVerdict
 ) -> TensorVerdict | None:
     """Check 6: the error along the module's input, row by row (rows: the last axis). In each row the
     input's direction with the reference's own direction and the constant one taken out (u: x, both
@@ -493,6 +510,7 @@ def _along_input(
     (sum of e_i^2 u_i^2 per row: what independent errors put there, heavy tails included), widened by z
     times its relative spread 1 / sqrt(2 rows). None where the tensor has no input of its shape, NaN/inf
     elements, rows under ALONG_MIN_FEATURES or fewer than ALONG_MIN_ROWS rows."""
+    keep, e, eb, r, x, scale = d.keep, d.e, d.eb, d.r, d.x, d.scale
     if x is None or len(layout) < 2:
         return None
     h = layout[-1]
@@ -527,27 +545,16 @@ def _along_input(
     margin = s_base + tol.floor + noise
     past = max(0.0, s_got - margin + noise)
     score = past / max(noise, 1e-300)
-    return TensorVerdict(
-        name, score <= 1.0, err, bound, berr, score, "along", s_got, s_base, margin, n, why=f"(rows of {h}, {m} rows)"
+    why = f"(rows of {h}, {m} rows)"
+    return dataclasses.replace(
+        size, ok=score <= 1.0, score=score, check="along", stat=s_got, trusted_stat=s_base, margin=margin, why=why
     )
 
 
-def _position_tests(
-    shape: tuple[int, ...],
-    keep: torch.Tensor,
-    e: torch.Tensor,
-    eb: torch.Tensor,
-    r: torch.Tensor,
-    scale: float,
-    floor: float,
-    chunk: torch.Tensor,
-    k: int,
-    z: float,
-    vid: torch.Tensor,
-) -> list[tuple[str, _Stat]]:
+def _position_tests(shape: tuple[int, ...], d: _Errors, w: _Draws, floor: float) -> list[tuple[str, _Stat]]:
     """Check 5: per contiguous block of the last and the second-to-last axis, the scale and the mean."""
     out: list[tuple[str, _Stat]] = []
-    n = int(r.numel())
+    n = int(d.r.numel())
     for axis in (-1, -2):
         if len(shape) < -axis:
             continue
@@ -557,10 +564,9 @@ def _position_tests(
             continue
         view = [1] * len(shape)
         view[axis] = size
-        coord = torch.arange(size).view(view).expand(shape).reshape(-1)[keep]
+        coord = torch.arange(size).view(view).expand(shape).reshape(-1)[d.keep]
         bins = coord * q // size
         label = f"position:{'last axis' if axis == -1 else 'second-to-last axis'}"
-        cl = _copies(vid, bins, q)
-        out.append((f"{label}, scale", _stat("proj", e, eb, r, bins, q, scale, floor, chunk, k, z, cl)))
-        out.append((f"{label}, mean", _stat("mean", e, eb, r, bins, q, scale, floor, chunk, k, z, cl)))
+        out.append((f"{label}, scale", _stat("proj", d, w, bins, q, floor)))
+        out.append((f"{label}, mean", _stat("mean", d, w, bins, q, floor)))
     return out

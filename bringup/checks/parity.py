@@ -69,6 +69,8 @@ from typing import Any
 
 import torch
 
+from bringup.precision import parse_precision
+
 BIAS_CHUNKS = 16  # the bias' standard error is estimated from this many contiguous chunks
 # Whole-run size check (with trusted runs): the geometric mean over tensors of rel_rmse / the trusted
 # runs' RMS rel_rmse on that tensor. Correct backends sit at 0.7-1.05 (inductor, keeping intermediates
@@ -171,8 +173,6 @@ def judged_dtype(precision: Any) -> torch.dtype:
     if isinstance(precision, torch.dtype):
         return precision
     if isinstance(precision, str):
-        from bringup.precision import parse_precision
-
         precision = parse_precision(precision)
     return precision.compute_dtype
 
@@ -422,22 +422,43 @@ def dither_noise(
     return {n: tuple(v) for n, v in out.items()}
 
 
+@dataclass(frozen=True)
+class CompareHow:
+    """How compare_tensor judges one tensor (its doc): as the trusted run itself (gross errors only), a zero's
+    unit (`scale_floor`), the trusted run's noise, the fudge factor when not the table's, zero in exact
+    arithmetic."""
+
+    trusted: bool = False
+    scale_floor: float = 0.0
+    noise: Noise | None = None
+    multiplier: float | None = None
+    zero: bool = False
+
+
+@dataclass(frozen=True)
+class _Band:
+    """The size bound and the bias band [lo, hi] (its margin) a tensor is judged within, and why."""
+
+    bound: float
+    lo: float
+    hi: float
+    margin: float
+    why: str = ""
+
+
 def compare_tensor(
     name: str,
     got: torch.Tensor,
     ref64: torch.Tensor,
     dtype: Any,
     baseline: torch.Tensor | None = None,
-    trusted: bool = False,
-    scale_floor: float = 0.0,
-    noise: Noise | None = None,
-    multiplier: float | None = None,
-    zero: bool = False,
+    how: CompareHow = CompareHow(),
 ) -> TensorParity:
-    """One tensor. `zero`: its reference is zero in exact arithmetic (exact_zeros; an exactly-zero reference
-    is, whatever is passed): errors are then relative to `scale_floor`, and its direction means nothing (no
-    bias check). `noise`: the trusted run's errors on this tensor under other seeds (widens nothing without a
-    baseline); `multiplier`: the fudge factor on the trusted error, when not the table's (one attention kernel)."""
+    """One tensor. `how.zero`: its reference is zero in exact arithmetic (exact_zeros; an exactly-zero reference
+    is, whatever is passed): errors are then relative to `how.scale_floor`, and its direction means nothing (no
+    bias check). `how.noise`: the trusted run's errors on this tensor under other seeds (widens nothing without a
+    baseline); `how.multiplier`: the fudge factor on the trusted error, when not the table's (one attention
+    kernel)."""
     tol = tolerance_for(dtype)
     if tuple(got.shape) != tuple(ref64.shape):
         return _bad(name, f"shape {tuple(got.shape)} != {tuple(ref64.shape)}", tol.rel_rmse)
@@ -456,44 +477,19 @@ def compare_tensor(
     max_abs = diff.max().item() if diff.numel() else 0.0
     denom = r.abs().max().item() if r.numel() else 0.0
     over_peak = max_abs / denom if denom else (0.0 if max_abs == 0 else math.inf)
-    zero = zero or rms(r) == 0.0  # e.g. the grad of a key bias: zero in exact arithmetic
-    unit = scale_floor if zero else 0.0  # a zero's error is measured against the terms that cancel in it
+    zero = how.zero or rms(r) == 0.0  # e.g. the grad of a key bias: zero in exact arithmetic
+    unit = how.scale_floor if zero else 0.0  # a zero's error is measured against the terms that cancel in it
     err = rel_rmse(g, r, unit)
     n = int(r.numel())
-    if trusted:  # the trusted run itself (cpu eager): only gross errors say anything
+    if how.trusted:  # the trusted run itself (cpu eager): only gross errors say anything
         return TensorParity(name, err <= tol.gross, err, max_abs, over_peak, tol.gross, "(trusted run)", numel=n)
     b_err = 0.0 if zero else bias(g, r)
     noise_err = err if math.isfinite(err) else 0.0
-    sqn = math.sqrt(max(n, 1))
-    margin = tol.bias + tol.bias_z * bias_stderr(g - r, r, noise_err / sqn)
-    lo, hi, bound, why = -margin, margin, tol.rel_rmse, ""
+    margin = tol.bias + tol.bias_z * bias_stderr(g - r, r, noise_err / math.sqrt(max(n, 1)))
+    band = _Band(tol.rel_rmse, -margin, margin, margin)
     if baseline is not None and tuple(baseline.shape) == tuple(got.shape):
         b = baseline.detach().to("cpu", torch.float64).flatten()[keep]
-        base_err = rel_rmse(b, r, unit)
-        if math.isfinite(base_err):
-            seeds_err = [e for e in (noise.rel_rmse if noise else ()) if math.isfinite(e)]
-            dither_err = [e for e in (noise.dither if noise else ()) if math.isfinite(e)]
-            worst = max([base_err, *seeds_err, *dither_err])
-            bound = max(tol.floor, (multiplier or tol.multiplier) * worst)
-            base_bias = 0.0 if zero else bias(b, r)
-            seeds_bias = [x for x in (noise.bias if noise else ()) if math.isfinite(x)]
-            samples = [base_bias, *seeds_bias]
-            mean = sum(samples) / len(samples)
-            sd = math.sqrt(sum((x - mean) ** 2 for x in samples) / (len(samples) - 1)) if len(samples) > 1 else 0.0
-            se = bias_stderr(g - b, r, math.hypot(noise_err, base_err) / sqn)
-            margin = tol.bias_floor + tol.bias_z * math.hypot(se, sd)
-            lo = min(0.0, base_bias, mean) - margin
-            hi = max(0.0, base_bias, mean) + margin
-            why = (
-                f"(trusted rel_rmse {base_err:.3g}, bias {base_bias:+.3g}"
-                + (
-                    f"; over {len(seeds_err)} more seed(s): max rel_rmse {max(seeds_err):.3g}, bias sd {sd:.3g}"
-                    if seeds_err
-                    else ""
-                )
-                + (f"; rounded once at random: {max(dither_err):.3g}" if dither_err else "")
-                + ")"
-            )
+        band = _trusted_band(g, r, b, replace(how, zero=zero), tol, noise_err) or band
     if zero:
         # What cancels is not the tensor but its terms (a key bias's gradient sums per-query softmax gradients
         # whose rows sum to zero), so a correct run's residue is a few roundings of terms the size of the
@@ -501,11 +497,46 @@ def compare_tensor(
         # precision's size floor applies at that scale (fp32: 1e-4 x the median = 0.1 x the scale floor),
         # not at the floor itself (1e-4 x the floor: ~1 eps of the median, under the residue of a sum of a
         # few dozen fp32 terms: inductor's key-bias grad on big_bird, 1.7e-7 x the median, 3.6x cpu eager's).
-        lo, hi, margin = -math.inf, math.inf, math.inf
-        bound = max(bound, tol.floor / floor_fraction(dtype)) if baseline is not None else bound
-        why = f"{why} (reference zero in exact arithmetic: error relative to {scale_floor:.3g})".strip()
-    t = TensorParity(name, True, err, max_abs, over_peak, bound, why, b_err, lo, hi, margin, n)
-    return replace(t, ok=err <= bound and not t.biased)
+        bound = max(band.bound, tol.floor / floor_fraction(dtype)) if baseline is not None else band.bound
+        why = f"{band.why} (reference zero in exact arithmetic: error relative to {how.scale_floor:.3g})".strip()
+        band = _Band(bound, -math.inf, math.inf, math.inf, why)
+    t = TensorParity(name, True, err, max_abs, over_peak, band.bound, band.why, b_err, band.lo, band.hi, band.margin, n)
+    return replace(t, ok=err <= band.bound and not t.biased)
+
+
+def _trusted_band(
+    g: torch.Tensor, r: torch.Tensor, b: torch.Tensor, how: CompareHow, tol: Any, noise_err: float
+) -> _Band | None:
+    """With a trusted run `b`: the size bound from the trusted errors (its own, other seeds', rounded once at
+    random) times the multiplier, and the bias band around the trusted biases (None: the trusted run is not
+    finite here)."""
+    unit = how.scale_floor if how.zero else 0.0
+    base_err = rel_rmse(b, r, unit)
+    if not math.isfinite(base_err):
+        return None
+    noise = how.noise
+    seeds_err = [e for e in (noise.rel_rmse if noise else ()) if math.isfinite(e)]
+    dither_err = [e for e in (noise.dither if noise else ()) if math.isfinite(e)]
+    worst = max([base_err, *seeds_err, *dither_err])
+    bound = max(tol.floor, (how.multiplier or tol.multiplier) * worst)
+    base_bias = 0.0 if how.zero else bias(b, r)
+    seeds_bias = [x for x in (noise.bias if noise else ()) if math.isfinite(x)]
+    samples = [base_bias, *seeds_bias]
+    mean = sum(samples) / len(samples)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in samples) / (len(samples) - 1)) if len(samples) > 1 else 0.0
+    se = bias_stderr(g - b, r, math.hypot(noise_err, base_err) / math.sqrt(max(int(r.numel()), 1)))
+    margin = tol.bias_floor + tol.bias_z * math.hypot(se, sd)
+    why = (
+        f"(trusted rel_rmse {base_err:.3g}, bias {base_bias:+.3g}"
+        + (
+            f"; over {len(seeds_err)} more seed(s): max rel_rmse {max(seeds_err):.3g}, bias sd {sd:.3g}"
+            if seeds_err
+            else ""
+        )
+        + (f"; rounded once at random: {max(dither_err):.3g}" if dither_err else "")
+        + ")"
+    )
+    return _Band(bound, min(0.0, base_bias, mean) - margin, max(0.0, base_bias, mean) + margin, margin, why)
 
 
 def floor_fraction(dtype: Any) -> float:
@@ -549,7 +580,7 @@ def parity(
         b = None if baseline is None else baseline.get(name)
         nz = None if noise is None else noise.get(name)
         zero = _is_zero(name, r, zeros)
-        t = compare_tensor(name, got[name], r, dt, b, trusted, floor, nz, zero=zero)
+        t = compare_tensor(name, got[name], r, dt, b, CompareHow(trusted, floor, nz, zero=zero))
         out.append(t)
         if b is not None and not trusted and math.isfinite(t.rel_rmse) and tuple(b.shape) == tuple(r.shape):
             trusted_errs = [rel_rmse(b, r, floor if zero else 0.0), *(nz.rel_rmse if nz else ())]

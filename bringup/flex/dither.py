@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bringup.checks.module_replay import Call, replay
+from bringup.checks.module_replay import Call, ReplayNoise, replay
 from bringup.checks.module_rule import DITHERS
 from bringup.flex.mods import DenseRef
 from bringup.flex.reference import Slice, attend_rows, row_chunk
@@ -95,8 +95,7 @@ def _one_draw(sl: _Slice, dense: DenseRef, scale: float, rounding: float, seed: 
             torch.device("cpu"),
             contextlib.nullcontext,
             dtype=torch.float64,
-            dither=rounding,
-            seed=seed * 100_003 + c,
+            noise=ReplayNoise(rounding, seed * 100_003 + c),
         )
         parts["out"].append(got.tensors["out.0"])
         if want:

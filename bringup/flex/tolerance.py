@@ -4,7 +4,7 @@ diluted by the others).
 
 bf16 / fp16 (and amp-bf16 / amp-fp16, whose attention runs in them), with a trusted run: the module rule
 of bringup/checks/module_rule.py (the zoo's module check; its doc gives every number's reason), calling
-its judge_tensor on each slice. FlexAttention is one module: out = attention(q, k, v) with its score_mod
+its judge_module_tensor on each slice. FlexAttention is one module: out = attention(q, k, v) with its score_mod
 and block mask, and its gradients dq, dk, dv. The three computations of it on the same inputs are the
 device's, the float64 dense reference and the trusted run at the case precision (reference.py's
 trusted_attention: the output as cpu eager FlexAttention computes it, fp32 scores and softmax; the
@@ -52,8 +52,8 @@ from typing import Any
 
 import torch
 
-from bringup.checks.module_rule import TensorVerdict, judge_tensor, module_tolerance
-from bringup.checks.parity import ParityReport, TensorParity, compare_tensor, judged_dtype, scale_floor
+from bringup.checks.module_rule import TensorFacts, TensorVerdict, judge_module_tensor, module_tolerance
+from bringup.checks.parity import CompareHow, ParityReport, TensorParity, compare_tensor, judged_dtype, scale_floor
 from bringup.flex.reweight import Coefs, judge_reweighting
 
 
@@ -203,7 +203,7 @@ def _check_one(
     if not fixed.ok and not math.isfinite(fixed.rel_rmse):
         return fixed  # shape, non-finite
     fudge = FUDGE.get(dt, (10.0, 10.0))[0 if kind == "out" else 1]
-    t = compare_tensor(label, g, r, dt, b, scale_floor=floor, multiplier=fudge)
+    t = compare_tensor(label, g, r, dt, b, CompareHow(scale_floor=floor, multiplier=fudge))
     if b is None or dt in (torch.float32, torch.float64):
         # no trusted run, or fp32: a fp32 math path is ~exact (1e-7) while a correct online-softmax kernel
         # lands near 1e-6, so the fixed fp32 bound (itself 100x under a 1% error) stays the size bound
@@ -248,7 +248,7 @@ def _module_rule(
     inputs: dict[str, torch.Tensor],
     reweights: Sequence[dict[str, Coefs]],
 ) -> ParityReport:
-    """judge_tensor on every slice of every tensor; numerically zero is judged among tensors of one kind
+    """judge_module_tensor on every slice of every tensor; numerically zero is judged among tensors of one kind
     (the output among outputs, gradients among gradients), as the zoo's module check does."""
     floors = {
         kind: scale_floor([r for n, r in ref.items() if (n == "out") == (kind == "out")], dt)
@@ -309,9 +309,11 @@ def _rule_tensor(
     floor: float,
     draws: list[torch.Tensor],
 ) -> RuleTensor:
-    """One slice through module_rule.judge_tensor, once as laid out and once with its last two axes in lane
+    """One slice through module_rule.judge_module_tensor, once as laid out and once with its last two axes in lane
     order (LANES), with the element-wise figures of the fixed check."""
-    v: TensorVerdict = judge_tensor(label, g, r, b, dt, covariate=cov, scale_floor=floor, dithered=draws)
+    v: TensorVerdict = judge_module_tensor(
+        label, g, r, b, dt, TensorFacts(covariate=cov, scale_floor=floor, dithered=draws)
+    )
     fixed = check_tensor(kind, g, r, dt) if tuple(g.shape) == tuple(r.shape) else None
     why = v.summary().removeprefix(f"{label}: ")
     check = v.check
@@ -366,18 +368,16 @@ def _lane_verdict(
     floor: float,
     draws: list[torch.Tensor],
 ) -> TensorVerdict | None:
-    """judge_tensor on the lane-ordered slice (None when neither axis can be); only its position check is
+    """judge_module_tensor on the lane-ordered slice (None when neither axis can be); only its position check is
     new (sizes, scales and means pooled or by value are the same numbers in another order)."""
     if not _lane_axes(tuple(r.shape)):
         return None
     lo = _lane_order
-    return judge_tensor(
+    return judge_module_tensor(
         label,
         lo(g),
         lo(r),
         lo(b),
         dt,
-        covariate=None if cov is None else lo(cov),
-        scale_floor=floor,
-        dithered=[lo(d) for d in draws],
+        TensorFacts(covariate=None if cov is None else lo(cov), scale_floor=floor, dithered=[lo(d) for d in draws]),
     )

@@ -2,7 +2,7 @@
 
 - `task_of(config)`: the task (causal / masked LM, seq2seq, image / audio classification, ...) from the
   config's `architectures`, through transformers' own AutoModel mappings.
-- `build_tiny(...)`: the config shrunk like the zoo's per-type shrink (models/zoo.py), GQA ratio kept.
+- `build_tiny(...)`: the config shrunk like the zoo's per-type shrink (models/tiny.py), GQA ratio kept.
 - `build_full(...)`: the real config built on the meta device, materialised on the target device in the
   run dtype, then seeded init (`init_full`, generated on cpu: the same numbers on every machine) or the
   cached safetensors weights (transformers' own `from_pretrained`).
@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from bringup.models import zoo as mz
-from bringup.models import zoo_config as zc
+from bringup.models import tiny as mz
+from bringup.models import tiny_config as zc
 
 INIT_CHUNK = 1 << 24  # cpu init is generated in chunks of this many elements (bounded host memory)
 
@@ -25,7 +25,7 @@ INIT_CHUNK = 1 << 24  # cpu init is generated in chunks of this many elements (b
 # ---- config -> task, class, model -----------------------------------------------------------------
 def task_of(config: dict[str, Any]) -> tuple[str, str | None]:
     """(task, architecture class name) from config["architectures"] through transformers' task mappings
-    (models/zoo.py TASKS order); without architectures, the model type's first task."""
+    (models/tiny.py TASKS order); without architectures, the model type's first task."""
     from transformers.models.auto import modeling_auto
 
     for arch in config.get("architectures") or []:
@@ -91,7 +91,7 @@ _TYPE_ROLES: dict[str, dict[str, str]] = {"distilbert": {"dim": "hidden", "hidde
 
 
 def tiny_config_of(cfg: Any) -> Any:
-    """The zoo's shrink of a real config (models/zoo.py shrink_dict: sizes set by role, per-layer lists,
+    """The zoo's shrink of a real config (models/tiny_config.py shrink_dict: sizes set by role, per-layer lists,
     token ids), keeping its attention flavour: the query:kv head ratio where the tiny head count allows
     it (32:8 -> 4:1), rope type and scaling, experts (fewer of them), layer kinds."""
     from transformers import AutoConfig

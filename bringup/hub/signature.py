@@ -9,7 +9,7 @@ sizes. At the size the zoo runs (`--size tiny`), what a device must compute for 
   task_of): the head, the inputs and the loss;
 - the tiny config: config.json read by transformers' own config class for its model_type (legacy keys
   converted, class defaults filled in: `cls(**config)`, what `from_pretrained` does), serialised with
-  `to_dict()` and shrunk by the zoo's role table (models/zoo_config.py shrink_dict via build.py tiny_kwargs: every
+  `to_dict()` and shrunk by the zoo's role table (models/tiny_config.py shrink_dict via build.py tiny_kwargs: every
   size set by its role; the query:kv ratio, rope type and scaling, experts and top-k, layer kinds, activations,
   norms, biases, tying, sliding windows, soft-caps, every other field kept as the checkpoint has it): the keyword
   arguments the tiny config is built from (`build.tiny_config_of`), which the case carries and the worker
@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bringup.hub.build import task_of, tiny_kwargs, zero_dropout
-from bringup.models import zoo as mz
-from bringup.models import zoo_config as zc
+from bringup.models import tiny as mz
+from bringup.models import tiny_config as zc
 
 # Keys of the tiny config that are not part of the computation; each is tested not to change the built graph.
 NON_GRAPH: dict[str, str] = {

@@ -71,7 +71,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     from bringup.localize.core import fmt_err, record_call_ops, replay
     from bringup.localize.repro import write_repro
     from bringup.zoo import modules as zoo_modules
-    from bringup.zoo.run import as_precision, build_model, train_run
+    from bringup.zoo.run import RunHow, as_precision, build_model, train_run
 
     p = case.params
     prec = as_precision(getattr(torch, p["dtype"]))
@@ -86,7 +86,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
     init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
     mc = zoo_modules.new_check(built.model, prec, dev)
     # one training step on the device (the zoo's step 0), every module recorded and replayed
-    train_run(built, init, [built.make_batch(0)], dev, prec, module_check=mc)
+    train_run(built, init, [built.make_batch(0)], dev, prec, RunHow(module_check=mc))
     rep = mc.judge_eager()
     if not rep.judged and mc.calls:
         return CaseResult.for_case(

@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from bringup.checks.module_rule import judge_tensor
+from bringup.checks.module_rule import TensorFacts, judge_module_tensor
 
 
 def _cpu_copy(x: Any) -> Any:
@@ -137,7 +137,7 @@ def replay(ops: list[OpRecord], dtype: torch.dtype) -> tuple[OpDivergence | None
             if j >= len(base):
                 continue
             x = next((t for t in tens if t.is_floating_point() and t.shape == g.shape), None)
-            tp = judge_tensor(f"{op.name}[{j}]", g, r, base[j], dtype, covariate=x)
+            tp = judge_module_tensor(f"{op.name}[{j}]", g, r, base[j], dtype, TensorFacts(covariate=x))
             if not tp.ok:
                 max_abs = float((g.double() - r.double()).abs().max()) if g.numel() and g.shape == r.shape else math.inf
                 return (

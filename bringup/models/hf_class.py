@@ -1,8 +1,8 @@
 """A transformers model by its class name (`AlbertForMaskedLM`), as PyTorch's dynamo huggingface benchmark suite
 names and builds it (`cls(cls.config_class())`: the class itself, from its config class's defaults), but tiny: the
-config class's defaults shrunk by the zoo's role-based shrinker (models/zoo_config.py), so the head is the one the
+config class's defaults shrunk by the zoo's role-based shrinker (models/tiny_config.py), so the head is the one the
 class name says (ForMaskedLM, ForCausalLM / LMHeadModel, ForConditionalGeneration, ForQuestionAnswering,
-ForSequenceClassification, ...), and the model is fed and trained like every zoo model (models/zoo.py).
+ForSequenceClassification, ...), and the model is fed and trained like every zoo model (models/tiny.py).
 
 The task (how it is fed, which labels its own loss reads) is the transformers task mapping that names the class
 (`task_of`); a question-answering head gets `start_positions` / `end_positions` (upstream's labels for it) drawn
@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 from bringup.models import batches
-from bringup.models import zoo as mz
-from bringup.models.zoo_config import fit_positions, fit_window, tiny_config
+from bringup.models import tiny as mz
+from bringup.models.tiny_config import fit_positions, fit_window, tiny_config
 
 QA = "question-answering"
 # The first transformers mapping (in this order) naming a class gives its task: specific heads first, so that
@@ -43,7 +43,7 @@ TASK_MAPPINGS: tuple[tuple[str, str], ...] = (
 def task_of(class_name: str) -> str:
     """The task of a transformers model class by name (no model module imported): the first of TASK_MAPPINGS
     whose mapping names it; "base" (the zoo's generic objective) when none does."""
-    from transformers.models.auto import modeling_auto
+    from transformers.models.auto import modeling_auto  # lazy: planning imports no transformers
 
     for task, mapping in TASK_MAPPINGS:
         for v in getattr(modeling_auto, mapping, {}).values():
@@ -60,14 +60,14 @@ def has_class(name: str) -> bool:
 @cache
 def exported_names() -> frozenset[str]:
     """transformers' exported names (`dir` of its lazy module takes about a second: read once)."""
-    import transformers
+    import transformers  # lazy: planning imports no transformers
 
     return frozenset(dir(transformers))
 
 
 def model_class(name: str) -> Any:
     """The transformers model class `name`: ConfigError (one line) when this release has none of that name."""
-    import transformers
+    import transformers  # lazy: planning imports no transformers
 
     if not has_class(name):
         raise mz.ConfigError(f"transformers {transformers.__version__} has no class {name}")

@@ -46,7 +46,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def _qwen3_config(kwargs: dict[str, Any]) -> Any:
-    from transformers import Qwen3Config
+    from transformers import Qwen3Config  # lazy: planning imports no transformers
 
     kw = {**QWEN3_COMMON, **kwargs}
     theta = kw.pop("rope_theta")
@@ -126,7 +126,7 @@ def load_config(model: str, overrides: list[str] | None = None) -> Any:
         model_type = kw.pop("model_type")
 
         def make(kwargs: dict[str, Any]) -> Any:
-            from transformers import AutoConfig
+            from transformers import AutoConfig  # lazy: planning imports no transformers
 
             try:
                 return AutoConfig.for_model(model_type, **kwargs)
@@ -163,7 +163,7 @@ def build_model(
             raise BadInput(f"model {model} returned {type(m).__name__}, not torch.nn.Module")
         return _for_training(m.to(device=device, dtype=dtype))
     cfg = load_config(model, overrides)
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # lazy: planning imports no transformers
 
     torch.manual_seed(seed)
     with torch.device(device):

@@ -26,6 +26,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import psutil
 import torch
 
 ACT_HIDDEN = 9.0  # values per hidden unit per token per layer (34 bytes / 2 minus the 4*h MLP share of h)
@@ -129,8 +130,6 @@ def activation_bytes(
 def free_memory(device: torch.device) -> int | None:
     if device.type == "cpu":
         try:
-            import psutil
-
             return int(psutil.virtual_memory().available)
         except Exception:
             return None

@@ -45,7 +45,7 @@ import torch
 
 from bringup.device import Device
 from bringup.models import batches, lm, tying
-from bringup.models import zoo as mz
+from bringup.models import tiny as mz
 from bringup.precision import PRECISIONS, Precision, parse_precision
 from bringup.train.spec import TrainSpec
 

@@ -39,7 +39,7 @@ def _zoo_step(p: dict[str, Any], device: torch.device, backend: str, fullgraph: 
 
     from bringup.zoo.run import build_model
     from bringup.zoo.spec import ZooSpec
-    from bringup.zoo.steps import train_run
+    from bringup.zoo.steps import RunHow, train_run
 
     spec = ZooSpec.from_params(p)
     torch.manual_seed(spec.seed)
@@ -49,9 +49,9 @@ def _zoo_step(p: dict[str, Any], device: torch.device, backend: str, fullgraph: 
     strict = getattr(torch._dynamo, "error_on_graph_break", None)  # a graph break raises (torch >= 2.9)
     if fullgraph and strict is not None:
         with strict(True):
-            train_run(built, init, [batch], device, spec.prec, backend=backend)
+            train_run(built, init, [batch], device, spec.prec, RunHow(backend=backend))
         return
-    train_run(built, init, [batch], device, spec.prec, backend=backend)
+    train_run(built, init, [batch], device, spec.prec, RunHow(backend=backend))
 
 
 def _launcher(debug_root: Path) -> Path | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.bundle import load_bundle
 from bringup.case import CaseResult
 from bringup.errors import BadInput
 
@@ -93,7 +94,6 @@ class BaselineIndex:
 
 
 def load_baseline(path: str) -> BaselineIndex:
-    from bringup.bundle import load_bundle
 
     run, results = load_bundle(path)
     zoo = [r for r in results if r.suite == "zoo"]
@@ -103,7 +103,6 @@ def load_baseline(path: str) -> BaselineIndex:
 
 
 def bundle_names(path: str) -> set[str]:
-    from bringup.bundle import load_bundle
 
     _, results = load_bundle(path)
     return {r.name for r in results if r.suite == "zoo"}

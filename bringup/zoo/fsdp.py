@@ -22,19 +22,33 @@ being reported `unsupported`:
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import math
 import os
+import resource
 import traceback
 import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+from transformers import PreTrainedModel
 
 from bringup.device import Device
+from bringup.device.dist import backend_for
+from bringup.hub import build
+from bringup.models import tiny as mz
+from bringup.models.lm import decoder_layers
 from bringup.precision import Precision
-from bringup.zoo.spec import ZooSpec
+from bringup.zoo.spec import ZooSpec, config_data
+from bringup.zoo.steps import FULL_LR, MAX_GRAD_NORM, Feed, StepHooks, StepOutputs, no_dropout, step_fn, train_steps
 
 ERROR_FILE = "rank{rank}-error.json"
 
@@ -57,8 +71,6 @@ def run_sharded(
 ) -> dict[str, Any]:
     """Launch the ranks; rank 0's outcome: {"eager": series, "compiled": series | None, "compiled_error",
     "ranks": [{"rank", "local_params", "peak_rss_bytes"}], "params"}. A rank's failure raises RankFailed."""
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     if not dev.is_cpu and nproc > dev.count():
         raise RuntimeError(f"--nproc {nproc}: only {dev.count()} {dev.type} device(s)")
@@ -105,11 +117,6 @@ def rank_main(
     p: dict[str, Any], device_type: str, imports: list[str], workdir: str, steps: int, backend: str
 ) -> dict[str, Any] | None:
     """One rank (a process spawned by the elastic agent)."""
-    import importlib
-
-    import torch.distributed as dist
-
-    from bringup.device.dist import backend_for
 
     for m in imports:
         importlib.import_module(m)
@@ -157,7 +164,6 @@ def _set_device(device: Device) -> None:
 
 
 def _peak_rss() -> int:
-    import resource
 
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
@@ -166,11 +172,6 @@ def build_sharded(
     data: dict[str, Any], name: str, device: Device, dtype: torch.dtype, seed: int, world: int
 ) -> tuple[torch.nn.Module, str, int]:
     """(FSDP2-sharded model on `device`, task, parameters held by this rank), with the single-device values."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    from bringup.hub import build
-    from bringup.models.lm import decoder_layers
 
     model, task = build.meta_model(data, name)
     model = model.to(dtype)
@@ -207,8 +208,6 @@ def _materialise(
     model: torch.nn.Module, unit: torch.nn.Module, prefix: str, index: dict[str, int], std: float, seed: int
 ) -> None:
     """The still-meta parameters and buffers under `unit`, on the host, initialised as build_full does."""
-    from bringup.hub import build
-    from bringup.models import zoo as mz
 
     owner = _owner(model, unit)
     todo = [
@@ -240,7 +239,6 @@ def _materialise(
 
 def _owner(model: torch.nn.Module, unit: torch.nn.Module) -> dict[int, Any]:
     """Module -> the closest PreTrainedModel above it (its `_initialize_weights` inits it, as smart_apply)."""
-    from transformers import PreTrainedModel
 
     out: dict[int, Any] = {}
 
@@ -259,12 +257,6 @@ def train(
 ) -> tuple[dict[str, Any], int]:
     """K AdamW steps of the sharded model on this rank's slice of each global batch (zoo/steps.py's loop);
     the pooled series."""
-    import torch.distributed as dist
-
-    from bringup.hub import build
-    from bringup.models import zoo as mz
-    from bringup.zoo.spec import config_data
-    from bringup.zoo.steps import FULL_LR, MAX_GRAD_NORM, StepOutputs, no_dropout, step_fn, train_steps
 
     spec = ZooSpec.from_params(p)
     seed = spec.seed
@@ -277,8 +269,6 @@ def train(
     fn = step_fn(mz.call_kwargs, mz.hf_loss, mz.first_float, model, prec, dev.type, backend)
     opt = torch.optim.AdamW(model.parameters(), lr=FULL_LR)
     series: dict[str, Any] = {"loss": [], "grad_norm": [], "logits_std": [], "grad_norms0": {}, "seconds": 0.0}
-
-    import inspect
 
     params = inspect.signature(model.forward).parameters
     takes_items = "num_items_in_batch" in params or any(q.kind is q.VAR_KEYWORD for q in params.values())
@@ -305,18 +295,9 @@ def train(
         series["grad_norm"].append(float(gn.detach().to("cpu", torch.float64)))
 
     # no GradScaler here (as before the loop was shared): the sharded run trains in the param dtype
-    series["seconds"], _ = train_steps(
-        model,
-        fn,
-        opt,
-        batch_at,
-        steps,
-        dev,
-        prec.param_dtype,
-        at_step0=at_step0,
-        after_clip=after_clip,
-        max_grad_norm=MAX_GRAD_NORM,
-    )
+    feed = Feed(batch_at, steps, dev, prec.param_dtype)
+    hooks = StepHooks(at_step0=at_step0, after_clip=after_clip)
+    series["seconds"], _ = train_steps(model, fn, opt, feed, hooks, max_grad_norm=MAX_GRAD_NORM)
     return series, local
 
 
@@ -335,7 +316,6 @@ def global_items(full: dict[str, Any], world: int) -> dict[str, Any]:
 
 def _grad_norms(model: torch.nn.Module) -> dict[str, float]:
     """Each parameter's grad norm at step 0: the local shards' squared norms, summed over the ranks."""
-    import torch.distributed as dist
 
     names, sq = [], []
     for n, q in model.named_parameters():

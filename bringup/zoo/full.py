@@ -21,8 +21,8 @@ Per model, one case (isolated worker: a full-size model's memory must not outliv
 from __future__ import annotations
 
 import math
-import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,18 +30,25 @@ from typing import Any
 import torch
 
 from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import classify, first_line
+from bringup.checks.parity import tolerance_for
 from bringup.device import Device
+from bringup.hub import build as hub_build
+from bringup.models import memory
+from bringup.models import tiny as mz
+from bringup.models.tiny import ConfigError
 from bringup.precision import PRECISIONS, Precision, parse_precision
 from bringup.zoo import fsdp as zoo_fsdp
-from bringup.zoo.judge import judge_graphs
+from bringup.zoo.arm import Clock, compiled_arm, under_fallback_detector
 from bringup.zoo.spec import UNMEASURED, ZooSpec, config_data, weights_for
 from bringup.zoo.steps import FULL_LR as LR
-from bringup.zoo.steps import MAX_GRAD_NORM, StepOutputs, no_dropout, step_fn, train_steps
+from bringup.zoo.steps import MAX_GRAD_NORM, Feed, StepHooks, StepOutputs, no_dropout, step_fn, train_steps
 from bringup.zoo.steps import fail as _fail
 
 ENTRY = "bringup.zoo.full:run_full"
 REF_STEPS = 2  # the cpu fp32 reference runs the first steps only (it can be slow)
 SERIES = ("loss", "grad_norm", "logits_std")
+CPU = torch.device("cpu")
 
 
 @dataclass
@@ -57,7 +64,6 @@ class FullOut:
 
 def tolerance(a: Precision, b: Precision) -> float:
     """Two runs, each within its precision's loss_rel of the exact value: they may differ by the sum."""
-    from bringup.checks.parity import tolerance_for
 
     return float(tolerance_for(a.compute_dtype).loss_rel + tolerance_for(b.compute_dtype).loss_rel)
 
@@ -72,14 +78,12 @@ def run_steps(
     on_first_step: Any = None,
 ) -> FullOut:
     """Build the full-size model on `device` and train `steps` AdamW steps (zoo/steps.py's loop); per-step series."""
-    from bringup.hub import build
-    from bringup.models import zoo as mz
 
     spec = ZooSpec.of(params)
     seed = spec.seed
-    model, task, how = build.build_full(data, spec.model, device, prec.param_dtype, seed, weights_for(spec))
+    model, task, how = hub_build.build_full(data, spec.model, device, prec.param_dtype, seed, weights_for(spec))
     no_dropout(model)
-    make = build.batches_for(model, task, spec.batch, spec.seq, seed)
+    make = hub_build.batches_for(model, task, spec.batch, spec.seq, seed)
     fn = step_fn(mz.call_kwargs, mz.hf_loss, mz.first_float, model, prec, device.type, backend)
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
     out = FullOut(weights=how)
@@ -96,20 +100,10 @@ def run_steps(
         out.grad_norm.append(float(gn.detach().to("cpu", torch.float64)))
         out.logits_std.append(logits_std(outputs))
 
-    out.seconds, out.first_step_s = train_steps(
-        model,
-        fn,
-        opt,
-        make,
-        steps,
-        device,
-        prec.param_dtype,
-        scaler=prec.grad_scaler(device.type),
-        first_step=on_first_step,
-        at_step0=at_step0,
-        after_clip=after_clip,
-        max_grad_norm=MAX_GRAD_NORM,
-    )
+    feed = Feed(make, steps, device, prec.param_dtype)
+    hooks = StepHooks(first_step=on_first_step, at_step0=at_step0, after_clip=after_clip)
+    scaler = prec.grad_scaler(device.type)
+    out.seconds, out.first_step_s = train_steps(model, fn, opt, feed, hooks, scaler, MAX_GRAD_NORM)
     return out
 
 
@@ -167,44 +161,73 @@ def _series_of(out: FullOut) -> dict[str, Any]:
     return {"loss": out.loss, "grad_norm": out.grad_norm, "logits_std": out.logits_std, "grad_norms0": out.grad_norms0}
 
 
-def run_full(case: Case, ctx: Any) -> CaseResult:
-    from bringup.checks.errors import classify, first_line
-    from bringup.checks.graphs import watch
-    from bringup.hub import build
-    from bringup.models import memory
-    from bringup.models.zoo import ConfigError
+@dataclass(frozen=True)
+class _Plan:
+    """A full-size case as its preflight found it: the spec, the model's config data and task, the memory
+    estimate (models/memory.py) and the device."""
 
-    p = case.params
-    spec = ZooSpec.from_params(p)
-    prec = spec.prec
-    steps = spec.steps
-    backend = spec.backend
-    reference = spec.reference
-    dev: Device = ctx.device
-    t_case = time.monotonic()
+    spec: ZooSpec
+    params: dict[str, Any]  # the case's, as the ranks are given them
+    data: dict[str, Any]
+    task: str
+    est: Any
+    dev: Device
+
+
+def run_full(case: Case, ctx: Any) -> CaseResult:
+    """One model at full size (module doc): preflight, device eager (sharded when it must be), device compiled;
+    the verdicts against eager, the cpu fp32 reference and a baseline bundle; then the record. A step that ends
+    the case returns None."""
+    clock = Clock.start(case.budget_s)
+    spec = ZooSpec.from_params(case.params)
+    r = _start(case, spec)
+    plan = _preflight(r, case.params, ctx.device)
+    runs = _device_eager(r, plan, ctx) if plan is not None else None
+    if plan is None or runs is None:
+        return r
+    eager, comp = runs
+    if spec.backend != "none" and not r.fields.get("sharded"):
+        comp = _compiled(r, plan, ctx, clock)
+    judged = [_vs_eager(r, spec.prec, eager, comp)]
+    if spec.reference == "cpu":
+        judged.append(_cpu_reference(r, plan, eager))
+    if spec.baseline:
+        judged.append(_vs_baseline(r, spec, eager, comp))
+    return _record(r, [j for j in judged if j is not None])
+
+
+def _start(case: Case, spec: ZooSpec) -> CaseResult:
+    """A passing result with the case's fields; dynamo's caches cleared."""
     r = CaseResult.for_case(case, Status.PASS)
     r.fields.update(
         {
             "source": spec.source,
             "task": spec.task,
-            "backend": backend,
+            "backend": spec.backend,
             "size": "full",
-            "reference": reference,
+            "reference": spec.reference,
             **UNMEASURED,
         }
     )
     torch._dynamo.reset()
-    # -- 1. preflight --
+    return r
+
+
+def _preflight(r: CaseResult, params: dict[str, Any], dev: Device) -> _Plan | None:
+    """1. The memory preflight on the meta-device model; None (the case failed) when the config can't be made or
+    the model fits neither the device nor --nproc ranks of it."""
+    spec = ZooSpec.from_params(params)
     try:
         data = config_data(spec)
-        meta, task = build.meta_model(data, spec.model)
+        meta, task = hub_build.meta_model(data, spec.model)
     except ConfigError as e:
-        return _fail(r, Status.REF_FAIL, f"config: {e}")
+        _fail(r, Status.REF_FAIL, f"config: {e}")
+        return None
     except Exception as e:
-        return _fail(r, Status.REF_FAIL, f"config: {first_line(e)}")
-    batch, seq = spec.batch, spec.seq
+        _fail(r, Status.REF_FAIL, f"config: {first_line(e)}")
+        return None
     free = int(spec.device_memory_gib * memory.GIB) if spec.device_memory_gib else memory.free_memory(dev.torch_device)
-    est = memory.estimate(meta, prec.param_dtype, prec.compute_dtype, batch, seq, free)
+    est = memory.estimate(meta, spec.prec.param_dtype, spec.prec.compute_dtype, spec.batch, spec.seq, free)
     del meta
     r.fields["params"] = est.params
     r.fields["preflight"] = est.to_json()
@@ -217,122 +240,139 @@ def run_full(case: Case, ctx: Any) -> CaseResult:
             if n
             else "activations alone exceed the device: lower --batch / --seq"
         )
-        return _fail(r, Status.UNSUPPORTED, f"memory preflight: {est.summary()}; {hint}")
-    if est.fits() is False:  # -- 2+3. FSDP2 over --nproc ranks (zoo/fsdp.py) --
-        eager_s, comp_s = _sharded(r, p, dev, prec, steps, backend, nproc, ctx, est)
+        _fail(r, Status.UNSUPPORTED, f"memory preflight: {est.summary()}; {hint}")
+        return None
+    return _Plan(spec, params, data, task, est, dev)
+
+
+def _device_eager(r: CaseResult, plan: _Plan, ctx: Any) -> tuple[FullOut, FullOut | None] | None:
+    """2. The device eager run (2+3 over --nproc ranks when one device is too small: zoo/fsdp.py), its series
+    recorded; (eager, the sharded compiled run if any), or None when the case failed."""
+    spec, dev, est = plan.spec, plan.dev, plan.est
+    comp: FullOut | None = None
+    if est.fits() is False:
+        eager_s, comp_s = _sharded(r, plan, ctx)
         if eager_s is None:
-            return r
+            return None
         eager, comp = _full_out(eager_s), (_full_out(comp_s) if comp_s else None)
-        r.fields["note"] = f"{spec.model} at full size, {task}, FSDP2 over {nproc} ranks"
+        r.fields["note"] = f"{spec.model} at full size, {plan.task}, FSDP2 over {spec.nproc} ranks"
     else:
-        eager, comp = None, None
-    # -- 2. device eager --
-    if eager is None:
         dev.reset_peak_memory()
         mem0 = dev.memory_allocated() if dev.is_cpu else 0
         try:
-            eager = _eager_run(spec, data, dev, prec, steps, r)
+            eager = _eager_run(spec, plan.data, dev, spec.prec, spec.steps, r)
         except Exception as e:
             r.error = traceback.format_exc()
-            return _fail(r, classify(e), f"eager: {first_line(e)}")
-        peak = dev.peak_memory()
-        if peak is not None:
-            measured = peak - (mem0 or 0)
-            r.fields["peak_mem_bytes"] = peak
-            r.fields["memory"] = {
-                "predicted_bytes": est.total,
-                "measured_bytes": measured,
-                "measured_over_predicted": round(measured / max(1, est.total), 3),
-                "measured_as": "peak RSS minus RSS before building" if dev.is_cpu else "max_memory_allocated",
-            }
+            _fail(r, classify(e), f"eager: {first_line(e)}")
+            return None
+        _record_memory(r, dev, est, mem0)
         r.fields["weights_from"] = eager.weights
-        r.fields["note"] = f"{spec.model} at full size, {task}, {eager.weights}"
+        r.fields["note"] = f"{spec.model} at full size, {plan.task}, {eager.weights}"
     for k in SERIES:
         r.series[f"{k}.eager"] = list(enumerate(getattr(eager, k)))
     r.fields["grad_norms0"] = {"eager": eager.grad_norms0}
     if not all(math.isfinite(x) for x in eager.loss):
         _fail(r, Status.FAIL_NUMERIC, "eager: non-finite loss")
-    compared: list[str] = []
-    divergence = 0.0
-    # -- 3. compiled --
-    if backend != "none" and not r.fields.get("sharded"):
-        left = max(1.0, case.budget_s - (time.monotonic() - t_case))
-        try:
-            with watch() as graphs:
-                comp = run_steps(
-                    spec,
-                    data,
-                    dev.torch_device,
-                    prec,
-                    steps,
-                    backend=backend,
-                    on_first_step=lambda: ctx.phase("compile", budget_s=left),
-                )
-        except Exception as e:
-            r.error = r.error or traceback.format_exc()
-            _fail(r, classify(e, compiling=True), f"compiled: {first_line(e)}")
-        r.fields.update(graphs.fields())
-        if comp is not None:
-            r.fields["compile_s"] = round(graphs.compile_s or comp.first_step_s, 3)
-            judge_graphs(r, graphs)
-    if comp is not None:
-        for k in SERIES:
-            r.series[f"{k}.compiled"] = list(enumerate(getattr(comp, k)))
-        r.fields["grad_norms0"]["compiled"] = comp.grad_norms0
-        tol = tolerance(prec, prec)
-        d, problems = compare(_series_of(comp), _series_of(eager), tol)
-        r.fields["compiled_vs_eager"] = {"max_rel_dev": d, "tolerance": tol}
-        divergence = max(divergence, d)
-        compared.append("compiled vs eager")
+    return eager, comp
+
+
+def _record_memory(r: CaseResult, dev: Device, est: Any, mem0: int | None) -> None:
+    """The eager run's peak memory against the preflight's prediction."""
+    peak = dev.peak_memory()
+    if peak is None:
+        return
+    measured = peak - (mem0 or 0)
+    r.fields["peak_mem_bytes"] = peak
+    r.fields["memory"] = {
+        "predicted_bytes": est.total,
+        "measured_bytes": measured,
+        "measured_over_predicted": round(measured / max(1, est.total), 3),
+        "measured_as": "peak RSS minus RSS before building" if dev.is_cpu else "max_memory_allocated",
+    }
+
+
+def _compiled(r: CaseResult, plan: _Plan, ctx: Any, clock: Clock) -> FullOut | None:
+    """3. Device compiled (zoo/arm.py, the tiny zoo's arm)."""
+    spec = plan.spec
+
+    def run(on_first_step: Callable[[], None]) -> FullOut:
+        return run_steps(
+            spec,
+            plan.data,
+            plan.dev.torch_device,
+            spec.prec,
+            spec.steps,
+            backend=spec.backend,
+            on_first_step=on_first_step,
+        )
+
+    return compiled_arm(r, ctx, clock, run)
+
+
+def _vs_eager(r: CaseResult, prec: Precision, eager: FullOut, comp: FullOut | None) -> tuple[list[str], float] | None:
+    """4. Compiled vs eager on the device: (what was compared, the largest deviation), None without a compiled
+    run."""
+    if comp is None:
+        return None
+    for k in SERIES:
+        r.series[f"{k}.compiled"] = list(enumerate(getattr(comp, k)))
+    r.fields["grad_norms0"]["compiled"] = comp.grad_norms0
+    tol = tolerance(prec, prec)
+    d, problems = compare(_series_of(comp), _series_of(eager), tol)
+    r.fields["compiled_vs_eager"] = {"max_rel_dev": d, "tolerance": tol}
+    if problems:
+        _fail(r, Status.FAIL_NUMERIC, f"compiled: vs eager on the device: {problems[0]}")
+    return ["compiled vs eager"], d
+
+
+def _cpu_reference(r: CaseResult, plan: _Plan, eager: FullOut) -> tuple[list[str], float] | None:
+    """4a. The cpu fp32 reference of the first REF_STEPS steps (when its own preflight fits; on a cpu device in
+    fp32 the eager run is the reference); None when nothing was compared."""
+    spec, fp32 = plan.spec, PRECISIONS["fp32"]
+    if plan.dev.is_cpu and spec.prec.name == "fp32" and not r.fields.get("sharded"):
+        r.fields["cpu_reference"] = {"status": "the device is cpu in fp32: the eager run is the reference"}
+        return None
+    meta = hub_build.meta_model(plan.data, spec.model)[0]
+    ref_est = memory.estimate(meta, fp32.param_dtype, fp32.compute_dtype, spec.batch, spec.seq, memory.free_memory(CPU))
+    if ref_est.fits() is False:
+        r.fields["cpu_reference"] = {"status": f"skipped: {ref_est.summary()}"}
+        return None
+    try:
+        ref = run_steps(spec, plan.data, CPU, fp32, min(spec.steps, REF_STEPS))
+        tol = tolerance(spec.prec, fp32)
+        d, problems = compare(_series_of(eager), _series_of(ref), tol)
+        r.fields["cpu_reference"] = {
+            "status": "ok" if not problems else "differs",
+            "max_rel_dev": d,
+            "tolerance": tol,
+            "steps": len(ref.loss),
+        }
+        r.series["loss.cpu_fp32"] = list(enumerate(ref.loss))
         if problems:
-            _fail(r, Status.FAIL_NUMERIC, f"compiled: vs eager on the device: {problems[0]}")
-    # -- 4a. cpu fp32 reference --
-    if reference == "cpu":
-        fp32 = PRECISIONS["fp32"]
-        if dev.is_cpu and prec.name == "fp32" and not r.fields.get("sharded"):
-            r.fields["cpu_reference"] = {"status": "the device is cpu in fp32: the eager run is the reference"}
-        else:
-            cpu = torch.device("cpu")
-            ref_est = memory.estimate(
-                build.meta_model(data, spec.model)[0],
-                fp32.param_dtype,
-                fp32.compute_dtype,
-                batch,
-                seq,
-                memory.free_memory(cpu),
-            )
-            if ref_est.fits() is False:
-                r.fields["cpu_reference"] = {"status": f"skipped: {ref_est.summary()}"}
-            else:
-                try:
-                    ref = run_steps(spec, data, cpu, fp32, min(steps, REF_STEPS))
-                    tol = tolerance(prec, fp32)
-                    d, problems = compare(_series_of(eager), _series_of(ref), tol)
-                    r.fields["cpu_reference"] = {
-                        "status": "ok" if not problems else "differs",
-                        "max_rel_dev": d,
-                        "tolerance": tol,
-                        "steps": len(ref.loss),
-                    }
-                    r.series["loss.cpu_fp32"] = list(enumerate(ref.loss))
-                    divergence = max(divergence, d)
-                    compared.append("eager vs cpu fp32")
-                    if problems:
-                        _fail(r, Status.FAIL_NUMERIC, f"eager: vs cpu fp32: {problems[0]}")
-                except Exception as e:
-                    r.fields["cpu_reference"] = {"status": f"failed: {first_line(e)}"}
-    # -- 4b. baseline bundle --
-    bl = spec.baseline
-    if bl:
-        compared.extend(_compare_baseline(r, bl, prec, eager, comp))
-        chk = r.fields.get("baseline_check") or {}
-        divergence = max([divergence] + [v for k, v in chk.items() if k.endswith("_max_rel_dev")])
+            _fail(r, Status.FAIL_NUMERIC, f"eager: vs cpu fp32: {problems[0]}")
+    except Exception as e:
+        r.fields["cpu_reference"] = {"status": f"failed: {first_line(e)}"}
+        return None
+    return ["eager vs cpu fp32"], d
+
+
+def _vs_baseline(r: CaseResult, spec: ZooSpec, eager: FullOut, comp: FullOut | None) -> tuple[list[str], float]:
+    """4b. The baseline bundle's series (_compare_baseline): what was compared, the largest deviation."""
+    assert spec.baseline is not None  # run_full calls this step only with a baseline
+    done = _compare_baseline(r, spec.baseline, spec.prec, eager, comp)
+    chk = r.fields.get("baseline_check") or {}
+    return done, max([0.0] + [v for k, v in chk.items() if k.endswith("_max_rel_dev")])
+
+
+def _record(r: CaseResult, judged: list[tuple[list[str], float]]) -> CaseResult:
+    """Fallbacks, what was compared and the largest deviation (nothing judged is a ref_fail), the metrics."""
     fb = r.fields.get("fallback_ops")
     if fb:
         top = ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])[:5])
         _fail(r, Status.FALLBACK, f"ran through the CPU fallback: {top}")
+    compared = [c for done, _ in judged for c in done]
     r.fields["compared"] = compared
-    r.fields["loss_divergence"] = divergence
+    r.fields["loss_divergence"] = max([0.0] + [d for _, d in judged])
     if not compared and r.status is Status.PASS:
         _fail(
             r,
@@ -356,26 +396,14 @@ def _full_out(s: dict[str, Any]) -> FullOut:
     )
 
 
-def _sharded(
-    r: CaseResult,
-    p: dict[str, Any],
-    dev: Device,
-    prec: Precision,
-    steps: int,
-    backend: str,
-    nproc: int,
-    ctx: Any,
-    est: Any,
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def _sharded(r: CaseResult, plan: _Plan, ctx: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The device runs on --nproc ranks (zoo/fsdp.py); (eager series, compiled series) or (None, None)
     with the case failed. A compile failure fails the case and leaves the eager series to be judged."""
-    from bringup.checks.errors import classify, first_line
-    from bringup.zoo import fsdp as zoo_fsdp
-
+    spec, est, nproc = plan.spec, plan.est, plan.spec.nproc
     try:
-        out = zoo_fsdp.run_sharded(
-            p, dev, prec, steps, backend, nproc, tuple(getattr(ctx, "imports", ())), Path(ctx.artifact_dir) / "ranks"
-        )
+        imports = tuple(getattr(ctx, "imports", ()))
+        workdir = Path(ctx.artifact_dir) / "ranks"
+        out = zoo_fsdp.run_sharded(plan.params, plan.dev, spec.prec, spec.steps, spec.backend, nproc, imports, workdir)
     except Exception as e:
         r.error = getattr(e, "tb", "") or traceback.format_exc()
         _fail(r, classify(e), f"eager: FSDP2 over {nproc} ranks: {first_line(e)}")
@@ -397,22 +425,12 @@ def _sharded(
 def _eager_run(p: ZooSpec, data: dict[str, Any], dev: Device, prec: Precision, steps: int, r: CaseResult) -> FullOut:
     """The device eager run; off cpu under the fallback detector (which ops ran through the CPU
     fallback), as the tiny zoo's. A detector that can't start leaves fallback_ops unknown (null)."""
-    from bringup.checks.errors import first_line
-    from bringup.checks.fallbacks import FallbackDetector
 
     if dev.is_cpu:
         return run_steps(p, data, dev.torch_device, prec, steps)
-    try:
-        det = FallbackDetector(dev)
-        det.__enter__()
-    except Exception as e:
-        r.fields["fallback_note"] = f"fallback detector unavailable: {first_line(e)}"
-        return run_steps(p, data, dev.torch_device, prec, steps)
-    try:
-        out = run_steps(p, data, dev.torch_device, prec, steps)
-    finally:
-        det.__exit__(None, None, None)
-    r.fields["fallback_ops"] = dict(det.report().fallback_ops)
+    out, rep = under_fallback_detector(r, dev, lambda: run_steps(p, data, dev.torch_device, prec, steps))
+    if rep is not None:
+        r.fields["fallback_ops"] = dict(rep.fallback_ops)
     return out
 
 

@@ -10,6 +10,9 @@ from typing import Any
 import torch
 
 from bringup.case import CaseResult, Status
+from bringup.checks.losscurve import compare_curves, rel_devs
+from bringup.checks.masked_rows import NON_FINITE, describe, sentence
+from bringup.checks.parity import parity, tolerance_for
 from bringup.precision import Precision
 from bringup.zoo.steps import RunOut, fail
 
@@ -35,8 +38,6 @@ def judge_run(
 ) -> tuple[Any, Any]:
     """The zoo's verdict on one run: (ParityReport of loss, logits and every grad at step 0, CurveReport
     of the K-step loss curve), both against float64 and bounded by the trusted runs (checks/parity.py)."""
-    from bringup.checks.losscurve import compare_curves
-    from bringup.checks.parity import parity
 
     nz = noise or TrustedNoise()
     with_base = base is not None and not trusted
@@ -99,7 +100,6 @@ def judge_pads(r: CaseResult, label: str, got: RunOut, ref: RunOut, uniform: Any
     """A run's logits at positions no loss reads (pads: what the kernel chose for them, checks/masked_rows.py):
     finite, or the case fails there; which convention they follow is said on the case, never judged. `uniform`: the
     reference's pads under the uniform convention, or how to compute them (checks/masked_rows.describe)."""
-    from bringup.checks.masked_rows import NON_FINITE, describe, sentence
 
     if got.pads is None or ref.pads is None:
         return
@@ -120,8 +120,6 @@ def compare_bundle(r: CaseResult, bl: dict[str, Any], dtype: Precision) -> None:
     """This run vs the same model in an exported run: the float64 reference curves must agree (same
     model, same data: otherwise the comparison says nothing), then each run's device curves and logits
     statistics must agree within the dtype's loss tolerance (both sides carry their own rounding)."""
-    from bringup.checks.losscurve import rel_devs
-    from bringup.checks.parity import tolerance_for
 
     out: dict[str, Any] = {"bundle": bl.get("path"), "bundle_device": bl.get("device")}
     r.fields["baseline_check"] = out

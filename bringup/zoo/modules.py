@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from bringup.case import CaseResult, Status
+from bringup.checks.errors import first_line
+from bringup.checks.module_check import ModuleCheck
+from bringup.device.adapter import LAZY
 from bringup.precision import Precision
+from bringup.zoo.steps import experts_impl
+from bringup.zoo.steps import fail as _fail
 
 if TYPE_CHECKING:
     from bringup.device import Device
@@ -36,27 +41,23 @@ def enabled(value: bool | None, device: Device) -> bool:
     """Whether a case runs the module check on `device` (a bringup Device)."""
     if value is not None:
         return bool(value)
-    from bringup.device.adapter import LAZY
 
     return device.adapter.execution != LAZY
 
 
 def experts_for(module: torch.nn.Module, dtype: torch.dtype) -> None:
     """A cpu copy about to replay: float64 MoE layers take the eager expert loop (zoo/steps.py)."""
-    from bringup.zoo.steps import experts_impl
 
     experts_impl(module, "eager" if dtype == torch.float64 else None)
 
 
 def new_check(model: torch.nn.Module, prec: Precision, device: torch.device) -> Any:
-    from bringup.checks.module_check import ModuleCheck
 
     return ModuleCheck(model, prec, device, prepare_reference=experts_for)
 
 
 def judge(r: CaseResult, label: str, rep: Any) -> None:
     """Record a ModuleReport on the case; a module off fails it (fail_numeric, reason "<label>: module check ...")."""
-    from bringup.zoo.steps import fail as _fail
 
     r.fields[f"{label}_modules"] = rep.fields()
     r.fields["module_check_s"] = round(float(r.fields.get("module_check_s") or 0.0) + rep.seconds, 3)
@@ -67,7 +68,6 @@ def judge(r: CaseResult, label: str, rep: Any) -> None:
 
 def judge_compiled(r: CaseResult, mc: Any, backend: str, ctx: Any, budget_s: float) -> None:
     """The compiled run's module check: every recorded module compiled alone with `backend` on the device."""
-    from bringup.checks.errors import first_line
 
     if mc is None or not mc.recorded:
         r.fields["compiled_modules"] = {"ok": None, "why": "no eager recording to replay (the eager run failed)"}

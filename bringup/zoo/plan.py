@@ -55,7 +55,7 @@ LONG = (
 
 # ---- sources --------------------------------------------------------------------------------------
 def hf_causal() -> list[Entry]:
-    from bringup.models import zoo as mz
+    from bringup.models import tiny as mz
 
     return [Entry("hf", t, "causal-lm") for t in mz.causal_types()]
 
@@ -66,13 +66,13 @@ def long_entries() -> list[Entry]:
 
 
 def _hf_all() -> list[Entry]:
-    from bringup.models import zoo as mz
+    from bringup.models import tiny as mz
 
     return [Entry("hf", t, task) for t, task in mz.all_types()]
 
 
 def timm_entries() -> list[Entry]:
-    from bringup.models.timm_zoo import DEFAULT_MODELS, require
+    from bringup.zoo.timm_models import DEFAULT_MODELS, require
 
     require()
     return [Entry("timm", m.name) for m in DEFAULT_MODELS]

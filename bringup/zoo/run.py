@@ -9,80 +9,43 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import classify, first_line
+from bringup.checks.losscurve import compare_curves
 from bringup.checks.masked_rows import UniformRows
+from bringup.checks.module_replay import Dither
+from bringup.checks.module_rule import one_rounding
+from bringup.checks.parity import TWIN_DITHER, Noise, dither_noise, exact_zeros, parity
+from bringup.checks.parity import trusted_noise as sample_noise
 from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.models import batches, tying
+from bringup.models.tiny import ConfigError
 from bringup.precision import Precision
 from bringup.zoo import modules as zoo_modules
-from bringup.zoo.judge import TrustedNoise, compare_bundle, judge, judge_graphs, judge_pads
-from bringup.zoo.spec import UNMEASURED, ZooSpec, config_data
-from bringup.zoo.steps import RunOut, as_precision, fail, finite_curve, train_run
+from bringup.zoo.arm import Clock, compiled_arm, under_fallback_detector
+from bringup.zoo.build import build_model, param_count, shapes_of
+from bringup.zoo.judge import TrustedNoise, compare_bundle, judge, judge_pads
+from bringup.zoo.spec import UNMEASURED, ZooSpec
+from bringup.zoo.steps import RunHow, RunOut, as_precision, fail, finite_curve, train_run
 
-__all__ = ["as_precision", "build_model", "measure_noise", "run_model", "train_run"]  # localize/cli.py: one import
+__all__ = [
+    "RunHow",
+    "as_precision",
+    "build_model",
+    "measure_noise",
+    "run_model",
+    "train_run",
+]  # localize/cli.py: one import
 
 LOGIT_SAMPLES = 16
-
-
-def build_model(params: ZooSpec | dict[str, Any], left_pad: bool = True) -> Any:
-    """The model of a case, initialised so that every operator matters to the result (seeded): Linear
-    weights at N(0, 1/fan_in) so attention is not uniform and activations see unit-size inputs
-    (models/testable_init.py), and all-zero parameters (biases, norm offsets) drawn small
-    (models/zoo.py: nonzero_init): a dropped bias, a wrong softmax temperature must change the result."""
-    from bringup.models import testable_init
-    from bringup.models import zoo as mz
-
-    spec = ZooSpec.of(params)
-    built = _build_model(spec, left_pad)
-    seed = spec.seed
-    testable_init.fan_in_init(built.model, seed)
-    mz.nonzero_init(built.model, seed)
-    return built
-
-
-def batch_spec(spec: ZooSpec, left_pad: bool = True) -> Any:
-    """How a tiny case's text model is fed (bringup/models/batches.py)."""
-    from bringup.models import zoo as mz
-
-    return mz.BatchSpec(batch=spec.rows, seq=spec.tokens, inputs=spec.inputs, left_pad=left_pad)
-
-
-def _build_model(spec: ZooSpec, left_pad: bool = True) -> Any:
-    from bringup.models import zoo as mz
-
-    src, model, seed = spec.source, spec.model, spec.seed
-    bs = batch_spec(spec, left_pad)
-    if src == "hf":
-        return mz.build_hf(model, spec.task or "causal-lm", bs, seed=seed)
-    if src == "hf-class":  # an upstream suite's name: that transformers class itself, tiny (zoo/upstream.py)
-        from bringup.models import hf_class
-
-        return hf_class.build(model, spec.task, bs, seed=seed)
-    if src == "timm":
-        from bringup.models import timm_zoo
-
-        return timm_zoo.build(model, seed=seed)
-    if src == "fn":
-        return mz.build_fn(model, seed=seed, bs=bs)
-    if src == "hf-json":
-        return mz.build_hf_json(model, seed=seed, bs=bs)
-    if src in ("hub", "hub-top"):
-        from bringup.hub import build
-
-        return build.build_tiny(config_data(spec), model, seed=seed, bs=bs)
-    if src == "hub-sig":  # a Hub sweep's signature: exactly its tiny config (zoo/sweep.py)
-        from bringup.hub import signature
-
-        if spec.config is None:
-            raise mz.ConfigError("a hub-sig case without its config")
-        return signature.build(spec.task or "causal-lm", spec.config, seed=seed, bs=bs)
-    raise mz.ConfigError(f"unknown source {src!r}")
+CPU = torch.device("cpu")
 
 
 def logits_digest(t: torch.Tensor | None) -> dict[str, Any] | None:
@@ -136,7 +99,7 @@ def prepare(spec: ZooSpec, built: Any = None) -> Prepared:
         batches = [built.make_batch(i) for i in range(spec.steps)]
         seen = UniformRows(replace=False)  # counts the reference's fully masked SDPA rows, changes nothing
         ref = train_run(
-            built, init, batches, cpu, torch.float64, round_to=prec.param_dtype, step_context=lambda s=seen: s
+            built, init, batches, cpu, torch.float64, RunHow(round_to=prec.param_dtype, step_context=lambda s=seen: s)
         )
         if finite_curve(ref.curve) or not left_pad or not _left_padded(batches[0]):
             uniform = _lazy(uniform_pads, built, init, batches[0], prec) if ref.pads is not None and seen.rows else None
@@ -153,8 +116,6 @@ def measure_zeros(
 ) -> frozenset[str]:
     """Which of step 0's tensors are zero in exact arithmetic: the float64 step again with every op result
     perturbed by parity.TWIN_DITHER (a twin), against the reference (checks/parity.py: exact_zeros)."""
-    from bringup.checks.module_replay import Dither
-    from bringup.checks.parity import TWIN_DITHER, exact_zeros
 
     gen = torch.Generator().manual_seed(4242)
     run = dataclasses.replace(built, model=copy.deepcopy(built.model))
@@ -164,8 +125,7 @@ def measure_zeros(
         [batch0],
         torch.device("cpu"),
         torch.float64,
-        round_to=prec.param_dtype,
-        step_context=lambda: Dither(TWIN_DITHER, gen, every_dtype=True),
+        RunHow(round_to=prec.param_dtype, step_context=lambda: Dither(TWIN_DITHER, gen, every_dtype=True)),
     )
     return exact_zeros(ref.tensors, twin.tensors)
 
@@ -188,13 +148,17 @@ def uniform_pads(built: Any, init: dict[str, torch.Tensor], batch0: dict[str, An
     mode = UniformRows()
     run = dataclasses.replace(built, model=copy.deepcopy(built.model))
     out = train_run(
-        run, init, [batch0], torch.device("cpu"), torch.float64, round_to=prec.param_dtype, step_context=lambda: mode
+        run,
+        init,
+        [batch0],
+        torch.device("cpu"),
+        torch.float64,
+        RunHow(round_to=prec.param_dtype, step_context=lambda: mode),
     )
     return out.pads if mode.rows else None
 
 
 def _left_padded(batch: dict[str, Any]) -> bool:
-    from bringup.models import batches
 
     for b in batches.micro(batch) or [batch]:
         m = b.get("attention_mask")
@@ -205,15 +169,8 @@ def _left_padded(batch: dict[str, Any]) -> bool:
 
 def describe_inputs(batch: dict[str, Any], inputs: str) -> dict[str, Any]:
     """What step 0 fed the model (a pass says what was covered): bringup/models/batches.py describe()."""
-    from bringup.models import batches
 
     return batches.describe(batch, inputs)
-
-
-def mz_shapes(model: torch.nn.Module) -> dict[str, int]:
-    from bringup.models import zoo as mz
-
-    return mz.shapes_of(model)
 
 
 def _series(curve: list[float]) -> list[tuple[int, float]]:
@@ -221,165 +178,214 @@ def _series(curve: list[float]) -> list[tuple[int, float]]:
 
 
 def run_model(case: Case, ctx: Any) -> CaseResult:
-    """One model: reference, trusted baseline, device eager, device compiled; then the verdict."""
-    import traceback
-
-    from bringup.checks.errors import classify, first_line
-    from bringup.checks.graphs import watch
-    from bringup.checks.parity import parity
-    from bringup.models.zoo import ConfigError, param_count
-
-    t_case = time.monotonic()
+    """One model: build, reference, trusted baseline, device eager, device compiled; then the verdict and the
+    record (fallbacks, the baseline bundle, metrics). A step that ends the case returns None."""
+    clock = Clock.start(case.budget_s)
     spec = ZooSpec.from_params(case.params)
-    dtype = spec.prec
-    backend = spec.backend
     dev: Device = ctx.device
-    cpu = torch.device("cpu")
+    r = _start(case, spec)
+    built = _build(r, spec)
+    prep = _reference(r, spec, built) if built is not None else None
+    if prep is None:
+        return r
+    trusted = _trusted(r, spec, prep, dev)
+    if trusted is None:
+        return r
+    eager, mc = _eager(r, spec, prep, trusted, dev)
+    if spec.backend != "none":
+        _compiled(r, ctx, clock, _Arm(spec, prep, trusted, eager, mc))
+    return _record(r, spec, dev)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Trusted:
+    """The trusted baseline (cpu eager in the run's precision; None when it raised), what correct runs at that
+    precision look like, and the module check (whether it runs; the trusted run's recording on cpu)."""
+
+    base: RunOut | None
+    noise: TrustedNoise
+    use_mc: bool
+    mc: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class _Arm:
+    """What the compiled arm is judged with: the case, its reference, the trusted runs and the eager run."""
+
+    spec: ZooSpec
+    prep: Prepared
+    trusted: _Trusted
+    eager: RunOut | None
+    mc: Any
+
+
+def _start(case: Case, spec: ZooSpec) -> CaseResult:
+    """A passing result with the case's fields; dynamo's caches cleared and the case's seed set."""
     r = CaseResult.for_case(case, Status.PASS)
-    r.fields.update(
-        {
-            "source": spec.source,
-            "task": spec.task,
-            "backend": backend,
-            **UNMEASURED,
-        }
-    )
+    r.fields.update({"source": spec.source, "task": spec.task, "backend": spec.backend, **UNMEASURED})
     torch._dynamo.reset()
     torch.manual_seed(spec.seed)
-    # -- build (ref_fail "config" when the tiny model can't be made) --
+    return r
+
+
+def _build(r: CaseResult, spec: ZooSpec) -> Any:
+    """The tiny model (ref_fail "config" when it can't be made: None)."""
     try:
         built = build_model(spec)
     except (ConfigError, BadInput) as e:
-        return fail(r, Status.REF_FAIL, f"config: {e}")
+        fail(r, Status.REF_FAIL, f"config: {e}")
+        return None
     except Exception as e:
-        return fail(r, Status.REF_FAIL, f"config: {first_line(e)}")
+        fail(r, Status.REF_FAIL, f"config: {first_line(e)}")
+        return None
     r.fields["params"] = param_count(built.model)
     r.fields["note"] = built.note
-    # -- a. reference --
+    return built
+
+
+def _reference(r: CaseResult, spec: ZooSpec, built: Any) -> Prepared | None:
+    """a. The float64 reference (prepare) and what step 0 fed the model; None when it failed or is not finite."""
     try:
         prep = prepare(spec, built)
     except Exception as e:
         r.error = traceback.format_exc()
-        return fail(r, Status.REF_FAIL, f"reference: {first_line(e)}")
-    built, init, batches, ref = prep.built, prep.init, prep.batches, prep.ref
+        fail(r, Status.REF_FAIL, f"reference: {first_line(e)}")
+        return None
     if prep.note:
         r.fields["inputs_note"] = prep.note
-    if fed := describe_inputs(batches[0], spec.inputs):
-        r.fields["inputs_fed"] = {**fed, "widths": mz_shapes(built.model)}
-    if not finite_curve(ref.curve):
-        return fail(r, Status.REF_FAIL, "reference: non-finite loss in float64")
-    r.series["loss.ref"] = _series(ref.curve)
-    r.fields["logits"] = {"ref": logits_digest(ref.tensors.get("logits"))}
-    # -- b. trusted baseline: cpu eager in the run dtype (on cpu also the device's eager run: recorded) --
+    if fed := describe_inputs(prep.batches[0], spec.inputs):
+        r.fields["inputs_fed"] = {**fed, "widths": shapes_of(prep.built.model)}
+    if not finite_curve(prep.ref.curve):
+        fail(r, Status.REF_FAIL, "reference: non-finite loss in float64")
+        return None
+    r.series["loss.ref"] = _series(prep.ref.curve)
+    r.fields["logits"] = {"ref": logits_digest(prep.ref.tensors.get("logits"))}
+    return prep
+
+
+def _trusted(r: CaseResult, spec: ZooSpec, prep: Prepared, dev: Device) -> _Trusted | None:
+    """b. The trusted baseline: cpu eager in the run dtype (on cpu also the device's eager run: recorded), itself
+    near float64 or the case is ill-conditioned (None); then the trusted runs' noise."""
     use_mc = zoo_modules.enabled(spec.module_check, dev)
     if not use_mc and spec.module_check is None:
         r.fields["module_check_note"] = zoo_modules.LAZY_NOTE
-    mc = zoo_modules.new_check(built.model, dtype, cpu) if use_mc and dev.is_cpu else None
+    mc = zoo_modules.new_check(prep.built.model, spec.prec, CPU) if use_mc and dev.is_cpu else None
     base: RunOut | None = None
     try:
-        base = train_run(built, init, batches, cpu, dtype, module_check=mc)
+        base = train_run(prep.built, prep.init, prep.batches, CPU, spec.prec, RunHow(module_check=mc))
         r.series["loss.cpu_eager"] = _series(base.curve)
     except Exception as e:
         r.fields["baseline_error"] = first_line(e)
-    if base is not None:
-        # the trusted run must itself be near float64; if even cpu eager in this dtype is grossly off
-        # (a discontinuous model: LSH buckets, near-tied routing), the comparison says nothing
-        gross = parity(base.tensors, ref.tensors, dtype, trusted=True, zeros=prep.zeros)
-        r.fields["cpu_eager_max_rel_err"] = gross.max_rel_err
-        if not gross.ok:
-            return fail(
-                r,
-                Status.REF_FAIL,
-                f"reference: cpu eager in {spec.dtype} is itself off float64 "
-                f"({gross.summary()}): ill-conditioned at this precision",
-            )
-        from bringup.checks.losscurve import compare_curves
-
-        drift = compare_curves(base.curve, ref.curve, dtype, trusted=True)
-        if not drift.ok:  # e.g. BatchNorm over 2 samples at a high learning rate: training itself diverges
-            return fail(
-                r,
-                Status.REF_FAIL,
-                f"reference: cpu eager in {spec.dtype} drifts off float64 over "
-                f"{len(ref.curve)} steps ({drift.summary()}): ill-conditioned training at this "
-                "precision",
-            )
+    if base is None:
+        noise = TrustedNoise(zeros=prep.zeros)
+    elif (why := _ill_conditioned(r, spec, prep, base)) is not None:
+        fail(r, Status.REF_FAIL, why)
+        return None
+    else:
         noise = trusted_noise(spec, prep)
         r.fields["noise_seeds"] = noise.seeds
         if noise.errors:
             r.fields["noise_errors"] = noise.errors
         torch.manual_seed(spec.seed)
-    else:
-        noise = TrustedNoise(zeros=prep.zeros)
     if prep.zeros:
         r.fields["exact_zeros"] = sorted(prep.zeros)
+    return _Trusted(base, noise, use_mc, mc)
+
+
+def _ill_conditioned(r: CaseResult, spec: ZooSpec, prep: Prepared, base: RunOut) -> str | None:
+    """Why the comparison says nothing at this precision, if it does not: the trusted run must itself be near
+    float64; if even cpu eager in this dtype is grossly off (a discontinuous model: LSH buckets, near-tied
+    routing), or drifts off over the steps (BatchNorm over 2 samples at a high learning rate: training itself
+    diverges), it is ill-conditioned."""
+    ref = prep.ref
+    gross = parity(base.tensors, ref.tensors, spec.prec, trusted=True, zeros=prep.zeros)
+    r.fields["cpu_eager_max_rel_err"] = gross.max_rel_err
+    if not gross.ok:
+        return (
+            f"reference: cpu eager in {spec.dtype} is itself off float64 "
+            f"({gross.summary()}): ill-conditioned at this precision"
+        )
+    drift = compare_curves(base.curve, ref.curve, spec.prec, trusted=True)
+    if not drift.ok:
+        return (
+            f"reference: cpu eager in {spec.dtype} drifts off float64 over "
+            f"{len(ref.curve)} steps ({drift.summary()}): ill-conditioned training at this "
+            "precision"
+        )
+    return None
+
+
+def _eager(r: CaseResult, spec: ZooSpec, prep: Prepared, trusted: _Trusted, dev: Device) -> tuple[RunOut | None, Any]:
+    """c. Device eager, judged (on cpu, eager in the run dtype IS the trusted baseline: judged for gross errors
+    only); (the run or None when it raised, the module check the compiled arm is judged with)."""
     dev.reset_peak_memory()
-    # -- c. device eager --
+    base, mc = trusted.base, trusted.mc
     eager: RunOut | None = None
     try:
         if dev.is_cpu and base is not None:
             eager = base
         else:
-            mc = zoo_modules.new_check(built.model, dtype, dev.torch_device) if use_mc else None
-            eager = _device_run(built, init, batches, dev, dtype, r, module_check=mc)
+            mc = zoo_modules.new_check(prep.built.model, spec.prec, dev.torch_device) if trusted.use_mc else None
+            eager = _device_run(prep.built, prep.init, prep.batches, dev, spec.prec, r, module_check=mc)
     except Exception as e:
         r.error = traceback.format_exc()
         fail(r, classify(e), f"eager: {first_line(e)}")
     if eager is not None:
         r.series["loss.eager"] = _series(eager.curve)
         r.fields["logits"]["eager"] = logits_digest(eager.tensors.get("logits"))
-        # on cpu, eager in the run dtype IS the trusted baseline: judged for gross errors only
         self_trusted = dev.is_cpu and eager is base
-        judge(r, "eager", eager, ref, None if self_trusted else base, dtype, noise, trusted=self_trusted)
-        judge_pads(r, "eager", eager, ref, prep.uniform)
+        judge(
+            r, "eager", eager, prep.ref, None if self_trusted else base, spec.prec, trusted.noise, trusted=self_trusted
+        )
+        judge_pads(r, "eager", eager, prep.ref, prep.uniform)
         if mc is not None and mc.recorded and not self_trusted:
             zoo_modules.judge(r, "eager", mc.judge_eager())
-    # -- d. device compiled --
-    comp: RunOut | None = None
-    if backend != "none":
-        left = max(1.0, case.budget_s - (time.monotonic() - t_case))
-        try:
-            with watch() as graphs:
-                comp = train_run(
-                    built,
-                    init,
-                    batches,
-                    dev.torch_device,
-                    dtype,
-                    backend=backend,
-                    on_first_step=lambda: ctx.phase("compile", budget_s=left),
-                )
-        except Exception as e:
-            r.error = r.error or traceback.format_exc()
-            fail(r, classify(e, compiling=True), f"compiled: {first_line(e)}")
-        r.fields.update(graphs.fields())
-        if comp is not None:
-            r.fields["compile_s"] = round(graphs.compile_s or comp.first_step_s, 3)
-            r.series["loss.compiled"] = _series(comp.curve)
-            r.fields["logits"]["compiled"] = logits_digest(comp.tensors.get("logits"))
-            judge_graphs(r, graphs)
-            judge(
-                r,
-                "compiled",
-                comp,
-                ref,
-                base if base is not None else eager,
-                dtype,
-                noise if base is not None else TrustedNoise(zeros=prep.zeros),
-            )
-            judge_pads(r, "compiled", comp, ref, prep.uniform)
-            if use_mc:
-                left = max(1.0, case.budget_s - (time.monotonic() - t_case))
-                zoo_modules.judge_compiled(r, mc, backend, ctx, left)
-    # -- e. fallbacks, memory --
+    return eager, mc
+
+
+def _compiled(r: CaseResult, ctx: Any, clock: Clock, a: _Arm) -> None:
+    """d. Device compiled (zoo/arm.py), judged against the trusted run (the eager run where there is none)."""
+    prep, spec, dev = a.prep, a.spec, ctx.device
+
+    def run(on_first_step: Callable[[], None]) -> RunOut:
+        return train_run(
+            prep.built,
+            prep.init,
+            prep.batches,
+            dev.torch_device,
+            spec.prec,
+            RunHow(backend=spec.backend, on_first_step=on_first_step),
+        )
+
+    comp = compiled_arm(r, ctx, clock, run)
+    if comp is None:
+        return
+    r.series["loss.compiled"] = _series(comp.curve)
+    r.fields["logits"]["compiled"] = logits_digest(comp.tensors.get("logits"))
+    base = a.trusted.base
+    judge(
+        r,
+        "compiled",
+        comp,
+        prep.ref,
+        base if base is not None else a.eager,
+        spec.prec,
+        a.trusted.noise if base is not None else TrustedNoise(zeros=prep.zeros),
+    )
+    judge_pads(r, "compiled", comp, prep.ref, prep.uniform)
+    if a.trusted.use_mc:
+        zoo_modules.judge_compiled(r, a.mc, spec.backend, ctx, clock.left())
+
+
+def _record(r: CaseResult, spec: ZooSpec, dev: Device) -> CaseResult:
+    """e. Fallbacks, memory, the baseline bundle, a device finding beside the verdict, the metrics."""
     r.fields["peak_mem_bytes"] = dev.peak_memory()
     fb = r.fields.get("fallback_ops")
     if fb:
         top = ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])[:5])
         fail(r, Status.FALLBACK, f"ran through the CPU fallback: {top}")
-    # -- baseline bundle --
     if spec.baseline:
-        compare_bundle(r, spec.baseline, dtype)
+        compare_bundle(r, spec.baseline, spec.prec)
     if finding := r.fields.get("tying_finding"):  # a device finding beside the verdict, not instead of it
         r.reason = f"{r.reason}; {finding}" if r.reason else finding
     for k in ("max_rel_err", "loss_divergence", "compile_s", "params", "graph_breaks", "peak_mem_bytes"):
@@ -399,9 +405,6 @@ def _device_run(
 ) -> RunOut:
     """Device eager run; off cpu, under the fallback detector (which ops ran through the CPU fallback).
     A detector that can't start (another profiler active, ...) leaves fallback_ops unknown (null)."""
-    from bringup.checks.errors import first_line
-    from bringup.checks.fallbacks import FallbackDetector
-    from bringup.models import tying
 
     # Ties the move to the device splits are a finding of their own (models/tying.py): named on the case,
     # and the model re-tied, so parity judges the model as meant (train_run's own .to is then a no-op).
@@ -409,21 +412,14 @@ def _device_run(
         r.fields["tying_broken"] = broken
         r.fields["tying_finding"] = tying.describe(broken, dev.name)
     r.metric("broken_ties", len(broken))
-    try:
-        det = FallbackDetector(dev)
-        det.__enter__()
-    except Exception as e:
-        r.fields["fallback_note"] = f"fallback detector unavailable: {first_line(e)}"
-        return train_run(built, init, batches, dev.torch_device, dtype, module_check=module_check)
-    try:
-        out = train_run(built, init, batches, dev.torch_device, dtype, module_check=module_check)
-    finally:
-        det.__exit__(None, None, None)
-    rep = det.report()
-    r.fields["fallback_ops"] = dict(rep.fallback_ops)
-    if rep.fallback_ops:  # each op's dtypes and first call's shapes: its triage signature and repro
-        r.fields["fallback_dtypes"] = rep.fallback_dtypes
-        r.fields["fallback_examples"] = rep.fallback_examples
+    out, rep = under_fallback_detector(
+        r, dev, lambda: train_run(built, init, batches, dev.torch_device, dtype, RunHow(module_check=module_check))
+    )
+    if rep is not None:
+        r.fields["fallback_ops"] = dict(rep.fallback_ops)
+        if rep.fallback_ops:  # each op's dtypes and first call's shapes: its triage signature and repro
+            r.fields["fallback_dtypes"] = rep.fallback_dtypes
+            r.fields["fallback_examples"] = rep.fallback_examples
     return out
 
 
@@ -450,9 +446,6 @@ def add_dither(
     """The case's float64 step 0 again, every op result (forward and backward) rounded once at random at the
     run's precision (checks/module_replay.py: Dither), `draws` times: per tensor, the error a correct device
     that rounds at other points than cpu eager may have (checks/parity.py: Noise.dither), kept in `noise`."""
-    from bringup.checks.module_replay import Dither
-    from bringup.checks.module_rule import one_rounding
-    from bringup.checks.parity import Noise, dither_noise
 
     d = one_rounding(prec.compute_dtype)
     # on a copy: a float64 run leaves the model in float64, and a module check recorded before (the trusted run's,
@@ -467,8 +460,7 @@ def add_dither(
             [batch0],
             torch.device("cpu"),
             torch.float64,
-            round_to=prec.param_dtype,
-            step_context=lambda g=gen: Dither(d, g),
+            RunHow(round_to=prec.param_dtype, step_context=lambda g=gen: Dither(d, g)),
         )
         runs.append(out.tensors)
     for name, errs in dither_noise(runs, ref.tensors, prec, noise.zeros).items():
@@ -487,8 +479,6 @@ def measure_noise(
     reference and the trusted run at `prec` on each: per tensor, how far correct runs at this
     precision are from float64 (checks/parity.py: trusted_noise). A seed whose trusted run is itself
     grossly off (or fails) is left out and named in `errors`."""
-    from bringup.checks.errors import first_line
-    from bringup.checks.parity import parity, trusted_noise
 
     cpu = torch.device("cpu")
     out = TrustedNoise(zeros=zeros)  # zero in exact arithmetic is the model's structure: alike under every seed
@@ -501,7 +491,7 @@ def measure_noise(
             built = build_model(dataclasses.replace(spec, seed=s), left_pad)
             init = {k2: v.detach().clone() for k2, v in built.model.state_dict().items()}
             batches = [built.make_batch(i) for i in range(steps)]
-            ref = train_run(built, init, batches, cpu, torch.float64, round_to=prec.param_dtype)
+            ref = train_run(built, init, batches, cpu, torch.float64, RunHow(round_to=prec.param_dtype))
             base = train_run(built, init, batches, cpu, prec)
         except Exception as e:
             out.errors.append(f"seed {s}: {first_line(e)}")
@@ -512,5 +502,5 @@ def measure_noise(
         samples.append((base.tensors, ref.tensors))
         out.curves.append((base.curve, ref.curve))
         out.seeds.append(s)
-    out.tensors = trusted_noise(samples, prec, zeros)
+    out.tensors = sample_noise(samples, prec, zeros)
     return out

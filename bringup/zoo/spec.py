@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from bringup.hub import refs
 from bringup.precision import Precision, parse_precision
 from bringup.zoo.args import DEFAULT_STEPS, NOISE_SEEDS, TINY_BATCH, TINY_SEQ, UNIFORM_BATCH, UNIFORM_SEQ
 
@@ -100,7 +101,6 @@ class ZooSpec:
 def config_data(spec: ZooSpec | dict[str, Any]) -> dict[str, Any]:
     """The config.json of a Hub case: carried in the params (a sweep's --full-top case), the catalogue's, or the
     cache's (resolved now)."""
-    from bringup.hub import refs
 
     s = ZooSpec.of(spec)
     if s.hub_config is not None:
@@ -113,7 +113,6 @@ def config_data(spec: ZooSpec | dict[str, Any]) -> dict[str, Any]:
 
 def weights_for(spec: ZooSpec | dict[str, Any]) -> list[str] | None:
     """The cached safetensors of a full-size case that planned `weights: cache` (else None: seeded init)."""
-    from bringup.hub import refs
 
     s = ZooSpec.of(spec)
     if s.weights != "cache":

@@ -100,7 +100,7 @@ def cast_batch(
 
 def no_dropout(model: torch.nn.Module) -> None:
     """Dropout draws different masks in each run (and compiled code draws them differently again):
-    parity needs the same function in every run. Configs are built with dropout 0 (models/zoo_config.py);
+    parity needs the same function in every run. Configs are built with dropout 0 (models/tiny_config.py);
     this catches nn.Dropout modules a user model or a fixed-size config still has."""
     for m in model.modules():
         if isinstance(m, torch.nn.modules.dropout._DropoutNd):
@@ -140,51 +140,59 @@ def step_fn(
     return fwd_loss if backend is None else torch.compile(fwd_loss, backend=backend)
 
 
+@dataclass(frozen=True)
+class Feed:
+    """What the loop trains on: `steps` batches (batch_at(i)), cast to `dtype` on `device` (first rounded
+    through `round_to`: cast_batch)."""
+
+    batch_at: Callable[[int], Any]
+    steps: int
+    device: torch.device
+    dtype: torch.dtype
+    round_to: torch.dtype | None = None
+
+
+@dataclass(frozen=True)
+class StepHooks:
+    """What a caller adds to the loop. `step_context` wraps each step's forward and backward (not the optimizer),
+    `first_step` step 0's too (a compile phase, a module recording); `sync_first` makes the device compute step 0
+    before its clock stops (a lazy device: one graph). `at_step0(outputs)` sees step 0 before clipping,
+    `after_clip(outputs, total_grad_norm)` every step."""
+
+    step_context: Callable[[], AbstractContextManager[Any]] | None = None
+    first_step: Callable[[], AbstractContextManager[Any]] | None = None
+    sync_first: bool = False
+    at_step0: Callable[[StepOutputs], None] | None = None
+    after_clip: Callable[[StepOutputs, torch.Tensor], None] | None = None
+
+
 def train_steps(
     model: torch.nn.Module,
     fn: StepFn,
     opt: torch.optim.Optimizer,
-    batch_at: Callable[[int], Any],
-    steps: int,
-    device: torch.device,
-    dtype: torch.dtype,
-    *,
-    round_to: torch.dtype | None = None,
+    feed: Feed,
+    hooks: StepHooks = StepHooks(),
     scaler: Any = None,
-    step_context: Callable[[], AbstractContextManager[Any]] | None = None,
-    first_step: Callable[[], AbstractContextManager[Any]] | None = None,
-    sync_first: bool = False,
-    at_step0: Callable[[StepOutputs], None] | None = None,
-    after_clip: Callable[[StepOutputs, torch.Tensor], None] | None = None,
     max_grad_norm: float = MAX_GRAD_NORM,
 ) -> tuple[float, float]:
-    """The one training-step loop: `steps` steps of batch -> forward + loss -> backward (scaled by a GradScaler
-    when given, then unscaled: the grads kept and clipped are the true ones) -> clip to `max_grad_norm` ->
-    optimizer step. `step_context` wraps each step's forward and backward (not the optimizer), `first_step`
-    step 0's too (a compile phase, a module recording); `sync_first` makes the device compute step 0 before
-    its clock stops (a lazy device: one graph). `at_step0(outputs)` sees step 0 before clipping,
-    `after_clip(outputs, total_grad_norm)` every step. Returns (seconds, step 0's seconds)."""
+    """The one training-step loop: `feed.steps` steps of batch -> forward + loss -> backward (scaled by a
+    GradScaler when given, then unscaled: the grads kept and clipped are the true ones) -> clip to
+    `max_grad_norm` -> optimizer step, with the caller's `hooks`. Returns (seconds, step 0's seconds)."""
     t0 = time.perf_counter()
     first = 0.0
-    for i in range(steps):
-        b = cast_batch(batch_at(i), device, dtype, round_to)
+    for i in range(feed.steps):
+        b = cast_batch(feed.batch_at(i), feed.device, feed.dtype, feed.round_to)
         ts = time.perf_counter()
-        with step_context() if step_context is not None else nullcontext():
-            with first_step() if i == 0 and first_step is not None else nullcontext():
-                loss, logits = fn(b)
-                (loss if scaler is None else scaler.scale(loss)).backward()
-                if scaler is not None:
-                    scaler.unscale_(opt)
-        outputs = StepOutputs(loss, logits, batches.output_positions(b, logits))
+        outputs = _forward_backward(fn, b, opt, scaler, hooks.first_step if i == 0 else None, hooks.step_context)
         if i == 0:
-            if sync_first:
-                Device(device.type, device.index).materialize(loss, logits, model)
+            if hooks.sync_first:
+                Device(feed.device.type, feed.device.index).materialize(outputs.loss, outputs.logits, model)
             first = time.perf_counter() - ts
-            if at_step0 is not None:
-                at_step0(outputs)
+            if hooks.at_step0 is not None:
+                hooks.at_step0(outputs)
         gn = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_grad_norm)
-        if after_clip is not None:
-            after_clip(outputs, gn)
+        if hooks.after_clip is not None:
+            hooks.after_clip(outputs, gn)
         if scaler is None:
             opt.step()
         else:
@@ -192,6 +200,24 @@ def train_steps(
             scaler.update()
         opt.zero_grad(set_to_none=True)
     return time.perf_counter() - t0, first
+
+
+def _forward_backward(
+    fn: StepFn,
+    b: dict[str, Any],
+    opt: torch.optim.Optimizer,
+    scaler: Any,
+    first_step: Callable[[], AbstractContextManager[Any]] | None,
+    step_context: Callable[[], AbstractContextManager[Any]] | None,
+) -> StepOutputs:
+    """One step's forward, loss and backward (scaled, then unscaled), inside the step's contexts."""
+    with step_context() if step_context is not None else nullcontext():
+        with first_step() if first_step is not None else nullcontext():
+            loss, logits = fn(b)
+            (loss if scaler is None else scaler.scale(loss)).backward()
+            if scaler is not None:
+                scaler.unscale_(opt)
+    return StepOutputs(loss, logits, batches.output_positions(b, logits))
 
 
 # ---- the tiny run ---------------------------------------------------------------------------------
@@ -262,30 +288,60 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True)
+class RunHow:
+    """How train_run runs (its doc): the dtype the start state is rounded through, the compile backend, the
+    first step's context factory, every step's, and the module check that records step 0."""
+
+    round_to: torch.dtype | None = None
+    backend: str | None = None
+    on_first_step: Any = None
+    step_context: Any = None
+    module_check: Any = None
+
+
 def train_run(
     built: Any,
     init: dict[str, torch.Tensor],
     batches: list[dict[str, Any]],
     device: torch.device,
     dtype: Precision | torch.dtype | str,
-    round_to: torch.dtype | None = None,
-    backend: str | None = None,
-    on_first_step: Any = None,
-    step_context: Any = None,
-    module_check: Any = None,
+    how: RunHow = RunHow(),
 ) -> RunOut:
     """K SGD steps at a precision (a pure dtype, or mixed: fp32 weights, forward under autocast, fp16 with
     a GradScaler). Step 0's loss, logits and grads (unscaled) are kept (moved to cpu) for parity.
-    `step_context` (a context-manager factory, e.g. a TorchDispatchMode) wraps each step's forward and
-    backward, not the optimizer. `module_check` (checks/module_check.ModuleCheck, eager runs only)
+    `how.step_context` (a context-manager factory, e.g. a TorchDispatchMode) wraps each step's forward and
+    backward, not the optimizer. `how.module_check` (checks/module_check.ModuleCheck, eager runs only)
     records step 0's module calls and replays them on the device, inside `step_context`."""
     prec = as_precision(dtype)
-    if module_check is not None and backend is not None:
+    if how.module_check is not None and how.backend is not None:
         raise ValueError("a module check records an eager run (hooks do not fire inside a compiled graph)")
     with _default_dtype(prec.param_dtype):
-        return _train_run(
-            built, init, batches, device, prec, round_to, backend, on_first_step, step_context, module_check
-        )
+        return _train_run(built, init, batches, device, prec, how)
+
+
+class _Step0:
+    """What a tiny run keeps: step 0's loss, defined logits, pads and grads (on cpu), and every step's loss."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.curve: list[float] = []
+        self.pads: torch.Tensor | None = None
+
+    def at_step0(self, step: StepOutputs) -> None:
+        out = step.on_cpu()
+        self.tensors["loss"] = out.loss.reshape(())
+        if (logits := out.defined()) is not None:
+            self.tensors["logits"] = logits
+        if (pad := out.pads()) is not None and self.pads is None:
+            self.pads = pad
+        for n, p in self.model.named_parameters():
+            if p.grad is not None:
+                self.tensors[f"grad.{n}"] = p.grad.detach().to("cpu").clone()
+
+    def after_clip(self, out: StepOutputs, gn: torch.Tensor) -> None:
+        self.curve.append(float(out.loss.detach().to("cpu", torch.float64)))
 
 
 def _train_run(
@@ -294,59 +350,31 @@ def _train_run(
     batches: list[dict[str, Any]],
     device: torch.device,
     prec: Precision,
-    round_to: torch.dtype | None,
-    backend: str | None,
-    on_first_step: Any,
-    step_context: Any = None,
-    module_check: Any = None,
+    how: RunHow,
 ) -> RunOut:
     dtype = prec.param_dtype
-    model = _load_init(built.model, init, device, dtype, round_to)
+    model = _load_init(built.model, init, device, dtype, how.round_to)
     model.zero_grad(set_to_none=True)  # a run that raised mid-backward must not leave its grads to the next
     model.train()
     no_dropout(model)
     experts_impl(model, "eager" if dtype == torch.float64 else None)
-    fn = step_fn(built.forward, built.loss, built.logits, model, prec, device.type, backend)
+    fn = step_fn(built.forward, built.loss, built.logits, model, prec, device.type, how.backend)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
-    curve: list[float] = []
-    tensors: dict[str, torch.Tensor] = {}
+    kept = _Step0(model)
 
     @contextmanager
     def first_step() -> Iterator[None]:
-        with on_first_step() if on_first_step is not None else nullcontext():
-            with module_check.recording() if module_check is not None else nullcontext():
+        with how.on_first_step() if how.on_first_step is not None else nullcontext():
+            with how.module_check.recording() if how.module_check is not None else nullcontext():
                 yield
 
-    pads: list[torch.Tensor] = []
-
-    def at_step0(step: StepOutputs) -> None:
-        out = step.on_cpu()
-        tensors["loss"] = out.loss.reshape(())
-        if (logits := out.defined()) is not None:
-            tensors["logits"] = logits
-        if (pad := out.pads()) is not None:
-            pads.append(pad)
-        for n, p in model.named_parameters():
-            if p.grad is not None:
-                tensors[f"grad.{n}"] = p.grad.detach().to("cpu").clone()
-
-    def after_clip(out: StepOutputs, gn: torch.Tensor) -> None:
-        curve.append(float(out.loss.detach().to("cpu", torch.float64)))
-
-    seconds, first = train_steps(
-        model,
-        fn,
-        opt,
-        lambda i: batches[i],
-        len(batches),
-        device,
-        dtype,
-        round_to=round_to,
-        scaler=prec.grad_scaler(device.type),
-        step_context=step_context,
-        first_step=first_step if (on_first_step is not None or module_check is not None) else None,
+    hooks = StepHooks(
+        step_context=how.step_context,
+        first_step=first_step if (how.on_first_step is not None or how.module_check is not None) else None,
         sync_first=True,
-        at_step0=at_step0,
-        after_clip=after_clip,
+        at_step0=kept.at_step0,
+        after_clip=kept.after_clip,
     )
-    return RunOut(tensors, curve, seconds, first, pads[0] if pads else None)
+    feed = Feed(lambda i: batches[i], len(batches), device, dtype, how.round_to)
+    seconds, first = train_steps(model, fn, opt, feed, hooks, scaler=prec.grad_scaler(device.type))
+    return RunOut(kept.tensors, kept.curve, seconds, first, kept.pads)

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from rich.console import JustifyMethod
+from rich.table import Table
 
 from bringup.case import CaseResult, Status
+from bringup.console import rich_esc, styled
 from bringup.errors import BadInput
 from bringup.zoo.baseline import bundle_names
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 
 def failure_reason(r: CaseResult) -> str:
@@ -58,34 +57,60 @@ def _fmt_secs(v: Any) -> str:
     return f"{v:.1f}" if isinstance(v, (int, float)) else "-"
 
 
-def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
-    from rich.table import Table
+# the table's columns: (header, justification, the cell of a result)
+_COLUMNS: list[tuple[str, str, Callable[[CaseResult], str]]] = [
+    ("model", "left", lambda r: r.name),
+    ("status", "left", lambda r: styled(r.status)),
+    ("params", "right", lambda r: _fmt_count(r.fields.get("params"))),
+    ("breaks", "right", lambda r: _fmt_count(r.fields.get("graph_breaks"))),
+    ("fallbk", "right", lambda r: _fmt_count(_len_or_none(r.fields.get("fallback_ops")))),
+    ("rel err", "right", lambda r: _fmt_small(r.fields.get("max_rel_err"))),
+    ("loss dev", "right", lambda r: _fmt_small(r.fields.get("loss_divergence"))),
+    ("comp s", "right", lambda r: _fmt_secs(r.fields.get("compile_s"))),
+    ("wall s", "right", lambda r: f"{r.wall_s:.0f}"),
+    ("peak", "right", lambda r: _fmt_bytes(r.fields.get("peak_mem_bytes"))),
+    ("reason", "left", lambda r: rich_esc(r.reason[:160])),
+]
 
-    from bringup.console import rich_esc, styled
 
-    t = Table(title="zoo", title_justify="left", pad_edge=False, collapse_padding=True)
-    any_fb = any(r.fields.get("fallback_ops") is not None for r in results)
-    cols: list[tuple[str, JustifyMethod, Any]] = [
-        ("model", "left", lambda r: r.name),
-        ("status", "left", lambda r: styled(r.status)),
-        ("params", "right", lambda r: _fmt_count(r.fields.get("params"))),
-        ("breaks", "right", lambda r: _fmt_count(r.fields.get("graph_breaks"))),
-        ("fallbk", "right", lambda r: _fmt_count(_len_or_none(r.fields.get("fallback_ops")))),
-        ("rel err", "right", lambda r: _fmt_small(r.fields.get("max_rel_err"))),
-        ("loss dev", "right", lambda r: _fmt_small(r.fields.get("loss_divergence"))),
-        ("comp s", "right", lambda r: _fmt_secs(r.fields.get("compile_s"))),
-        ("wall s", "right", lambda r: f"{r.wall_s:.0f}"),
-        ("peak", "right", lambda r: _fmt_bytes(r.fields.get("peak_mem_bytes"))),
-        ("reason", "left", lambda r: rich_esc(r.reason[:160])),
-    ]
-    if not any_fb:  # cpu: nothing can fall back; the JSON still has fallback_ops (null)
+def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+    """The table, then the totals line (and the baseline's); returns the totals for the run's JSON."""
+    console.print(_table(results, console))
+    extras = _totals(results)
+    totals, by_status, by_reason = extras["totals"], extras["by_status"], extras["by_reason"]
+    console.print(
+        f"zoo: {len(results)} model(s), {totals['built']} built ({totals['config_fail']} config failures, counted "
+        f"apart); {by_status.get('pass', 0)}/{totals['judged']} judged pass; by status: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(by_status.items()))
+        + ("; by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) if by_reason else ""),
+        highlight=False,
+        markup=False,
+    )
+    base = extras.get("baseline")
+    if base:
+        console.print(
+            f"baseline {base['bundle']}: {base['compared']} compared, {base['differs']} differ; missing "
+            f"in the bundle: {', '.join(base['missing_in_bundle']) or 'none'}; missing in this run: "
+            f"{', '.join(base['missing_in_run']) or 'none'}",
+            highlight=False,
+            markup=False,
+        )
+    return extras
+
+
+def _table(results: list[CaseResult], console: Any) -> Table:
+    """One row per model; the fallback column only where something could fall back (not cpu: the JSON still has
+    fallback_ops, null), peak memory and compile seconds left to the JSON on a narrow terminal."""
+    cols = _COLUMNS
+    if not any(r.fields.get("fallback_ops") is not None for r in results):
         cols = [c for c in cols if c[0] != "fallbk"]
-    if (getattr(console, "width", 200) or 200) < 130:  # narrow terminal: the JSON has the rest
+    if (getattr(console, "width", 200) or 200) < 130:
         cols = [c for c in cols if c[0] not in ("peak", "comp s")]
+    t = Table(title="zoo", title_justify="left", pad_edge=False, collapse_padding=True)
     for col, just, _ in cols:
         t.add_column(
             col,
-            justify=just,
+            justify=just,  # type: ignore[arg-type]
             overflow="fold",
             no_wrap=col not in ("reason", "model"),
             max_width=24 if col == "model" else None,
@@ -93,7 +118,12 @@ def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
         )
     for r in results:
         t.add_row(*(fn(r) for _, _, fn in cols))
-    console.print(t)
+    return t
+
+
+def _totals(results: list[CaseResult]) -> dict[str, Any]:
+    """Models, built, config failures (counted apart), judged, passes; by status, by reason, graph breaks; the
+    baseline's summary when there is one."""
     by_status = Counter(r.status.value for r in results)
     by_reason = Counter(failure_reason(r) for r in results if r.status is not Status.PASS)
     config_fail = by_reason.get("config", 0)
@@ -114,22 +144,6 @@ def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     base = _baseline_summary(results)
     if base:
         extras["baseline"] = base
-    console.print(
-        f"zoo: {len(results)} model(s), {extras['totals']['built']} built ({config_fail} config failures, counted "
-        f"apart); {by_status.get('pass', 0)}/{len(judged)} judged pass; by status: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(by_status.items()))
-        + ("; by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) if by_reason else ""),
-        highlight=False,
-        markup=False,
-    )
-    if base:
-        console.print(
-            f"baseline {base['bundle']}: {base['compared']} compared, {base['differs']} differ; missing "
-            f"in the bundle: {', '.join(base['missing_in_bundle']) or 'none'}; missing in this run: "
-            f"{', '.join(base['missing_in_run']) or 'none'}",
-            highlight=False,
-            markup=False,
-        )
     return extras
 
 

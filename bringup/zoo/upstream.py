@@ -28,8 +28,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+import yaml
+
 from bringup.errors import BadInput
+from bringup.hub import build, refs
+from bringup.models import hf_class
+from bringup.models.hf_class import task_of
 from bringup.zoo.cases import Entry
+from bringup.zoo.timm_models import require
 
 PREFIXES = ("dynamo:", "hf-class:", "csv:")
 DATA = "dynamo_suites.yaml"
@@ -52,7 +58,6 @@ class Suite:
 
 
 def suites() -> dict[str, Suite]:
-    import yaml
 
     data = yaml.safe_load(resources.files("bringup.zoo").joinpath(DATA).read_text())
     return {
@@ -78,8 +83,6 @@ def entries(source: str) -> list[Entry]:
         if suite is None:
             raise BadInput(f"--source {source}: unknown suite {rest!r}; use dynamo:huggingface or dynamo:timm")
         if rest == "timm":
-            from bringup.models.timm_zoo import require
-
             require()
         return [resolve(n) for n in suite.names()]
     if kind == "hf-class":
@@ -92,14 +95,11 @@ def entries(source: str) -> list[Entry]:
 
 def resolve(name: str) -> Entry:
     """The zoo entry of an upstream name (the module docstring's order); the case is named `name`."""
-    from bringup.models.hf_class import task_of
 
     extra = suites()["huggingface"].extra
     if name in extra:
         return Entry("hf-class", extra[name], task_of(extra[name]), label=name)
     if "/" in name:
-        from bringup.hub import build, refs
-
         config = next((e["config"] for e in refs.catalogue() if e["id"] == name), None)
         if config is not None:
             return Entry("hub-top", name, build.task_of(config)[0])
@@ -111,13 +111,12 @@ def resolve(name: str) -> Entry:
 
 def _class_entry(name: str) -> Entry:
     """hf-class:NAME: a transformers class of this release or a name of the huggingface suite; else one line."""
-    from bringup.models import hf_class
 
     hf = suites()["huggingface"]
     known = {*hf.models, *hf.extra}
     if name in known or (_CLASS.fullmatch(name) and hf_class.has_class(name)):
         return resolve(name)
-    import transformers
+    import transformers  # lazy: planning imports no transformers
 
     classes = [n for n in hf_class.exported_names() if _CLASS.fullmatch(n)]
     close = difflib.get_close_matches(name, sorted(classes), n=3)

@@ -13,7 +13,16 @@ from typing import Any
 import torch
 
 import bringup.models  # noqa: F401  (torchvision shim before transformers)
-from bringup.checks.parity import TWIN_DITHER, compare_tensor, exact_zeros, floor_fraction, parity, rms, scale_floor
+from bringup.checks.parity import (
+    TWIN_DITHER,
+    CompareHow,
+    compare_tensor,
+    exact_zeros,
+    floor_fraction,
+    parity,
+    rms,
+    scale_floor,
+)
 from bringup.zoo import judge as zj
 from bringup.zoo import run as sz
 from bringup.zoo.spec import ZooSpec
@@ -48,7 +57,7 @@ def test_a_device_that_zeroes_a_small_real_gradient_fails_by_its_direction() -> 
     # had it been zero in exact arithmetic, the same error would be residue measured against the floor
     floor = scale_floor(refs.values(), torch.bfloat16)
     as_zero = compare_tensor(
-        "bias", got["bias"], refs["bias"], torch.bfloat16, trusted["bias"], False, floor, zero=True
+        "bias", got["bias"], refs["bias"], torch.bfloat16, trusted["bias"], CompareHow(scale_floor=floor, zero=True)
     )
     assert as_zero.rel_rmse < 1 and as_zero.bound >= 2 * torch.finfo(torch.bfloat16).eps / floor_fraction("bf16")
 

@@ -61,7 +61,7 @@ def _setup(model: str, dtype: str) -> tuple:
     prep = sz.prepare(spec)  # the zoo's own: batches fed like a job's, the float64 reference
     built, init, batches, ref = prep.built, prep.init, prep.batches, prep.ref
     base_mc = zoo_modules.new_check(built.model, prec, CPU)
-    base = sz.train_run(built, init, batches, CPU, prec, module_check=base_mc)
+    base = sz.train_run(built, init, batches, CPU, prec, sz.RunHow(module_check=base_mc))
     return built, init, batches, prec, ref, base, sz.trusted_noise(spec, prep), base_mc
 
 
@@ -69,7 +69,7 @@ def _eager(model: str, dtype: str, ctx: Any) -> tuple[bool, Any, Any]:
     """(whole-model verdict flagged, module report, the run) of one eager run under `ctx`."""
     built, init, batches, prec, ref, base, noise, _ = _setup(model, dtype)
     mc = zoo_modules.new_check(built.model, prec, CPU)
-    got = sz.train_run(built, init, batches, CPU, prec, step_context=ctx, module_check=mc)
+    got = sz.train_run(built, init, batches, CPU, prec, sz.RunHow(step_context=ctx, module_check=mc))
     rep, curve = zj.judge_run(got, ref, base, prec, noise)
     return not (rep.ok and curve.ok), mc.judge_eager(), got
 

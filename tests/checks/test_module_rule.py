@@ -14,7 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from bringup.checks.module_rule import MODULE_TOLERANCES, judge_tensor
+from bringup.checks.module_rule import MODULE_TOLERANCES, TensorFacts, judge_module_tensor
 from bringup.checks.parity import compare_tensor
 
 BF16 = torch.bfloat16
@@ -39,7 +39,7 @@ def test_rounding_is_not_flagged() -> None:
     x = _bf16(_x())
     ref = F.silu(x)
     got, base = _bf16(F.silu(x.float()).double()), _bf16(ref)  # two correct kernels: one rounding each
-    v = judge_tensor("silu", got, ref, base, BF16, covariate=x)
+    v = judge_module_tensor("silu", got, ref, base, BF16, TensorFacts(covariate=x))
     assert v.ok and v.judged, v.summary()
 
 
@@ -50,7 +50,7 @@ def test_a_sharper_gate_is_caught_where_size_is_not() -> None:
     ref = F.silu(x)
     base = _bf16(ref)
     bent = _bf16(x * torch.sigmoid(1.01 * x))
-    v = judge_tensor("silu", bent, ref, base, BF16, covariate=x)
+    v = judge_module_tensor("silu", bent, ref, base, BF16, TensorFacts(covariate=x))
     assert v.rel_rmse < v.bound, "the bend must be invisible by size for this test to mean anything"
     assert compare_tensor("silu", bent, ref, BF16, baseline=base).ok  # the old rule passes it
     assert not v.ok and v.check in ("value", "input"), v.summary()
@@ -59,7 +59,7 @@ def test_a_sharper_gate_is_caught_where_size_is_not() -> None:
 def test_a_scale_is_caught_by_direction() -> None:
     x = _bf16(_x(seed=1))
     ref = torch.tanh(x)
-    v = judge_tensor("tanh", _bf16(ref * 1.01), ref, _bf16(ref), BF16, covariate=x)
+    v = judge_module_tensor("tanh", _bf16(ref * 1.01), ref, _bf16(ref), BF16, TensorFacts(covariate=x))
     assert not v.ok and v.check in ("bias", "value", "input"), v.summary()
 
 
@@ -73,7 +73,7 @@ def test_a_backward_only_bend_is_caught() -> None:
     (ref,) = torch.autograd.grad(F.silu(xr), xr, g)
     xb = (x * 1.02).requires_grad_(True)
     (bent,) = torch.autograd.grad(F.silu(xb), xb, g)
-    v = judge_tensor("grad.in.0", _bf16(bent), ref, _bf16(ref), BF16, covariate=x)
+    v = judge_module_tensor("grad.in.0", _bf16(bent), ref, _bf16(ref), BF16, TensorFacts(covariate=x))
     assert v.rel_rmse < v.bound and not v.ok and v.check in ("input", "value"), v.summary()
 
 
@@ -84,7 +84,7 @@ def test_per_row_scale_rounding_is_not_flagged() -> None:
     ref = torch.randn(64, 128, dtype=torch.float64, generator=gen)
     rows = 1 + torch.randn(64, 1, dtype=torch.float64, generator=gen) * torch.finfo(BF16).eps / math.sqrt(12)
     got = _bf16(ref * rows)
-    v = judge_tensor("norm", got, ref, _bf16(ref), BF16, covariate=ref)
+    v = judge_module_tensor("norm", got, ref, _bf16(ref), BF16, TensorFacts(covariate=ref))
     assert v.ok, v.summary()
 
 
@@ -97,12 +97,12 @@ def test_a_bug_in_a_vector_tail_is_caught_by_position() -> None:
     bent = ref.clone()
     bent[:, -16:] = x[:, -16:] * torch.sigmoid(1.03 * x[:, -16:])
     got, base = _bf16(bent), _bf16(ref)
-    pooled = judge_tensor("silu", got, ref, base, BF16, covariate=x, positional=False)
+    pooled = judge_module_tensor("silu", got, ref, base, BF16, TensorFacts(covariate=x, positional=False))
     assert pooled.ok, "the pooled checks must miss it for this test to mean anything: " + pooled.summary()
-    v = judge_tensor("silu", got, ref, base, BF16, covariate=x)
+    v = judge_module_tensor("silu", got, ref, base, BF16, TensorFacts(covariate=x))
     assert not v.ok and v.check == "position" and "last axis" in v.why, v.summary()
-    flat = judge_tensor(
-        "silu", got.flatten(), ref.flatten(), base.flatten(), BF16, covariate=x.flatten(), shape=(64, 128)
+    flat = judge_module_tensor(
+        "silu", got.flatten(), ref.flatten(), base.flatten(), BF16, TensorFacts(covariate=x.flatten(), shape=(64, 128))
     )
     assert not flat.ok and flat.check == "position", "a module's stacked calls keep their layout: " + flat.summary()
 
@@ -117,7 +117,7 @@ def test_a_scalar_per_row_or_column_rounded_once_is_not_flagged_by_position() ->
         rows = 1 + (torch.rand(shape[0], 1, dtype=torch.float64, generator=gen) * 2 - 1) * eps / 2
         cols = 1 + (torch.rand(1, shape[1], dtype=torch.float64, generator=gen) * 2 - 1) * eps / 2
         for scaled in (ref * rows, ref * cols):
-            v = judge_tensor("norm", _bf16(scaled), ref, _bf16(ref), BF16, covariate=ref)
+            v = judge_module_tensor("norm", _bf16(scaled), ref, _bf16(ref), BF16, TensorFacts(covariate=ref))
             assert v.ok, f"{shape}: {v.summary()}"
 
 
@@ -153,7 +153,7 @@ def test_a_norms_backward_off_along_the_input_is_caught_row_by_row() -> None:
     x, w, g = _norm_rows(8)
     ref = _rms_norm_grad(x, w, g)
     got, base = _bf16(_rms_norm_grad(x, w, g, d=0.04)), _bf16(ref)
-    v = judge_tensor("grad.in.0", got, ref, base, BF16, covariate=x)
+    v = judge_module_tensor("grad.in.0", got, ref, base, BF16, TensorFacts(covariate=x))
     assert v.rel_rmse < v.bound, "the bend must be invisible by size for this test to mean anything"
     assert not v.ok and v.check == "along", v.summary()
 
@@ -166,10 +166,12 @@ def test_a_per_row_scalar_rounded_once_is_not_flagged_along_the_input() -> None:
     x, w, g = _norm_rows(9)
     ref = _rms_norm_grad(x, w, g)
     coef = 1 + (torch.rand(256, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(10)) * 2 - 1) * eps / 2
-    v = judge_tensor("grad.in.0", _bf16(_rms_norm_grad(x, w, g, coef=coef)), ref, _bf16(ref), BF16, covariate=x)
+    v = judge_module_tensor(
+        "grad.in.0", _bf16(_rms_norm_grad(x, w, g, coef=coef)), ref, _bf16(ref), BF16, TensorFacts(covariate=x)
+    )
     assert v.ok, v.summary()
     out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
-    v = judge_tensor("out.0", _bf16(out * coef), out, _bf16(out), BF16, covariate=x)
+    v = judge_module_tensor("out.0", _bf16(out * coef), out, _bf16(out), BF16, TensorFacts(covariate=x))
     assert v.ok, v.summary()
 
 
@@ -180,19 +182,21 @@ def test_more_accurate_than_the_trusted_run_is_not_flagged() -> None:
     ref = F.gelu(x)
     base = _bf16(F.gelu(x) * (1 + 0.004 * torch.tanh(x)))  # the trusted kernel's own systematic error
     got = _bf16(ref)
-    assert judge_tensor("gelu", got, ref, base, BF16, covariate=x).ok
+    assert judge_module_tensor("gelu", got, ref, base, BF16, TensorFacts(covariate=x)).ok
 
 
 def test_non_finite_shape_zero_and_ill_conditioned() -> None:
     ref = _x(1024, seed=6)
     nan = ref.clone()
     nan[3] = math.nan
-    assert not judge_tensor("t", nan, ref, ref, BF16).ok
-    assert not judge_tensor("t", ref[:512], ref, ref, BF16).ok
+    assert not judge_module_tensor("t", nan, ref, ref, BF16).ok
+    assert not judge_module_tensor("t", ref[:512], ref, ref, BF16).ok
     tiny = ref * 1e-9  # zero in exact arithmetic (its twin says so: parity.exact_zeros): against the floor, by size
-    assert judge_tensor("t", tiny * 1.5, tiny, tiny, BF16, scale_floor=1e-3, zero=True).ok
-    assert not judge_tensor("t", tiny * 1.5, tiny, tiny, BF16, scale_floor=1e-3).ok  # small but real: 50% off
-    garbage = judge_tensor("t", ref, ref, -ref, BF16)  # the trusted run itself is off: not judged
+    assert judge_module_tensor("t", tiny * 1.5, tiny, tiny, BF16, TensorFacts(scale_floor=1e-3, zero=True)).ok
+    assert not judge_module_tensor(
+        "t", tiny * 1.5, tiny, tiny, BF16, TensorFacts(scale_floor=1e-3)
+    ).ok  # small but real: 50% off
+    garbage = judge_module_tensor("t", ref, ref, -ref, BF16)  # the trusted run itself is off: not judged
     assert garbage.ok and not garbage.judged and "ill-conditioned" in garbage.summary()
 
 
@@ -248,9 +252,9 @@ def test_a_bin_carried_by_one_computation_is_not_flagged_a_function_of_the_input
     for kind in ("one", "few", "copies"):
         for err in (-0.009, 0.009):
             got, ref, base, x = _padded(kind, err)
-            v = judge_tensor("grad.in.0", got, ref, base, BF16, covariate=x)
+            v = judge_module_tensor("grad.in.0", got, ref, base, BF16, TensorFacts(covariate=x))
             assert v.ok, f"{kind} {err}: {v.summary()}"
     for err in (-0.009, 0.009):
         got, ref, base, x = _padded("wrong", err)
-        v = judge_tensor("grad.in.0", got, ref, base, BF16, covariate=x)
+        v = judge_module_tensor("grad.in.0", got, ref, base, BF16, TensorFacts(covariate=x))
         assert v.rel_rmse < v.bound and not v.ok and v.check == "input", v.summary()

@@ -197,7 +197,7 @@ def _trusted_modules(model: str, dtype: str) -> Any:
     built, init, batches, _, _, _ = _setup(model, dtype)
     prec = sz.as_precision(DTYPES[dtype])
     mc = zoo_modules.new_check(built.model, prec, torch.device("cpu"))
-    sz.train_run(built, init, batches, torch.device("cpu"), prec, module_check=mc)
+    sz.train_run(built, init, batches, torch.device("cpu"), prec, sz.RunHow(module_check=mc))
     return mc
 
 
@@ -209,7 +209,7 @@ def _judge(model: str, dtype: str, backend: Any, modules: bool = False) -> tuple
     torch._dynamo.reset()
     key = backend if isinstance(backend, str) else None
     before = pb.PERTURBED[key] if key else sum(pb.FAMILY_NODES.values())
-    got = sz.train_run(built, init, batches, torch.device("cpu"), DTYPES[dtype], backend=backend)
+    got = sz.train_run(built, init, batches, torch.device("cpu"), DTYPES[dtype], sz.RunHow(backend=backend))
     rep, curve = zj.judge_run(got, ref, base, sz.as_precision(DTYPES[dtype]), noise)
     nodes = (pb.PERTURBED[key] if key else sum(pb.FAMILY_NODES.values())) - before
     why = f"score {rep.score:.3g}: {rep.summary()}; {curve.summary()}"
@@ -299,7 +299,7 @@ def test_correct_variants_are_not_flagged(variant: str, dtype: str) -> None:
 
     prec = sz.as_precision(DTYPES[dtype])
     mc = zoo_modules.new_check(built.model, prec, torch.device("cpu"))  # the module check on the same run
-    got = sz.train_run(built, init, batches, torch.device("cpu"), prec, step_context=ctx, module_check=mc)
+    got = sz.train_run(built, init, batches, torch.device("cpu"), prec, sz.RunHow(step_context=ctx, module_check=mc))
     assert sum(m.calls for m in modes) > 0, f"{variant} recomputed no call of {model}"
     moved = [k for k in base.tensors if not torch.equal(got.tensors[k], base.tensors[k])]
     assert moved, f"{variant} {dtype}: bit-identical to the trusted run, proves nothing"

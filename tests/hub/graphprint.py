@@ -37,7 +37,7 @@ class _Record(TorchDispatchMode):
 
 
 def fingerprint(built: Any) -> dict[str, Any]:
-    """{"modules", "buffers", "ops"} of one training step of a zoo `Built` (models/zoo.py)."""
+    """{"modules", "buffers", "ops"} of one training step of a zoo `Built` (models/tiny.py)."""
     model = built.model
     modules = [f"{n}:{type(m).__name__}" for n, m in model.named_modules()]
     modules += [f"{n}:{tuple(p.shape)}" for n, p in model.named_parameters()]

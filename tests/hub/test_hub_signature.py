@@ -142,7 +142,7 @@ def test_excluded_keys_do_not_change_the_graph() -> None:
     on = gp.fingerprint(build.build_tiny({**llama}, "t"))
     cfg = build.tiny_config_of(build.make_config(llama, "t"))
     cfg.use_cache = True
-    from bringup.models import zoo as mz
+    from bringup.models import tiny as mz
 
     off = gp.fingerprint(mz.build_hf("llama", "causal-lm", seed=0, cfg=cfg))
     assert on != off  # the fingerprint sees a graph-only change (the kv-cache path)

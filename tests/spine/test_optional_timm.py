@@ -28,8 +28,8 @@ def test_timm_models_with_timm_plan_normally(cli) -> None:
 
 def test_planned_timm_case_without_timm_is_a_config_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     """`run --quick` plans one timm model; without timm it is counted apart (ref_fail 'config'), named."""
-    from bringup.models import timm_zoo
-    from bringup.models.zoo import ConfigError
+    from bringup.models.tiny import ConfigError
+    from bringup.zoo import timm_models as timm_zoo
 
     monkeypatch.setitem(sys.modules, "timm", None)
     assert not timm_zoo.available()
@@ -40,7 +40,7 @@ def test_planned_timm_case_without_timm_is_a_config_failure(monkeypatch: pytest.
 def test_bringup_imports_and_builds_hf_models_without_timm_or_torchvision() -> None:
     code = (
         "import tests.spine.no_timm, bringup.cli, bringup.models, bringup.zoo.suite as z\n"
-        "from bringup.models.zoo import build_hf\n"
+        "from bringup.models.tiny import build_hf\n"
         "b = build_hf('llama', 'causal-lm')\n"
         "import sys; assert 'timm' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
         "print('OK', type(b.model).__name__)\n"
@@ -57,7 +57,7 @@ def test_planning_imports_no_torchvision_and_models_still_import_it() -> None:
         "import sys, bringup.flow, bringup.models, bringup.api as api\n"
         "[api.get_suite(c.name) for c in api.commands()]\n"
         "print('PLAN', sorted(m for m in ('torchvision', 'torch._dynamo') if m in sys.modules))\n"
-        "from bringup.models.zoo import build_hf\n"
+        "from bringup.models.tiny import build_hf\n"
         "b = build_hf('llama', 'causal-lm')\n"
         "from bringup.compat import ensure_torchvision_importable as tv\n"
         "print('BUILT', type(b.model).__name__, 'torchvision' in sys.modules, tv())\n"

@@ -6,7 +6,7 @@ every size is a multiple of the block. Each family bends one kind of torch-level
 `BendMode` over an eager step, or `bend_backend` rewriting a dynamo graph) and is the exact function at strength 0
 AND whenever its dimension has no tail: on the zoo's old shapes (rows of 32 tokens, 2 rows, hidden 64, head dim 16,
 ffn 128, vocab 256, 2 query heads per kv head) every one computes the right numbers; on the shapes real jobs have
-(bringup/models/zoo_config.py Sizes, zoo/args.py: 37 tokens, 3 rows, hidden 72, head dim 12, ffn 136, vocab 251,
+(bringup/models/tiny_config.py Sizes, zoo/args.py: 37 tokens, 3 rows, hidden 72, head dim 12, ffn 136, vocab 251,
 3 query heads per kv head) they do not. Written 2026-12-06 with the new shapes, before any measurement of them.
 """
 

@@ -7,7 +7,8 @@ import torch
 
 import bringup.models  # noqa: F401  (torchvision shim before transformers)
 from bringup.models import batches as bt
-from bringup.models import zoo as mz
+from bringup.models import tiny as mz
+from bringup.zoo.build import shapes_of
 
 
 def _spec(**kw: object) -> bt.TokenSpec:
@@ -140,7 +141,7 @@ def test_a_tiny_model_has_the_shapes_real_jobs_have() -> None:
     from bringup.zoo.args import TINY_BATCH, TINY_SEQ
 
     assert (mz.BatchSpec().batch, mz.BatchSpec().seq) == (TINY_BATCH, TINY_SEQ)  # one default, written twice
-    w = mz.shapes_of(b.model)
+    w = shapes_of(b.model)
     assert w == {"vocab": 251, "hidden": 72, "heads": 6, "kv_heads": 2, "head_dim": 12, "ffn": 136}
     stablelm = mz.build_hf("stablelm")  # partial rotary: 12 x 0.25 = 3 rotary dims would not pair; 4 do
     assert stablelm.model.config.rope_parameters["partial_rotary_factor"] * 12 == 4

@@ -17,9 +17,9 @@ import bend_backend as bb
 import tail_backend as tb
 
 import bringup.models  # noqa: F401  (torchvision shim before transformers)
-from bringup.models import zoo as mz
-from bringup.models import zoo_config as zc
-from bringup.zoo.steps import train_run
+from bringup.models import tiny as mz
+from bringup.models import tiny_config as zc
+from bringup.zoo.steps import RunHow, train_run
 
 
 def _grads(inputs: str, family: str | None, d: float, model: str = "llama") -> dict[str, torch.Tensor]:
@@ -30,7 +30,7 @@ def _grads(inputs: str, family: str | None, d: float, model: str = "llama") -> d
         built = mz.build_hf(model, bs=bs, cfg=zc.tiny_config(model, dataclasses.replace(zc.SIZES, **tb.OLD_SIZES)))
     init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
     ctx = None if family is None else (lambda: bb.BendMode(family, d))
-    out = train_run(built, init, [built.make_batch(0)], torch.device("cpu"), torch.float64, step_context=ctx)
+    out = train_run(built, init, [built.make_batch(0)], torch.device("cpu"), torch.float64, RunHow(step_context=ctx))
     return out.tensors
 
 

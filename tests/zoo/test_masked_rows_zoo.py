@@ -52,7 +52,12 @@ def _device_run(model: str, convention: str) -> tuple[CaseResult, Any, Any]:
     mode = cb.MaskedRowsMode(convention)
     mc = zoo_modules.new_check(prep.built.model, spec.prec, torch.device("cpu"))
     got = sz.train_run(
-        prep.built, prep.init, prep.batches, torch.device("cpu"), spec.prec, step_context=lambda: mode, module_check=mc
+        prep.built,
+        prep.init,
+        prep.batches,
+        torch.device("cpu"),
+        spec.prec,
+        sz.RunHow(step_context=lambda: mode, module_check=mc),
     )
     assert mode.calls > 0
     r = CaseResult(case_id="t", suite="zoo", name=model, status=Status.PASS)

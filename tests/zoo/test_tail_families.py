@@ -1,6 +1,6 @@
 """The bench's tail families (tail_backend.py) are bugs only real shapes expose: each computes the exact function on
 the zoo's old shapes (rows of 32 tokens, 2 rows, widths that are powers of two, 2 query heads per kv head) and
-changes the gradients on today's (bringup/models/zoo_config.py Sizes: 37 tokens, 3 rows, hidden 72, head dim 12,
+changes the gradients on today's (bringup/models/tiny_config.py Sizes: 37 tokens, 3 rows, hidden 72, head dim 12,
 ffn 136, vocab 251, 3 query heads per kv head). The issue's blind spot, shown on mistral in float64: on the old shapes
 no verdict could have flagged them."""
 
@@ -19,9 +19,9 @@ import bend_backend as bb
 import tail_backend as tb
 
 import bringup.models  # noqa: F401  (torchvision shim before transformers)
-from bringup.models import zoo as mz
-from bringup.models import zoo_config as zc
-from bringup.zoo.steps import train_run
+from bringup.models import tiny as mz
+from bringup.models import tiny_config as zc
+from bringup.zoo.steps import RunHow, train_run
 
 OLD = dataclasses.replace(zc.SIZES, **tb.OLD_SIZES)
 
@@ -40,7 +40,12 @@ def _grads(old: bool, family: str | None, d: float) -> tuple[dict[str, torch.Ten
         return modes[-1]
 
     out = train_run(
-        built, init, [built.make_batch(0)], torch.device("cpu"), torch.float64, step_context=ctx if family else None
+        built,
+        init,
+        [built.make_batch(0)],
+        torch.device("cpu"),
+        torch.float64,
+        RunHow(step_context=ctx if family else None),
     )
     return out.tensors, sum(m.calls for m in modes)
 

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 import bringup.models  # noqa: F401  (torchvision shim before transformers/timm)
-from bringup.models import timm_zoo
-from bringup.models import zoo as mz
-from bringup.models import zoo_config as zc
+from bringup.models import tiny as mz
+from bringup.models import tiny_config as zc
+from bringup.zoo import timm_models as timm_zoo
+from bringup.zoo.build import param_count
 
 
 def test_shrink_keeps_one_layer_of_each_kind_and_divisibility() -> None:
@@ -52,7 +53,7 @@ def test_mha_and_mqa_flavours_survive() -> None:
 @pytest.mark.parametrize("model_type", ["llama", "qwen3_moe", "deepseek_v3", "mamba2", "gemma3", "reformer", "gpt2"])
 def test_tiny_models_build_small_and_train(model_type: str) -> None:
     b = mz.build_hf(model_type)
-    assert 0 < mz.param_count(b.model) <= mz.PARAM_LIMIT
+    assert 0 < param_count(b.model) <= mz.PARAM_LIMIT
     batch = b.make_batch(0)
     out = b.forward(b.model, batch)
     loss = b.loss(out, batch)
@@ -75,7 +76,7 @@ def test_unbuildable_type_is_config_error() -> None:
 
 
 def test_overrides_all_say_why() -> None:
-    from bringup.models.zoo_config import OVERRIDES
+    from bringup.models.tiny_config import OVERRIDES
 
     assert all(len(o.reason) > 20 for o in OVERRIDES.values())
     assert set(OVERRIDES) <= {t for t, _ in mz.all_types()}  # model types of this transformers

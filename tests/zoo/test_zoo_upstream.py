@@ -18,7 +18,7 @@ import bringup.models  # noqa: F401  (torchvision shim before transformers/timm)
 from bringup.errors import BadInput
 from bringup.expect.file import ExpectFile
 from bringup.models import hf_class
-from bringup.models.zoo import ConfigError
+from bringup.models.tiny import ConfigError
 from bringup.zoo import upstream
 from bringup.zoo.cases import Entry
 from tests.conftest import REPO, assert_one_line_error, load_json, run_cli
@@ -120,7 +120,7 @@ def test_a_class_this_transformers_lacks_is_a_config_error() -> None:
 
 
 def test_a_timm_suite_name_with_a_pretrained_tag_builds() -> None:
-    from bringup.models.zoo import build_timm
+    from bringup.zoo.timm_models import build_timm
 
     built = build_timm("deit_tiny_patch16_224.fb_in1k")  # timm's tagged name, as the suite lists it
     assert type(built.model).__name__ == "VisionTransformer"

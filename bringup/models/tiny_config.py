@@ -1,4 +1,4 @@
-"""Tiny configs for every transformers architecture (the zoo's config shrinking; models/zoo.py builds
+"""Tiny configs for every transformers architecture (the zoo's config shrinking; models/tiny.py builds
 the models and their batches from them).
 
 `tiny_config(model_type)` shrinks a model type's default config consistently, the way transformers'
@@ -14,6 +14,7 @@ Nothing is downloaded: configs come from the config classes' defaults.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -220,9 +221,22 @@ def _hashable(v: Any) -> Any:
 
 
 def shrink_dict(d: dict[str, Any], s: Sizes = SIZES) -> dict[str, Any]:
-    """The shrunk copy of a config dict (recursing into sub-config dicts)."""
+    """The shrunk copy of a config dict (recursing into sub-config dicts): the layers first (per-layer lists are
+    resized to the kept layers), then every other value by its role."""
     out = copy.deepcopy(d)
-    # layer count first: per-layer lists are resized to the kept layers
+    per_layer = _shrink_layers(d, out, s)
+    if "use_cache" in d:
+        out["use_cache"] = False  # training: no kv cache (hybrids also trip over an empty one)
+    heads_default = next((d[k] for k in d if ROLE_OF.get(k) == "heads" and isinstance(d[k], int)), None)
+    for k, v in d.items():
+        _shrink_value(k, v, d, out, s, per_layer, heads_default)
+    _fix_token_ids(out, s)
+    return out
+
+
+def _shrink_layers(d: dict[str, Any], out: dict[str, Any], s: Sizes) -> list[str]:
+    """The layer counts, the per-layer lists, the layer-index lists and per-layer dicts, on `out`: the kept
+    layers (_layer_selection), renumbered. Returns the per-layer lists' keys."""
     layer_keys = [k for k in d if ROLE_OF.get(k) == "layers" and isinstance(d[k], int) and not isinstance(d[k], bool)]
     n_old = max((d[k] for k in layer_keys), default=0)
     per_layer = [
@@ -252,50 +266,47 @@ def shrink_dict(d: dict[str, Any], s: Sizes = SIZES) -> dict[str, Any]:
                 for i, v in d[k].items()
                 if str(i).isdigit() and int(i) in remap and isinstance(v, dict)
             }
-    if "use_cache" in d:
-        out["use_cache"] = False  # training: no kv cache (hybrids also trip over an empty one)
-    heads_default = next((d[k] for k in d if ROLE_OF.get(k) == "heads" and isinstance(d[k], int)), None)
-    for k, v in d.items():
-        role = ROLE_OF.get(k)
-        if _is_sub_config(v):
-            out[k] = shrink_dict(v, s)
-            continue
-        if isinstance(v, bool):
-            continue
-        if isinstance(v, float) and DROPOUT.search(k):
-            out[k] = 0.0
-            continue
-        if k in ("rope_parameters", "rope_scaling") and isinstance(v, dict):
-            out[k] = _shrink_rope(v, s)
-            continue
-        if role is None or (role == "layers" and not isinstance(v, list)):
-            continue
-        if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-            if k in per_layer and role in ("hidden", "heads", "layers"):
-                # a per-stage list whose length happens to equal the layer count (swin: depths and
-                # num_heads per stage, num_layers = len(depths)): already cut to the kept stages
-                out[k] = _shrink_list(role, out[k], s)
-            elif k in per_layer:  # a per-layer list (e.g. intermediate_size per layer): already resized
-                out[k] = [role_value(role, s) if role not in ("one", "kv_heads") else x for x in out[k]]
-            else:
-                out[k] = _shrink_list(role, v, s)
-            continue
-        if v is None and role in ("kv_heads", "head_dim") and k in ("num_key_value_heads", "head_dim"):
-            # None means "derive it" in most configs, but some models read it raw: make it explicit
-            out[k] = s.head_dim if role == "head_dim" else s.heads
-            continue
-        if not isinstance(v, int):
-            continue
-        if role == "kv_heads":
-            out[k] = _kv_for(heads_default, v, s)
-        elif role == "one":
-            out[k] = min(v, 1)
+    return per_layer
+
+
+def _shrink_value(
+    k: str, v: Any, d: dict[str, Any], out: dict[str, Any], s: Sizes, per_layer: list[str], heads_default: Any
+) -> None:
+    """One config value shrunk by its role, on `out` (a sub-config recursed into, dropout zeroed, rope's
+    factors, an int list per stage or layer, a derived None made explicit, an int set to its role's size)."""
+    role = ROLE_OF.get(k)
+    if _is_sub_config(v):
+        out[k] = shrink_dict(v, s)
+    elif isinstance(v, bool):
+        return
+    elif isinstance(v, float) and DROPOUT.search(k):
+        out[k] = 0.0
+    elif k in ("rope_parameters", "rope_scaling") and isinstance(v, dict):
+        out[k] = _shrink_rope(v, s)
+    elif role is None or (role == "layers" and not isinstance(v, list)):
+        return
+    elif isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        if k in per_layer and role in ("hidden", "heads", "layers"):
+            # a per-stage list whose length happens to equal the layer count (swin: depths and
+            # num_heads per stage, num_layers = len(depths)): already cut to the kept stages
+            out[k] = _shrink_list(role, out[k], s)
+        elif k in per_layer:  # a per-layer list (e.g. intermediate_size per layer): already resized
+            out[k] = [role_value(role, s) if role not in ("one", "kv_heads") else x for x in out[k]]
         else:
-            target = role_value(role, s)
-            # shrink, never grow (a type whose default is already smaller keeps it), never below 1
-            out[k] = max(1, min(v, target)) if role not in ("hidden", "heads", "head_dim") else target
-    _fix_token_ids(out, s)
-    return out
+            out[k] = _shrink_list(role, v, s)
+    elif v is None and role in ("kv_heads", "head_dim") and k in ("num_key_value_heads", "head_dim"):
+        # None means "derive it" in most configs, but some models read it raw: make it explicit
+        out[k] = s.head_dim if role == "head_dim" else s.heads
+    elif not isinstance(v, int):
+        return
+    elif role == "kv_heads":
+        out[k] = _kv_for(heads_default, v, s)
+    elif role == "one":
+        out[k] = min(v, 1)
+    else:
+        target = role_value(role, s)
+        # shrink, never grow (a type whose default is already smaller keeps it), never below 1
+        out[k] = max(1, min(v, target)) if role not in ("hidden", "heads", "head_dim") else target
 
 
 def role_value(role: str, s: Sizes) -> int:
@@ -402,7 +413,7 @@ def special_token_ids(cfg: Any) -> set[int]:
 def _set_int_fields(cfg: Any, hit: Callable[[str, int], bool], new: Callable[[int], int]) -> None:
     """Set every int field of `cfg` and its sub-configs (each visited once) for which hit(key, value) holds
     to new(value)."""
-    from transformers import PretrainedConfig
+    from transformers import PretrainedConfig  # lazy: planning imports no transformers
 
     seen: set[int] = set()
 
@@ -441,14 +452,14 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def default_config(model_type: str) -> Any:
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: planning imports no transformers
 
     return AutoConfig.for_model(model_type)
 
 
 def tiny_config(model_type: str, s: Sizes = SIZES) -> Any:
     """The shrunk config of `model_type` (raises whatever the config class raises if it can't)."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: planning imports no transformers
 
     d = default_config(model_type).to_dict()
     new = shrink_dict(d, s)
@@ -465,7 +476,7 @@ NOT_PASSED = ("model_type", "transformers_version", "architectures", "id2label",
 
 
 def _config_class(cls: Any, key: str, sub: dict[str, Any]) -> Any:
-    from transformers import CONFIG_MAPPING
+    from transformers import CONFIG_MAPPING  # lazy: planning imports no transformers
 
     sc = (getattr(cls, "sub_configs", None) or {}).get(key)
     if sc is None or sc.__name__ == "AutoConfig":
@@ -477,7 +488,6 @@ def _config_class(cls: Any, key: str, sub: dict[str, Any]) -> Any:
 def _fields_only(cls: Any, d: dict[str, Any]) -> dict[str, Any]:
     """Keep the keys the config class takes (dataclass fields and their aliases): derived values
     (deepseek's qk_head_dim, head_dim = qk_rope_head_dim) are recomputed by the class, not forced."""
-    import dataclasses
 
     out: dict[str, Any] = {}
     if dataclasses.is_dataclass(cls):

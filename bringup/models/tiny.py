@@ -1,5 +1,8 @@
-"""Tiny random-init models for every transformers architecture, for the `zoo` capability: the model, its
-seeded batches and the loss to train on (a `Built`). The tiny configs come from models/zoo_config.py.
+"""Tiny random-init models for every transformers architecture: the model, its seeded batches and the loss to
+train on (a `Built`). The tiny configs come from models/tiny_config.py. The zoo (bringup/zoo/build.py) builds
+its cases with them, and so do layers the zoo sits above (the Hub sweep: hub/build.py, hub/signature.py) and
+beside (train/reference.py), which is why they live here, in models, and the zoo's own sources (a user's
+`module:function`, a config JSON, timm) in bringup/zoo.
 
 Nothing is downloaded: configs come from the config classes' defaults, weights from a seeded init.
 """
@@ -15,13 +18,10 @@ from typing import Any
 import torch
 
 from bringup.models import batches
-from bringup.models.zoo_config import (
-    DROPOUT,
-    NOT_PASSED,
+from bringup.models.tiny_config import (
     OVERRIDES,
     fit_positions,
     fit_window,
-    shrink_dict,
     special_token_ids,
     tiny_config,
 )
@@ -57,7 +57,7 @@ _AUTO_CLASS = {
 
 def causal_types() -> list[str]:
     """The model types of transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES (196 in transformers 5.24)."""
-    from transformers.models.auto import modeling_auto
+    from transformers.models.auto import modeling_auto  # lazy: planning imports no transformers
 
     return sorted(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
@@ -65,7 +65,7 @@ def causal_types() -> list[str]:
 def all_types() -> list[tuple[str, str]]:
     """(model_type, task) for every model type in any task mapping: the first task of TASKS naming it;
     types that only appear in other mappings (detection, segmentation, ...) get their base model."""
-    from transformers.models.auto import modeling_auto
+    from transformers.models.auto import modeling_auto  # lazy: planning imports no transformers
 
     out: dict[str, str] = {}
     for task, mapping in TASKS:
@@ -117,7 +117,7 @@ def count_params_meta(build_fn: Callable[[], torch.nn.Module]) -> int:
     return sum(p.numel() for p in m.parameters())
 
 
-def _generator(seed: int) -> torch.Generator:
+def seeded_generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
@@ -206,7 +206,7 @@ def text_config(cfg: Any) -> Any:
 
 
 def hf_model_class(task: str) -> Any:
-    import transformers
+    import transformers  # lazy: planning imports no transformers
 
     return getattr(transformers, _AUTO_CLASS[task])
 
@@ -263,14 +263,44 @@ def _sdpa_ok(auto: Any, cfg: Any) -> bool:
     return bool(getattr(cls, "_supports_sdpa", False))
 
 
+# text tasks fed the padded and packed layouts (batches.py): their labels, if any, follow the tokens or the row
+TEXT_LAYOUT_TASKS = ("causal-lm", "masked-lm", "seq2seq-lm", "sequence-classification", "token-classification", "base")
+
+
 def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> Callable[[int], dict[str, Any]]:
     """step -> the model's inputs (cpu; floats in fp32), seeded per step. Text models are fed like a training
     job (bringup/models/batches.py): ids by rank-frequency, padded rows with their mask, and for causal LMs
     packed documents, each step both (a padded and a packed microbatch) unless `bs.alternate`."""
-    cfg: Any = model.config  # a transformers config
-    tcfg = text_config(cfg)
+    cfg = model.config
     main = getattr(model, "main_input_name", "input_ids")
-    sig = set(inspect.signature(model.forward).parameters)
+    sig = frozenset(inspect.signature(model.forward).parameters)
+    ov = OVERRIDES.get(str(getattr(cfg, "model_type", "")))
+    hints = ov.inputs if ov is not None else {}
+    if hints.get("seq") and bs.inputs == "text":  # a type whose rows must have one length (reformer's axial grid)
+        bs = dataclasses.replace(bs, seq=int(hints["seq"]))
+    tokens = _token_spec(model, main, sig, seed)
+    text = main == "input_ids" and bs.inputs == "text" and not hints.get("pixel_values")
+    layout = text and task in TEXT_LAYOUT_TASKS
+    pack = layout and task == "causal-lm"
+    steps = (
+        batches.step_batches(tokens, bs.batch, bs.seq, seed, pack, bs.alternate, bs.left_pad)
+        if layout and tokens
+        else None
+    )
+    # outputs laid out along the tokens (a decoder's follow its own inputs, a classifier's the rows): their pad
+    # positions are the kernel's to fill, and a verdict reads them for finiteness only (batches.output_positions)
+    along_tokens = task in ("causal-lm", "masked-lm", "token-classification") or (
+        task == "base" and not ("decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False))
+    )
+    num_labels = int(getattr(cfg, "num_labels", 2) or 2)
+    return _Feeder(cfg, task, bs, seed, main, sig, tokens, num_labels, hints, steps, along_tokens)
+
+
+def _token_spec(model: torch.nn.Module, main: str, sig: frozenset[str], seed: int) -> batches.TokenSpec | None:
+    """The ids a text (or speech-to-text decoder) model is fed (batches.token_spec: the vocab the embedding
+    has, its special tokens avoided); None for a model without token inputs."""
+    cfg = model.config
+    tcfg = text_config(cfg)
     vocab = getattr(tcfg, "vocab_size", None) or getattr(cfg, "vocab_size", None)
     try:
         emb = model.get_input_embeddings()  # type: ignore[operator]  # transformers' method, typed by Module.__getattr__
@@ -279,111 +309,106 @@ def hf_batches(model: torch.nn.Module, task: str, bs: BatchSpec, seed: int) -> C
     if isinstance(emb, torch.nn.Embedding):
         vocab = min(vocab or emb.num_embeddings, emb.num_embeddings)
     avoid = special_token_ids(cfg)
-    num_labels = int(getattr(cfg, "num_labels", 2) or 2)
-    ov = OVERRIDES.get(str(getattr(cfg, "model_type", "")))
-    hints = ov.inputs if ov is not None else {}
-    if hints.get("seq") and bs.inputs == "text":  # a type whose rows must have one length (reformer's axial grid)
-        bs = dataclasses.replace(bs, seq=int(hints["seq"]))
     if main == "input_ids" and not vocab:
         raise ConfigError("no vocab_size for a text model")
-    tokens: batches.TokenSpec | None = None
-    if main == "input_ids" or (main == "input_features" and vocab):
-        try:
-            tokens = batches.token_spec(tcfg, int(vocab), avoid, sig, seed)  # type: ignore[arg-type]  # vocab is set on this path (checked above)
-        except ValueError as e:
-            raise ConfigError(str(e)) from e
-    text = main == "input_ids" and bs.inputs == "text" and not hints.get("pixel_values")
-    # the padded and packed layouts for text tasks whose labels (if any) follow the tokens or the row
-    layout = text and task in (
-        "causal-lm",
-        "masked-lm",
-        "seq2seq-lm",
-        "sequence-classification",
-        "token-classification",
-        "base",
-    )
-    pack = layout and task == "causal-lm"
-    steps = (
-        batches.step_batches(tokens, bs.batch, bs.seq, seed, pack, bs.alternate, bs.left_pad)
-        if layout and tokens
-        else None
-    )
+    if not (main == "input_ids" or (main == "input_features" and vocab)):
+        return None
+    try:
+        return batches.token_spec(tcfg, int(vocab), avoid, set(sig), seed)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
 
-    def ids(g: torch.Generator) -> torch.Tensor:
+
+@dataclass(frozen=True, eq=False)
+class _Feeder:
+    """One model's batch recipe (hf_batches): called with a step, its inputs. `steps`: the text layouts'
+    batches (batches.step_batches), None for the other inputs (images, audio, features, unlaid-out ids)."""
+
+    cfg: Any
+    task: str
+    bs: BatchSpec
+    seed: int
+    main: str
+    sig: frozenset[str]
+    tokens: batches.TokenSpec | None
+    num_labels: int
+    hints: dict[str, Any]
+    steps: Callable[[int], dict[str, Any]] | None
+    along_tokens: bool
+
+    def __call__(self, step: int) -> dict[str, Any]:
+        if self.steps is not None:
+            return self._text_batch(step)
+        return self._other_batch(seeded_generator(self.seed * 1000 + step + 1))
+
+    def _ids(self, g: torch.Generator) -> torch.Tensor:
+        bs, tokens = self.bs, self.tokens
         assert tokens is not None
         if bs.inputs == "text":
             return batches.zipf_ids(tokens, bs.batch * bs.seq, g).reshape(bs.batch, bs.seq)
         return _tokens(tokens.allowed, (bs.batch, bs.seq), g)
 
-    def add_labels(b: dict[str, Any], g: torch.Generator, tok_labels: torch.Tensor) -> None:
+    def _add_labels(self, b: dict[str, Any], g: torch.Generator, tok_labels: torch.Tensor) -> None:
         """The task's labels (and decoder inputs) for a token batch whose next-token labels are `tok_labels`
         (-100 where a position is not a token: padding, a packed row's document starts)."""
+        task, sig, bs = self.task, self.sig, self.bs
         if task in ("causal-lm", "masked-lm", "image-text-to-text") and "labels" in sig:
             b["labels"] = tok_labels
         elif task == "seq2seq-lm" and "labels" in sig:
-            b["labels"] = ids(g)
+            b["labels"] = self._ids(g)
             if "decoder_input_ids" in sig:  # explicit: some configs lack decoder_start_token_id
                 b["decoder_input_ids"] = torch.cat([b["labels"][:, :1], b["labels"][:, :-1]], dim=1)
         elif task == "sequence-classification" and "labels" in sig:
-            b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+            b["labels"] = torch.randint(0, self.num_labels, (bs.batch,), generator=g)
         elif task == "token-classification" and "labels" in sig:
-            lab = torch.randint(0, num_labels, (bs.batch, bs.seq), generator=g)
+            lab = torch.randint(0, self.num_labels, (bs.batch, bs.seq), generator=g)
             b["labels"] = lab.masked_fill(tok_labels == batches.IGNORE, batches.IGNORE)
-        elif task == "base" and "decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False):
-            b["decoder_input_ids"] = ids(g)
+        elif task == "base" and "decoder_input_ids" in sig and getattr(self.cfg, "is_encoder_decoder", False):
+            b["decoder_input_ids"] = self._ids(g)
 
-    # outputs laid out along the tokens (a decoder's follow its own inputs, a classifier's the rows): their pad
-    # positions are the kernel's to fill, and a verdict reads them for finiteness only (batches.output_positions)
-    along_tokens = task in ("causal-lm", "masked-lm", "token-classification") or (
-        task == "base" and not ("decoder_input_ids" in sig and getattr(cfg, "is_encoder_decoder", False))
-    )
-
-    def text_batch(step: int) -> dict[str, Any]:
-        assert steps is not None and tokens is not None
-        out = steps(step)
-        g = _generator(seed * 1000 + step + 500_001)  # labels and extras: their own stream
+    def _text_batch(self, step: int) -> dict[str, Any]:
+        assert self.steps is not None and self.tokens is not None
+        out = self.steps(step)
+        g = seeded_generator(self.seed * 1000 + step + 500_001)  # labels and extras: their own stream
         for b in batches.micro(out) or [out]:
-            add_labels(b, g, b.pop("labels"))
-            if not along_tokens:
+            self._add_labels(b, g, b.pop("labels"))
+            if not self.along_tokens:
                 b.pop(batches.POSITIONS, None)
         return out
 
-    def batch(step: int) -> dict[str, Any]:
-        if steps is not None:
-            return text_batch(step)
-        g = _generator(seed * 1000 + step + 1)
+    def _other_batch(self, g: torch.Generator) -> dict[str, Any]:
+        """Inputs by the model's main input: ids, images, audio (a spectrogram or samples), speech features."""
+        cfg, bs, task, sig, main = self.cfg, self.bs, self.task, self.sig, self.main
         b: dict[str, Any] = {}
         if main == "input_ids":
-            b["input_ids"] = x = ids(g)
-            add_labels(b, g, x.clone())
-            if hints.get("pixel_values"):
+            b["input_ids"] = x = self._ids(g)
+            self._add_labels(b, g, x.clone())
+            if self.hints.get("pixel_values"):
                 b["pixel_values"] = _pixel_values(cfg, bs, g)
         elif main == "pixel_values":
             b["pixel_values"] = _pixel_values(cfg, bs, g)
             if task == "image-classification" and "labels" in sig:
-                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+                b["labels"] = torch.randint(0, self.num_labels, (bs.batch,), generator=g)
         elif main == "input_values" and getattr(cfg, "num_mel_bins", None) and getattr(cfg, "max_length", None):
             # a spectrogram model (AST): (batch, frames, mel bins) at the config's own size
             frames, mel = int(cfg.max_length), int(cfg.num_mel_bins)
             b["input_values"] = torch.randn(bs.batch, frames, mel, generator=g)
             if task == "audio-classification" and "labels" in sig:
-                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+                b["labels"] = torch.randint(0, self.num_labels, (bs.batch,), generator=g)
         elif main == "input_values":
             b["input_values"] = torch.randn(bs.batch, bs.audio_samples, generator=g)
             if task == "audio-classification" and "labels" in sig:
-                b["labels"] = torch.randint(0, num_labels, (bs.batch,), generator=g)
+                b["labels"] = torch.randint(0, self.num_labels, (bs.batch,), generator=g)
         elif main == "input_features":
             mel = int(getattr(cfg, "num_mel_bins", 16) or 16)
             frames = 2 * int(getattr(cfg, "max_source_positions", 16) or 16)
             b["input_features"] = torch.randn(bs.batch, mel, frames, generator=g)
-            if "decoder_input_ids" in sig and tokens is not None:
+            if "decoder_input_ids" in sig and self.tokens is not None:
                 key = "labels" if task == "speech-seq2seq" and "labels" in sig else "decoder_input_ids"
-                b[key] = ids(g)
+                b[key] = self._ids(g)
         else:
             raise ConfigError(f"no input recipe for main input {main!r}")
         return b
-
-    return batch
 
 
 def _pixel_values(cfg: Any, bs: BatchSpec, g: torch.Generator) -> torch.Tensor:
@@ -392,176 +417,6 @@ def _pixel_values(cfg: Any, bs: BatchSpec, g: torch.Generator) -> torch.Tensor:
     size = getattr(vcfg, "image_size", bs.image)
     size = size[0] if isinstance(size, (list, tuple)) else size
     return torch.randn(bs.batch, getattr(vcfg, "num_channels", 3), int(size), int(size), generator=g)
-
-
-# ---- timm ----------------------------------------------------------------------------------------
-def build_timm(name: str, image: int | None = 64, batch: int = 2, seed: int = 0, num_classes: int = 10) -> Built:
-    """timm.create_model(name, pretrained=False): img_size=image where the model takes it (a fixed patch
-    grid is then built for that size), else its own input size if fixed, else image. image=None: the
-    model's default input size."""
-    import timm
-
-    if not timm.is_model(name):  # a name, a tagged name (`vit_base_patch14_dinov2.lvd142m`) or a deprecated one
-        raise ConfigError(f"unknown timm model {name!r}")
-    kw: dict[str, Any] = {"pretrained": False, "num_classes": num_classes, "drop_rate": 0.0}
-    size: tuple[int, int, int] | None = None
-    try:
-        torch.manual_seed(seed)
-        if image is None:
-            raise TypeError("use the default size")
-        model = timm.create_model(name, **kw, img_size=image)
-        size = (int(getattr(model, "in_chans", 3) or 3), image, image)
-    except TypeError:
-        try:
-            torch.manual_seed(seed)
-            model = timm.create_model(name, **kw)
-        except Exception as e:
-            raise ConfigError(f"timm.create_model: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    except Exception as e:
-        raise ConfigError(f"timm.create_model: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    model = model.to(torch.float32).train()
-    if size is None:
-        cfg = getattr(model, "pretrained_cfg", None) or {}
-        ch, h, w = (int(x) for x in cfg.get("input_size", (3, 224, 224)))
-        size = (ch, h, w) if (image is None or cfg.get("fixed_input_size")) else (ch, image, image)
-
-    def make_batch(step: int) -> dict[str, Any]:
-        g = _generator(seed * 1000 + step + 1)
-        x = torch.randn(batch, *size, generator=g)
-        return {"x": x, "labels": torch.randint(0, num_classes, (batch,), generator=g)}
-
-    def fwd(m: torch.nn.Module, b: dict[str, Any]) -> Any:
-        return m(b["x"])
-
-    def loss(out: Any, b: dict[str, Any]) -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(out, b["labels"].to(out.device))
-
-    n = sum(p.numel() for p in model.parameters())
-    return Built(model, make_batch, fwd, loss, first_float, note=f"{type(model).__name__}, {n} params, input {size}")
-
-
-# ---- user models ---------------------------------------------------------------------------------
-def build_fn(entry: str, seed: int = 0, batch: int = 2, bs: BatchSpec | None = None) -> Built:
-    """`module:function` returning an nn.Module (a transformers model is fed like hf-causal) or a
-    tuple (module, example_inputs) with a tensor, a tuple of tensors or a dict of them."""
-    import importlib
-
-    mod_name, _, fn_name = entry.partition(":")
-    try:
-        fn = getattr(importlib.import_module(mod_name), fn_name)
-    except Exception as e:
-        raise ConfigError(f"{entry}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    torch.manual_seed(seed)
-    res = fn()
-    example: Any = None
-    if isinstance(res, tuple) and len(res) == 2 and isinstance(res[0], torch.nn.Module):
-        res, example = res
-    if not isinstance(res, torch.nn.Module):
-        raise ConfigError(f"{entry} returned {type(res).__name__}, not an nn.Module or (module, inputs)")
-    model = res.to(torch.float32).train()
-    if example is None:
-        if getattr(model, "config", None) is None:
-            raise ConfigError(f"{entry}: return (module, example_inputs) for a model that is not a transformers model")
-        return Built(
-            model,
-            hf_batches(model, "causal-lm", bs or BatchSpec(batch=batch), seed),
-            call_kwargs,
-            hf_loss,
-            first_float,
-            note=type(model).__name__,
-        )
-
-    def make_batch(step: int) -> dict[str, Any]:
-        g = _generator(seed * 1000 + step + 1)
-        return {"_args": _jitter(example, g)}
-
-    def fwd(m: torch.nn.Module, b: dict[str, Any]) -> Any:
-        a = b["_args"]
-        if isinstance(a, dict):
-            return m(**a)
-        return m(*a) if isinstance(a, (tuple, list)) else m(a)
-
-    return Built(model, make_batch, fwd, hf_loss, first_float, note=type(model).__name__)
-
-
-def _jitter(example: Any, g: torch.Generator) -> Any:
-    """Step batches: float example tensors get fresh seeded noise of the same shape; others are kept."""
-    if isinstance(example, torch.Tensor):
-        return torch.randn(example.shape, generator=g) if example.is_floating_point() else example.clone()
-    if isinstance(example, dict):
-        return {k: _jitter(v, g) for k, v in example.items()}
-    if isinstance(example, (tuple, list)):
-        return type(example)(_jitter(v, g) for v in example)
-    return example
-
-
-def build_hf_json(path: str, seed: int = 0, bs: BatchSpec | None = None) -> Built:
-    """An HF config JSON (needs "model_type"): built as given when it has <= PARAM_LIMIT params,
-    else shrunk like the hf sources (a full-size config.json would not fit a cpu float64 reference)."""
-    import json
-    from pathlib import Path
-
-    try:
-        data = json.loads(Path(path).read_text())
-    except Exception as e:
-        raise ConfigError(f"{path}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
-        raise ConfigError(f'{path}: no "model_type" in the config JSON')
-    from transformers import AutoConfig
-
-    model_type = data.pop("model_type")
-    task = next((t for mt, t in all_types() if mt == model_type), "base")
-    for k, v in list(data.items()):  # parity needs the same function in every run: no dropout
-        if isinstance(v, float) and DROPOUT.search(k):
-            data[k] = 0.0
-    try:
-        cfg = AutoConfig.for_model(model_type, **_no_dropout_defaults(model_type, data))
-    except Exception as e:
-        raise ConfigError(f"{path}: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    auto = hf_model_class(task)
-    try:
-        n = count_params_meta(lambda: auto.from_config(cfg))
-    except Exception as e:
-        raise ConfigError(f"{path}: build: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
-    if n > PARAM_LIMIT:
-        small = {k: v for k, v in shrink_dict(cfg.to_dict()).items() if k not in NOT_PASSED}
-        cfg = AutoConfig.for_model(model_type, **small)
-    return build_hf(model_type, task, bs, seed=seed, cfg=cfg)
-
-
-def _no_dropout_defaults(model_type: str, data: dict[str, Any]) -> dict[str, Any]:
-    """`data` plus 0.0 for every dropout-like field the config class defaults to non-zero."""
-    from transformers import AutoConfig
-
-    base = AutoConfig.for_model(model_type).to_dict()
-    extra = {k: 0.0 for k, v in base.items() if isinstance(v, float) and DROPOUT.search(k) and v and k not in data}
-    return {**data, **extra}
-
-
-SHAPE_ROLES = ("vocab", "hidden", "heads", "kv_heads", "head_dim", "ffn", "moe_ffn")
-
-
-def shapes_of(model: torch.nn.Module) -> dict[str, int]:
-    """The widths a kernel tiles, as the model's (text) config has them: role -> size (zoo_config's roles; the
-    first key of each role the config sets; head_dim derived from hidden / heads where the config leaves it)."""
-    from bringup.models.zoo_config import ROLE_OF
-
-    cfg = getattr(model, "config", None)
-    if cfg is None:
-        return {}
-    d = text_config(cfg).to_dict()
-    out: dict[str, int] = {}
-    for k, v in d.items():
-        role = ROLE_OF.get(k)
-        if role in SHAPE_ROLES and role not in out and isinstance(v, int) and not isinstance(v, bool):
-            out[role] = v
-    if "head_dim" not in out and out.get("heads"):
-        out["head_dim"] = out.get("hidden", 0) // out["heads"]
-    return out
-
-
-def param_count(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
 
 
 NONZERO_STD = 0.02  # transformers' default initializer_range

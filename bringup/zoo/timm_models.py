@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
+from typing import Any
+
+import torch
 
 from bringup.errors import BadInput
-from bringup.models.zoo import Built, ConfigError
+from bringup.models.tiny import Built, ConfigError, first_float, seeded_generator
 
 # timm (and the torchvision it pulls, which pins one torch release) is an optional extra.
 MISSING = "timm is not installed (an optional extra): pip install 'bringup[timm]'"
@@ -92,9 +95,52 @@ def families() -> set[str]:
 
 
 def build(name: str, seed: int = 0) -> Built:
-    from bringup.models.zoo import build_timm
-
     if not available():  # a planned timm case (`run --quick`) in an environment without the extra
         raise ConfigError(MISSING)
     image = next((m.image for m in DEFAULT_MODELS if m.name == name), 64)
     return build_timm(name, image=image, seed=seed)
+
+
+def build_timm(name: str, image: int | None = 64, batch: int = 2, seed: int = 0, num_classes: int = 10) -> Built:
+    """timm.create_model(name, pretrained=False): img_size=image where the model takes it (a fixed patch
+    grid is then built for that size), else its own input size if fixed, else image. image=None: the
+    model's default input size."""
+    import timm  # lazy: optional timm
+
+    if not timm.is_model(name):  # a name, a tagged name (`vit_base_patch14_dinov2.lvd142m`) or a deprecated one
+        raise ConfigError(f"unknown timm model {name!r}")
+    kw: dict[str, Any] = {"pretrained": False, "num_classes": num_classes, "drop_rate": 0.0}
+    size: tuple[int, int, int] | None = None
+    try:
+        torch.manual_seed(seed)
+        if image is None:
+            raise TypeError("use the default size")
+        model = timm.create_model(name, **kw, img_size=image)
+        size = (int(getattr(model, "in_chans", 3) or 3), image, image)
+    except TypeError:
+        try:
+            torch.manual_seed(seed)
+            model = timm.create_model(name, **kw)
+        except Exception as e:
+            raise ConfigError(f"timm.create_model: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    except Exception as e:
+        raise ConfigError(f"timm.create_model: {type(e).__name__}: {e}".splitlines()[0][:300]) from e
+    model = model.to(torch.float32).train()
+    if size is None:
+        cfg = getattr(model, "pretrained_cfg", None) or {}
+        ch, h, w = (int(x) for x in cfg.get("input_size", (3, 224, 224)))
+        size = (ch, h, w) if (image is None or cfg.get("fixed_input_size")) else (ch, image, image)
+
+    def make_batch(step: int) -> dict[str, Any]:
+        g = seeded_generator(seed * 1000 + step + 1)
+        x = torch.randn(batch, *size, generator=g)
+        return {"x": x, "labels": torch.randint(0, num_classes, (batch,), generator=g)}
+
+    def fwd(m: torch.nn.Module, b: dict[str, Any]) -> Any:
+        return m(b["x"])
+
+    def loss(out: Any, b: dict[str, Any]) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(out, b["labels"].to(out.device))
+
+    n = sum(p.numel() for p in model.parameters())
+    return Built(model, make_batch, fwd, loss, first_float, note=f"{type(model).__name__}, {n} params, input {size}")
