@@ -13,13 +13,20 @@ from typing import Any
 
 from rich.console import Console
 
+from bringup.api import AfterRun, get_suite, post_runs, suites
 from bringup.case import Case, CaseResult, is_failure
-from bringup.console import make_console, run_line
+from bringup.console import case_table, final_line, make_console, run_line, unjudged_suites
 from bringup.device import Device, read_run_peaks
-from bringup.files import check_outputs
+from bringup.files import check_outputs, write_json
 from bringup.interrupt import INTERRUPTS, interrupted, sigterm_raises
 from bringup.options import GlobalOptions, Options
 from bringup.provenance import run_info
+from bringup.report import ci
+from bringup.report.contract import contract
+from bringup.report.portable import travelling
+from bringup.runner import execute, make_executor
+from bringup.runner.fallback_policy import FallbackPolicy
+from bringup.runner.process import WorkerSpec, thread_env
 from bringup.store import DEFAULT_DB, RunInfo, Store, new_run_id
 
 
@@ -53,10 +60,6 @@ def execute_cases(
 ) -> int:
     """Run `cases` as one run (or the resumed run), then print, write outputs and return the exit code.
     `record(store, run_id)` stores what planning found beside the cases, once the run row exists."""
-    from bringup.api import AfterRun, post_runs
-    from bringup.runner import execute, make_executor
-    from bringup.runner.process import WorkerSpec, thread_env
-
     opts = sess.options.common
     check_outputs(opts)
     policy = fallback_policy(opts, sess.resume_run)
@@ -129,9 +132,6 @@ def execute_cases(
 def fallback_policy(opts: GlobalOptions, resumed: RunInfo | None = None) -> Any:
     """The run's `--fallback` (bringup/runner/fallback_policy.py; a resumed run keeps the one it was started
     with unless given again); a bad value or suite: BadInput (exit 2)."""
-    from bringup.api import suites
-    from bringup.runner.fallback_policy import FallbackPolicy
-
     values = opts.fallback
     if values is None and resumed is not None:
         values = (resumed.info.get("options") or {}).get("fallback")
@@ -141,8 +141,6 @@ def fallback_policy(opts: GlobalOptions, resumed: RunInfo | None = None) -> Any:
 def exit_code(results: Sequence[CaseResult], allow_unsupported: bool = False) -> int:
     """1 when a case failed, or when a suite judged nothing (all its cases ref_fail: a run that checked
     nothing there is not a green run); else 0."""
-    from bringup.console import unjudged_suites
-
     if any(is_failure(r.status, allow_unsupported) for r in results) or unjudged_suites(results):
         return 1
     return 0
@@ -157,11 +155,6 @@ def write_outputs(
     run_dir: Path,
     expect: Any = None,
 ) -> None:
-    from bringup.console import final_line
-    from bringup.files import write_json
-    from bringup.report.contract import contract
-    from bringup.report.portable import travelling
-
     data = contract(run, results, extras)
     run_dir.mkdir(parents=True, exist_ok=True)
     # summary.json travels (paths relative to the run's folder, roots named); --json, written where the
@@ -172,8 +165,6 @@ def write_outputs(
     if opts.json:
         write_json(opts.json, data)
     if opts.junit or opts.csv:
-        from bringup.report import ci
-
         if opts.junit:
             ci.write_junit(opts.junit, run, results, expect)
         if opts.csv:
@@ -186,8 +177,6 @@ def summarize_by_suite(
     results: list[CaseResult], console: Console, store: Store | None = None, run_id: str | None = None
 ) -> dict[str, Any]:
     """Each suite prints its own table and contributes its own top-level JSON under its name."""
-    from bringup.api import get_suite
-
     extras: dict[str, Any] = {}
     by_suite: dict[str, list[CaseResult]] = {}
     for r in results:
@@ -197,8 +186,6 @@ def summarize_by_suite(
         if suite is not None and suite.command:
             extras[name] = suite.summarizer(store, run_id)(rs, console)
         else:
-            from bringup.console import case_table
-
             console.print(case_table(name, rs, []))
     return extras
 

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.expect.file import ExpectFile
+from bringup.expect.gate import Gate, print_judgement
 from bringup.options import CommandOptions, add_dtype, measured, not_measured
+from bringup.store import Store
 
 
 @dataclass(frozen=True)
@@ -99,8 +103,6 @@ def _pick(st: Any, args: ExpectOptions) -> Any:
 
 
 def main(sess: Any) -> int:
-    from bringup.store import Store
-
     args = sess.options.of(ExpectOptions)
     if args.expect_cmd is None:
         raise BadInput("expect: give an action: init, check, import or export")
@@ -118,11 +120,8 @@ def main(sess: Any) -> int:
 
 
 def _init(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
-    from pathlib import Path
-
-    from bringup.expect.file import ExpectFile
-    from bringup.expect.update import apply
-    from bringup.files import check_output_path
+    from bringup.expect.update import apply  # lazy: torch-free --help
+    from bringup.files import check_output_path  # lazy: torch-free --help
 
     out = Path(args.out)
     if out.exists() and not args.force:
@@ -141,16 +140,13 @@ def _init(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats:
 
 
 def _check(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
-    from bringup.expect.file import ExpectFile
-    from bringup.expect.gate import Gate, print_judgement
-
     f = ExpectFile.load(args.expect_file)
     gate = Gate.of(f, run.device, run.torch_version, bool(args.strict), bool(args.update), 1, args.allow_unsupported_)
     j = gate.judge(results, repeats)
     print_judgement(j, sess.console)
     if not args.update:
         return j.exit_code()
-    from bringup.files import check_output_path
+    from bringup.files import check_output_path  # lazy: torch-free --help
 
     check_output_path(str(f.path), "--expect")
     n, fresh = gate.write_file(results, repeats)
@@ -166,13 +162,10 @@ def _check(sess: Any, args: ExpectOptions, run: Any, results: list[Any], repeats
 def _xpu(sess: Any, args: ExpectOptions) -> int:
     """`expect import FILE.csv --out FILE` / `expect export --expect FILE --out FILE.csv` (expect/xpu_csv.py)."""
     csv_path = str(sess.options.common.csv)  # import's FILE.csv: the dest `csv`, beside the global --csv
-    from pathlib import Path
+    from ruamel.yaml.comments import CommentedMap  # lazy: torch-free --help
 
-    from ruamel.yaml.comments import CommentedMap
-
-    from bringup.expect import xpu_csv
-    from bringup.expect.file import ExpectFile
-    from bringup.files import atomic_write_text, check_output_path
+    from bringup.expect import xpu_csv  # lazy: torch-free --help
+    from bringup.files import atomic_write_text, check_output_path  # lazy: torch-free --help
 
     xpu_csv.column_of(args.dtype)  # a bad --dtype: exit 2 before anything is read
     check_output_path(args.out, "--out")

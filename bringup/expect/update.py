@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
 from bringup.case import CaseResult, Status
 from bringup.expect.classify import Judgement, case_key, graph_breaks
-from bringup.expect.file import ExpectFile
+from bringup.expect.file import ENTRY_KEYS, ExpectFile
 from bringup.expect.taxonomy import default_reason
 
 
 def _set(entry: Any, key: str, value: Any) -> None:
     """Set key, keeping the canonical order (status, reason, flaky, graph_breaks, link, note) for new keys."""
-    from bringup.expect.file import ENTRY_KEYS
-
     if key in entry:
         entry[key] = value
         return
@@ -35,8 +35,6 @@ def _set(entry: Any, key: str, value: Any) -> None:
 
 
 def _flow_list(items: list[str]) -> Any:
-    from ruamel.yaml.comments import CommentedSeq
-
     seq = CommentedSeq(items)
     seq.fa.set_flow_style()
     return seq
@@ -51,8 +49,6 @@ def apply(
     sel: tuple[str, str] | None,
 ) -> dict[str, int]:
     """Write the run into `f.doc` (not saved). Returns counts: added, changed, removed."""
-    from ruamel.yaml.comments import CommentedMap
-
     section = f.target_section(device, torch_version, sel)
     seen: dict[str, list[Status]] = {}
     for rs in repeats:

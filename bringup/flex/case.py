@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import chain, classify, first_line
 from bringup.checks.module_rule import one_rounding
 from bringup.device import Device
+from bringup.device.timing import timed_repeats
 from bringup.flex.dither import dithered_attention
 from bringup.flex.mods import AttnShape, ModError, build_mod, default_scale, reference_for
 from bringup.flex.reference import dense_attention, gather_kv, gather_q, ref_slices, trusted_attention
@@ -50,7 +52,7 @@ def flex_refuses(dev: torch.device) -> str:
     """FlexAttention's own device check, asked with an empty tensor on `dev`: its refusal ('' when it
     accepts the device type, or when this torch has no such check)."""
     try:
-        from torch.nn.attention.flex_attention import _validate_device
+        from torch.nn.attention.flex_attention import _validate_device  # lazy: optional
     except ImportError:
         return ""
     t = torch.empty(1, 1, 1, 8, device=dev)
@@ -69,7 +71,7 @@ class CompileTally:
 
 def counting_backend(name: str, tally: CompileTally) -> Callable[..., Any]:
     """The named dynamo backend, wrapped to count compiled graphs and the calls that run them."""
-    from torch._dynamo.backends.registry import lookup_backend
+    from torch._dynamo.backends.registry import lookup_backend  # lazy: private torch API, loaded only when used
 
     inner = lookup_backend(name)
 
@@ -88,7 +90,7 @@ def counting_backend(name: str, tally: CompileTally) -> Callable[..., Any]:
 
 
 def _counters() -> dict[str, dict[str, int]]:
-    from torch._dynamo.utils import counters
+    from torch._dynamo.utils import counters  # lazy: private torch API, loaded only when used
 
     return {k: dict(v) for k, v in counters.items()}
 
@@ -105,7 +107,7 @@ def _diff(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -
 def _cache_entries(fn: Callable[..., Any]) -> int | None:
     """How many compiled variants dynamo holds for fn's code object (None if torch can't say)."""
     try:
-        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list  # lazy: optional
 
         return len(_debug_get_cache_entry_list(fn.__code__))
     except Exception:
@@ -128,8 +130,6 @@ def _timed(
     fn: Callable[[], Any], device: Device, min_iters: int = 3, max_iters: int = 20, max_s: float = 2.0
 ) -> list[float]:
     """Each call's output is handed to the timer: computed before its clock stops, on any device."""
-    from bringup.device.timing import timed_repeats
-
     return timed_repeats(fn, device.timer(), min_iters, max_iters, max_s)
 
 
@@ -169,8 +169,6 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         return r
 
     # ---- set-up on the device: mod, inputs, block mask ----------------------------------------------
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
     if refused := flex_refuses(dev):  # before the block mask: building one on such a device says nothing
         return result(Status.UNSUPPORTED, refused)
     cpu = _inputs(shape, dtype, backward)

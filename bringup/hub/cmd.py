@@ -24,6 +24,7 @@ from typing import Any
 from bringup.errors import BadInput, user_regex
 from bringup.hub.flags import DEFAULT_WORKERS, HubFetch
 from bringup.options import CommandOptions, add_filter, add_limit, measured, not_measured, positive_int
+from bringup.store import Store
 
 ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
 
@@ -100,7 +101,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _entries(args: HubOptions, db: str) -> list[Any]:
-    from bringup.hub import plan as hub_plan
+    from bringup.hub import plan as hub_plan  # lazy: torch-free --help
 
     if not hub_plan.is_sweep(args.source):
         raise BadInput(f"hub {args.hub_action}: --source {args.source!r}: use hub-search:QUERY or hub-list:FILE")
@@ -115,8 +116,8 @@ def _entries(args: HubOptions, db: str) -> list[Any]:
 def main(sess: Any) -> int:
     # The Hub code (and torch, through bringup.models) is imported here, where work starts: `bringup hub
     # --help` and a mistyped option answer without it.
-    from bringup.hub import plan as hub_plan
-    from bringup.hub.index import HubIndex
+    from bringup.hub import plan as hub_plan  # lazy: torch-free --help
+    from bringup.hub.index import HubIndex  # lazy: torch-free --help
 
     args = sess.options.of(HubOptions)
     con = sess.console
@@ -124,7 +125,7 @@ def main(sess: Any) -> int:
     if action is None:
         raise BadInput(f"hub: name an action: {', '.join(ACTIONS)}")
     if action == "fields":
-        from bringup.hub import signature as sg
+        from bringup.hub import signature as sg  # lazy: torch-free --help
 
         try:
             info = sg.explain(args.model_type)
@@ -133,8 +134,7 @@ def main(sess: Any) -> int:
         con.print_json(json.dumps(info))
         return 0
     if action == "csv":
-        from bringup.hub import summary as zs
-        from bringup.store import Store
+        from bringup.hub import summary as zs  # lazy: torch-free --help
 
         with Store(sess.db, create=False) as st:
             st.get_run(args.run)
@@ -151,7 +151,7 @@ def main(sess: Any) -> int:
             con.print(f"imported {n} row(s) into {index.path}; now: {index.counts()}", highlight=False)
         return 0
     if action == "export":
-        from bringup.files import check_output_path
+        from bringup.files import check_output_path  # lazy: torch-free --help
 
         check_output_path(args.out, "--out")
         keys = None
@@ -177,7 +177,7 @@ def main(sess: Any) -> int:
     )
     con.print("signatures by architecture: " + ", ".join(f"{a} {n}" for a, n in by_arch.most_common()), highlight=False)
     if sess.options.common.json:
-        from bringup.files import write_json
+        from bringup.files import write_json  # lazy: torch-free --help
 
         data = {
             "ids": plan.rows,

@@ -244,8 +244,8 @@ def discover(
 
 
 def _list(search: Search, index: HubIndex, limiters: Limiters, log: Callable[[str], None] | None) -> list[str]:
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub import HfApi  # lazy: slow huggingface_hub import
+    from huggingface_hub.errors import HfHubHTTPError  # lazy: slow huggingface_hub import
 
     api = HfApi(endpoint=endpoint())
     kw: dict[str, Any] = {
@@ -407,7 +407,7 @@ def fetch_one(
     e: Entry, off: bool, ep: str | None, cache: str | None, limiter: RateLimiter, tries: int, backoff_s: float
 ) -> Entry:
     """One id's config.json, classified. Runs in a fetch thread; never raises (a bug becomes fetch_error)."""
-    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache  # lazy: slow huggingface_hub import
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
@@ -415,7 +415,7 @@ def fetch_one(
         LocalEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
-    )
+    )  # lazy: slow huggingface_hub import
 
     rev = e.revision or e.sha or None  # pinned to the listed commit: a cached config needs no call at all
     out = Entry(**{**e.__dict__, "tries": e.tries + 1, "fetched_at": time.time()})

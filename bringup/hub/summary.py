@@ -26,7 +26,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
+
 from bringup.case import CaseResult, Status
+from bringup.files import atomic_write_text
 
 CSV_NAME = "hub-ids.csv"
 OUTCOMES = (
@@ -210,8 +213,6 @@ def _baseline(rows: Sequence[dict[str, Any]], by_case: dict[str, CaseResult]) ->
 
 
 def write_csv(path: Path, per_id: Sequence[dict[str, Any]]) -> Path:
-    from bringup.files import atomic_write_text
-
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore", lineterminator="\n")
     w.writeheader()
@@ -229,8 +230,6 @@ def summarize(
     rows: Sequence[dict[str, Any]], results: Sequence[CaseResult], console: Any, csv_path: Path | None
 ) -> dict[str, Any]:
     """Print the answer; return it for the JSON (without the per-id list, which is the CSV)."""
-    from rich.table import Table
-
     cov = coverage(rows, results)
     per_id = cov.pop("per_id")
     if csv_path is not None:

@@ -9,7 +9,16 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import KILL_LIMIT, CommandOptions, measured, not_measured
+from bringup.options import (
+    KILL_LIMIT,
+    PURE_DTYPES,
+    CommandOptions,
+    add_case_budget,
+    add_dtype,
+    add_seed,
+    measured,
+    not_measured,
+)
 
 NAME = "localize"
 HELP = "first divergence: the first module, then the first aten op, where the device leaves float64"
@@ -35,8 +44,6 @@ OPTIONS = LocalizeOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import PURE_DTYPES, add_case_budget, add_dtype, add_seed
-
     p.add_argument("model", help="a zoo model: an HF model type (llama, gpt2, ...), a timm name, or module:function")
     p.add_argument("--source", choices=["hf", "timm", "fn"], default="hf", help="where MODEL comes from (default hf)")
     p.add_argument("--task", default="causal-lm", help="HF task (default causal-lm)")

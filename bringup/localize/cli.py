@@ -13,14 +13,24 @@ is post_run.py (a post-run step).
 
 from __future__ import annotations
 
+import difflib
 import time
 import traceback
 from typing import Any
 
+import torch
+from rich.markup import escape
+
 from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import first_line
+from bringup.console import case_table
 from bringup.errors import BadInput
 from bringup.localize.args import LocalizeOptions
+from bringup.localize.core import fmt_err, record_call_ops, replay
+from bringup.localize.repro import write_repro
 from bringup.options import TORCH_DTYPE_NAMES, check_compile_backend
+from bringup.zoo import modules as zoo_modules
+from bringup.zoo.run import as_precision, build_model, train_run
 
 
 def build_cases(opts: LocalizeOptions) -> list[Case]:
@@ -49,9 +59,7 @@ def build_cases(opts: LocalizeOptions) -> list[Case]:
 def _check_model_type(model: str) -> None:
     """`--source hf` builds a tiny model of a transformers model type: a name transformers does not know is
     bad input (one line, exit 2, nothing written), not a case whose reference failed."""
-    import difflib
-
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES  # lazy: slow transformers import
 
     if model not in CONFIG_MAPPING_NAMES:
         near = difflib.get_close_matches(model, list(CONFIG_MAPPING_NAMES), n=3)
@@ -62,14 +70,6 @@ def _check_model_type(model: str) -> None:
 
 
 def run_case(case: Case, ctx: Any) -> CaseResult:
-    import torch
-
-    from bringup.checks.errors import first_line
-    from bringup.localize.core import fmt_err, record_call_ops, replay
-    from bringup.localize.repro import write_repro
-    from bringup.zoo import modules as zoo_modules
-    from bringup.zoo.run import as_precision, build_model, train_run
-
     p = case.params
     prec = as_precision(getattr(torch, p["dtype"]))
     dev = ctx.device.torch_device
@@ -183,9 +183,6 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
 
 
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
-    from rich.markup import escape
-
-    from bringup.console import case_table
 
     console.print(case_table("localize", results, []))
     for r in results:

@@ -9,7 +9,15 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import KILL_LIMIT, CommandOptions, measured, not_measured
+from bringup.options import (
+    KILL_LIMIT,
+    CommandOptions,
+    add_case_budget,
+    add_filter,
+    measured,
+    not_measured,
+    positive_int,
+)
 
 NAME = "ops"
 HELP = "OpInfo op coverage: every op x dtype on the device vs cpu (pass/fallback/fail_numeric/unsupported)"
@@ -33,8 +41,6 @@ OPTIONS = OpsOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import add_case_budget, add_filter, positive_int
-
     add_filter(p, "OpInfos (name with variant, e.g. div.floor_rounding)")
     p.add_argument("--dtypes", default=DEFAULT_DTYPES, help=f"comma list of dtypes (default {DEFAULT_DTYPES})")
     p.add_argument(

@@ -13,6 +13,7 @@ from torch.utils._pytree import tree_flatten
 
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
+from bringup.checks.fallbacks import FallbackDetector
 from bringup.device import Device
 from bringup.ops.cases import find_op
 from bringup.ops.judge import UPCAST, Uncomparable, compare, dense
@@ -200,8 +201,6 @@ def error_vs_cpu(pairs: list[tuple[Any, Any]]) -> dict[str, Any] | None:
 
 
 def run_op(case: Case, ctx: Any) -> CaseResult:
-    from bringup.checks.fallbacks import FallbackDetector
-
     name, dtype_s, n = case.params["op"], case.params["dtype"], int(case.params["samples"])
     dtype = getattr(torch, dtype_s)
     dev: Device = ctx.device

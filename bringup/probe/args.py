@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import KILL_LIMIT, CommandOptions, measured, not_measured
+from bringup.options import KILL_LIMIT, CommandOptions, add_case_budget, add_filter, measured, not_measured
 
 NAME = "probe"
 HELP = "feature probe: bf16/fp16/fp8, scaled_mm, autocast, SDPA backends, compile, distributed, TorchAO"
@@ -32,8 +32,6 @@ OPTIONS = ProbeOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import add_case_budget, add_filter
-
     add_filter(p, "features", old=["--only"])
     add_case_budget(p, None, default_note=f"{BUDGET_S:g}; compile probes {COMPILE_BUDGET_S:g}")
     p.add_argument(

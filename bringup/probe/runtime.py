@@ -30,11 +30,17 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import is_unsupported
 from bringup.checks.parity import parity
-from bringup.device import Device
+from bringup.device import Device, resolve_device
+from bringup.runner.worker import import_plugins
 
 WORLD = 2
 TIMEOUT_S = 90.0
@@ -106,8 +112,6 @@ def probe_execution(case: Case, device: Device) -> CaseResult:
 
 # ---- torch.distributed, DTensor, FSDP2: 2 spawned ranks ----------------------------------------------
 def _all_reduce(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor]:
-    import torch.distributed as dist
-
     t = (rank + 1) * torch.arange(8, dtype=torch.float32, device=dev)
     dist.all_reduce(t)
     return {"all_reduce": t.cpu()}
@@ -119,9 +123,6 @@ def _dtensor_inputs() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _dtensor(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor]:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
-
     mesh = init_device_mesh(dev.type, (world,))
     x, w = (t.to(torch.float32) for t in _dtensor_inputs())
     dx = distribute_tensor(x.to(dev), mesh, [Shard(0)])
@@ -149,9 +150,6 @@ FSDP_LR = 0.5
 
 
 def _fsdp2(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor]:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
     mesh = init_device_mesh(dev.type, (world,))
     model = _fsdp_model().to(dev)
     for layer in (model[0], model[2]):
@@ -199,11 +197,6 @@ def _where(e: BaseException) -> str:
 def _rank(rank: int, world: int, kind: str, device: str, imports: tuple[str, ...], init: str, out: str) -> None:
     """One rank (a spawned process): import the plugins, resolve the device (its family's package is
     imported), join the group with the adapter's backend, run the feature; save what it got or its error."""
-    import torch.distributed as dist
-
-    from bringup.device import resolve_device
-    from bringup.runner.worker import import_plugins
-
     res: dict[str, Any] = {}
     try:
         import_plugins(list(imports))
@@ -233,8 +226,6 @@ def _rank(rank: int, world: int, kind: str, device: str, imports: tuple[str, ...
 
 
 def _launch(kind: str, device: Device, imports: tuple[str, ...]) -> list[dict[str, Any]]:
-    import torch.multiprocessing as mp
-
     with tempfile.TemporaryDirectory(prefix="bringup-dist-") as tmp:
         init, out = f"file://{os.path.join(tmp, 'store')}", os.path.join(tmp, "result")
         mp.start_processes(
@@ -270,8 +261,6 @@ def _judge(case: Case, got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor
 
 
 def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ()) -> CaseResult:
-    import torch.distributed as dist
-
     kind = case.params["kind"]
     what = {"distributed": "torch.distributed", "dtensor": "DTensor", "fsdp2": "FSDP2"}[kind]
     if not dist.is_available():

@@ -28,16 +28,20 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import traceback
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
-from bringup.checks.errors import classify, first_line, is_unsupported
+from bringup.checks.errors import chain, classify, first_line, is_unsupported
+from bringup.checks.fallbacks import FallbackDetector, profiled_fallbacks
 from bringup.checks.parity import parity, rel_rmse
+from bringup.console import case_table
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.options import Options, check_compile_backend
@@ -61,7 +65,7 @@ TORCHAO_FEATURES = ("float8_training", "mxfp8_training")
 
 def _sdpa_backends() -> list[str]:
     try:
-        from torch.nn.attention import SDPBackend
+        from torch.nn.attention import SDPBackend  # lazy: optional
     except ImportError:
         return []
     return [n for n in SDPBackend.__members__ if n != "ERROR"]
@@ -256,8 +260,6 @@ def probe_sdpa(case: Case, dev: torch.device) -> CaseResult:
             if backend is None:
                 out = torch.nn.functional.scaled_dot_product_attention(*args, is_causal=True)
             else:
-                from torch.nn.attention import SDPBackend, sdpa_kernel
-
                 with sdpa_kernel([getattr(SDPBackend, backend)]):
                     out = torch.nn.functional.scaled_dot_product_attention(*args, is_causal=True)
         except RuntimeError as e:
@@ -275,7 +277,7 @@ def _tiny(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def probe_compile(case: Case, dev: torch.device, ctx: Any) -> CaseResult:
-    from torch._dynamo.utils import counters
+    from torch._dynamo.utils import counters  # lazy: private torch API, loaded only when used
 
     backend = case.params["backend"]
     if backend == "inductor" and not ctx.device.has_inductor_codegen:
@@ -301,8 +303,6 @@ def probe_compile(case: Case, dev: torch.device, ctx: Any) -> CaseResult:
     # the compiled function again, watched for the device's CPU fallback (the profiler alone: under a
     # dispatch mode dynamo would skip the frame): a graph whose ops run on the fallback (aot_eager on a
     # young backend) has not compiled for the device
-    from bringup.checks.fallbacks import profiled_fallbacks
-
     args = (x.to(dev, torch.float32), y.to(dev, torch.float32))
     out: list[torch.Tensor] = []
     fell = profiled_fallbacks(lambda: out.append(fn(*args)), ctx.device)
@@ -347,7 +347,7 @@ def _torchao_step(model: torch.nn.Module, x: torch.Tensor) -> dict[str, torch.Te
 
 def _torchao_convert(feature: str, model: torch.nn.Module) -> None:
     if feature == "float8_training":
-        from torchao.float8 import convert_to_float8_training
+        from torchao.float8 import convert_to_float8_training  # lazy: optional torchao
 
         convert_to_float8_training(model)
     else:
@@ -421,23 +421,23 @@ def _torchao_cpu(feature: str, dims: int, x: torch.Tensor) -> dict[str, torch.Te
 def _convert_mxfp8(model: torch.nn.Module) -> None:
     """MXFP8 training with the device's real kernels (not the emulated recipe): torchao >= 0.15 has
     MXFP8TrainingOpConfig; older releases had MXLinearConfig."""
-    from torchao.quantization import quantize_
+    from torchao.quantization import quantize_  # lazy: optional torchao
 
     try:
-        from torchao.prototype.moe_training.config import MXFP8TrainingOpConfig
+        from torchao.prototype.moe_training.config import MXFP8TrainingOpConfig  # lazy: optional
 
         quantize_(model, MXFP8TrainingOpConfig())
         return
     except ImportError:
         pass
-    from torchao.prototype.mx_formats import MXLinearConfig
+    from torchao.prototype.mx_formats import MXLinearConfig  # lazy: optional torchao
 
     quantize_(model, MXLinearConfig())
 
 
 def _has_triton() -> bool:
     try:
-        from torch.utils._triton import has_triton
+        from torch.utils._triton import has_triton  # lazy: optional
 
         return bool(has_triton())
     except Exception:
@@ -445,8 +445,6 @@ def _has_triton() -> bool:
 
 
 def _chain(e: BaseException) -> list[BaseException]:
-    from bringup.checks.errors import chain
-
     return chain(e)
 
 
@@ -461,8 +459,6 @@ def _last_line(e: BaseException) -> str:
 
 
 def _tb(e: BaseException) -> str:
-    import traceback
-
     return "".join(traceback.format_exception(e))[-8000:]
 
 
@@ -477,8 +473,6 @@ _PROBES: dict[str, Callable[[Case, torch.device], CaseResult]] = {
 
 
 def run_feature(case: Case, ctx: Any) -> CaseResult:
-    from bringup.checks.fallbacks import FallbackDetector
-
     dev: Device = ctx.device
     kind = case.params["kind"]
     fields = {"feature": case.params["feature"]}
@@ -488,7 +482,7 @@ def run_feature(case: Case, ctx: Any) -> CaseResult:
             r.fields |= fields
             return r
         if kind in ("distributed", "dtensor", "fsdp2", "execution"):  # ranks are processes: no detector
-            from bringup.probe import runtime as probe_runtime
+            from bringup.probe import runtime as probe_runtime  # lazy: optional
 
             if kind == "execution":
                 r = probe_runtime.probe_execution(case, dev)
@@ -528,8 +522,6 @@ def _check_sdpa_backend(case: Case, r: CaseResult, ran: set[str]) -> CaseResult:
 
 
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
-    from bringup.console import case_table
-
     console.print(case_table("probe", results, ["max_rel_err"]))
     if importlib.util.find_spec("torchao") is None:
         console.print("torchao is not installed: float8 / MXFP8 training were not probed")

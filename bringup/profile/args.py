@@ -10,7 +10,18 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from bringup.options import KILL_LIMIT, CommandOptions, add_compile_backend, measured, not_measured
+from bringup.options import (
+    KILL_LIMIT,
+    CommandOptions,
+    add_case_budget,
+    add_compile_backend,
+    add_dtype,
+    measured,
+    nonneg_int,
+    not_measured,
+    positive_int,
+    refuse_old,
+)
 
 NAME = "profile"
 HELP = "a few training steps under torch.profiler: trace, busy/idle/host split, top ops, transfers"
@@ -52,8 +63,6 @@ OPTIONS = ProfileOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import add_case_budget, add_dtype, nonneg_int, positive_int, refuse_old
-
     d = DEFAULTS
     p.add_argument(
         "--model",

@@ -12,18 +12,28 @@ artifacts in the store; with --out they are copied there too. Summary numbers: `
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+import torch
+from rich.markup import escape
+from rich.table import Table
+
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import classify, first_line
+from bringup.console import case_table, clip
 from bringup.device import Device
 from bringup.errors import BadInput
-from bringup.files import check_output_dir
+from bringup.files import check_output_dir, write_json
+from bringup.models import lm
+from bringup.models.lm import MODES
 from bringup.options import Options, check_compile_backend
 from bringup.precision import parse_precision
+from bringup.profile import analysis as bp
 from bringup.profile import args as face  # the torch-free face (cli)
 from bringup.profile import section as profile_section
 from bringup.profile.args import BUDGET_S, DEFAULTS, ProfileOptions
@@ -38,9 +48,6 @@ PROFILER_SLOWDOWN = 2.0
 def check_model(model: str, overrides: list[str]) -> None:
     """Presets and config JSONs are checked here (cheap, no weights); module:function only for an
     importable module (its code runs in the worker, not here)."""
-    import importlib.util
-
-    from bringup.models import lm
 
     if lm.is_user_fn(model):
         mod = model.partition(":")[0]
@@ -51,8 +58,6 @@ def check_model(model: str, overrides: list[str]) -> None:
         if not found:
             raise BadInput(f"model {model}: no module named {mod!r}")
         return
-    import bringup.models  # noqa: F401  (torchvision shim before transformers)
-
     lm.load_config(model, overrides)
 
 
@@ -70,8 +75,6 @@ def make_case(
     out: str | None = None,
     budget_s: float | None = None,
 ) -> Case:
-    from bringup.models.lm import MODES
-
     if mode not in MODES:
         raise BadInput(f"unknown --mode {mode!r}; use {', '.join(MODES)}")
     if mode != "eager" and warmup < 1:
@@ -131,7 +134,7 @@ def _detect_fallbacks(device: Device, step: Any) -> tuple[dict[str, int] | None,
     if device.is_cpu:
         return None, ""
     try:
-        from bringup.checks.fallbacks import FallbackDetector
+        from bringup.checks.fallbacks import FallbackDetector  # lazy: optional
     except ImportError as e:
         return None, f"fallback detector unavailable: {e}"
     det = FallbackDetector(device)
@@ -155,14 +158,6 @@ def _copy_out(src: Path, out_dir: Path) -> Path:
 
 
 def run_profile(case: Case, ctx: Any) -> CaseResult:
-    import torch
-
-    import bringup.models  # noqa: F401  (torchvision shim before transformers)
-    from bringup.checks.errors import classify, first_line
-    from bringup.files import write_json
-    from bringup.models import lm
-    from bringup.profile import analysis as bp
-
     p = case.params
     dev: Device = ctx.device
     prec = parse_precision(p["dtype"])  # amp-*: fp32 weights, the steps under autocast
@@ -284,11 +279,6 @@ def _bytes(n: float) -> str:
 
 
 def print_profile(r: CaseResult, console: Any) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from bringup.console import clip
-
     f = r.fields
     step = f.get("step_s")
     console.print(
@@ -350,8 +340,6 @@ def print_profile(r: CaseResult, console: Any) -> None:
 
 
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
-    from bringup.console import case_table
-
     console.print(case_table("profile", results, ["step_s", "busy_s", "idle_s", "host_s"]))
     for r in results:
         if r.status is Status.PASS and r.fields:

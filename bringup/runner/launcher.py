@@ -21,6 +21,7 @@ a pipe of that worker's own.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import random
@@ -29,10 +30,15 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from typing import IO, Any, NoReturn
+
+import torch
+
+from bringup.runner import worker
 
 # Read lazily, after the fork, by bringup, its libraries or the worker itself: applied in the child.
 _SAFE_PREFIXES = ("BRINGUP_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCHINDUCTOR_", "TRITON_")
@@ -68,11 +74,11 @@ def exit_as_interpreter(main: Callable[[], int | None]) -> NoReturn:
             if not isinstance(e.code, int) and e.code is not None:
                 print(e.code, file=sys.stderr)
         threading._shutdown()  # type: ignore[attr-defined]
-        import atexit
+        import atexit  # lazy: optional
 
         atexit._run_exitfuncs()
     except BaseException:
-        import traceback
+        import traceback  # lazy: optional
 
         traceback.print_exc()
         rc = 1
@@ -103,20 +109,14 @@ def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) 
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
-        import tempfile
-
         tempfile.tempdir = None  # chosen again from this environment's TMPDIR
         random.seed()  # every fork would otherwise share the launcher's sequence
         if "numpy.random" in sys.modules:
             sys.modules["numpy.random"].seed()
         threads = req["env"].get("OMP_NUM_THREADS")
         if threads and threads.isdigit() and int(threads) > 0:
-            import torch
-
             torch.set_num_threads(int(threads))
         print(f"=== worker forked by the launcher (pid {os.getppid()}), not started from scratch", flush=True)
-        from bringup.runner import worker
-
         sys.argv = [worker.__file__, *req["args"]]
         return worker.main(["--fd", "3", "--parent-pid", str(os.getppid()), *req["args"]])
 
@@ -348,8 +348,6 @@ def prefork() -> None:
         return
     if sys.platform != "linux" or not hasattr(socket, "send_fds"):
         return
-    import torch  # noqa: F401  # the point: the workers get it imported
-
     if pristine() is not None:
         return
     ours, theirs = socket.socketpair()
@@ -368,8 +366,6 @@ def prefork() -> None:
             os._exit(code)
     theirs.close()
     _launcher = Launcher(pid, ours, dict(os.environ))
-    import atexit
-
     atexit.register(_launcher.close)
 
 

@@ -157,7 +157,7 @@ class WorkerProcess:
 
     def rss_bytes(self) -> int:
         try:
-            import psutil
+            import psutil  # lazy: optional
 
             p = psutil.Process(self.proc.pid)
             procs = [p, *p.children(recursive=True)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import CommandOptions, measured, not_measured
+from bringup.options import CommandOptions, add_case_budget, measured, not_measured, seconds
 
 NAME = "selftest"
 HELP = "harness self-test: cases that sleep, crash, exit, hang, raise or blow up memory on purpose"
@@ -30,8 +30,6 @@ OPTIONS = SelftestOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import add_case_budget, seconds
-
     p.add_argument(
         "--plan",
         default="ok*3",

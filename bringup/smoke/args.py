@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from bringup.options import KILL_LIMIT, CommandOptions, measured, not_measured
+from bringup.options import KILL_LIMIT, PURE_DTYPES, CommandOptions, add_case_budget, add_dtype, measured, not_measured
 
 NAME = "smoke"
 HELP = "a GEMM and a tiny MLP training step on the device vs a float64 CPU reference"
@@ -29,8 +29,6 @@ OPTIONS = SmokeOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import PURE_DTYPES, add_case_budget, add_dtype
-
     add_dtype(
         p,
         "fp32",

@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
 
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.models import lm
 from bringup.precision import parse_precision
-from bringup.train import compile_metrics
+from bringup.train import compile_metrics, modes
 from bringup.train.spec import TrainSpec
 
 DATA_SEED = 1234  # synthetic data seed (rank r uses DATA_SEED + r)
@@ -83,9 +86,6 @@ class TrainOutcome:
 
 def shard(model: torch.nn.Module, device: Device, world: int) -> torch.nn.Module:
     """FSDP2 as TorchTitan applies it: fully_shard each transformer block, then the root."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
     mesh = init_device_mesh(device.type, (world,))
     for block in lm.decoder_layers(model):
         fully_shard(block, mesh=mesh)
@@ -99,8 +99,6 @@ def prepare(
     """Apply the mode (and FSDP2 when world > 1). Regional: blocks compiled first, then sharded (as
     TorchTitan does); full compile: shard first, then compile the sharded model. nested / aot
     (train/modes.py): one rank only (the suite refuses them with --nproc); `mode_kw` goes to AOTModel."""
-    from bringup.train import modes
-
     dyn = spec.compile_dynamic
     if spec.mode == "nested":
         return modes.nested_regions(model, spec.backend, dyn)
@@ -206,8 +204,6 @@ def train(
     loss_t = torch.stack(losses).float()
     step_t = torch.tensor(times, dtype=torch.float64)
     if world > 1:  # mean loss over ranks; a step takes as long as its slowest rank
-        import torch.distributed as dist
-
         loss_t = loss_t.to(device.torch_device)
         dist.all_reduce(loss_t)
         loss_t /= world
@@ -251,7 +247,7 @@ def _fallbacks(
     a note, {op: calls} of the step's own host reads). The window holds the model's step and nothing of
     the harness: the loss is read (and the device drained) after it closes."""
     try:
-        from bringup.checks.fallbacks import FallbackDetector
+        from bringup.checks.fallbacks import FallbackDetector  # lazy: optional
     except ImportError as e:
         return None, f"fallbacks not checked: {e}", None
     try:

@@ -42,7 +42,7 @@ def apply(options: Options, device: Any, cases: list[Case], picked: bool) -> Run
     save, load = opts.save_cache_artifact, opts.load_cache_artifact
     if not (save or load):
         return None
-    from bringup.train.suite import apply_artifact_flags
+    from bringup.train.suite import apply_artifact_flags  # lazy: torch-free --help
 
     return RunPart(apply_artifact_flags(cases, save, load, device))
 

@@ -22,14 +22,21 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.files import atomic_write_text
+from bringup.models import lm, tying
 from bringup.options import Options, check_compile_backend
 from bringup.precision import parse_precision
 from bringup.train import args as face  # the torch-free face (cli)
-from bringup.train import section
+from bringup.train import arms, artifact, distributed, loop, numerics, reference, section
+from bringup.train import cache as compile_cache
+from bringup.train.accounting import account
 from bringup.train.args import D, TrainOptions
 from bringup.train.arms import EXTRA_MODES
+from bringup.train.compile_metrics import silent_eager_reason
 from bringup.train.planning import check_model, first_seen_last, parse_dynamic, parse_modes, parse_seqs
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
+from bringup.train.summary import mfu_impossible, preset_that_fits, record_outcome, scorecard
+from bringup.train.summary import summarize as _summarize
 
 ENTRY, FLOPS_ENTRY = "bringup.train.suite:run_mode", "bringup.train.suite:run_flops"
 # Scheduling hints only (Case.cost: the longest ready case first when workers run side by side,
@@ -84,8 +91,6 @@ def build_cases(options: Options, device: Device) -> list[Case]:
     if opts.cache == "all":
         default_modes += EXTRA_MODES
     if load:
-        from bringup.train import artifact
-
         default_modes = ("eager", artifact.read(load).header.get("mode", "compile"))
     modes = parse_modes(opts.modes) if opts.modes is not None else default_modes
     backend = opts.compile_backend or device.default_compile_backend
@@ -126,8 +131,6 @@ def arms_for(
 ) -> list[tuple[str, str]]:
     """The (mode, cache) arms to run, in an order the local executor can run; BadInput for combinations
     that cannot work (checked before any work)."""
-    from bringup.train import arms, artifact
-
     load, save = opts.load_cache_artifact, opts.save_cache_artifact
     compiled = [m for m in modes if m != "eager"]
     if load:
@@ -222,8 +225,6 @@ def apply_artifact_flags(cases: list[Case], save: str | None, load: str | None, 
     in `bringup train`. save: the full-compile cold case (else the first compiled cold case) also writes
     the artifact. load: the cold case of the file's mode becomes that mode's artifact arm (empty cache
     dirs + the file); a file that fits none of the run's train cases is one line (BadInput)."""
-    from bringup.train import artifact
-
     specs = [(c, TrainSpec.from_params(c.params)) for c in cases if c.suite == "train" and c.entry == ENTRY]
     cold = [(c, s) for c, s in specs if s.cache == CACHE_COLD]
     changed: dict[str, TrainSpec] = {}
@@ -265,8 +266,6 @@ def run_cases(device: Device, quick: bool) -> list[Case]:
         if device.adapter.compile_cache_env(Path(".")):  # the family's own persistent compile cache (xla's):
             cases += plan(base, ("compile",), (CACHE_WARM,))  # its warm arm, after its cold case
         return cases
-    from bringup.train.summary import preset_that_fits
-
     base = TrainSpec(
         model=preset_that_fits(device, batch=2, seq=2048),
         steps=20,
@@ -289,9 +288,6 @@ def low_precision(device: Device) -> str:
 # ---- the cases (run in the worker) ---------------------------------------------------------------
 def run_mode(case: Case, ctx: Any) -> CaseResult:
     """One mode: caches, train, then the verdict (crash/compile/budget first, then numbers)."""
-    from bringup.train import cache, distributed, loop, numerics
-    from bringup.train.summary import mfu_impossible, record_outcome
-
     spec = TrainSpec.from_params(case.params)
     r = CaseResult.for_case(case, Status.PASS)
     work = ctx.artifact_dir
@@ -300,27 +296,27 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     loaded: dict[str, Any] = {}
     finish = None
     if spec.compiled:
-        dirs, needs_priming = cache.prepare(spec, ctx.run_dir, ctx.device)
+        dirs, needs_priming = compile_cache.prepare(spec, ctx.run_dir, ctx.device)
         if spec.cache == CACHE_WARM:
             r.fields["warm_from"] = "primed by this case (no passed cold case)" if needs_priming else "cold case"
-        made = dirs.root / cache.ARTIFACT if spec.cache == CACHE_ARTIFACT and needs_priming else None
-        if needs_priming and (err := cache.prime(spec, ctx.device.name, ctx.imports, work, save_to=made)):
+        made = dirs.root / compile_cache.ARTIFACT if spec.cache == CACHE_ARTIFACT and needs_priming else None
+        if needs_priming and (err := compile_cache.prime(spec, ctx.device.name, ctx.imports, work, save_to=made)):
             unsupported = err.startswith("NotImplementedError: ")
             exc = NotImplementedError(err.removeprefix("NotImplementedError: ")) if unsupported else RuntimeError(err)
             return _failed(case, exc, "priming the cache (a cold compile)", True, ctx.device)
         if spec.cache == CACHE_ARTIFACT:
-            src = made or cache.artifact_source(spec, ctx.run_dir)
+            src = made or compile_cache.artifact_source(spec, ctx.run_dir)
             own = "primed by this case (no passed cold case)" if made else "cold case"
             r.fields["artifact_from"] = f"user file {spec.artifact}" if spec.artifact else own
-            dirs = cache.fresh(spec, ctx.run_dir, ctx.device)  # a new job: empty cache dirs, then the artifact
+            dirs = compile_cache.fresh(spec, ctx.run_dir, ctx.device)  # a new job: empty cache dirs, then the artifact
             try:
-                mode_kw, loaded = cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
+                mode_kw, loaded = compile_cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
             except Exception as e:
                 return _failed(case, e, "loading the cache artifact", True, ctx.device)
             r.fields["artifact"] = loaded
         if spec.cache == CACHE_COLD:  # every cold case leaves an artifact for the artifact arm (and the user)
-            paths = [dirs.root / cache.ARTIFACT] + ([Path(spec.save_artifact)] if spec.save_artifact else [])
-            mode_kw, finish = cache.saver(spec, ctx.device.type, paths)
+            paths = [dirs.root / compile_cache.ARTIFACT] + ([Path(spec.save_artifact)] if spec.save_artifact else [])
+            mode_kw, finish = compile_cache.saver(spec, ctx.device.type, paths)
         r.fields["cache_dir"] = str(dirs.root)
     kernels_before = _kernel_files() if spec.compiled else None  # what the job then builds, counted after
     phase = lambda: ctx.phase("compile" if spec.compiled else "first_step", spec.compile_budget_s)
@@ -341,8 +337,6 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     if spec.mode == "eager":
         verdicts += _eager_verdicts(r, spec, ctx)
     else:
-        from bringup.train.compile_metrics import silent_eager_reason
-
         if why := silent_eager_reason(out.final, spec.mode):
             verdicts.append((Status.SILENT_EAGER, why))
         ref, source = _eager_reference(spec, ctx)
@@ -362,8 +356,6 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     if spec.mode == "eager" and r.status in (Status.PASS, Status.FALLBACK):
         _save_reference(spec, ctx, out.losses)  # the compiled cases' loss reference: a checked eager run
     if spec.compiled:
-        from bringup.train.accounting import account
-
         after = _kernel_files()
         built = len(after - kernels_before) if after is not None and kernels_before is not None else None
         verdicts_after = account(r, spec, out.final, loaded, built, ctx.device.adapter.compile_cache_counts())
@@ -383,8 +375,6 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
 
 def _kernel_files() -> set[str] | None:
     """The compiled kernel files in this job's inductor cache dir (None: that dir cannot be read)."""
-    from bringup.train import artifact
-
     try:
         return artifact.kernel_files()
     except (OSError, ImportError, AttributeError):  # unreadable, or a torch whose inductor lays it out otherwise
@@ -409,8 +399,6 @@ def verdict(found: list[tuple[Status, str]], finding: str = "") -> tuple[Status,
 
 def _eager_verdicts(r: CaseResult, spec: TrainSpec, ctx: Any) -> list[tuple[Status, str]]:
     """The eager case's first steps against the cpu reference (train/reference.py)."""
-    from bringup.train import reference
-
     try:
         chk = reference.check_eager(spec, ctx.device)
     except Exception as e:  # the device run of the check raised (the timed run did not): say where
@@ -419,8 +407,6 @@ def _eager_verdicts(r: CaseResult, spec: TrainSpec, ctx: Any) -> list[tuple[Stat
 
 
 def _record_check(r: CaseResult, chk: Any, device: Device) -> list[tuple[Status, str]]:
-    from bringup.models import tying
-
     r.fields["eager_check"] = chk.fields()
     r.metric("broken_ties", len(chk.broken_ties))
     if chk.broken_ties:
@@ -459,8 +445,6 @@ def _reference_path(spec: TrainSpec, ctx: Any) -> Any:
 
 
 def _save_reference(spec: TrainSpec, ctx: Any, losses: list[float]) -> None:
-    from bringup.files import atomic_write_text
-
     p = _reference_path(spec, ctx)
     p.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(p, json.dumps({"loss": losses, "spec": spec.params()}))
@@ -476,9 +460,7 @@ def _eager_reference(spec: TrainSpec, ctx: Any) -> tuple[list[float] | None, str
         return list(json.loads(p.read_text())["loss"]), "eager case (checked against the cpu reference)"
     if spec.nproc > 1:
         return None, "none: no eager case of this run passed its cpu check (with --nproc, run eager too)"
-    import torch._dynamo
-
-    from bringup.train import loop, reference
+    import torch._dynamo  # lazy: private torch API, loaded only when used
 
     torch._dynamo.reset()  # drop compiled graphs (and the model they hold) before a second model
     eager = spec.with_(mode="eager", cache=CACHE_NONE)
@@ -499,8 +481,6 @@ def _eager_reference(spec: TrainSpec, ctx: Any) -> tuple[list[float] | None, str
 
 def run_flops(case: Case, ctx: Any) -> CaseResult:
     """--flops-only: params and TorchTitan's FLOPs/token from the model built on the meta device."""
-    from bringup.models import lm
-
     p = case.params
     meta = lm.build_model(p["model"], p["overrides"], device="meta")
     params, emb = lm.param_counts(meta)
@@ -526,14 +506,10 @@ def run_flops(case: Case, ctx: Any) -> CaseResult:
 
 
 def _scorecard(results: list[CaseResult]) -> list[tuple[str, str]]:
-    from bringup.train.summary import scorecard
-
     return scorecard(results)
 
 
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
-    from bringup.train.summary import summarize as _summarize
-
     return _summarize(results, console)
 
 

@@ -21,11 +21,17 @@ Top-level JSON (besides the common `cases` rows):
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
+import torch
+from rich.table import Table
+
 from bringup.case import CaseResult, Status
+from bringup.console import fmt, print_wide, styled
 from bringup.device import Device, run_peak
+from bringup.models.lm import PRESETS, QWEN3_COMMON
 from bringup.precision import parse_precision
 from bringup.train import arms, compile_metrics
 from bringup.train.loop import TrainOutcome
@@ -124,8 +130,6 @@ SKEW_FACTOR = 2.0  # a rank whose step 1 takes over twice the ranks' median comp
 
 def record_ranks(r: CaseResult, firsts: list[float]) -> None:
     """Per-rank compile seconds (eager: step 1) under --nproc, the skew, and a rank that compiled alone."""
-    import statistics
-
     med = statistics.median(firsts)
     slow = max(range(len(firsts)), key=lambda i: firsts[i])
     r.fields["rank_compile_s"] = [round(x, 4) for x in firsts]
@@ -139,8 +143,6 @@ def record_ranks(r: CaseResult, firsts: list[float]) -> None:
 
 # ---- choosing a model for `bringup run --full` ---------------------------------------------------
 def total_memory(device: Device) -> int | None:
-    import torch
-
     try:
         if device.is_accelerator:
             return int(torch.accelerator.get_memory_info(device.index or 0)[1])
@@ -164,8 +166,6 @@ def training_bytes(cfg: dict[str, Any], batch: int, seq: int) -> float:
 
 
 def preset_that_fits(device: Device, batch: int, seq: int) -> str:
-    from bringup.models.lm import PRESETS, QWEN3_COMMON
-
     mem = total_memory(device)
     if not mem:
         return "qwen3-0.6b"
@@ -266,9 +266,6 @@ def fast_start(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
 
 
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
-    from rich.table import Table
-
-    from bringup.console import fmt, print_wide, styled
 
     extras: dict[str, Any] = {}
     flops = [r for r in results if r.params.get("flops_only")]
@@ -397,9 +394,6 @@ def _print_fastest(console: Any, rows: list[dict[str, Any]]) -> None:
     """The fastest-start table: each arm's time to first step as a new job meets it, its phases (a text
     waterfall: . load artifact, b build, m apply mode, d dynamo, a AOT autograd, k backend, r rest of
     step 1), steady step and cost vs full compile, and when it reaches steps 100 and 10k."""
-    from rich.table import Table
-
-    from bringup.console import fmt, print_wide
 
     t = Table(
         title="fastest start (each arm a fresh process; job first step = load + build + mode + step 1)",

@@ -9,7 +9,7 @@ import argparse
 from dataclasses import dataclass
 
 from bringup.api import Tool
-from bringup.options import CommandOptions, measured, not_measured
+from bringup.options import CommandOptions, measured, not_measured, positive_float, positive_int
 
 NAME = "triage"
 ORDER = 98
@@ -20,8 +20,6 @@ DEFAULT_CHECK_BUDGET_S = 300.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bringup.options import positive_float, positive_int
-
     p.add_argument("run", nargs="?", default=None, metavar="RUN", help="the stored run (default: the latest)")
     p.add_argument("--top", type=positive_int, default=None, metavar="N", help="only the N groups of largest reach")
     p.add_argument("--out", default=None, metavar="DIR", help="where the issues go (default: the run's folder/triage)")
