@@ -266,35 +266,63 @@ def fast_start(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
 
 
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
-
+    """The run's JSON extras and its console summary: the --flops-only lines, then one row per arm."""
     extras: dict[str, Any] = {}
-    flops = [r for r in results if r.params.get("flops_only")]
+    for r in (r for r in results if r.params.get("flops_only")):
+        extras.update(_flops_only(r, console))
     runs = sorted(
         (r for r in results if not r.params.get("flops_only")),
         key=lambda r: MODE_ORDER.get((r.params.get("mode"), r.params.get("cache")), 9),
     )
-    for r in flops:
-        cfg = r.fields.get("config", {})
-        extras.update(
-            model=r.params["model"],
-            params=_int(_m(r, "params")),
-            seq=r.params["seq"],
-            embedding_params=_int(_m(r, "embedding_params")),
-            flops_per_token=_int(_m(r, "flops_per_token")),
-            config=cfg,
-        )
-        console.print(
-            f"[bold]train --flops-only[/]: {r.params['model']}: {_int(_m(r, 'params')) or 0:,} params "
-            f"({_int(_m(r, 'embedding_params')) or 0:,} embedding); FLOPs/token at seq {r.params['seq']}: "
-            f"{fmt(_m(r, 'flops_per_token'))} (TorchTitan's formula)"
-            + (f" [{r.status}: {r.reason}]" if r.status is not Status.PASS else ""),
-            highlight=False,
-        )
     if not runs:
         return extras
     spec = TrainSpec.from_params(runs[0].params)
+    extras.update(_run_extras(spec, runs))
+    specs = {r.case_id: TrainSpec.from_params(r.params) for r in runs}
+    rows = [(label(specs[r.case_id]), entry(r), r) for r in runs]
+    eager = next((e for n, e, _ in rows if n == "eager"), None)
+    for _, e, r in rows:
+        ok = eager and eager["step_s"] and e["step_s"] and r.status in USABLE
+        e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]
+    extras["modes"] = _modes(rows, specs)
+    fs = fast_start([(n, e) for n, e, _ in rows])
+    extras["fast_start"] = fs
+    extras["advice"] = fs["advice"] if fs else None
+    usable = [e for _, e, r in rows if r.status in USABLE]
+    extras["fastest_start"] = arms.table(usable)
+    extras["fastest_by_steps"] = {str(n): a for n, a in arms.fastest(usable).items()}
+    extras["advice_steps"] = arms.advice(usable) or None
+    _print_table(console, spec, rows, specs)
+    _print_notes(console, spec, rows, extras)
+    return extras
+
+
+_Row = tuple[str, dict[str, Any], CaseResult]  # (label, entry, result) of one arm
+
+
+def _flops_only(r: CaseResult, console: Any) -> dict[str, Any]:
+    """A --flops-only case: its line, and its extras."""
+    console.print(
+        f"[bold]train --flops-only[/]: {r.params['model']}: {_int(_m(r, 'params')) or 0:,} params "
+        f"({_int(_m(r, 'embedding_params')) or 0:,} embedding); FLOPs/token at seq {r.params['seq']}: "
+        f"{fmt(_m(r, 'flops_per_token'))} (TorchTitan's formula)"
+        + (f" [{r.status}: {r.reason}]" if r.status is not Status.PASS else ""),
+        highlight=False,
+    )
+    return dict(
+        model=r.params["model"],
+        params=_int(_m(r, "params")),
+        seq=r.params["seq"],
+        embedding_params=_int(_m(r, "embedding_params")),
+        flops_per_token=_int(_m(r, "flops_per_token")),
+        config=r.fields.get("config", {}),
+    )
+
+
+def _run_extras(spec: TrainSpec, runs: list[CaseResult]) -> dict[str, Any]:
+    """The run's model and shape, and the counts read off the first case that has them."""
     first = next((r for r in runs if "params" in r.metrics), runs[0])
-    extras.update(
+    return dict(
         model=spec.model,
         params=_int(_m(first, "params")),
         flops_per_token=_int(_m(first, "flops_per_token")),
@@ -305,47 +333,43 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
         peak_flops=_m(first, "peak_flops"),
         peak_flops_source=first.fields.get("peak_flops_source"),
     )
-    specs = {r.case_id: TrainSpec.from_params(r.params) for r in runs}
-    rows = [(label(specs[r.case_id]), entry(r), r) for r in runs]
-    eager = next((e for n, e, _ in rows if n == "eager"), None)
-    for _, e, r in rows:
-        ok = eager and eager["step_s"] and e["step_s"] and r.status in USABLE
-        e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]
+
+
+def _modes(rows: list[_Row], specs: dict[str, TrainSpec]) -> dict[str, Any]:
+    """The JSON `modes` key: the mode, and its dynamic-shape setting when not the default; a warm or
+    artifact arm nests under its mode's cold entry."""
     modes: dict[str, Any] = {}
     for _, e, r in rows:
-        # the JSON `modes` key: the mode, and its dynamic-shape setting when not the default
         mode, cache = specs[r.case_id].mode + specs[r.case_id].dynamic_suffix, r.params["cache"]
         if cache in (CACHE_WARM, CACHE_ARTIFACT) and mode in modes and modes[mode]["cache"] == CACHE_COLD:
             modes[mode][cache] = e
         else:
             modes[mode] = e
-    extras["modes"] = modes
-    fs = fast_start([(n, e) for n, e, _ in rows])
-    extras["fast_start"] = fs
-    extras["advice"] = fs["advice"] if fs else None
-    usable = [e for _, e, r in rows if r.status in USABLE]
-    extras["fastest_start"] = arms.table(usable)
-    extras["fastest_by_steps"] = {str(n): a for n, a in arms.fastest(usable).items()}
-    extras["advice_steps"] = arms.advice(usable) or None
+    return modes
 
+
+_COLUMNS = (
+    "mode",
+    "status",
+    "first step s",
+    "steady step s",
+    "ratio",
+    "tok/s",
+    "tok/s/dev",
+    "MFU %",
+    "speed-up",
+    "compile s",
+    "breaks",
+    "peak mem GB",
+)
+
+
+def _print_table(console: Any, spec: TrainSpec, rows: list[_Row], specs: dict[str, TrainSpec]) -> None:
     t = Table(
         title=f"train: {spec.model}, {spec.batch} x {spec.seq} tokens x {spec.nproc} rank(s), {spec.dtype}",
         title_justify="left",
     )
-    for c in (
-        "mode",
-        "status",
-        "first step s",
-        "steady step s",
-        "ratio",
-        "tok/s",
-        "tok/s/dev",
-        "MFU %",
-        "speed-up",
-        "compile s",
-        "breaks",
-        "peak mem GB",
-    ):
+    for c in _COLUMNS:
         t.add_column(c, justify="left" if c in ("mode", "status") else "right", no_wrap=c in ("mode", "status"))
     for _, e, r in rows:
         mfu = e["mfu"] * 100 if e["mfu"] is not None else None
@@ -366,6 +390,10 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
             fmt(mem),
         )
     print_wide(console, t, 150)  # a log or CI: wider, unfolded
+
+
+def _print_notes(console: Any, spec: TrainSpec, rows: list[_Row], extras: dict[str, Any]) -> None:
+    """Under the table: the model's counts, each arm's reason, the fast-start advice, warnings."""
     params, fpt = extras["params"], extras["flops_per_token"]
     if params:
         peak = f"{fmt(extras['peak_flops'])} FLOP/s per device ({extras['peak_flops_source'] or 'no peak'})"
@@ -377,7 +405,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     for n, _, r in rows:
         if r.reason:
             console.print(f"  {n}: {r.status.value}: {r.reason}", highlight=False, markup=False)
-    if fs:
+    if fs := extras["fast_start"]:
         console.print(fs["advice"], highlight=False, markup=False)
     if len(extras["fastest_start"]) > 1:
         _print_fastest(console, extras["fastest_start"])
@@ -387,7 +415,6 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
             console.print(f"  warning: {n}: {w}", highlight=False, markup=False)
         if e.get("slow_rank"):
             console.print(f"  {n}: {e['slow_rank']}", highlight=False, markup=False)
-    return extras
 
 
 def _print_fastest(console: Any, rows: list[dict[str, Any]]) -> None:
