@@ -114,61 +114,75 @@ def _entries(args: HubOptions, db: str) -> list[Any]:
 
 
 def main(sess: Any) -> int:
-    # The Hub code (and torch, through bringup.models) is imported here, where work starts: `bringup hub
-    # --help` and a mistyped option answer without it.
+    # The Hub code (and torch, through bringup.models) is imported by the actions, where work starts:
+    # `bringup hub --help` and a mistyped option answer without it.
+    args = sess.options.of(HubOptions)
+    if args.hub_action is None:
+        raise BadInput(f"hub: name an action: {', '.join(ACTIONS)}")
+    _ACTIONS[args.hub_action](sess, args)
+    return 0
+
+
+def _fields(sess: Any, args: HubOptions) -> None:
+    from bringup.hub import signature as sg  # lazy: torch-free --help
+
+    try:
+        info = sg.explain(args.model_type)
+    except KeyError:
+        raise BadInput(f"hub fields: no model type {args.model_type!r} in this transformers") from None
+    sess.console.print_json(json.dumps(info))
+
+
+def _csv(sess: Any, args: HubOptions) -> None:
+    from bringup.hub import summary as zs  # lazy: torch-free --help
+
+    with Store(sess.db, create=False) as st:
+        st.get_run(args.run)
+        rows = st.hub_ids(args.run)
+        if not rows:
+            raise BadInput(f"hub csv: run {args.run} is not a Hub sweep (no ids stored)")
+        cov = zs.coverage(rows, st.results(args.run))
+    sess.console.print(f"{len(rows)} id(s) -> {zs.write_csv(Path(args.out), cov['per_id'])}", highlight=False)
+
+
+def _import(sess: Any, args: HubOptions) -> None:
     from bringup.hub import plan as hub_plan  # lazy: torch-free --help
     from bringup.hub.index import HubIndex  # lazy: torch-free --help
 
-    args = sess.options.of(HubOptions)
-    con = sess.console
-    action = args.hub_action
-    if action is None:
-        raise BadInput(f"hub: name an action: {', '.join(ACTIONS)}")
-    if action == "fields":
-        from bringup.hub import signature as sg  # lazy: torch-free --help
+    with HubIndex(hub_plan.index_path(args.hub_index, str(sess.db))) as index:
+        n = index.import_(args.file)
+        sess.console.print(f"imported {n} row(s) into {index.path}; now: {index.counts()}", highlight=False)
 
-        try:
-            info = sg.explain(args.model_type)
-        except KeyError:
-            raise BadInput(f"hub fields: no model type {args.model_type!r} in this transformers") from None
-        con.print_json(json.dumps(info))
-        return 0
-    if action == "csv":
-        from bringup.hub import summary as zs  # lazy: torch-free --help
 
-        with Store(sess.db, create=False) as st:
-            st.get_run(args.run)
-            rows = st.hub_ids(args.run)
-            if not rows:
-                raise BadInput(f"hub csv: run {args.run} is not a Hub sweep (no ids stored)")
-            cov = zs.coverage(rows, st.results(args.run))
-        con.print(f"{len(rows)} id(s) -> {zs.write_csv(Path(args.out), cov['per_id'])}", highlight=False)
-        return 0
+def _export(sess: Any, args: HubOptions) -> None:
+    from bringup.files import check_output_path  # lazy: torch-free --help
+    from bringup.hub import plan as hub_plan  # lazy: torch-free --help
+    from bringup.hub.index import HubIndex  # lazy: torch-free --help
+
     db = str(sess.db)
-    if action == "import":
-        with HubIndex(hub_plan.index_path(args.hub_index, db)) as index:
-            n = index.import_(args.file)
-            con.print(f"imported {n} row(s) into {index.path}; now: {index.counts()}", highlight=False)
-        return 0
-    if action == "export":
-        from bringup.files import check_output_path  # lazy: torch-free --help
+    check_output_path(args.out, "--out")
+    keys = None
+    if args.source:
+        keys = [e.key for e in _entries(args, db)]
+    with HubIndex(hub_plan.index_path(args.hub_index, db)) as index:
+        n = index.export(args.out, keys)
+    sess.console.print(f"exported {n} row(s) to {args.out}", highlight=False)
 
-        check_output_path(args.out, "--out")
-        keys = None
-        if args.source:
-            keys = [e.key for e in _entries(args, db)]
-        with HubIndex(hub_plan.index_path(args.hub_index, db)) as index:
-            n = index.export(args.out, keys)
-        con.print(f"exported {n} row(s) to {args.out}", highlight=False)
-        return 0
-    entries = _entries(args, db)
-    if action == "fetch":
-        con.print(
-            "by status: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(e.status for e in entries).items())),
-            highlight=False,
-        )
-        return 0
-    plan = hub_plan.plan_ids(entries)
+
+def _fetch(sess: Any, args: HubOptions) -> None:
+    entries = _entries(args, str(sess.db))
+    sess.console.print(
+        "by status: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(e.status for e in entries).items())),
+        highlight=False,
+    )
+
+
+def _plan(sess: Any, args: HubOptions) -> None:
+    from bringup.files import write_json  # lazy: torch-free --help
+    from bringup.hub import plan as hub_plan  # lazy: torch-free --help
+
+    con = sess.console
+    plan = hub_plan.plan_ids(_entries(args, str(sess.db)))
     by_arch = Counter(plan.sigs[s].architecture for s in plan.sigs)
     con.print(
         f"{len(plan.rows)} id(s) -> {len(plan.sigs)} signature(s) ({plan.signed} config(s) signed); config "
@@ -177,8 +191,6 @@ def main(sess: Any) -> int:
     )
     con.print("signatures by architecture: " + ", ".join(f"{a} {n}" for a, n in by_arch.most_common()), highlight=False)
     if sess.options.common.json:
-        from bringup.files import write_json  # lazy: torch-free --help
-
         data = {
             "ids": plan.rows,
             "signatures": {
@@ -193,4 +205,6 @@ def main(sess: Any) -> int:
             },
         }
         write_json(sess.options.common.json, data)
-    return 0
+
+
+_ACTIONS = {"fields": _fields, "csv": _csv, "import": _import, "export": _export, "fetch": _fetch, "plan": _plan}
