@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -286,49 +287,83 @@ def low_precision(device: Device) -> str:
 
 
 # ---- the cases (run in the worker) ---------------------------------------------------------------
+@dataclasses.dataclass
+class _Caches:
+    """A compiled case's caches: their dirs, what the mode is given (an artifact's loader or saver), what
+    was loaded, and the saver's finish (writes the artifact once the case passed)."""
+
+    dirs: Any = None
+    mode_kw: dict[str, Any] = dataclasses.field(default_factory=dict)
+    loaded: dict[str, Any] = dataclasses.field(default_factory=dict)
+    finish: Callable[[], Any] | None = None
+
+
 def run_mode(case: Case, ctx: Any) -> CaseResult:
     """One mode: caches, train, then the verdict (crash/compile/budget first, then numbers)."""
     spec = TrainSpec.from_params(case.params)
     r = CaseResult.for_case(case, Status.PASS)
-    work = ctx.artifact_dir
-    dirs = None
-    mode_kw: dict[str, Any] = {}
-    loaded: dict[str, Any] = {}
-    finish = None
-    if spec.compiled:
-        dirs, needs_priming = compile_cache.prepare(spec, ctx.run_dir, ctx.device)
-        if spec.cache == CACHE_WARM:
-            r.fields["warm_from"] = "primed by this case (no passed cold case)" if needs_priming else "cold case"
-        made = dirs.root / compile_cache.ARTIFACT if spec.cache == CACHE_ARTIFACT and needs_priming else None
-        if needs_priming and (err := compile_cache.prime(spec, ctx.device.name, ctx.imports, work, save_to=made)):
-            unsupported = err.startswith("NotImplementedError: ")
-            exc = NotImplementedError(err.removeprefix("NotImplementedError: ")) if unsupported else RuntimeError(err)
-            return _failed(case, exc, "priming the cache (a cold compile)", True, ctx.device)
-        if spec.cache == CACHE_ARTIFACT:
-            src = made or compile_cache.artifact_source(spec, ctx.run_dir)
-            own = "primed by this case (no passed cold case)" if made else "cold case"
-            r.fields["artifact_from"] = f"user file {spec.artifact}" if spec.artifact else own
-            dirs = compile_cache.fresh(spec, ctx.run_dir, ctx.device)  # a new job: empty cache dirs, then the artifact
-            try:
-                mode_kw, loaded = compile_cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
-            except Exception as e:
-                return _failed(case, e, "loading the cache artifact", True, ctx.device)
-            r.fields["artifact"] = loaded
-        if spec.cache == CACHE_COLD:  # every cold case leaves an artifact for the artifact arm (and the user)
-            paths = [dirs.root / compile_cache.ARTIFACT] + ([Path(spec.save_artifact)] if spec.save_artifact else [])
-            mode_kw, finish = compile_cache.saver(spec, ctx.device.type, paths)
-        r.fields["cache_dir"] = str(dirs.root)
+    caches = _prepare_caches(case, spec, r, ctx) if spec.compiled else _Caches()
+    if isinstance(caches, CaseResult):
+        return caches
     kernels_before = _kernel_files() if spec.compiled else None  # what the job then builds, counted after
     phase = lambda: ctx.phase("compile" if spec.compiled else "first_step", spec.compile_budget_s)
     try:
         if spec.nproc > 1:
-            out = distributed.launch(spec, ctx.device, ctx.imports, work / "ranks", first_step=phase)
+            out = distributed.launch(spec, ctx.device, ctx.imports, ctx.artifact_dir / "ranks", first_step=phase)
         else:
-            out = loop.train(spec, ctx.device, first_step=phase, mode_kw=mode_kw)
+            out = loop.train(spec, ctx.device, first_step=phase, mode_kw=caches.mode_kw)
     except loop.StageError as e:
         return _failed(case, e.exc, e.stage, e.stage == "first_step" and spec.compiled, ctx.device)
-    record_outcome(r, spec, out, ctx.device, load_s=float(loaded.get("load_s", 0.0)), run_dir=ctx.run_dir)
+    load_s = float(caches.loaded.get("load_s", 0.0))
+    record_outcome(r, spec, out, ctx.device, load_s=load_s, run_dir=ctx.run_dir)
+    verdicts = _verdicts(r, spec, out, ctx)
+    r.status, r.reason = verdict(verdicts, r.fields.get("tying_finding", ""))
+    if spec.mode == "eager" and r.status in (Status.PASS, Status.FALLBACK):
+        _save_reference(spec, ctx, out.losses)  # the compiled cases' loss reference: a checked eager run
+    if spec.compiled:
+        after = _kernel_files()
+        built = len(after - kernels_before) if after is not None and kernels_before is not None else None
+        verdicts_after = account(r, spec, out.final, caches.loaded, built, ctx.device.adapter.compile_cache_counts())
+        if verdicts_after:
+            r.status, r.reason = verdict(verdicts + verdicts_after, r.fields.get("tying_finding", ""))
+    _record_caches(r, spec, caches)
+    return r
 
+
+def _prepare_caches(case: Case, spec: TrainSpec, r: CaseResult, ctx: Any) -> _Caches | CaseResult:
+    """A compiled case's cache dirs: primed (warm, artifact: by a cold compile when no cold case passed),
+    an artifact loaded into fresh dirs, or (cold) a saver for the artifact; the failed result if that fails."""
+    c = _Caches()
+    dirs, needs_priming = compile_cache.prepare(spec, ctx.run_dir, ctx.device)
+    if spec.cache == CACHE_WARM:
+        r.fields["warm_from"] = "primed by this case (no passed cold case)" if needs_priming else "cold case"
+    made = dirs.root / compile_cache.ARTIFACT if spec.cache == CACHE_ARTIFACT and needs_priming else None
+    work = ctx.artifact_dir
+    if needs_priming and (err := compile_cache.prime(spec, ctx.device.name, ctx.imports, work, save_to=made)):
+        unsupported = err.startswith("NotImplementedError: ")
+        exc = NotImplementedError(err.removeprefix("NotImplementedError: ")) if unsupported else RuntimeError(err)
+        return _failed(case, exc, "priming the cache (a cold compile)", True, ctx.device)
+    if spec.cache == CACHE_ARTIFACT:
+        src = made or compile_cache.artifact_source(spec, ctx.run_dir)
+        own = "primed by this case (no passed cold case)" if made else "cold case"
+        r.fields["artifact_from"] = f"user file {spec.artifact}" if spec.artifact else own
+        dirs = compile_cache.fresh(spec, ctx.run_dir, ctx.device)  # a new job: empty cache dirs, then the artifact
+        try:
+            c.mode_kw, c.loaded = compile_cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
+        except Exception as e:
+            return _failed(case, e, "loading the cache artifact", True, ctx.device)
+        r.fields["artifact"] = c.loaded
+    if spec.cache == CACHE_COLD:  # every cold case leaves an artifact for the artifact arm (and the user)
+        paths = [dirs.root / compile_cache.ARTIFACT] + ([Path(spec.save_artifact)] if spec.save_artifact else [])
+        c.mode_kw, c.finish = compile_cache.saver(spec, ctx.device.type, paths)
+    r.fields["cache_dir"] = str(dirs.root)
+    c.dirs = dirs
+    return c
+
+
+def _verdicts(r: CaseResult, spec: TrainSpec, out: Any, ctx: Any) -> list[tuple[Status, str]]:
+    """What the run says against itself (MFU, finite losses, fallbacks) and against its reference (eager:
+    the reference's own checks; compiled: silent eager and the loss curve vs the checked eager run)."""
     verdicts: list[tuple[Status, str]] = []
     if why := mfu_impossible(r):
         verdicts.append((Status.ERROR, why))
@@ -352,25 +387,20 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     if out.fallback_ops:
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(out.fallback_ops.items(), key=lambda kv: -kv[1])[:5])
         verdicts.append((Status.FALLBACK, f"{len(out.fallback_ops)} op(s) ran via the CPU fallback: {ops}"))
-    r.status, r.reason = verdict(verdicts, r.fields.get("tying_finding", ""))
-    if spec.mode == "eager" and r.status in (Status.PASS, Status.FALLBACK):
-        _save_reference(spec, ctx, out.losses)  # the compiled cases' loss reference: a checked eager run
-    if spec.compiled:
-        after = _kernel_files()
-        built = len(after - kernels_before) if after is not None and kernels_before is not None else None
-        verdicts_after = account(r, spec, out.final, loaded, built, ctx.device.adapter.compile_cache_counts())
-        if verdicts_after:
-            r.status, r.reason = verdict(verdicts + verdicts_after, r.fields.get("tying_finding", ""))
-    if finish is not None and r.status is Status.PASS:
-        r.fields["artifact_saved_bytes"] = finish()
+    return verdicts
+
+
+def _record_caches(r: CaseResult, spec: TrainSpec, c: _Caches) -> None:
+    """A passed case writes its artifact and marks its cold cache passed; the caches' sizes."""
+    if c.finish is not None and r.status is Status.PASS:
+        r.fields["artifact_saved_bytes"] = c.finish()
         if spec.save_artifact:
             r.fields["artifact_saved_to"] = spec.save_artifact
-    if dirs is not None and spec.cache == CACHE_COLD and r.status is Status.PASS:
-        dirs.mark_passed()
-    if dirs is not None:
-        r.metric("cache_bytes", dirs.size_bytes(), "B")
-        r.fields["cache_layer_bytes"] = dirs.layer_bytes()
-    return r
+    if c.dirs is not None and spec.cache == CACHE_COLD and r.status is Status.PASS:
+        c.dirs.mark_passed()
+    if c.dirs is not None:
+        r.metric("cache_bytes", c.dirs.size_bytes(), "B")
+        r.fields["cache_layer_bytes"] = c.dirs.layer_bytes()
 
 
 def _kernel_files() -> set[str] | None:
