@@ -202,21 +202,7 @@ def render(
     # others (selftest, a plugin's suite outside `run`) only when they have results.
     shown_suites = [s for s in known if s.run_cases is not None or not s.command or s.name in by_suite]
     others = [s for s in by_suite if s not in {k.name for k in known}]
-    verdicts: list[Verdict] = []
-    sections = []
-    extras: dict[str, Any] = {}
-    for s in shown_suites:
-        rs = by_suite.get(s.name, [])
-        if s.tile is not None:
-            t = s.tile(rs, page)
-            verdicts.append(Verdict(t.area, t.key, t.big, t.detail))
-        else:
-            verdicts.append(verdict(s.name, rs, allow, s.verdict_word))
-        sections.append(suite_section(s, rs, page))
-        if s.page_data is not None:
-            d = s.page_data(rs, page)
-            if d is not None:
-                extras[s.name] = d
+    verdicts, sections, extras = _suite_parts(shown_suites, by_suite, page)
     verdicts += [verdict(s, by_suite[s], allow) for s in others]
     sections = [
         section("verdict", "Verdict by area", tiles(verdicts)),
@@ -241,6 +227,28 @@ def render(
         ]
     )
     return page_html(title, body, travel(run, out_dir, run_dir))
+
+
+def _suite_parts(
+    shown: Sequence[Suite], by_suite: dict[str, list[CaseResult]], page: Page
+) -> tuple[list[Verdict], list[str], dict[str, Any]]:
+    """Each shown suite's verdict tile, its section, and the data it adds to the page's JSON."""
+    verdicts: list[Verdict] = []
+    sections = []
+    extras: dict[str, Any] = {}
+    for s in shown:
+        rs = by_suite.get(s.name, [])
+        if s.tile is not None:
+            t = s.tile(rs, page)
+            verdicts.append(Verdict(t.area, t.key, t.big, t.detail))
+        else:
+            verdicts.append(verdict(s.name, rs, page.allow_unsupported, s.verdict_word))
+        sections.append(suite_section(s, rs, page))
+        if s.page_data is not None:
+            d = s.page_data(rs, page)
+            if d is not None:
+                extras[s.name] = d
+    return verdicts, sections, extras
 
 
 def travel(run: RunInfo, out_dir: Path | None, run_dir: Path | None) -> Portable:
