@@ -194,7 +194,6 @@ def _localize_module(r: CaseResult, mc: Any, mod: Any, prec: Any, ctx: Any) -> d
 
 
 def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
-
     console.print(case_table("localize", results, []))
     for r in results:
         if r.fields.get("compiled_region"):

@@ -81,7 +81,6 @@ def build_item(case: Case, seconds: float) -> CaseResult:
 
 
 def inductor_item(case: Case, ctx: Any) -> CaseResult:
-
     torch._dynamo.reset()
     x = torch.linspace(-2.0, 2.0, 67, device=ctx.device.torch_device)
 
