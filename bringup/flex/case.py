@@ -31,7 +31,7 @@ from bringup.device import Device
 from bringup.device.timing import timed_repeats
 from bringup.flex.dither import dithered_attention
 from bringup.flex.mods import AttnShape, DenseRef, FlexMod, ModError, build_mod, default_scale, reference_for
-from bringup.flex.reference import Slice, dense_attention, gather_kv, gather_q, ref_slices, trusted_attention
+from bringup.flex.reference import Attention, Slice, dense_attention, gather_kv, gather_q, ref_slices, trusted_attention
 from bringup.flex.reweight import reweight_coefs
 from bringup.flex.spec import FlexSpec
 from bringup.flex.tolerance import MODULE_RULE_DTYPES, attn_reason, check_attention, failed_checks
@@ -369,15 +369,15 @@ def _reference(c: _Flex, cpu: dict[str, torch.Tensor]) -> _Reference:
     try:
         dense, origin = reference_for(c.p.mod, shape)
         scale = default_scale(shape.head_dim)
-        q, k, v, do = cpu["q"], cpu["k"], cpu["v"], cpu.get("do")
-        ref = dense_attention(q, k, v, dense, scale, slices, do)
+        at = Attention(cpu["q"], cpu["k"], cpu["v"], dense, scale, slices, cpu.get("do"))
+        ref = dense_attention(at)
         trusted = None
         if dtype != torch.float64:
-            trusted = trusted_attention(q, k, v, dense, scale, slices, do, dtype)
+            trusted = trusted_attention(at, dtype)
         dithered: list[dict[str, torch.Tensor]] = []
         n_dithered = 0
         if dtype in MODULE_RULE_DTYPES:
-            dithered, n_dithered = dithered_attention(q, k, v, dense, scale, slices, do, one_rounding(dtype), ref)
+            dithered, n_dithered = dithered_attention(at, one_rounding(dtype), ref)
     except Exception as e:
         r = c.result(Status.REF_FAIL, f"reference: {first_line(e)}")
         r.error = traceback.format_exc()
@@ -409,7 +409,8 @@ def _judge(
     trusted, dtype = rf.trusted, c.dtype
     if dtype in MODULE_RULE_DTYPES and trusted is not None and not nonfinite and mine["out"].shape == ref["out"].shape:
         errors = {"device": mine["out"].double() - ref["out"], "trusted": trusted["out"] - ref["out"]}
-        reweights = reweight_coefs(cpu["q"], cpu["k"], cpu["v"], rf.dense, rf.scale, slices, ref["out"], errors)
+        at = Attention(cpu["q"], cpu["k"], cpu["v"], rf.dense, rf.scale, slices)
+        reweights = reweight_coefs(at, ref["out"], errors)
     return check_attention(mine, ref, dtype, trusted, rf.dithered, inputs, reweights), nonfinite
 
 
