@@ -466,14 +466,14 @@ def _read_config(path: str) -> tuple[str, str, dict[str, Any] | None, str | None
 
 def fetch_one(e: Entry, a: HubAccess) -> Entry:
     """One id's config.json, classified. Runs in a fetch thread; never raises (a bug becomes fetch_error)."""
-    from huggingface_hub.errors import (
+    from huggingface_hub.errors import (  # lazy: slow huggingface_hub import
         EntryNotFoundError,
         GatedRepoError,
         HfHubHTTPError,
         LocalEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
-    )  # lazy: slow huggingface_hub import
+    )
 
     rev = e.revision or e.sha or None  # pinned to the listed commit: a cached config needs no call at all
     out = Entry(**{**e.__dict__, "tries": e.tries + 1, "fetched_at": time.time()})

@@ -70,13 +70,13 @@ def prefetch_command(ref: HubRef, weights: bool = False) -> str:
 def resolve(ref: HubRef) -> Path:
     """The cached (or, online, downloaded) config.json of `ref`; BadInput with the pre-fetch command."""
     from huggingface_hub import hf_hub_download  # lazy: slow huggingface_hub import
-    from huggingface_hub.errors import (
+    from huggingface_hub.errors import (  # lazy: slow huggingface_hub import
         EntryNotFoundError,
         GatedRepoError,
         LocalEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
-    )  # lazy: slow huggingface_hub import
+    )
 
     try:
         return Path(hf_hub_download(ref.id, "config.json", revision=ref.revision, local_files_only=offline()))

@@ -32,9 +32,8 @@ _SOURCE = "int selftest_kernel(void) { return 42; }\n"
 
 def library_path(tag: str) -> tuple[Path, Path]:
     """(the library, its build lock) in the inductor cache dir this process would use."""
-    from torch._inductor.runtime.cache_dir_utils import (
-        cache_dir,  # inductor's own rule  # lazy: private torch API, loaded only when used
-    )
+    # inductor's own rule for the cache dir
+    from torch._inductor.runtime.cache_dir_utils import cache_dir  # lazy: private torch API
 
     root = Path(cache_dir())
     key = "cselftest" + hashlib.sha256(tag.encode()).hexdigest()[:24]
