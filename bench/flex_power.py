@@ -55,7 +55,7 @@ from bringup.flex.case import _inputs, run_case  # noqa: E402
 from bringup.flex.dither import dithered_attention  # noqa: E402
 from bringup.flex.matrix import Matrix, default_matrix, quick_matrix  # noqa: E402
 from bringup.flex.mods import AttnShape, build_mod, default_scale, reference_for  # noqa: E402
-from bringup.flex.reference import dense_attention, gather_kv, gather_q, ref_slices, trusted_attention  # noqa: E402
+from bringup.flex.reference import Attention, dense_attention, gather_kv, gather_q, ref_slices, trusted_attention  # noqa: E402
 from bringup.flex.tolerance import attn_reason, check_attention, failed_checks  # noqa: E402
 from bringup.runner.worker import WorkerContext  # noqa: E402
 
@@ -222,13 +222,12 @@ def backward_rows(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 x = {k: v.to(dtype) for k, v in _bwd_inputs(shape, 7).items()}
                 dense, _ = reference_for(mod, shape)
                 slices, scale = ref_slices(shape), default_scale(shape.head_dim)
-                ref = dense_attention(x["q"], x["k"], x["v"], dense, scale, slices, x["do"])
-                trusted = trusted_attention(x["q"], x["k"], x["v"], dense, scale, slices, x["do"], dtype)
+                at = Attention(x["q"], x["k"], x["v"], dense, scale, slices, x["do"])
+                ref = dense_attention(at)
+                trusted = trusted_attention(at, dtype)
                 dith: list[dict[str, torch.Tensor]] = []
                 if dtype == torch.bfloat16:
-                    dith, _ = dithered_attention(
-                        x["q"], x["k"], x["v"], dense, scale, slices, x["do"], one_rounding(dtype), ref
-                    )
+                    dith, _ = dithered_attention(at, one_rounding(dtype), ref)
                 inputs = {
                     "q": gather_q(shape, slices, x["q"]),
                     "k": gather_kv(slices, x["k"]),

@@ -153,7 +153,7 @@ class LeftOut:
     """What `--full` plans that a quick run does not, per suite: planned in a thread while the quick run's
     workers run (planning every zoo type and op takes seconds; the main process only waits on the workers)."""
 
-    def __init__(self, options: Options, device: Any) -> None:
+    def __init__(self, options: Options, device: Device) -> None:
         self.counts: dict[str, int] = {}
         self.error: str | None = None
         args = options.of(RunCommandOptions)

@@ -187,7 +187,7 @@ def classify(
         )
         for r in results
     ]
-    from bringup.console import unjudged_suites
+    from bringup.console import unjudged_suites  # lazy: torch-free --help
 
     unjudged = [
         s
@@ -196,7 +196,7 @@ def classify(
     ]
     run_keys = {o.key for o in outcomes}
     not_run = sorted(k for k in expectations if k not in run_keys)
-    from bringup.expect.upstream import rows
+    from bringup.expect.upstream import rows  # lazy: torch-free --help
 
     upstream = rows(results, outcomes, expectations, not_run)
     return Judgement(outcomes, section, path, strict, 1 + len(repeats), unjudged, not_run, upstream)

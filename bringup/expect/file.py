@@ -19,6 +19,7 @@ listed version (the newest older one, else the oldest newer one): the nearest-ve
 
 from __future__ import annotations
 
+import copy
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,7 @@ PASS = Expectation("", Status.PASS)
 
 
 def _yaml() -> Any:
-    from ruamel.yaml import YAML
+    from ruamel.yaml import YAML  # lazy: torch-free --help
 
     y = YAML()  # round trip: comments, key order and quoting survive load -> dump
     y.preserve_quotes = True
@@ -138,7 +139,7 @@ class ExpectFile:
         return BadInput(f"--expect {self.path}{line}: {msg}")
 
     def validate(self) -> None:
-        from ruamel.yaml.comments import CommentedMap
+        from ruamel.yaml.comments import CommentedMap  # lazy: torch-free --help
 
         d = self.doc
         if not isinstance(d, CommentedMap):
@@ -241,9 +242,7 @@ class ExpectFile:
         """The mapping --update-expect writes: the selected section when it is this device type's own
         section for this torch (exact, major.minor or "*"); else a new "<device>"/"<major.minor>" section,
         seeded with a copy of the fallback's entries (the older torch's expectations stay as they were)."""
-        import copy
-
-        from ruamel.yaml.comments import CommentedMap
+        from ruamel.yaml.comments import CommentedMap  # lazy: torch-free --help
 
         dt, mk = device_type(device), minor_key(torch_version)
         own = {torch_version.split("+")[0], ".".join(map(str, torch_key(torch_version) or ())), mk, "*"}
@@ -273,6 +272,6 @@ class ExpectFile:
         return buf.getvalue()
 
     def save(self, path: str | Path | None = None) -> Path:
-        from bringup.files import atomic_write_text
+        from bringup.files import atomic_write_text  # lazy: torch-free --help
 
         return atomic_write_text(path or self.path, self.dumps())

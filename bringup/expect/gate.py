@@ -18,7 +18,7 @@ from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
 from bringup.expect.classify import Judgement, Klass, classify
 from bringup.expect.file import Expectation, ExpectFile
-from bringup.options import CommandOptions, Options, not_measured
+from bringup.options import CommandOptions, Options, not_measured, positive_int
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -38,8 +38,6 @@ class GateOptions(CommandOptions):
 
 def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     """--expect, --strict, --update-expect, --repeat: global and after every run/suite command."""
-    from bringup.options import positive_int
-
     d = argparse.SUPPRESS if suppress else None
     p.add_argument(
         "--expect",
@@ -94,7 +92,7 @@ class Gate:
     ) -> tuple[dict[str, int], Gate]:
         """Write the file from this run (comments and links kept): what changed, and the gate of the file as
         written (to judge the run again against it)."""
-        from bringup.expect.update import apply
+        from bringup.expect.update import apply  # lazy: torch-free --help
 
         n = apply(self.file, results, repeats, self.device, self.torch_version, self.section)
         fresh = ExpectFile.load(self.file.save())
@@ -111,7 +109,7 @@ class Gate:
         run_dir: Path,
         console: Console,
     ) -> list[list[CaseResult]]:
-        from bringup.runner import execute
+        from bringup.runner import execute  # lazy: torch-free --help
 
         out: list[list[CaseResult]] = []
         for k in range(2, self.repeat + 1):
@@ -169,10 +167,10 @@ def prepare(opts: GateOptions, device: str, allow_unsupported: bool = False) -> 
                 raise BadInput(f"{flag} needs --expect FILE")
         return None
     if update:
-        from bringup.files import check_output_path
+        from bringup.files import check_output_path  # lazy: torch-free --help
 
         check_output_path(path, "--expect")
-    import torch
+    import torch  # lazy: torch-free --help
 
     f = ExpectFile.load(path, missing_ok=update)
     return Gate.of(f, device, torch.__version__, strict, update, repeat, bool(allow_unsupported))
@@ -221,7 +219,7 @@ def summary_line(j: Judgement) -> str:
 
 
 def print_judgement(j: Judgement, console: Console) -> None:
-    from rich.markup import escape
+    from rich.markup import escape  # lazy: torch-free --help
 
     console.print(f"[bold]{escape(summary_line(j))}[/]")
     for k in (Klass.NEW_FAILURE, Klass.NEW_PASS, Klass.FLAKY):
@@ -234,14 +232,14 @@ def print_judgement(j: Judgement, console: Console) -> None:
     if j.not_run:
         console.print(f"  [dim]{len(j.not_run)} expectation(s) for cases this run did not include[/]")
     if j.upstream:  # rows imported from an upstream CSV: its verdict beside bringup's (expect/upstream.py)
-        from bringup.expect.upstream import print_rows
+        from bringup.expect.upstream import print_rows  # lazy: torch-free --help
 
         print_rows(j.upstream, console)
 
 
 def section(block: Mapping[str, Any]) -> str:
     """The run page's expectations section (the block `finish` stored in the run's info)."""
-    from bringup.expect.html import section_html  # classes per area (docs/expect.md)
+    from bringup.expect.html import section_html  # classes per area (docs/expect.md)  # lazy: torch-free --help
 
     return section_html(dict(block))
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from bringup.expect.upstream import html_table
+from bringup.report.kit import esc, section
+
 CLASSES = ("expected", "new_failure", "new_pass", "flaky")
 
 
 def section_html(block: dict[str, Any]) -> str:
-    from bringup.report.kit import esc, section
-
     cases = [c for c in block.get("cases", []) if isinstance(c, dict)]
     by_area: dict[str, Counter[str]] = {}
     for c in cases:
@@ -38,7 +39,5 @@ def section_html(block: dict[str, Any]) -> str:
         for c in cases
         if c.get("class") != "expected"
     )
-    from bringup.expect.upstream import html_table  # rows imported from an upstream CSV, beside bringup's
-
     upstream = html_table([r for r in block.get("upstream") or [] if isinstance(r, dict)])
     return section("expectations", "Expectations", head + table + (f"<ul>{items}</ul>" if items else "") + upstream)

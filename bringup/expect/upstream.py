@@ -22,8 +22,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
+from rich.table import Table
+
 from bringup.case import CaseResult, Status
 from bringup.expect import xpu_csv
+from bringup.report.kit import esc
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -101,9 +105,6 @@ def print_rows(rows_: Sequence[Mapping[str, Any]], console: Console) -> None:
     """The table under the gate's line: case, upstream's cell, bringup's status, the verdict."""
     if not rows_:
         return
-    from rich.markup import escape
-    from rich.table import Table
-
     t = Table(title=escape(summary_line(rows_)), title_justify="left", pad_edge=False, collapse_padding=True)
     for col in ("case", "upstream", "bringup", "verdict", "gate"):
         t.add_column(col, overflow="fold")
@@ -124,8 +125,6 @@ def html_table(rows_: Sequence[Mapping[str, Any]]) -> str:
     """The same rows for the scorecard's expectations section."""
     if not rows_:
         return ""
-    from bringup.report.kit import esc
-
     body = "".join(
         f"<tr><td>{esc(r['case'])}</td><td>{esc(r['upstream'])}</td><td>{esc(r['status'] or '-')}</td>"
         f"<td>{esc(r['verdict'])}</td><td>{esc(str(r['class']).replace('_', ' '))}</td></tr>"

@@ -39,7 +39,7 @@ from torch import Tensor
 from bringup.checks.module_replay import Call, ReplayNoise, replay
 from bringup.checks.module_rule import DITHERS
 from bringup.flex.mods import DenseRef
-from bringup.flex.reference import Slice, attend_rows, row_chunk
+from bringup.flex.reference import Attention, SliceAt, attend_rows, row_chunk
 
 # scores per draw dithered in full (every slice); past it a sample of slices (module doc). 2^25: a
 # default-matrix slice at seq 4096 and 2 q heads per kv head, ~10 s of one core per draw with the backward
@@ -53,16 +53,14 @@ class _Rows(torch.nn.Module):
     computation (the device gets the very values the reference widens), so they sit where the replay leaves
     values as they are. Scores and softmax held in WORKING, everything else in float64."""
 
-    def __init__(
-        self, q: Tensor, k: Tensor, v: Tensor, dense: DenseRef, scale: float, batch: int, heads: Tensor, r0: int
-    ) -> None:
+    def __init__(self, q: Tensor, k: Tensor, v: Tensor, at: SliceAt, r0: int) -> None:
         super().__init__()
         self.q, self.k, self.v = (torch.nn.Parameter(t) for t in (q, k, v))
-        self.dense, self.scale, self.batch, self.heads, self.r0 = dense, scale, batch, heads, r0
+        self.at, self.r0 = at, r0
 
     def forward(self) -> Tensor:
         q = self.q
-        return attend_rows(q, self.k, self.v, self.dense, self.scale, self.batch, self.heads, self.r0, q.dtype, WORKING)
+        return attend_rows(q, self.k, self.v, self.at, self.r0, q.dtype, WORKING)
 
 
 @dataclass(frozen=True)
@@ -85,7 +83,7 @@ def _one_draw(sl: _Slice, dense: DenseRef, scale: float, rounding: float, seed: 
     dk = dv = None
     for c, r0 in enumerate(range(0, S, rows)):
         r1 = min(S, r0 + rows)
-        module = _Rows(sl.q[:, r0:r1], sl.k, sl.v, dense, scale, sl.batch, sl.heads, r0)
+        module = _Rows(sl.q[:, r0:r1], sl.k, sl.v, SliceAt(dense, scale, sl.batch, sl.heads), r0)
         module.requires_grad_(want)
         grads: list[torch.Tensor | None] = [sl.do[:, r0:r1]] if sl.do is not None else [None]
         call = Call("flex", module, (), {}, [], [], grads)
@@ -138,20 +136,12 @@ def _borrowed(name: str, ref: Tensor, got: dict[int, Tensor], n: int) -> Tensor:
 
 
 def dithered_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    dense: DenseRef,
-    scale: float,
-    slices: list[Slice],
-    grad_out: Tensor | None,
-    rounding: float,
-    ref: dict[str, Tensor],
-    budget: int = DITHER_SCORES,
+    a: Attention, rounding: float, ref: dict[str, Tensor], budget: int = DITHER_SCORES
 ) -> tuple[list[dict[str, Tensor]], int]:
     """module_rule.DITHERS dithered float64 computations of the case's attention (module doc), each a dict
     like dense_attention's (stacked over `slices`), and how many slices were dithered (the others borrow).
     q, k, v (and grad_out) as the device got them (cpu); `rounding`: the case dtype's one rounding."""
+    q, k, v, grad_out, slices = a.q, a.k, a.v, a.grad_out, a.slices
     rep = q.shape[1] // k.shape[1]
     S = q.shape[2]
     chosen = sampled_slices(len(slices), rep * S * S, budget)
@@ -168,7 +158,7 @@ def dithered_attention(
             heads,
         )
         for d in range(DITHERS):
-            draws[d][i] = _one_draw(one, dense, scale, rounding, seed=1 + d + DITHERS * i)
+            draws[d][i] = _one_draw(one, a.dense, a.scale, rounding, seed=1 + d + DITHERS * i)
     out = []
     for per_slice in draws:
         names = [n for n in ref if all(n in t for t in per_slice.values())]

@@ -17,7 +17,7 @@ reference measures the kernel's error, not the input quantization.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -31,6 +31,32 @@ _MAX_SCORES = 1 << 24
 class Slice:
     batch: int
     kv_head: int
+
+
+@dataclass(frozen=True)
+class Attention:
+    """One case's attention on cpu, as the references compute it: q (B, Hq, S, D), k / v (B, Hkv, S, D)
+    as the device got them, the mod's dense form, the scale, the (batch, kv-head) slices computed, and
+    the output's gradient (backward cases; None: forward only)."""
+
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    dense: DenseRef
+    scale: float
+    slices: list[Slice]
+    grad_out: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class SliceAt:
+    """Where one slice's rows sit in the mod: the mod's dense form, the scale, the slice's batch and its
+    q heads."""
+
+    dense: DenseRef
+    scale: float
+    batch: int
+    heads: Tensor
 
 
 def ref_slices(shape: AttnShape) -> list[Slice]:
@@ -68,23 +94,16 @@ def _softmax_rows(scores: Tensor) -> Tensor:
 
 
 def attend_rows(
-    qs: Tensor,
-    ks: Tensor,
-    vs: Tensor,
-    dense: DenseRef,
-    scale: float,
-    batch: int,
-    heads: Tensor,
-    r0: int,
-    compute: torch.dtype,
-    working: torch.dtype,
+    qs: Tensor, ks: Tensor, vs: Tensor, at: SliceAt, r0: int, compute: torch.dtype, working: torch.dtype
 ) -> Tensor:
     """Rows r0 : r0 + len of one slice's attention: qs (rep, rows, D) against ks, vs (S, D). Scores and
     softmax held in `working`, the probabilities rounded to `compute` for P @ V (FlexAttention's eager math
     path: working fp32, compute the case dtype)."""
     rep, n, S = qs.shape[0], qs.shape[1], ks.shape[0]
-    s = torch.matmul(qs.to(working), ks.to(working).transpose(0, 1)) * scale
-    s = dense(s, batch, heads.view(rep, 1, 1), torch.arange(r0, r0 + n).view(1, n, 1), torch.arange(S).view(1, 1, S))
+    s = torch.matmul(qs.to(working), ks.to(working).transpose(0, 1)) * at.scale
+    s = at.dense(
+        s, at.batch, at.heads.view(rep, 1, 1), torch.arange(r0, r0 + n).view(1, n, 1), torch.arange(S).view(1, 1, S)
+    )
     return torch.matmul(_softmax_rows(s.to(working)).to(compute), vs.to(compute))
 
 
@@ -94,19 +113,12 @@ def row_chunk(shape_rep: int, seq: int) -> int:
 
 
 def dense_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    dense: DenseRef,
-    scale: float,
-    slices: list[Slice],
-    grad_out: Tensor | None = None,
-    compute_dtype: torch.dtype = torch.float64,
-    working_dtype: torch.dtype | None = None,
+    a: Attention, compute_dtype: torch.dtype = torch.float64, working_dtype: torch.dtype | None = None
 ) -> dict[str, Tensor]:
     """q (B, Hq, S, D), k/v (B, Hkv, S, D) on cpu. Returns 'out' (and 'dq', 'dk', 'dv' when grad_out is
     given), computed in `compute_dtype` (scores and softmax in `working_dtype`, default the same), returned
     in float64, each stacked over `slices` as gather_q / gather_kv do."""
+    q, k, v, grad_out = a.q, a.k, a.v, a.grad_out
     cd = compute_dtype
     wd = working_dtype or cd
     B, Hq, S, D = q.shape
@@ -114,8 +126,9 @@ def dense_attention(
     rep = Hq // Hkv
     rows = row_chunk(rep, S)
     outs, dqs, dks, dvs = [], [], [], []
-    for sl in slices:
+    for sl in a.slices:
         heads = torch.arange(sl.kv_head * rep, (sl.kv_head + 1) * rep)
+        at = SliceAt(a.dense, a.scale, sl.batch, heads)
         qs = q[sl.batch, heads].detach().to(cd)
         ks = k[sl.batch, sl.kv_head].detach().to(cd)
         vs = v[sl.batch, sl.kv_head].detach().to(cd)
@@ -126,7 +139,7 @@ def dense_attention(
         for r0 in range(0, S, rows):
             r1 = min(S, r0 + rows)
             with torch.set_grad_enabled(want_grad):
-                o = attend_rows(qs[:, r0:r1], ks, vs, dense, scale, sl.batch, heads, r0, cd, wd)
+                o = attend_rows(qs[:, r0:r1], ks, vs, at, r0, cd, wd)
             if want_grad:
                 assert grad_out is not None
                 go = grad_out[sl.batch, heads, r0:r1].to(cd)
@@ -144,16 +157,7 @@ def dense_attention(
     return res
 
 
-def trusted_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    dense: DenseRef,
-    scale: float,
-    slices: list[Slice],
-    grad_out: Tensor | None,
-    dtype: torch.dtype,
-) -> dict[str, Tensor]:
+def trusted_attention(a: Attention, dtype: torch.dtype) -> dict[str, Tensor]:
     """The trusted run at the case precision `dtype`, on cpu. The output as FlexAttention's eager math path
     computes it (scores and softmax in fp32, the probabilities rounded to `dtype` for P @ V, the output
     rounded): cpu eager FlexAttention at that precision, the zoo's trusted run for a module. The gradients
@@ -163,9 +167,9 @@ def trusted_attention(
     so the gradients' trusted run rounds at least wherever a kernel may. fp32 / fp64: one computation in
     `dtype` throughout."""
     if dtype in (torch.float32, torch.float64):
-        return dense_attention(q, k, v, dense, scale, slices, grad_out, dtype)
-    res = dense_attention(q, k, v, dense, scale, slices, None, dtype, torch.float32)
-    if grad_out is not None:
-        grads = dense_attention(q, k, v, dense, scale, slices, grad_out, dtype)
+        return dense_attention(a, dtype)
+    res = dense_attention(replace(a, grad_out=None), dtype, torch.float32)
+    if a.grad_out is not None:
+        grads = dense_attention(a, dtype)
         res |= {n: grads[n] for n in ("dq", "dk", "dv")}
     return res

@@ -38,8 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bringup.flex.mods import DenseRef
-from bringup.flex.reference import Slice
+from bringup.flex.reference import Attention, SliceAt
 
 BINS = 16  # module_rule.MAX_BINS: enough to follow a function of x over its range, few enough statistics
 FAMILIES = ("exp argument", "key position", "query-key distance")
@@ -115,13 +114,11 @@ def _coefs(a: Tensor, err: Tensor) -> Coefs:
     return Coefs(torch.where(aa > 0, c, torch.zeros_like(c)), torch.where(aa > 0, var, torch.full_like(var, math.inf)))
 
 
-def _slice_directions(
-    q: Tensor, k: Tensor, v: Tensor, out: Tensor, dense: DenseRef, scale: float, batch: int, heads: Tensor, rows: Tensor
-) -> Tensor:
+def _slice_directions(q: Tensor, k: Tensor, v: Tensor, out: Tensor, at: SliceAt, rows: Tensor) -> Tensor:
     """All three families' directions for one slice's sampled rows: (3 x BINS, rep x rows, D)."""
     rep, S = q.shape[0], k.shape[0]
-    s = torch.matmul(q[:, rows], k.transpose(0, 1)) * scale
-    s = dense(s, batch, heads.view(rep, 1, 1), rows.view(1, -1, 1), torch.arange(S).view(1, 1, S))
+    s = torch.matmul(q[:, rows], k.transpose(0, 1)) * at.scale
+    s = at.dense(s, at.batch, at.heads.view(rep, 1, 1), rows.view(1, -1, 1), torch.arange(S).view(1, 1, S))
     m = s.amax(-1, keepdim=True)
     live = torch.isfinite(m)
     x = torch.where(live, s - torch.where(live, m, torch.zeros_like(m)), torch.full_like(s, -math.inf))
@@ -138,20 +135,12 @@ def _slice_directions(
     return torch.cat([_directions(flat_p, v, o, b) for b in (by_x, pos, by_dist)])
 
 
-def reweight_coefs(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    dense: DenseRef,
-    scale: float,
-    slices: list[Slice],
-    ref_out: Tensor,
-    errors: dict[str, Tensor],
-) -> list[dict[str, Coefs]]:
+def reweight_coefs(at: Attention, ref_out: Tensor, errors: dict[str, Tensor]) -> list[dict[str, Coefs]]:
     """Per slice, per named error (a stacked (n, rep, S, D) tensor: the device's out minus ref_out, say),
     the coefficients along the reweighting directions (module doc), over the slice's q heads together and,
     with more than one, each head alone (named "<error>.h<j>"). q, k, v as the device got them (cpu),
-    ref_out the float64 reference output stacked over slices."""
+    ref_out the float64 reference output stacked over slices (at.grad_out is not used)."""
+    q, k, v, slices = at.q, at.k, at.v, at.slices
     rep = q.shape[1] // k.shape[1]
     S = q.shape[2]
     rows = _rows(rep, S, len(slices))
@@ -163,10 +152,7 @@ def reweight_coefs(
             k[sl.batch, sl.kv_head].double(),
             v[sl.batch, sl.kv_head].double(),
             ref_out[i],
-            dense,
-            scale,
-            sl.batch,
-            heads,
+            SliceAt(at.dense, at.scale, sl.batch, heads),
             rows,
         )
         one = {n: _coefs(a, e[i][:, rows].reshape(-1, e.shape[-1])) for n, e in errors.items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bringup.api import Page
@@ -121,64 +122,53 @@ _STATUS_RANK = {
 }
 
 
-def render(results: Sequence[CaseResult], page: Page) -> str | None:
-    summary = page.summary
-    if not results:
-        return None
-    rs = list(results)
-    ps = {id(r): flex_params(r) for r in rs}
-    varying = [k for k in FLEX_SHAPE_KEYS if len({str(ps[id(r)].get(k)) for r in rs}) > 1]
-    constant = [k for k in FLEX_SHAPE_KEYS if k not in varying and ps[id(rs[0])].get(k) is not None]
+@dataclass(frozen=True)
+class _Shapes:
+    """The cases' flex params, and which shape keys vary across them (the heatmap's columns) or not."""
 
-    def shape(r: CaseResult) -> str:
-        p = ps[id(r)]
-        return ", ".join(_pv(k, p.get(k)) for k in varying) or "all"
+    ps: dict[int, dict[str, Any]]
+    varying: list[str]
+    constant: list[str]
 
-    def short(r: CaseResult) -> str:
-        p = ps[id(r)]
+    @classmethod
+    def of(cls, rs: list[CaseResult]) -> _Shapes:
+        ps = {id(r): flex_params(r) for r in rs}
+        varying = [k for k in FLEX_SHAPE_KEYS if len({str(ps[id(r)].get(k)) for r in rs}) > 1]
+        constant = [k for k in FLEX_SHAPE_KEYS if k not in varying and ps[id(rs[0])].get(k) is not None]
+        return cls(ps, varying, constant)
+
+    def shape(self, r: CaseResult) -> str:
+        p = self.ps[id(r)]
+        return ", ".join(_pv(k, p.get(k)) for k in self.varying) or "all"
+
+    def short(self, r: CaseResult) -> str:
+        p, varying = self.ps[id(r)], self.varying
         keys = list(varying) + (["kv_heads"] if "q_heads" in varying and "kv_heads" not in varying else [])
         keys += ["q_heads"] if "kv_heads" in varying and "q_heads" not in varying else []
         keys = [k for k in FLEX_SHAPE_KEYS if k in keys]
         return " ".join(x for x in (_short(k, p.get(k), p) for k in keys) if x) or "all"
 
-    rows: list[str] = []
-    cols: list[str] = []
-    cells: dict[tuple[str, str], plots.Cell] = {}
-    for r in sorted(rs, key=lambda r: tuple(_sortable(ps[id(r)].get(k)) for k in varying)):
-        row, col = str(ps[id(r)]["mod"]), short(r)
-        if row not in rows:
-            rows.append(row)
-        if col not in cols:
-            cols.append(col)
-        tip = f"{row} | {shape(r)}: {r.status.value}"
-        for m, u in (("compile_s", "s"), ("fwd_ms", "ms"), ("bwd_ms", "ms"), ("tflops", "TFLOP/s")):
-            v = metric(r, m)
-            if v is not None:
-                tip += f"; {m} {fmt(v)} {u}"
-        if r.reason:
-            tip += f"; {r.reason}"
-        old = cells.get((row, col))
-        if old is None or _STATUS_RANK.get(r.status.value, 99) > _STATUS_RANK.get(old.status, 99):
-            label = {"pass": "✓", "budget": "T", "unsupported": "U", "fail_numeric": "N"}.get(r.status.value, "✗")
-            cells[(row, col)] = plots.Cell(r.status.value, tip, label)
-    line = flex_sentence(rs, summary)
-    body = [f'<p class="summary-line" id="flex-line">{esc(line)}</p>']
-    if constant:
-        body.append(f'<p class="muted">every case: {esc(", ".join(_pv(k, ps[id(rs[0])][k]) for k in constant))}</p>')
-    body.append(plots.heatmap(rows, cols, cells, "mods x shapes, coloured by status (hover for details)"))
-    metric_cols = [
+
+def render(results: Sequence[CaseResult], page: Page) -> str | None:
+    if not results:
+        return None
+    rs = list(results)
+    sh = _Shapes.of(rs)
+    body = [f'<p class="summary-line" id="flex-line">{esc(flex_sentence(rs, page.summary))}</p>']
+    if sh.constant:
+        every = ", ".join(_pv(k, sh.ps[id(rs[0])][k]) for k in sh.constant)
+        body.append(f'<p class="muted">every case: {esc(every)}</p>')
+    body.append(plots.heatmap(*_heatmap(rs, sh), "mods x shapes, coloured by status (hover for details)"))
+    cols_t = [
+        col_text("mod", lambda r: sh.ps[id(r)]["mod"]),
+        col_text("shape", sh.shape),
+        col_status(),
         col_num("compile s", lambda r: seconds(r, "compile_s")),
         col_num("fwd ms", lambda r: metric(r, "fwd_ms")),
         col_num("bwd ms", lambda r: metric(r, "bwd_ms")),
         col_num("TFLOP/s", lambda r: metric(r, "tflops")),
         col_num("sparsity", lambda r: metric(r, "sparsity")),
         col_num("max abs err", lambda r: metric(r, "max_abs_err")),
-    ]
-    cols_t = [
-        col_text("mod", lambda r: ps[id(r)]["mod"]),
-        col_text("shape", shape),
-        col_status(),
-        *metric_cols,
         col_reason(),
     ]
     bad = [r for r in rs if r.status is not Status.PASS]
@@ -189,6 +179,31 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
         f"{data_table('tbl-flex', cols_t, rs)}</details>"
     )
     return "".join(body)
+
+
+def _heatmap(rs: list[CaseResult], sh: _Shapes) -> tuple[list[str], list[str], dict[tuple[str, str], plots.Cell]]:
+    """Rows (mods), columns (shapes) and one cell per pair: the worst status of its cases, its tooltip."""
+    rows: list[str] = []
+    cols: list[str] = []
+    cells: dict[tuple[str, str], plots.Cell] = {}
+    for r in sorted(rs, key=lambda r: tuple(_sortable(sh.ps[id(r)].get(k)) for k in sh.varying)):
+        row, col = str(sh.ps[id(r)]["mod"]), sh.short(r)
+        if row not in rows:
+            rows.append(row)
+        if col not in cols:
+            cols.append(col)
+        tip = f"{row} | {sh.shape(r)}: {r.status.value}"
+        for m, u in (("compile_s", "s"), ("fwd_ms", "ms"), ("bwd_ms", "ms"), ("tflops", "TFLOP/s")):
+            v = metric(r, m)
+            if v is not None:
+                tip += f"; {m} {fmt(v)} {u}"
+        if r.reason:
+            tip += f"; {r.reason}"
+        old = cells.get((row, col))
+        if old is None or _STATUS_RANK.get(r.status.value, 99) > _STATUS_RANK.get(old.status, 99):
+            label = {"pass": "✓", "budget": "T", "unsupported": "U", "fail_numeric": "N"}.get(r.status.value, "✗")
+            cells[(row, col)] = plots.Cell(r.status.value, tip, label)
+    return rows, cols, cells
 
 
 def _sortable(v: Any) -> tuple[int, Any]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from bringup.flex.mods import AttnShape
+
 if TYPE_CHECKING:  # torch-free at import: the planner (bringup/flex/suite.py) imports this module
     from bringup.flex.mods import AttnShape
 
@@ -65,8 +67,6 @@ class FlexSpec:
 
     @property
     def shape(self) -> AttnShape:
-        from bringup.flex.mods import AttnShape
-
         return AttnShape(self.batch, self.seq, self.q_heads, self.kv_heads, self.head_dim)
 
     def params(self) -> dict[str, Any]:

@@ -19,13 +19,29 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import torch
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
+from bringup.console import STATUS_STYLE, styled
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.flex import args as face  # the torch-free face (cli)
-from bringup.flex import section
+from bringup.flex import section, summary
 from bringup.flex.args import DEFAULT_BUDGET_S, FlexOptions
+from bringup.flex.case import run_case as _run
+from bringup.flex.matrix import (
+    MatrixError,
+    case_label,
+    default_matrix,
+    load_matrix_file,
+    normalize_mod_spec,
+    quick_matrix,
+)
+from bringup.flex.mods import ModError, build_mod, is_user_mod
 from bringup.flex.spec import FlexSpec, SpecError
 from bringup.options import Options, check_compile_backend
 from bringup.precision import parse_precision
@@ -73,8 +89,6 @@ def _check_backend(name: str) -> None:
 
 
 def _matrix(choice: str, device: Device) -> Any:
-    from bringup.flex.matrix import MatrixError, default_matrix, load_matrix_file, quick_matrix
-
     if choice == "auto":
         choice = "quick" if device.is_cpu else "default"
     if choice == "quick":
@@ -90,9 +104,6 @@ def _matrix(choice: str, device: Device) -> Any:
 def _check_user_mods(specs: list[tuple[str, Any]]) -> None:
     """Import and call each user mod factory once on cpu (at its first case's shape): a broken user
     mod is bad input (exit 2), not 96 identical errors."""
-    import torch
-
-    from bringup.flex.mods import ModError, build_mod
 
     for spec, shape in specs:
         try:
@@ -139,8 +150,6 @@ def _case(
     spec: Any, dtype: str, backward: bool, budget_s: float, backend: str, hidden: dict[str, Any], probe: bool
 ) -> Case:
     """One Case from a matrix entry: its params are the FlexSpec's own serialization."""
-    from bringup.flex.matrix import case_label
-
     try:
         fs = FlexSpec(
             spec.mod,
@@ -165,9 +174,6 @@ def _case(
 
 
 def build_cases(options: Options, device: Device) -> list[Case]:
-    from bringup.flex.matrix import MatrixError, normalize_mod_spec
-    from bringup.flex.mods import ModError, is_user_mod
-
     opts = options.of(FlexOptions)
 
     budget = _budget(opts.compile_budget)
@@ -203,25 +209,14 @@ def build_cases(options: Options, device: Device) -> list[Case]:
 
 
 def run_cases(device: Device, quick: bool) -> list[Case]:
-    from bringup.flex.matrix import default_matrix, quick_matrix
-
     return plan(quick_matrix() if quick else default_matrix(), device)
 
 
 def run_case(case: Case, ctx: Any) -> CaseResult:
-    from bringup.flex.case import run_case as _run
-
     return _run(case, ctx)
 
 
 def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
-
-    from bringup.console import STATUS_STYLE, styled
-    from bringup.flex import summary
-
     cols = [("compile s", "compile_s"), ("fwd ms", "fwd_ms"), ("bwd ms", "bwd_ms"), ("TFLOP/s", "tflops")]
     if getattr(console, "width", 80) >= 110:  # on a narrow console these live in the JSON only
         cols += [("sparse %", "sparsity"), ("max abs err", "max_abs_err")]

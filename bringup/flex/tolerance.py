@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -262,7 +262,7 @@ def _module_rule(
             out.append(TensorParity(name, False, math.inf, math.inf, math.inf, bound_for(name, dt), why))
             continue
         if tuple(g.shape) != tuple(r.shape) or r.dim() < 2:
-            out.append(_rule_tensor(name, name, g, r, b, dt, None, 0.0, []))
+            out.append(_rule_tensor(name, name, _Judged(g, r, b), dt, 0.0))
             continue
         x = inputs.get(COVARIATE.get(name, ""))
         floor = floors["out" if name == "out" else "grad"]
@@ -271,15 +271,14 @@ def _module_rule(
             cov = x[i] if x is not None and tuple(x.shape) == tuple(r.shape) else None
             draws = [d[name][i] for d in dithered if name in d and tuple(d[name].shape) == tuple(r.shape)]
             rw = reweights[i] if name == "out" and i < len(reweights) else {}
-            t = _rule_tensor(label, name, g[i], r[i], b[i], dt, cov, floor, draws)
+            t = _rule_tensor(label, name, _Judged(g[i], r[i], b[i], cov, draws), dt, floor)
             out.append(_with_reweighting(t, rw, dt))
             if name not in Q_SIDE or r.dim() != 4 or r.shape[1] < 2:
                 continue
             for h in range(r.shape[1]):  # each q head alone: a head's own fault is not diluted by the others'
                 hc = None if cov is None else cov[h]
-                th = _rule_tensor(
-                    f"{label}.h{h}", name, g[i][h], r[i][h], b[i][h], dt, hc, floor, [d[h] for d in draws]
-                )
+                one = _Judged(g[i][h], r[i][h], b[i][h], hc, [d[h] for d in draws])
+                th = _rule_tensor(f"{label}.h{h}", name, one, dt, floor)
                 out.append(_with_reweighting(th, rw, dt, f".h{h}"))
     return ParityReport(all(t.ok for t in out), out)
 
@@ -298,19 +297,22 @@ def _with_reweighting(t: RuleTensor, coefs: dict[str, Coefs], dt: torch.dtype, h
     return replace(t, ok=t.ok and w.score <= 1.0, why=why, check="reweight", rule_score=w.score)
 
 
-def _rule_tensor(
-    label: str,
-    kind: str,
-    g: torch.Tensor,
-    r: torch.Tensor,
-    b: torch.Tensor,
-    dt: torch.dtype,
-    cov: torch.Tensor | None,
-    floor: float,
-    draws: list[torch.Tensor],
-) -> RuleTensor:
+@dataclass(frozen=True)
+class _Judged:
+    """One slice of one tensor as the rule judges it: the device's (g), the float64 reference (r), the
+    trusted run (b), the covariate (the input it may scale with) and the dithered draws."""
+
+    g: torch.Tensor
+    r: torch.Tensor
+    b: torch.Tensor
+    cov: torch.Tensor | None = None
+    draws: list[torch.Tensor] = field(default_factory=list)
+
+
+def _rule_tensor(label: str, kind: str, t: _Judged, dt: torch.dtype, floor: float) -> RuleTensor:
     """One slice through module_rule.judge_module_tensor, once as laid out and once with its last two axes in lane
     order (LANES), with the element-wise figures of the fixed check."""
+    g, r, b, cov, draws = t.g, t.r, t.b, t.cov, t.draws
     v: TensorVerdict = judge_module_tensor(
         label, g, r, b, dt, TensorFacts(covariate=cov, scale_floor=floor, dithered=draws)
     )

@@ -26,7 +26,7 @@ INIT_CHUNK = 1 << 24  # cpu init is generated in chunks of this many elements (b
 def task_of(config: dict[str, Any]) -> tuple[str, str | None]:
     """(task, architecture class name) from config["architectures"] through transformers' task mappings
     (models/tiny.py TASKS order); without architectures, the model type's first task."""
-    from transformers.models.auto import modeling_auto
+    from transformers.models.auto import modeling_auto  # lazy: slow transformers import
 
     for arch in config.get("architectures") or []:
         for task, mapping in mz.TASKS:
@@ -42,7 +42,7 @@ def make_config(data: dict[str, Any], name: str) -> Any:
     """The transformers config of a config.json dict, loaded as `from_pretrained` would (`from_dict`:
     legacy keys such as rope_scaling / rope_theta are converted by the class), dropout off (parity
     needs the same function in every run) and no kv cache (training)."""
-    from transformers import CONFIG_MAPPING
+    from transformers import CONFIG_MAPPING  # lazy: slow transformers import
 
     d = zero_dropout(copy.deepcopy(data))  # transformers writes into the nested rope dicts it is given
     d["use_cache"] = False
@@ -69,7 +69,7 @@ def zero_dropout(d: dict[str, Any]) -> dict[str, Any]:
 
 def model_class(task: str, arch: str | None) -> Any:
     """The architecture's own class when transformers has it, else the task's Auto class."""
-    import transformers
+    import transformers  # lazy: slow transformers import
 
     if arch and hasattr(transformers, arch):
         try:
@@ -94,7 +94,7 @@ def tiny_config_of(cfg: Any) -> Any:
     """The zoo's shrink of a real config (models/tiny_config.py shrink_dict: sizes set by role, per-layer lists,
     token ids), keeping its attention flavour: the query:kv head ratio where the tiny head count allows
     it (32:8 -> 4:1), rope type and scaling, experts (fewer of them), layer kinds."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: slow transformers import
 
     mt, small = tiny_kwargs(cfg)
     return AutoConfig.for_model(mt, **small)

@@ -224,8 +224,8 @@ def discover(
 
 
 def _list(search: Search, index: HubIndex, limiters: Limiters, log: Callable[[str], None] | None) -> list[str]:
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub import HfApi  # lazy: slow huggingface_hub import
+    from huggingface_hub.errors import HfHubHTTPError  # lazy: slow huggingface_hub import
 
     api = HfApi(endpoint=endpoint())
     kw: dict[str, Any] = {
@@ -315,6 +315,19 @@ class FetchStats:
         )
 
 
+@dataclass(frozen=True)
+class HubAccess:
+    """How a fetch thread reaches the Hub: offline or not, the endpoint and cache, the /resolve/ limiter,
+    and its retries."""
+
+    off: bool
+    endpoint: str | None
+    cache: str | None
+    limiter: RateLimiter
+    tries: int
+    backoff_s: float
+
+
 def fetch(
     entries: list[Entry],
     index: HubIndex,
@@ -333,45 +346,16 @@ def fetch(
     done: dict[tuple[str, str], Entry] = {}
     t0 = time.monotonic()
     if todo:
-        off, ep, cache = offline(), endpoint(), cache_dir()
+        access = HubAccess(offline(), endpoint(), cache_dir(), limiters.resolve, tries, backoff_s)
         say = log or (lambda s: None)
         say(
             f"hub: fetching config.json of {len(todo)} id(s), {workers} at a time, <= "
             f"{limiters.resolve.rate * WINDOW_S + limiters.resolve.burst:.0f} /resolve/ calls per 5 min"
-            + (" (HF_HUB_OFFLINE: the cache only)" if off else "")
+            + (" (HF_HUB_OFFLINE: the cache only)" if access.off else "")
         )
         pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="hub-fetch")
-        it = iter(todo)
-        pending: dict[Future[Entry], Entry] = {}
-        last = time.monotonic()
         try:
-
-            def top_up() -> None:
-                while len(pending) < 4 * max(1, workers):
-                    e = next(it, None)
-                    if e is None:
-                        return
-                    pending[pool.submit(fetch_one, e, off, ep, cache, limiters.resolve, tries, backoff_s)] = e
-
-            top_up()
-            while pending:
-                ready, _ = wait(list(pending), timeout=1.0, return_when=FIRST_COMPLETED)
-                got = [f.result() for f in ready]
-                for f in ready:
-                    del pending[f]
-                if got:
-                    index.record(got)  # committed now: an interrupted fetch keeps these
-                    for g in got:
-                        done[g.key] = g
-                        stats.fetched[g.status] += 1
-                top_up()
-                if time.monotonic() - last > 5.0:
-                    last = time.monotonic()
-                    say(
-                        f"hub: {len(done)}/{len(todo)} fetched ("
-                        + ", ".join(f"{k} {v}" for k, v in sorted(stats.fetched.items()))
-                        + ")"
-                    )
+            _drain(pool, todo, index, access, workers, say, stats, done)
         except KeyboardInterrupt:
             stats.interrupted = True
             pool.shutdown(wait=False, cancel_futures=True)
@@ -383,12 +367,86 @@ def fetch(
     return [done.get(e.key, e) for e in entries], stats
 
 
-def fetch_one(
-    e: Entry, off: bool, ep: str | None, cache: str | None, limiter: RateLimiter, tries: int, backoff_s: float
-) -> Entry:
+def _drain(
+    pool: ThreadPoolExecutor,
+    todo: list[Entry],
+    index: HubIndex,
+    access: HubAccess,
+    workers: int,
+    say: Callable[[str], None],
+    stats: FetchStats,
+    done: dict[tuple[str, str], Entry],
+) -> None:
+    """Keep up to 4 x workers fetches in flight; commit each finished batch to the index at once (an
+    interrupted fetch keeps them) and into `done`; say how far it got every 5 s."""
+    it = iter(todo)
+    pending: dict[Future[Entry], Entry] = {}
+    last = time.monotonic()
+
+    def top_up() -> None:
+        while len(pending) < 4 * max(1, workers):
+            e = next(it, None)
+            if e is None:
+                return
+            pending[pool.submit(fetch_one, e, access)] = e
+
+    top_up()
+    while pending:
+        ready, _ = wait(list(pending), timeout=1.0, return_when=FIRST_COMPLETED)
+        got = [f.result() for f in ready]
+        for f in ready:
+            del pending[f]
+        if got:
+            index.record(got)  # committed now: an interrupted fetch keeps these
+            for g in got:
+                done[g.key] = g
+                stats.fetched[g.status] += 1
+        top_up()
+        if time.monotonic() - last > 5.0:
+            last = time.monotonic()
+            say(
+                f"hub: {len(done)}/{len(todo)} fetched ("
+                + ", ".join(f"{k} {v}" for k, v in sorted(stats.fetched.items()))
+                + ")"
+            )
+
+
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def _config_path(e: Entry, rev: str | None, a: HubAccess) -> str:
+    """config.json's local path: from the cache for a pinned commit, else downloaded (the /resolve/ call
+    counted against the limiter; offline: the cache only)."""
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache  # lazy: slow huggingface_hub import
+
+    cached = try_to_load_from_cache(e.model_id, "config.json", cache_dir=a.cache, revision=rev)
+    if isinstance(cached, str) and rev is not None and _SHA.fullmatch(rev):
+        return cached
+    if not a.off:
+        pinned = rev is not None and _SHA.fullmatch(rev)
+        a.limiter.acquire(CALLS_PINNED if pinned else CALLS_BRANCH)
+    return str(
+        hf_hub_download(
+            e.model_id, "config.json", revision=rev, cache_dir=a.cache, endpoint=a.endpoint, local_files_only=a.off
+        )
+    )
+
+
+def _read_config(path: str) -> tuple[str, str, dict[str, Any] | None, str | None]:
+    """(status, reason, config, sha) of a downloaded config.json."""
+    sha = Path(path).parent.name if _SHA.fullmatch(Path(path).parent.name) else None
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as x:
+        return "bad_config", f"config.json is not readable JSON: {type(x).__name__}: {x}"[:300], None, sha
+    if not isinstance(data, dict):
+        return "bad_config", "config.json is not a JSON object", None, sha
+    return OK, "", data, sha
+
+
+def fetch_one(e: Entry, a: HubAccess) -> Entry:
     """One id's config.json, classified. Runs in a fetch thread; never raises (a bug becomes fetch_error)."""
-    from huggingface_hub import hf_hub_download, try_to_load_from_cache
-    from huggingface_hub.errors import (
+    from huggingface_hub.errors import (  # lazy: slow huggingface_hub import
         EntryNotFoundError,
         GatedRepoError,
         HfHubHTTPError,
@@ -406,26 +464,9 @@ def fetch_one(
         return out
 
     last = ""
-    for attempt in range(max(1, tries)):
+    for attempt in range(max(1, a.tries)):
         try:
-            cached = try_to_load_from_cache(e.model_id, "config.json", cache_dir=cache, revision=rev)
-            if isinstance(cached, str) and rev is not None and re.fullmatch(r"[0-9a-f]{40}", rev):
-                path = cached
-            else:
-                if not off:
-                    pinned = rev is not None and re.fullmatch(r"[0-9a-f]{40}", rev)
-                    limiter.acquire(CALLS_PINNED if pinned else CALLS_BRANCH)
-                path = hf_hub_download(
-                    e.model_id, "config.json", revision=rev, cache_dir=cache, endpoint=ep, local_files_only=off
-                )
-            sha = Path(path).parent.name if re.fullmatch(r"[0-9a-f]{40}", Path(path).parent.name) else None
-            try:
-                data = json.loads(Path(path).read_text())
-            except (OSError, UnicodeDecodeError, ValueError) as x:
-                return done("bad_config", f"config.json is not readable JSON: {type(x).__name__}: {x}"[:300], sha=sha)
-            if not isinstance(data, dict):
-                return done("bad_config", "config.json is not a JSON object", sha=sha)
-            return done(OK, "", data, sha)
+            return done(*_read_config(_config_path(e, rev, a)))
         except GatedRepoError:
             return done("gated", "gated on the Hub: accept its licence with this token (hf auth login)")
         except RevisionNotFoundError:
@@ -433,7 +474,7 @@ def fetch_one(
         except RepositoryNotFoundError:
             return done("not_found_or_private", "no such repository, or private to this token")
         except LocalEntryNotFoundError as x:
-            if off:
+            if a.off:
                 return done("not_cached_offline", "HF_HUB_OFFLINE is set and config.json is not in the cache")
             last = f"{type(x).__name__}: {x}"
         except EntryNotFoundError:
@@ -445,9 +486,9 @@ def fetch_one(
             last = f"HTTP {code}"
         except Exception as x:  # connection errors, timeouts, a full disk: retried, then fetch_error
             last = f"{type(x).__name__}: {x}".splitlines()[0]
-        if attempt + 1 < tries:
-            time.sleep(backoff_s * (2**attempt) * (0.5 + random.random()))
-    return done("fetch_error", f"gave up after {tries} tries: {last}"[:300])
+        if attempt + 1 < a.tries:
+            time.sleep(a.backoff_s * (2**attempt) * (0.5 + random.random()))
+    return done("fetch_error", f"gave up after {a.tries} tries: {last}"[:300])
 
 
 def printer(stream: Any = None) -> Callable[[str], None]:

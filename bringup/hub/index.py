@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.files import atomic_write_bytes
 from bringup.sqlite_util import SQLiteFile
 
 FORMAT = "bringup-hub-index"
@@ -192,8 +193,6 @@ class HubIndex(SQLiteFile):
     # ---- export / import ------------------------------------------------------------------------
     def export(self, path: str | Path, keys: Iterable[tuple[str, str]] | None = None) -> int:
         """Write the index (or the rows of `keys`) as one JSON-lines.gz file; returns the rows written."""
-        from bringup.files import atomic_write_bytes
-
         rows = self.all()
         want = list(rows) if keys is None else [k for k in keys if k in rows]
         head = {"format": FORMAT, "version": VERSION, "exported_at": time.time(), "listings": self.listings()}

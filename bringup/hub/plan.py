@@ -134,7 +134,7 @@ def plan_ids(entries: list[Entry], signer: sg.Signer | None = None) -> IdPlan:
             out.members.setdefault(s.signature, []).append(i)
             out.configs[i] = cfg
     finally:
-        from transformers.utils import logging as tlog
+        from transformers.utils import logging as tlog  # lazy: slow transformers import
 
         tlog.set_verbosity(old)
     out.signed = signer.signed

@@ -55,7 +55,7 @@ def parse_ids(spec: str) -> list[HubRef]:
 
 
 def offline() -> bool:
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # lazy: slow huggingface_hub import
 
     env = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
     return bool(constants.HF_HUB_OFFLINE) or env in ("1", "ON", "YES", "TRUE")
@@ -69,8 +69,8 @@ def prefetch_command(ref: HubRef, weights: bool = False) -> str:
 
 def resolve(ref: HubRef) -> Path:
     """The cached (or, online, downloaded) config.json of `ref`; BadInput with the pre-fetch command."""
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (
+    from huggingface_hub import hf_hub_download  # lazy: slow huggingface_hub import
+    from huggingface_hub.errors import (  # lazy: slow huggingface_hub import
         EntryNotFoundError,
         GatedRepoError,
         LocalEntryNotFoundError,
@@ -113,7 +113,7 @@ def read_config(path: Path, name: str) -> dict[str, Any]:
 
 def weight_files(ref: HubRef) -> list[str] | None:
     """Every safetensors file of the cached snapshot, or None when any is missing (no network)."""
-    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache  # lazy: slow huggingface_hub import
 
     def cached(fn: str) -> str | None:
         p = try_to_load_from_cache(ref.id, fn, revision=ref.revision)

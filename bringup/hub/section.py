@@ -49,92 +49,9 @@ def render(hub: dict[str, Any], page: Page) -> str:
         "weights: docs/hub.md); config failures are ids whose config could not be fetched, read or "
         "built.</p>",
     ]
-    bars = [
-        ("ids", [(o, float(overall[o]["ids"])) for o in outcomes]),
-        (
-            "downloads",
-            [
-                (o, float(overall[o]["downloads"]) / max(1, hub.get("downloads") or 1) * max(1, hub.get("ids") or 1))
-                for o in outcomes
-            ],
-        ),
-    ]
-    parts.append(
-        plots.stacked_bars(bars, "ids and downloads (scaled to ids) by outcome", unit="", colours=OUTCOME_COLOURS)
-    )
-    rows = [{"name": o, **overall[o]} for o in outcomes]
-    parts.append(
-        dict_table(
-            "tbl-hub-overall",
-            rows,
-            [
-                ("name", "outcome", str),
-                ("ids", "ids", _n),
-                ("ids_pct", "% ids", lambda v: f"{v:.1f}"),
-                ("downloads", "downloads", _n),
-                ("downloads_pct", "% downloads", lambda v: f"{v:.1f}"),
-            ],
-        )
-    )
-    archs = hub.get("by_architecture") or []
-    top = archs[:SHOW]
-    parts.append(
-        plots.stacked_bars(
-            [(a["architecture"], [(o, float(a.get(o) or 0)) for o in outcomes]) for a in top],
-            f"ids by outcome, the {len(top)} most downloaded architectures",
-            unit="",
-            colours=OUTCOME_COLOURS,
-        )
-    )
-    cols: list[tuple[str, str, Callable[[Any], str]]] = [
-        ("name", "architecture", str),
-        ("ids", "ids", _n),
-        ("downloads", "downloads", _n),
-        ("signatures", "signatures", _n),
-    ]
-    cols += [(o, o, _n) for o in outcomes]
-    parts.append(
-        f"<details><summary>every architecture ({len(archs)})</summary>"
-        + dict_table("tbl-hub-arch", [{"name": a["architecture"], **a} for a in archs], cols)
-        + "</details>"
-    )
-    fails = hub.get("config_failures") or {}
-    if fails:
-        lis = "".join(
-            f"<li>{esc(k)}: {_n(v['ids'])} ids, {_n(v['downloads'])} downloads (e.g. "
-            f"{esc(', '.join(v.get('examples') or []))})</li>"
-            for k, v in fails.items()
-        )
-        parts.append(f"<details open><summary>config failures by reason</summary><ul>{lis}</ul></details>")
-    worst = hub.get("worst") or []
-    if worst:
-        parts.append(
-            "<details open><summary>worst offenders (failing signatures by downloads covered)</summary>"
-            + dict_table(
-                "tbl-hub-worst",
-                [{"name": w["case"], **w} for w in worst],
-                [
-                    ("name", "case", str),
-                    ("architecture", "architecture", str),
-                    ("status", "status", str),
-                    ("ids", "ids", _n),
-                    ("downloads", "downloads", _n),
-                    ("reason", "reason", str),
-                ],
-            )
-            + "</details>"
-        )
-    full = hub.get("full") or []
-    if full:
-        parts.append(
-            "<details open><summary>at real size (--full-top)</summary>"
-            + dict_table(
-                "tbl-hub-full",
-                [{"name": f["case"], **f} for f in full],
-                [("name", "case", str), ("status", "status", str), ("nproc", "ranks", _n), ("reason", "reason", str)],
-            )
-            + "</details>"
-        )
+    parts += _overall(hub, overall, outcomes)
+    parts += _architectures(hub, outcomes)
+    parts += _failures(hub)
     base = hub.get("baseline")
     if base:
         parts.append(
@@ -146,6 +63,89 @@ def render(hub: dict[str, Any], page: Page) -> str:
         href = _href(csv, page)
         parts.append(f'<p>Every id with its outcome and reason: <a href="{esc(href)}">{esc(Path(csv).name)}</a></p>')
     return "".join(parts)
+
+
+def _overall(hub: dict[str, Any], overall: dict[str, dict[str, Any]], outcomes: list[str]) -> list[str]:
+    """ids and downloads by outcome: a stacked bar (downloads scaled to ids) and a table."""
+    scale = max(1, hub.get("downloads") or 1)
+    ids = max(1, hub.get("ids") or 1)
+    bars = [
+        ("ids", [(o, float(overall[o]["ids"])) for o in outcomes]),
+        ("downloads", [(o, float(overall[o]["downloads"]) / scale * ids) for o in outcomes]),
+    ]
+    rows = [{"name": o, **overall[o]} for o in outcomes]
+    cols: list[tuple[str, str, Callable[[Any], str]]] = [
+        ("name", "outcome", str),
+        ("ids", "ids", _n),
+        ("ids_pct", "% ids", lambda v: f"{v:.1f}"),
+        ("downloads", "downloads", _n),
+        ("downloads_pct", "% downloads", lambda v: f"{v:.1f}"),
+    ]
+    return [
+        plots.stacked_bars(bars, "ids and downloads (scaled to ids) by outcome", unit="", colours=OUTCOME_COLOURS),
+        dict_table("tbl-hub-overall", rows, cols),
+    ]
+
+
+def _architectures(hub: dict[str, Any], outcomes: list[str]) -> list[str]:
+    """ids by outcome for the most downloaded architectures, and a table of every architecture."""
+    archs = hub.get("by_architecture") or []
+    top = archs[:SHOW]
+    cols: list[tuple[str, str, Callable[[Any], str]]] = [
+        ("name", "architecture", str),
+        ("ids", "ids", _n),
+        ("downloads", "downloads", _n),
+        ("signatures", "signatures", _n),
+    ]
+    cols += [(o, o, _n) for o in outcomes]
+    return [
+        plots.stacked_bars(
+            [(a["architecture"], [(o, float(a.get(o) or 0)) for o in outcomes]) for a in top],
+            f"ids by outcome, the {len(top)} most downloaded architectures",
+            unit="",
+            colours=OUTCOME_COLOURS,
+        ),
+        f"<details><summary>every architecture ({len(archs)})</summary>"
+        + dict_table("tbl-hub-arch", [{"name": a["architecture"], **a} for a in archs], cols)
+        + "</details>",
+    ]
+
+
+def _failures(hub: dict[str, Any]) -> list[str]:
+    """Config failures by reason, the worst offenders, and the cases run at real size."""
+    parts = []
+    if fails := hub.get("config_failures") or {}:
+        lis = "".join(
+            f"<li>{esc(k)}: {_n(v['ids'])} ids, {_n(v['downloads'])} downloads (e.g. "
+            f"{esc(', '.join(v.get('examples') or []))})</li>"
+            for k, v in fails.items()
+        )
+        parts.append(f"<details open><summary>config failures by reason</summary><ul>{lis}</ul></details>")
+    if worst := hub.get("worst") or []:
+        cols: list[tuple[str, str, Callable[[Any], str]]] = [
+            ("name", "case", str),
+            ("architecture", "architecture", str),
+            ("status", "status", str),
+        ]
+        cols += [("ids", "ids", _n), ("downloads", "downloads", _n), ("reason", "reason", str)]
+        parts.append(
+            "<details open><summary>worst offenders (failing signatures by downloads covered)</summary>"
+            + dict_table("tbl-hub-worst", [{"name": w["case"], **w} for w in worst], cols)
+            + "</details>"
+        )
+    if full := hub.get("full") or []:
+        cols = [
+            ("name", "case", str),
+            ("status", "status", str),
+            ("nproc", "ranks", _n),
+            ("reason", "reason", str),
+        ]
+        parts.append(
+            "<details open><summary>at real size (--full-top)</summary>"
+            + dict_table("tbl-hub-full", [{"name": f["case"], **f} for f in full], cols)
+            + "</details>"
+        )
+    return parts
 
 
 def _href(path: str, page: Page) -> str:

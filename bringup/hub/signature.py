@@ -38,6 +38,7 @@ only in names, versions or storage dtype are signed once.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -139,7 +140,7 @@ def architecture_of(raw: dict[str, Any]) -> str:
 
 def check_supported(raw: dict[str, Any]) -> ConfigFailure | None:
     """The config failures planning can see without building anything."""
-    from transformers import CONFIG_MAPPING
+    from transformers import CONFIG_MAPPING  # lazy: slow transformers import
 
     mt = raw.get("model_type")
     if not isinstance(mt, str) or not mt:
@@ -160,7 +161,7 @@ def check_supported(raw: dict[str, Any]) -> ConfigFailure | None:
             f"model_type {mt!r} is not in transformers {_transformers_version()} (a newer release may have it)",
             mt,
         )
-    import transformers
+    import transformers  # lazy: slow transformers import
 
     for a in archs or []:
         if not hasattr(transformers, a):
@@ -177,7 +178,7 @@ def check_supported(raw: dict[str, Any]) -> ConfigFailure | None:
 
 
 def _transformers_version() -> str:
-    import transformers
+    import transformers  # lazy: slow transformers import
 
     return str(transformers.__version__)
 
@@ -185,7 +186,7 @@ def _transformers_version() -> str:
 def config_object(raw: dict[str, Any]) -> Any:
     """transformers' config for a config.json dict, as `from_pretrained` reads it (`cls(**config)`, what
     `from_dict` does without its log line), dropout off and no kv cache. Raises on a config the class rejects."""
-    from transformers import CONFIG_MAPPING
+    from transformers import CONFIG_MAPPING  # lazy: slow transformers import
 
     # nested values copied: transformers' rope standardisation writes into the rope dicts it is given
     d = zero_dropout(
@@ -230,7 +231,7 @@ class Signer:
 def quiet_transformers() -> Any:
     """Planning signs thousands of configs: transformers' per-config warnings (rope validation of the shrunk
     config, ...) would flood the terminal. Returns the previous verbosity (restore with set_verbosity)."""
-    from transformers.utils import logging as tlog
+    from transformers.utils import logging as tlog  # lazy: slow transformers import
 
     old = tlog.get_verbosity()
     tlog.set_verbosity_error()
@@ -239,7 +240,7 @@ def quiet_transformers() -> Any:
 
 def build(task: str, config: dict[str, Any], seed: int = 0, bs: mz.BatchSpec | None = None) -> mz.Built:
     """The tiny model of a signature: exactly its config (the case carries it), the zoo's tiny build."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: slow transformers import
 
     mt = config.get("model_type")
     if not isinstance(mt, str):
@@ -254,9 +255,7 @@ def build(task: str, config: dict[str, Any], seed: int = 0, bs: mz.BatchSpec | N
 def explain(model_type: str) -> dict[str, Any]:
     """Where a model type's signature fields come from (docs, `bringup hub fields TYPE`): the config class's
     declared fields, which of them the tiny shrink sets by role (sizes), and what NON_GRAPH takes out."""
-    import dataclasses
-
-    from transformers import CONFIG_MAPPING
+    from transformers import CONFIG_MAPPING  # lazy: slow transformers import
 
     if model_type not in CONFIG_MAPPING:
         raise KeyError(model_type)

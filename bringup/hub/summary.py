@@ -23,10 +23,14 @@ import csv
 import io
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.table import Table
+
 from bringup.case import CaseResult, Status
+from bringup.files import atomic_write_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -86,27 +90,26 @@ def config_reason(row: dict[str, Any], o: str, why: str) -> str:
     return "build" if o == "config" else ""
 
 
-def coverage(rows: Sequence[dict[str, Any]], results: Sequence[CaseResult]) -> dict[str, Any]:
-    """Everything the terminal, the JSON and the report show, computed from the store's rows."""
-    by_case = {r.case_id: r for r in results}
-    total_ids = len(rows)
-    total_dl = sum(int(r.get("downloads") or 0) for r in rows)
-    overall: dict[str, dict[str, Any]] = {o: {"ids": 0, "downloads": 0} for o in OUTCOMES}  # counts, then pcts
-    archs: dict[str, dict[str, Any]] = {}
-    failures: dict[str, dict[str, Any]] = {}
-    worst: dict[str, dict[str, Any]] = {}
-    per_id: list[dict[str, Any]] = []
-    sigs: set[str] = set()
-    for row in rows:
-        r = by_case.get(row.get("case_id") or "")
-        o, why = outcome(row, r)
+@dataclass
+class _Tally:
+    """The sweep's counts as the store's rows are read: by outcome, architecture, config failure, worst case."""
+
+    overall: dict[str, dict[str, Any]] = field(
+        default_factory=lambda: {o: {"ids": 0, "downloads": 0} for o in OUTCOMES}
+    )
+    archs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    worst: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sigs: set[str] = field(default_factory=set)
+
+    def add(self, row: dict[str, Any], r: CaseResult | None, o: str, why: str) -> None:
         dl = int(row.get("downloads") or 0)
-        overall[o]["ids"] += 1
-        overall[o]["downloads"] += dl
+        self.overall[o]["ids"] += 1
+        self.overall[o]["downloads"] += dl
         if row.get("signature"):
-            sigs.add(row["signature"])
+            self.sigs.add(row["signature"])
         arch = row.get("architecture") or "(unknown)"
-        a = archs.setdefault(
+        a = self.archs.setdefault(
             arch, {"architecture": arch, "ids": 0, "downloads": 0, "signatures": set(), **{k: 0 for k in OUTCOMES}}
         )
         a["ids"] += 1
@@ -115,56 +118,73 @@ def coverage(rows: Sequence[dict[str, Any]], results: Sequence[CaseResult]) -> d
         if row.get("signature"):
             a["signatures"].add(row["signature"])
         if o == "config":
-            k = config_reason(row, o, why)
-            f = failures.setdefault(k, {"ids": 0, "downloads": 0, "examples": []})
+            f = self.failures.setdefault(config_reason(row, o, why), {"ids": 0, "downloads": 0, "examples": []})
             f["ids"] += 1
             f["downloads"] += dl
             if len(f["examples"]) < 3:
                 f["examples"].append(row["model_id"])
         if o in DEVICE_FAILURES and r is not None:
-            w = worst.setdefault(
-                r.case_id,
-                {
-                    "case": r.name,
-                    "signature": row.get("signature"),
-                    "architecture": arch,
-                    "status": r.status.value,
-                    "reason": r.reason[:200],
-                    "ids": 0,
-                    "downloads": 0,
-                },
-            )
+            w = self.worst.setdefault(r.case_id, _worst_row(row, r, arch))
             w["ids"] += 1
             w["downloads"] += dl
-        full = by_case.get(row.get("full_case_id") or "")
-        per_id.append(
-            {
-                **{k: row.get(k) for k in ID_COLUMNS},
-                "case": r.name if r is not None else "",
-                "outcome": o,
-                "status": r.status.value if r is not None else row.get("config_status"),
-                "reason": why,
-                "graph_breaks": r.fields.get("graph_breaks") if r is not None else None,
-                "full_status": full.status.value if full is not None else "",
-                "full_reason": full.reason if full is not None else "",
-            }
-        )
+
+
+def _worst_row(row: dict[str, Any], r: CaseResult, arch: str) -> dict[str, Any]:
+    return {
+        "case": r.name,
+        "signature": row.get("signature"),
+        "architecture": arch,
+        "status": r.status.value,
+        "reason": r.reason[:200],
+        "ids": 0,
+        "downloads": 0,
+    }
+
+
+def _id_row(row: dict[str, Any], r: CaseResult | None, o: str, why: str, full: CaseResult | None) -> dict[str, Any]:
+    """One id's line of the CSV."""
+    return {
+        **{k: row.get(k) for k in ID_COLUMNS},
+        "case": r.name if r is not None else "",
+        "outcome": o,
+        "status": r.status.value if r is not None else row.get("config_status"),
+        "reason": why,
+        "graph_breaks": r.fields.get("graph_breaks") if r is not None else None,
+        "full_status": full.status.value if full is not None else "",
+        "full_reason": full.reason if full is not None else "",
+    }
+
+
+def coverage(rows: Sequence[dict[str, Any]], results: Sequence[CaseResult]) -> dict[str, Any]:
+    """Everything the terminal, the JSON and the report show, computed from the store's rows."""
+    by_case = {r.case_id: r for r in results}
+    total_ids = len(rows)
+    total_dl = sum(int(r.get("downloads") or 0) for r in rows)
+    t = _Tally()
+    per_id: list[dict[str, Any]] = []
+    for row in rows:
+        r = by_case.get(row.get("case_id") or "")
+        o, why = outcome(row, r)
+        t.add(row, r, o, why)
+        per_id.append(_id_row(row, r, o, why, by_case.get(row.get("full_case_id") or "")))
     arch_rows = sorted(
-        ({**a, "signatures": len(a["signatures"])} for a in archs.values()),
+        ({**a, "signatures": len(a["signatures"])} for a in t.archs.values()),
         key=lambda a: (-a["downloads"], -a["ids"], a["architecture"]),
     )
+    overall = t.overall
     for o in OUTCOMES:
         overall[o]["ids_pct"] = _pct(overall[o]["ids"], total_ids)
         overall[o]["downloads_pct"] = _pct(overall[o]["downloads"], total_dl)
+    judged = sum(overall[o]["ids"] for o in OUTCOMES if o != "config")
     return {
         "ids": total_ids,
         "downloads": total_dl,
-        "signatures": len(sigs),
-        "ids_per_signature": round(sum(overall[o]["ids"] for o in OUTCOMES if o != "config") / max(1, len(sigs)), 2),
+        "signatures": len(t.sigs),
+        "ids_per_signature": round(judged / max(1, len(t.sigs)), 2),
         "overall": overall,
         "by_architecture": arch_rows,
-        "config_failures": dict(sorted(failures.items(), key=lambda kv: -kv[1]["ids"])),
-        "worst": sorted(worst.values(), key=lambda w: (-w["downloads"], -w["ids"]))[:50],
+        "config_failures": dict(sorted(t.failures.items(), key=lambda kv: -kv[1]["ids"])),
+        "worst": sorted(t.worst.values(), key=lambda w: (-w["downloads"], -w["ids"]))[:50],
         "full": _full(results),
         "baseline": _baseline(rows, by_case),
         "per_id": per_id,
@@ -191,9 +211,7 @@ def _full(results: Sequence[CaseResult]) -> list[dict[str, Any]]:
 
 def _baseline(rows: Sequence[dict[str, Any]], by_case: dict[str, CaseResult]) -> dict[str, Any] | None:
     """--baseline per signature: which signatures (and how many ids, downloads) were compared, which differ."""
-    checks: dict[str, Any] = {
-        cid: r.fields.get("baseline_check") for cid, r in by_case.items() if r.fields.get("baseline_check")
-    }
+    checks = {cid: r.fields.get("baseline_check") for cid, r in by_case.items() if r.fields.get("baseline_check")}
     sig_cases = {cid for cid, r in by_case.items() if r.params.get("source") == "hub-sig"}
     if not checks:
         return None
@@ -206,7 +224,7 @@ def _baseline(rows: Sequence[dict[str, Any]], by_case: dict[str, CaseResult]) ->
             ids[key][1] += int(row.get("downloads") or 0)
     st = Counter((c or {}).get("status") for c in checks.values())
     return {
-        "bundle": next(iter(checks.values())).get("bundle"),
+        "bundle": (next(iter(checks.values())) or {}).get("bundle"),
         "compared": st.get("ok", 0) + st.get("differs", 0),
         "differs": st.get("differs", 0),
         "not_in_bundle": len(sig_cases - set(checks)),
@@ -215,8 +233,6 @@ def _baseline(rows: Sequence[dict[str, Any]], by_case: dict[str, CaseResult]) ->
 
 
 def write_csv(path: Path, per_id: Sequence[dict[str, Any]]) -> Path:
-    from bringup.files import atomic_write_text
-
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), extrasaction="ignore", lineterminator="\n")
     w.writeheader()
@@ -234,12 +250,25 @@ def summarize(
     rows: Sequence[dict[str, Any]], results: Sequence[CaseResult], console: Console, csv_path: Path | None
 ) -> dict[str, Any]:
     """Print the answer; return it for the JSON (without the per-id list, which is the CSV)."""
-    from rich.table import Table
-
     cov = coverage(rows, results)
     per_id = cov.pop("per_id")
     if csv_path is not None:
         cov["csv"] = str(write_csv(csv_path, per_id))
+    console.print(_outcome_table(cov))
+    console.print(_arch_table(cov))
+    if len(cov["by_architecture"]) > SHOW_ARCHS:
+        console.print(
+            f"... {len(cov['by_architecture']) - SHOW_ARCHS} more architectures in the JSON and the CSV",
+            highlight=False,
+        )
+    for line in _lines(cov):
+        console.print(line, highlight=False, markup=False)
+    if csv_path is not None:
+        console.print(f"every id: {cov['csv']}", highlight=False, markup=False)
+    return cov
+
+
+def _outcome_table(cov: dict[str, Any]) -> Table:
     t = Table(
         title=f"Hub sweep: {cov['ids']:,} ids, {cov['downloads']:,} downloads, {cov['signatures']} distinct "
         f"signatures ({cov['ids_per_signature']} ids each)",
@@ -257,19 +286,24 @@ def summarize(
                 _fmt_n(v["downloads"]),
                 "-" if v["downloads_pct"] is None else f"{v['downloads_pct']:.1f}",
             )
-    console.print(t)
+    return t
+
+
+_SHORT = {
+    "graph_breaks": "breaks",
+    "fail_numeric": "numeric",
+    "fail_compile": "compile",
+    "unsupported": "unsup",
+    "other_fail": "other",
+    "not_judged": "unjudged",
+    "fallback": "fallbk",
+}
+
+
+def _arch_table(cov: dict[str, Any]) -> Table:
     a = Table(title="by architecture (most downloaded first)", title_justify="left")
-    short = {
-        "graph_breaks": "breaks",
-        "fail_numeric": "numeric",
-        "fail_compile": "compile",
-        "unsupported": "unsup",
-        "other_fail": "other",
-        "not_judged": "unjudged",
-        "fallback": "fallbk",
-    }
     shown = [o for o in OUTCOMES if any(ar[o] for ar in cov["by_architecture"])]
-    for c in ("architecture", "ids", "downloads", "sigs", *[short.get(o, o) for o in shown]):
+    for c in ("architecture", "ids", "downloads", "sigs", *[_SHORT.get(o, o) for o in shown]):
         a.add_column(c, justify="left" if c == "architecture" else "right", overflow="fold")
     for ar in cov["by_architecture"][:SHOW_ARCHS]:
         a.add_row(
@@ -279,38 +313,29 @@ def summarize(
             str(ar["signatures"]),
             *[str(ar[o]) if ar[o] else "" for o in shown],
         )
-    console.print(a)
-    if len(cov["by_architecture"]) > SHOW_ARCHS:
-        console.print(
-            f"... {len(cov['by_architecture']) - SHOW_ARCHS} more architectures in the JSON and the CSV",
-            highlight=False,
-        )
+    return a
+
+
+def _lines(cov: dict[str, Any]) -> list[str]:
+    """Config failures by reason, the worst cases, the baseline comparison."""
+    out = []
     if cov["config_failures"]:
-        console.print(
+        out.append(
             "config failures by reason: "
             + "; ".join(
                 f"{k} {v['ids']} ids / {v['downloads']:,} downloads (e.g. {', '.join(v['examples'])})"
                 for k, v in cov["config_failures"].items()
-            ),
-            highlight=False,
-            markup=False,
+            )
         )
     for w in cov["worst"][:SHOW_WORST]:
-        console.print(
+        out.append(
             f"worst: {w['case']} [{w['architecture']}] {w['status']}: {w['ids']} ids, "
-            f"{w['downloads']:,} downloads: {w['reason'][:120]}",
-            highlight=False,
-            markup=False,
+            f"{w['downloads']:,} downloads: {w['reason'][:120]}"
         )
-    if cov["baseline"]:
-        b = cov["baseline"]
+    if b := cov["baseline"]:
         ids = ", ".join(f"{k} {v['ids']}" for k, v in sorted(b["ids"].items()))
-        console.print(
+        out.append(
             f"baseline {b['bundle']}: {b['compared']} signature(s) compared, {b['differs']} differ, "
-            f"{b['not_in_bundle']} not in the bundle; ids: {ids}",
-            highlight=False,
-            markup=False,
+            f"{b['not_in_bundle']} not in the bundle; ids: {ids}"
         )
-    if csv_path is not None:
-        console.print(f"every id: {cov['csv']}", highlight=False, markup=False)
-    return cov
+    return out

@@ -13,14 +13,24 @@ is post_run.py (a post-run step).
 
 from __future__ import annotations
 
+import difflib
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
+import torch
+from rich.markup import escape
+
 from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import first_line
+from bringup.console import case_table
 from bringup.errors import BadInput
 from bringup.localize.args import LocalizeOptions
+from bringup.localize.core import fmt_err, record_call_ops, replay
+from bringup.localize.repro import write_repro
 from bringup.options import TORCH_DTYPE_NAMES, check_compile_backend
+from bringup.zoo import modules as zoo_modules
+from bringup.zoo.run import RunHow, as_precision, build_model, train_run
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -52,9 +62,7 @@ def build_cases(opts: LocalizeOptions) -> list[Case]:
 def _check_model_type(model: str) -> None:
     """`--source hf` builds a tiny model of a transformers model type: a name transformers does not know is
     bad input (one line, exit 2, nothing written), not a case whose reference failed."""
-    import difflib
-
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES  # lazy: slow transformers import
 
     if model not in CONFIG_MAPPING_NAMES:
         near = difflib.get_close_matches(model, list(CONFIG_MAPPING_NAMES), n=3)
@@ -65,14 +73,8 @@ def _check_model_type(model: str) -> None:
 
 
 def run_case(case: Case, ctx: Any) -> CaseResult:
-    import torch
-
-    from bringup.checks.errors import first_line
-    from bringup.localize.core import fmt_err, record_call_ops, replay
-    from bringup.localize.repro import write_repro
-    from bringup.zoo import modules as zoo_modules
-    from bringup.zoo.run import RunHow, as_precision, build_model, train_run
-
+    """Build the model, one training step on the device with every module recorded, judge the modules;
+    then the first module off, op by op (or, eager clean and a backend given, each module compiled alone)."""
     p = case.params
     prec = as_precision(getattr(torch, p["dtype"]))
     dev = ctx.device.torch_device
@@ -92,54 +94,66 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         return CaseResult.for_case(
             case, Status.REF_FAIL, f"reference: no module could be replayed on cpu ({rep.modules[0].note})"
         )
-    r.fields.update(
-        {
-            "modules_compared": len(rep.judged),
-            "first_module": None,
-            "first_op": None,
-            "op_rel_err": None,
-            "op_bound": None,
-            "op_shapes": None,
-            "op_dtypes": None,
-            "ops_compared": None,
-            "ops_skipped": None,
-            "repro": None,
-            "compiled_region": None,
-            "regions_tried": None,
-            "module_check": rep.fields(),
-        }
-    )
+    r.fields.update({**_NOT_FOUND, "modules_compared": len(rep.judged), "module_check": rep.fields()})
     mod = rep.first_failed
     if mod is None and p.get("backend"):
-        crep = mc.judge_compiled(p["backend"])
-        r.fields["regions_tried"] = [
-            {"module": m.name, "ok": m.ok, "score": m.score, "note": m.note} for m in crep.modules
-        ]
-        r.fields["module_check_compiled"] = crep.fields()
-        region = crep.first_failed
-        r.wall_s = time.monotonic() - t0
-        r.metric("localize_s", r.wall_s, "s")
-        if region is None:
-            r.reason = (
-                f"eager: no module diverges ({len(rep.judged)} judged); compiled with {p['backend']}, each "
-                f"module alone: none diverges ({len(crep.judged)} judged)"
-            )
-            return r
-        w = region.worst
-        r.fields["compiled_region"] = region.name
-        r.status = Status.FAIL_NUMERIC
-        r.metric("max_rel_err", w.rel_rmse if w else None)
-        r.reason = (
-            f"first divergence (compiled, {p['backend']}): {region.name}, "
-            f"{w.summary() if w else region.note} (eager on the device matches float64; "
-            f"{len(crep.judged)} modules compiled alone)"
-        )
-        return r
-    if mod is None:
+        metrics = _judge_compiled(r, mc, rep, p["backend"])
+    elif mod is None:
         r.reason = f"no module diverges ({len(rep.judged)} modules within bounds vs float64, forward and backward)"
-        r.wall_s = time.monotonic() - t0
-        r.metric("localize_s", r.wall_s, "s")
-        return r
+        metrics = {}
+    else:
+        metrics = _localize_module(r, mc, mod, prec, ctx)
+    r.wall_s = time.monotonic() - t0
+    r.metric("localize_s", r.wall_s, "s")
+    for name, value in metrics.items():
+        r.metric(name, value)
+    return r
+
+
+# the fields every case records: None until the step that finds them
+_NOT_FOUND = dict.fromkeys(
+    (
+        "modules_compared",
+        "first_module",
+        "first_op",
+        "op_rel_err",
+        "op_bound",
+        "op_shapes",
+        "op_dtypes",
+        "ops_compared",
+        "ops_skipped",
+        "repro",
+        "compiled_region",
+        "regions_tried",
+    )
+)
+
+
+def _judge_compiled(r: CaseResult, mc: Any, rep: Any, backend: str) -> dict[str, float | None]:
+    """Eager is clean: each module compiled alone with `backend`, the first one off (if any)."""
+    crep = mc.judge_compiled(backend)
+    r.fields["regions_tried"] = [{"module": m.name, "ok": m.ok, "score": m.score, "note": m.note} for m in crep.modules]
+    r.fields["module_check_compiled"] = crep.fields()
+    region = crep.first_failed
+    if region is None:
+        r.reason = (
+            f"eager: no module diverges ({len(rep.judged)} judged); compiled with {backend}, each "
+            f"module alone: none diverges ({len(crep.judged)} judged)"
+        )
+        return {}
+    w = region.worst
+    r.fields["compiled_region"] = region.name
+    r.status = Status.FAIL_NUMERIC
+    r.reason = (
+        f"first divergence (compiled, {backend}): {region.name}, "
+        f"{w.summary() if w else region.note} (eager on the device matches float64; "
+        f"{len(crep.judged)} modules compiled alone)"
+    )
+    return {"max_rel_err": w.rel_rmse if w else None}
+
+
+def _localize_module(r: CaseResult, mc: Any, mod: Any, prec: Any, ctx: Any) -> dict[str, float | None]:
+    """The first module off: its ops replayed one by one, the first one off, and its repro script."""
     r.status = Status.FAIL_NUMERIC
     w = mod.worst
     r.fields.update(
@@ -179,17 +193,10 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
             r.artifacts["repro"] = str(script)
         except (ValueError, OSError) as e:
             r.fields["repro"] = f"not written: {e}"
-    r.wall_s = time.monotonic() - t0
-    r.metric("localize_s", r.wall_s, "s")
-    r.metric("max_rel_err", r.fields.get("op_rel_err") or (w.rel_rmse if w else None))
-    return r
+    return {"max_rel_err": r.fields.get("op_rel_err") or (w.rel_rmse if w else None)}
 
 
 def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
-    from rich.markup import escape
-
-    from bringup.console import case_table
-
     console.print(case_table("localize", results, []))
     for r in results:
         if r.fields.get("compiled_region"):

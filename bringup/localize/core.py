@@ -22,6 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
+from bringup.checks.module_replay import replay as replay_call
 from bringup.checks.module_rule import TensorFacts, judge_module_tensor
 
 
@@ -66,8 +67,6 @@ class OpRecorder(TorchDispatchMode):
 
 def record_call_ops(mc: Any, name: str) -> list[OpRecord]:
     """Every aten op of module `name`'s device replay (forward and backward), recorded."""
-    from bringup.checks.module_replay import replay as replay_call
-
     call = mc.calls[name]
     rec = OpRecorder()
     with rec:

@@ -87,7 +87,7 @@ def run_localize(
     """With --localize: run the localize cases into `run_id`; returns their results ([] without)."""
     if not _asked(options):
         return []
-    from bringup.runner import execute
+    from bringup.runner import execute  # lazy: torch-free --help
 
     cases, notes = cases_for(results)
     for n in notes:
@@ -113,7 +113,7 @@ class LocalizeStep(Step):
     def finish(self, ctx: AfterRun, added: Sequence[CaseResult]) -> Finished:
         if not added:
             return Finished()
-        from bringup.localize.cli import summarize
+        from bringup.localize.cli import summarize  # lazy: torch-free --help
 
         return Finished(summarize(list(added), ctx.console))
 

@@ -11,12 +11,15 @@ constant makes; the floors come from the rule's table, in op.json). No pickle an
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from bringup.checks.module_rule import module_tolerance
 from bringup.localize.core import OpDivergence
 
 SCRIPT = '''\
@@ -135,15 +138,13 @@ def write_repro(
 ) -> Path:
     """Write the repro of `d` under out_dir; returns the script's path. ValueError when an argument
     can't be serialised (the report then says so)."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file  # lazy: loaded only when writing weights
 
     tensors: dict[str, torch.Tensor] = {}
     args = _encode(list(d.record.args), tensors)
     kwargs = _encode(dict(d.record.kwargs), tensors)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out_dir / "inputs.safetensors"))
-    from bringup.checks.module_rule import module_tolerance
-
     tol = module_tolerance(dtype)
     meta = {
         "op": d.name,
@@ -169,9 +170,6 @@ def write_repro(
 def inline_script(out_dir: Path, **meta: Any) -> str:
     """The repro under `out_dir` as one file: op.json (with `meta` added, e.g. the triage group's `signature`, which
     the script prints when it finds a mismatch) and the inputs (zlib, base64) written into it, for an issue."""
-    import base64
-    import zlib
-
     data = {**json.loads((out_dir / "op.json").read_text()), **meta}
     blob = base64.b64encode(zlib.compress((out_dir / "inputs.safetensors").read_bytes(), 9)).decode()
     chunks = ",\n".join(f'    "{blob[i : i + 96]}"' for i in range(0, len(blob), 96))

@@ -14,7 +14,7 @@ from bringup.case import Case
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.ops.args import DEFAULT_BUDGET_S, DEFAULT_DTYPES, DEFAULT_SAMPLES, OpsOptions  # the torch-free face (cli)
-from bringup.options import Options
+from bringup.options import TORCH_DTYPE_NAMES, Options, canonical_dtype
 
 # The worker's entry. Results stored before the split name "bringup.ops.suite:run_op", which
 # bringup.ops.suite still exports.
@@ -43,8 +43,6 @@ def parse_dtypes(text: str) -> list[str]:
     """'fp32,bfloat16,int64' -> torch's names (the case params keep them: stored case ids do not change).
     A precision in any spelling of the one vocabulary (bringup/options.py: fp32, float32, half ...), or any
     other dtype by torch's name (int64, bool, complex64); BadInput for anything else."""
-    from bringup.options import TORCH_DTYPE_NAMES, canonical_dtype
-
     out: list[str] = []
     for raw in text.split(","):
         name = raw.strip()
@@ -69,7 +67,7 @@ def op_db() -> tuple[Any, ...]:
     argv = sys.argv
     sys.argv = argv[:1]
     try:
-        from torch.testing._internal.common_methods_invocations import op_db as db
+        from torch.testing._internal.common_methods_invocations import op_db as db  # lazy: optional
     except ImportError as e:
         raise BadInput(f"bringup ops needs PyTorch's OpInfo database, which needs the expecttest package: {e}") from e
     finally:

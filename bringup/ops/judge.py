@@ -86,6 +86,9 @@ class Uncomparable(Exception):
     """An output that cannot be compared (a layout that will not densify): `unsupported`, never `pass`."""
 
 
+_REAL = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+
 def judge_tensor(got: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor | None) -> str:
     """'' when the device result `got` is within the rule (module TOLERANCES) of float64 `ref64`
     given how far cpu's `ref` (same dtype) is; else why not. Same dtype and shape already checked."""
@@ -95,15 +98,25 @@ def judge_tensor(got: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor | Non
             return ""
         bad = int((got != ref).sum())
         return f"{bad}/{ref.numel()} values differ from cpu (exact dtype {dtype})"
-    tol = TOLERANCES.get(dtype, TOLERANCES[torch.float32])
-    real = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}.get(
-        dtype, dtype
-    )
     g = got.to(torch.complex128 if dtype.is_complex else torch.float64).flatten()
     c = ref.to(g.dtype).flatten()
     r = ref64.to(g.dtype).flatten() if ref64 is not None else c
-    # NaN / inf: where cpu (same dtype) or float64 has them, with the same value (an overflow or a NaN
-    # at this precision is cpu's too; a device that stays finite where float64 is finite is fine)
+    if why := _nonfinite(g, c, r):
+        return why
+    keep = torch.isfinite(g) & torch.isfinite(c) & torch.isfinite(r)
+    g, c, r = g[keep], c[keep], r[keep]
+    if not g.numel():
+        return ""
+    if why := _elementwise(g, c, r, dtype, ref64 is not None):
+        return why
+    if ref64 is None or dtype.is_complex or g.numel() < 2:
+        return ""
+    return _bias(g, c, r, dtype)
+
+
+def _nonfinite(g: torch.Tensor, c: torch.Tensor, r: torch.Tensor) -> str:
+    """NaN / inf: where cpu (same dtype) or float64 has them, with the same value (an overflow or a NaN
+    at this precision is cpu's too; a device that stays finite where float64 is finite is fine)."""
     bad_g = ~torch.isfinite(g)
     same = (g == c) | (torch.isnan(g) & torch.isnan(c)) | (g == r) | (torch.isnan(g) & torch.isnan(r))
     if bool((bad_g & ~same).any()):
@@ -114,13 +127,17 @@ def judge_tensor(got: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor | Non
     lost = torch.isfinite(g) & ~torch.isfinite(c) & ~torch.isfinite(r)
     if bool(lost.any()):
         return f"{int(lost.sum())} finite value(s) where cpu and float64 give NaN/inf"
-    keep = torch.isfinite(g) & torch.isfinite(c) & torch.isfinite(r)
-    g, c, r = g[keep], c[keep], r[keep]
-    if not g.numel():
-        return ""
+    return ""
+
+
+def _elementwise(g: torch.Tensor, c: torch.Tensor, r: torch.Tensor, dtype: torch.dtype, has64: bool) -> str:
+    """Each value within tol.multiplier x cpu's error + tol.ulps ulps of float64 (without float64: of
+    cpu, with a floor scaled by the values' rms)."""
+    tol = TOLERANCES.get(dtype, TOLERANCES[torch.float32])
+    real = _REAL.get(dtype, dtype)
     u = ulp(r.abs(), real)
     e_dev = (g - r).abs()
-    if ref64 is not None:
+    if has64:
         e_cpu = (c - r).abs()
         floor = 0.0 if bool((e_cpu <= u).all()) else float(e_cpu.max())
         allowed = tol.multiplier * e_cpu.clamp_min(floor) + tol.ulps * u
@@ -128,17 +145,23 @@ def judge_tensor(got: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor | Non
         rms = float(c.abs().pow(2).mean().sqrt())
         allowed = tol.ulps * u + tol.multiplier * SAME_DTYPE_FLOOR * torch.finfo(real).eps * rms
     over = e_dev > allowed
-    if bool(over.any()):
-        i = int(torch.argmax(e_dev - allowed))
-        what = "float64" if ref64 is not None else "cpu"
-        val = complex if dtype.is_complex else float
-        return (
-            f"{int(over.sum())}/{g.numel()} values off: e.g. {val(g[i]):.6g} vs {what} {val(r[i]):.6g} "
-            f"(error {float(e_dev[i]):.3g}, allowed {float(allowed[i]):.3g} = {tol.multiplier:g} x cpu's error "
-            f"+ {tol.ulps:g} ulps)"
-        )
-    if ref64 is None or dtype.is_complex or g.numel() < 2:
+    if not bool(over.any()):
         return ""
+    i = int(torch.argmax(e_dev - allowed))
+    what = "float64" if has64 else "cpu"
+    val = complex if dtype.is_complex else float
+    return (
+        f"{int(over.sum())}/{g.numel()} values off: e.g. {val(g[i]):.6g} vs {what} {val(r[i]):.6g} "
+        f"(error {float(e_dev[i]):.3g}, allowed {float(allowed[i]):.3g} = {tol.multiplier:g} x cpu's error "
+        f"+ {tol.ulps:g} ulps)"
+    )
+
+
+def _bias(g: torch.Tensor, c: torch.Tensor, r: torch.Tensor, dtype: torch.dtype) -> str:
+    """A systematic error: the device's projection on float64 off by more than cpu's, beyond noise."""
+    tol = TOLERANCES.get(dtype, TOLERANCES[torch.float32])
+    real = _REAL.get(dtype, dtype)
+    u = ulp(r.abs(), real)
     rr = float(torch.dot(r, r))
     if rr == 0.0:
         return ""

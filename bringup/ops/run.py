@@ -6,6 +6,7 @@ worst of its samples' (module doc of bringup/ops/suite.py)."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -13,6 +14,7 @@ from torch.utils._pytree import tree_flatten
 
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
+from bringup.checks.fallbacks import FallbackDetector
 from bringup.device import Device
 from bringup.ops.cases import find_op
 from bringup.ops.judge import UPCAST, Uncomparable, compare, dense
@@ -199,9 +201,18 @@ def error_vs_cpu(pairs: list[tuple[Any, Any]]) -> dict[str, Any] | None:
     return worst
 
 
-def run_op(case: Case, ctx: Any) -> CaseResult:
-    from bringup.checks.fallbacks import FallbackDetector
+@dataclass(frozen=True)
+class _Refs:
+    """The cpu reference of each sample cpu could run: (index, sample, output, random), the float64
+    reference of the deterministic ones, and why the others failed."""
 
+    refs: list[tuple[int, Any, Any, bool]]
+    refs64: dict[int, Any]
+    errors: list[str]
+
+
+def run_op(case: Case, ctx: Any) -> CaseResult:
+    """The op's OpInfo samples: cpu reference, the device's run under the fallback detector, judged."""
     name, dtype_s, n = case.params["op"], case.params["dtype"], int(case.params["samples"])
     dtype = getattr(torch, dtype_s)
     dev: Device = ctx.device
@@ -219,7 +230,19 @@ def run_op(case: Case, ctx: Any) -> CaseResult:
         samples = list(itertools.islice(op.reference_inputs("cpu", dtype, requires_grad=False), n))
     except Exception as e:
         return CaseResult.for_case(case, Status.REF_FAIL, f"cpu sample inputs: {first_line(e)}", fields=fields)
-    # cpu reference for each sample; samples cpu can't run are dropped (counted)
+    ref = _reference(op, samples, dtype)
+    fields |= {"samples_run": len(ref.refs), "samples_ref_fail": len(ref.errors)}
+    if not ref.refs:
+        why = ref.errors[0] if ref.errors else "OpInfo produced no sample inputs"
+        return CaseResult.for_case(case, Status.REF_FAIL, f"cpu reference failed: {why}", fields=fields)
+    masks = device_masks(op, dtype, len(samples))
+    moved = [(i, _to(s, dev.torch_device, masks[i]), r, rnd) for i, s, r, rnd in ref.refs]
+    outcomes, outs, rep = _on_device(op, moved, dev)
+    return _judge(case, ref, outcomes, outs, rep, fields)
+
+
+def _reference(op: Any, samples: list[Any], dtype: torch.dtype) -> _Refs:
+    """cpu reference for each sample; samples cpu can't run are dropped (counted)."""
     refs: list[tuple[int, Any, Any, bool]] = []
     refs64: dict[int, Any] = {}
     ref_errors: list[str] = []
@@ -233,13 +256,14 @@ def run_op(case: Case, ctx: Any) -> CaseResult:
         refs.append((i, s, ref, rnd))
         if not rnd:
             refs64[i] = _run_float64(op, s, dtype)
-    fields |= {"samples_run": len(refs), "samples_ref_fail": len(ref_errors)}
-    if not refs:
-        why = ref_errors[0] if ref_errors else "OpInfo produced no sample inputs"
-        return CaseResult.for_case(case, Status.REF_FAIL, f"cpu reference failed: {why}", fields=fields)
+    return _Refs(refs, refs64, ref_errors)
 
-    masks = device_masks(op, dtype, len(samples))
-    moved = [(i, _to(s, dev.torch_device, masks[i]), ref, rnd) for i, s, ref, rnd in refs]
+
+def _on_device(
+    op: Any, moved: list[tuple[int, Any, Any, bool]], dev: Device
+) -> tuple[list[tuple[int, Status, str]], list[tuple[int, Any, Any, bool]], Any]:
+    """Each sample on the device under the fallback detector: the crashed ones' outcomes, the others'
+    outputs, and the detector's report."""
     outcomes: list[tuple[int, Status, str]] = []
     outs: list[tuple[int, Any, Any, bool]] = []
     with FallbackDetector(dev) as det:
@@ -253,20 +277,32 @@ def run_op(case: Case, ctx: Any) -> CaseResult:
                 )
                 continue
             outs.append((i, got, ref, rnd))
-    rep = det.report()
-    for i, got, ref, rnd in outs:
+    return outcomes, outs, det.report()
+
+
+def _judge(
+    case: Case,
+    ref: _Refs,
+    outcomes: list[tuple[int, Status, str]],
+    outs: list[tuple[int, Any, Any, bool]],
+    rep: Any,
+    fields: dict[str, Any],
+) -> CaseResult:
+    """Each output against its reference; the worst outcome is the case's (a clean run that fell back:
+    `fallback`); the fields the report and the exports read."""
+    for i, got, r, rnd in outs:
         try:
-            why = compare(got, ref, refs64.get(i), structure_only=rnd)
+            why = compare(got, r, ref.refs64.get(i), structure_only=rnd)
         except Uncomparable as e:
             outcomes.append((i, Status.UNSUPPORTED, f"sample {i}: {e}"))
             continue
         outcomes.append((i, Status.FAIL_NUMERIC, f"sample {i}: {why}") if why else (i, Status.PASS, ""))
     fell_back = sorted(rep.fallback_ops)
-    if (err := error_vs_cpu([(got, ref) for _, got, ref, rnd in outs if not rnd])) is not None:
+    if (err := error_vs_cpu([(got, r) for _, got, r, rnd in outs if not rnd])) is not None:
         fields["error_vs_cpu"] = err  # what `export --format pytorch-tests` sizes tolerances from
     fields |= {
-        "random": any(r for *_, r in refs),
-        "float64_reference": sum(v is not None for v in refs64.values()),
+        "random": any(x for *_, x in ref.refs),
+        "float64_reference": sum(v is not None for v in ref.refs64.values()),
         "fallback_ops": fell_back,
         "native_ops": rep.native_ops,
         # the backend's own count (xla: torch_xla.debug.metrics), host reads out; None: it keeps none
@@ -279,6 +315,6 @@ def run_op(case: Case, ctx: Any) -> CaseResult:
     if status is Status.PASS and fell_back:
         status, reason = Status.FALLBACK, rep.summary()
     r = CaseResult.for_case(case, status, reason, fields=fields)
-    r.metric("samples", len(refs))
+    r.metric("samples", len(ref.refs))
     r.metric("fallback_calls", rep.fallback_calls)
     return r

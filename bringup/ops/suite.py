@@ -23,8 +23,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
+from rich.table import Table
+
 from bringup.api import register_capability, specs
 from bringup.case import CaseResult, Status
+from bringup.console import STATUS_STYLE, styled
 from bringup.ops import args as face  # the torch-free face (cli)
 from bringup.ops import section as ops_section
 from bringup.ops.cases import build_cases, run_cases
@@ -36,11 +40,6 @@ if TYPE_CHECKING:
 
 # ---- summary --------------------------------------------------------------------------------------
 def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from bringup.console import STATUS_STYLE, styled
-
     dtypes: list[str] = []
     matrix: dict[str, dict[str, str]] = {}
     reasons: dict[str, str] = {}

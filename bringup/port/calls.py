@@ -19,7 +19,7 @@ from bringup.port.cst_helpers import (
     parse_expr,
     trailing_comma,
 )
-from bringup.port.names import CUDA_FNS, cuda_other
+from bringup.port.names import CUDA_FNS, CudaFn, cuda_other
 
 
 class CallRules(CodemodBase):
@@ -119,8 +119,14 @@ class CallRules(CodemodBase):
                 return upd
             self.report(node, fn.code, f"{old} is CUDA-only: {fn.manual}", False)
             return upd
-        new = f"torch.{fn.target}"
-        args = list(upd.args)
+        args = self._generic_args(node, name, fn, list(upd.args))
+        if args is None:
+            return upd
+        return self._generic_call(orig, upd, qn, fn, args)
+
+    def _generic_args(self, node: cst.CSTNode, name: str, fn: CudaFn, args: list[cst.Arg]) -> list[cst.Arg] | None:
+        """The call's arguments as its device-generic counterpart takes them (None: reported, rewrite by hand)."""
+        old = f"torch.cuda.{name}"
         stars = {a.star for a in args if a.star}
         if ("**" in stars and fn.device_kw) or ("*" in stars and name == "amp.autocast"):
             self.report(
@@ -129,40 +135,12 @@ class CallRules(CodemodBase):
                 f"{old}() with *args/**kwargs is CUDA-only: map the arguments to torch.{fn.target}() by hand",
                 False,
             )
-            return upd
+            return None
         if name == "Event":
-            names: tuple[str, ...] = ("enable_timing", "blocking", "interprocess", "external")
-            pos = [a for a in args if a.keyword is None]
-            if (
-                len(pos) > 3
-                or any(a.star for a in args)
-                or any(a.keyword is not None and a.keyword.value == "external" for a in args)
-            ):
-                self.report(
-                    node,
-                    "BU112",
-                    f"{old}(external=...) has no device-generic form: use torch.Event for the others",
-                    False,
-                )
-                return upd
-            args = [(kw_arg(names[i], a) if a.keyword is None else a) for i, a in enumerate(args)]
-        elif name == "Stream":
-            if (
-                any(a.star for a in args)
-                or any(a.keyword is not None and a.keyword.value not in ("device", "priority") for a in args)
-                or len([a for a in args if a.keyword is None]) > 2
-            ):
-                self.report(
-                    node,
-                    "BU112",
-                    f"{old}(...) with these arguments: rewrite by hand to torch.Stream(device, priority=p)",
-                    False,
-                )
-                return upd
-            dev = find_arg(args, 0, "device")
-            pri = find_arg(args, 1, "priority")
-            args = [*([as_positional(dev)] if dev else []), *([kw_arg("priority", pri)] if pri else [])]
-        elif name == "amp.autocast":
+            return self._event_args(node, old, args)
+        if name == "Stream":
+            return self._stream_args(node, old, args)
+        if name == "amp.autocast":
             names = ("enabled", "dtype", "cache_enabled")
             pos_i = 0
             new_args = [new_arg(self.dev_type())]
@@ -172,15 +150,58 @@ class CallRules(CodemodBase):
                     pos_i += 1
                 else:
                     new_args.append(a)
-            args = new_args
-        elif name == "amp.GradScaler":
-            args = [new_arg(self.dev_type()), *args]
-        elif name in ("amp.custom_fwd", "amp.custom_bwd"):
+            return new_args
+        if name == "amp.GradScaler":
+            return [new_arg(self.dev_type()), *args]
+        if name in ("amp.custom_fwd", "amp.custom_bwd"):
             pos = [a for a in args if a.keyword is None]
             kws = [a for a in args if a.keyword is not None]
-            args = [*pos, new_arg(self.dev_type(), "device_type"), *kws]
-        elif fn.device_kw:
-            args = [(as_positional(a) if a.keyword is not None and a.keyword.value == "device" else a) for a in args]
+            return [*pos, new_arg(self.dev_type(), "device_type"), *kws]
+        if fn.device_kw:
+            return [(as_positional(a) if a.keyword is not None and a.keyword.value == "device" else a) for a in args]
+        return args
+
+    def _event_args(self, node: cst.CSTNode, old: str, args: list[cst.Arg]) -> list[cst.Arg] | None:
+        names = ("enable_timing", "blocking", "interprocess", "external")
+        pos = [a for a in args if a.keyword is None]
+        if (
+            len(pos) > 3
+            or any(a.star for a in args)
+            or any(a.keyword is not None and a.keyword.value == "external" for a in args)
+        ):
+            self.report(
+                node,
+                "BU112",
+                f"{old}(external=...) has no device-generic form: use torch.Event for the others",
+                False,
+            )
+            return None
+        return [(kw_arg(names[i], a) if a.keyword is None else a) for i, a in enumerate(args)]
+
+    def _stream_args(self, node: cst.CSTNode, old: str, args: list[cst.Arg]) -> list[cst.Arg] | None:
+        if (
+            any(a.star for a in args)
+            or any(a.keyword is not None and a.keyword.value not in ("device", "priority") for a in args)
+            or len([a for a in args if a.keyword is None]) > 2
+        ):
+            self.report(
+                node,
+                "BU112",
+                f"{old}(...) with these arguments: rewrite by hand to torch.Stream(device, priority=p)",
+                False,
+            )
+            return None
+        dev = find_arg(args, 0, "device")
+        pri = find_arg(args, 1, "priority")
+        return [*([as_positional(dev)] if dev else []), *([kw_arg("priority", pri)] if pri else [])]
+
+    def _generic_call(
+        self, orig: cst.Call, upd: cst.Call, qn: str, fn: CudaFn, args: list[cst.Arg]
+    ) -> cst.BaseExpression:
+        """torch.cuda.X(...) -> its device-generic call; one that was a no-op without CUDA guarded by
+        torch.accelerator.is_available() (its statement, or an inline conditional)."""
+        name = qn[len("torch.cuda.") :]
+        new = f"torch.{fn.target}"
         what = {
             "amp.autocast": f"torch.autocast({self.D}.type, ...)",
             "amp.GradScaler": f"torch.amp.GradScaler({self.D}.type, ...)",
@@ -192,7 +213,7 @@ class CallRules(CodemodBase):
             if (fn.guard is not None)
             else ""
         )
-        if not self.report(node, fn.code, f"{old}() is CUDA-only: use {what}{extra}", True):
+        if not self.report(orig.func, fn.code, f"torch.cuda.{name}() is CUDA-only: use {what}{extra}", True):
             return upd
         self._drop_import(orig.func, qn)
         call = upd.with_changes(

@@ -46,9 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(sess: CommandSession) -> int:
-    from bringup.files import check_output_path, write_json
-    from bringup.port.rules import parse_select
-    from bringup.port.scanner import port
+    from bringup.files import check_output_path, write_json  # lazy: torch-free --help
+    from bringup.port.rules import parse_select  # lazy: torch-free --help
+    from bringup.port.scanner import port  # lazy: torch-free --help
 
     args = sess.options.of(PortOptions)
     json_path = sess.options.common.json

@@ -48,7 +48,7 @@ def check_paths(paths: list[str]) -> None:
 def scan_paths(paths: list[str]) -> dict[str, Any]:
     """`bringup port PATH...` without --fix: {"findings": [...], "summary": {...}}."""
     check_paths(paths)
-    from bringup.port import scan
+    from bringup.port import scan  # lazy: torch-free --help
 
     return dict(scan(list(paths)).to_json())
 

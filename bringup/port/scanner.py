@@ -182,6 +182,8 @@ def port(paths: Sequence[str], select: set[str] | None = None, fix: bool = False
 
 
 def _one(src: _Source, select: set[str] | None, fix: bool, write: bool, rep: PortReport) -> None:
+    """One file: read, scan (and fix), its diff, write it back when asked and allowed; its findings."""
+
     def add(hits: Sequence[Any]) -> None:
         rep.findings.extend(Finding(src.shown, h.line, h.col, h.code, h.message, h.fixable) for h in hits)
 
@@ -193,46 +195,15 @@ def _one(src: _Source, select: set[str] | None, fix: bool, write: bool, rep: Por
         return
     if not may_have_findings(data):
         return
-    try:
-        text, encoding = _decode(data)
-        res = run_module(text, select, fix)
-    except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError, RecursionError) as e:
-        rep.parse_errors += 1
-        line = getattr(e, "editor_line", None) or getattr(e, "lineno", None) or 1
-        col = getattr(e, "editor_column", None) or getattr(e, "offset", None) or 1
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        rep.findings.append(
-            Finding(src.shown, int(line), int(col), PARSE_ERROR, f"cannot parse, left untouched: {msg}", False)
-        )
+    scanned = _scan(src, data, select, fix, rep)
+    if scanned is None:
         return
-    except Exception as e:  # our bug: say so, keep the file as it is, go on with the others
-        rep.parse_errors += 1
-        msg = f"{type(e).__name__}: {e}".splitlines()[0]
-        rep.findings.append(
-            Finding(
-                src.shown,
-                1,
-                1,
-                PARSE_ERROR,
-                f"internal error in bringup port, file left untouched (please report): {msg}",
-                False,
-            )
-        )
-        return
+    text, encoding, res = scanned
     if not fix or res.code == text:
         add(res.hits)
         return
     new_data = res.code.encode(encoding)
-    rep.diffs.append(
-        "".join(
-            difflib.unified_diff(
-                text.splitlines(keepends=True),
-                res.code.splitlines(keepends=True),
-                fromfile=f"a/{src.shown.lstrip('/')}",
-                tofile=f"b/{src.shown.lstrip('/')}",
-            )
-        )
-    )
+    rep.diffs.append(_diff(src, text, res.code))
     rep.fixed += res.fixed
     if not write:
         add(res.hits)
@@ -250,3 +221,35 @@ def _one(src: _Source, select: set[str] | None, fix: bool, write: bool, rep: Por
         return
     rep.files_changed += 1
     add(run_module(res.code, select, fix=False).hits)  # what remains: the manual findings
+
+
+def _scan(
+    src: _Source, data: bytes, select: set[str] | None, fix: bool, rep: PortReport
+) -> tuple[str, str, Any] | None:
+    """(text, encoding, the codemod's result); None when the file cannot be parsed (or our codemod failed
+    on it): a PARSE_ERROR finding, the file left as it is."""
+    try:
+        text, encoding = _decode(data)
+        return text, encoding, run_module(text, select, fix)
+    except (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError, RecursionError) as e:
+        line = getattr(e, "editor_line", None) or getattr(e, "lineno", None) or 1
+        col = getattr(e, "editor_column", None) or getattr(e, "offset", None) or 1
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        where, why = (int(line), int(col)), f"cannot parse, left untouched: {msg}"
+    except Exception as e:  # our bug: say so, keep the file as it is, go on with the others
+        msg = f"{type(e).__name__}: {e}".splitlines()[0]
+        where, why = (1, 1), f"internal error in bringup port, file left untouched (please report): {msg}"
+    rep.parse_errors += 1
+    rep.findings.append(Finding(src.shown, where[0], where[1], PARSE_ERROR, why, False))
+    return None
+
+
+def _diff(src: _Source, old: str, new: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=f"a/{src.shown.lstrip('/')}",
+            tofile=f"b/{src.shown.lstrip('/')}",
+        )
+    )

@@ -30,11 +30,17 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import is_unsupported
 from bringup.checks.parity import parity
-from bringup.device import Device
+from bringup.device import Device, resolve_device
+from bringup.runner.worker import import_plugins
 
 WORLD = 2
 TIMEOUT_S = 90.0
@@ -106,8 +112,6 @@ def probe_execution(case: Case, device: Device) -> CaseResult:
 
 # ---- torch.distributed, DTensor, FSDP2: 2 spawned ranks ----------------------------------------------
 def _all_reduce(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor]:
-    import torch.distributed as dist
-
     t = (rank + 1) * torch.arange(8, dtype=torch.float32, device=dev)
     dist.all_reduce(t)
     return {"all_reduce": t.cpu()}
@@ -119,9 +123,6 @@ def _dtensor_inputs() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _dtensor(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor]:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
-
     mesh = init_device_mesh(dev.type, (world,))
     x, w = (t.to(torch.float32) for t in _dtensor_inputs())
     dx = distribute_tensor(x.to(dev), mesh, [Shard(0)])
@@ -149,9 +150,6 @@ FSDP_LR = 0.5
 
 
 def _fsdp2(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor]:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
     mesh = init_device_mesh(dev.type, (world,))
     model = _fsdp_model().to(dev)
     for layer in (model[0], model[2]):
@@ -199,11 +197,6 @@ def _where(e: BaseException) -> str:
 def _rank(rank: int, world: int, kind: str, device: str, imports: tuple[str, ...], init: str, out: str) -> None:
     """One rank (a spawned process): import the plugins, resolve the device (its family's package is
     imported), join the group with the adapter's backend, run the feature; save what it got or its error."""
-    import torch.distributed as dist
-
-    from bringup.device import resolve_device
-    from bringup.runner.worker import import_plugins
-
     res: dict[str, Any] = {}
     try:
         import_plugins(list(imports))
@@ -233,8 +226,6 @@ def _rank(rank: int, world: int, kind: str, device: str, imports: tuple[str, ...
 
 
 def _launch(kind: str, device: Device, imports: tuple[str, ...]) -> list[dict[str, Any]]:
-    import torch.multiprocessing as mp
-
     with tempfile.TemporaryDirectory(prefix="bringup-dist-") as tmp:
         init, out = f"file://{os.path.join(tmp, 'store')}", os.path.join(tmp, "result")
         mp.start_processes(
@@ -270,8 +261,6 @@ def _judge(case: Case, got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor
 
 
 def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ()) -> CaseResult:
-    import torch.distributed as dist
-
     kind = case.params["kind"]
     what = {"distributed": "torch.distributed", "dtensor": "DTensor", "fsdp2": "FSDP2"}[kind]
     if not dist.is_available():
@@ -286,49 +275,65 @@ def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ())
     ranks = _launch(kind, device, imports)
     failed = [(r, x) for r, x in enumerate(ranks) if "error" in x]
     if failed:
-        r, x = failed[0]
-        control = "" if device.is_cpu else _control(kind)
-        status = Status.UNSUPPORTED if x["unsupported"] or control == "pass" else Status.ERROR
-        where = _short(x["where"])
-        why = f"{what} with backend {backend}: rank {r}: {x['error']} (raised at {where}"
-        why += (
-            "; the same code passes on cpu with gloo)"
-            if control == "pass"
-            else (f"; on cpu with gloo: {control})" if control else ")")
-        )
-        res = CaseResult.for_case(case, status, why, error=x["traceback"])
-        res.fields |= {"backend": backend, "world_size": WORLD, "raised_at": x["where"], "cpu_control": control}
-        return res
-    if kind == "distributed":
-        total = WORLD * (WORLD + 1) / 2
-        got: dict[str, torch.Tensor] = {f"rank{i}": x["all_reduce"] for i, x in enumerate(ranks)}
-        ref = {k: total * torch.arange(8, dtype=torch.float64) for k in got}
-        res = _judge(case, got, ref)
-        if res.status is Status.FAIL_NUMERIC and all(
-            torch.equal(x["all_reduce"], (i + 1) * torch.arange(8.0)) for i, x in enumerate(ranks)
-        ):
-            res.reason = (
-                f"all_reduce over {WORLD} ranks with backend {backend!r} returned each rank's own input: "
-                "the process group did not communicate"
-            )
-    elif kind == "dtensor":
-        xt, wt = _dtensor_inputs()
-        xr = xt.to(torch.float32).to(torch.float64)
-        ref = {"matmul": xr @ wt.to(torch.float32).to(torch.float64), "sum": xr.sum()}
-        got = {f"rank{i}.{k}": v for i, t in enumerate(ranks) for k, v in t.items() if k != "local_rows"}
-        res = _judge(case, got, {f"rank{i}.{k}": v for i in range(WORLD) for k, v in ref.items()})
-        rows = [int(t["local_rows"]) for t in ranks]
-        res.fields["local_rows"] = rows
-        if res.status is Status.PASS and sum(rows) != len(xt):
-            res.status, res.reason = Status.FAIL_NUMERIC, f"Shard(0) split {len(xt)} rows as {rows}"
-    else:
-        ref = _fsdp_reference()
-        got = {f"loss.rank{i}": t["loss"] for i, t in enumerate(ranks)}
-        got |= {k: v for k, v in ranks[0].items() if k.startswith("param.")}
-        res = _judge(case, got, ref)
-        if res.status is Status.PASS and not all(int(t["sharded"]) for t in ranks):
-            res.status, res.reason = Status.FAIL_NUMERIC, "fully_shard left plain (not DTensor) parameters"
+        return _rank_failed(case, device, what, backend, *failed[0])
+    judge = {"distributed": _judge_all_reduce, "dtensor": _judge_dtensor}.get(kind, _judge_fsdp)
+    res = judge(case, ranks, backend)
     res.fields |= {"backend": backend, "world_size": WORLD}
     if res.status is Status.PASS:
         res.reason = f"backend {backend}, {WORLD} ranks"
+    return res
+
+
+def _rank_failed(case: Case, device: Device, what: str, backend: str, r: int, x: dict[str, Any]) -> CaseResult:
+    """A rank raised: `unsupported` when the backend says so or the same code passes on cpu with gloo
+    (the control), else `error`."""
+    control = "" if device.is_cpu else _control(case.params["kind"])
+    status = Status.UNSUPPORTED if x["unsupported"] or control == "pass" else Status.ERROR
+    where = _short(x["where"])
+    why = f"{what} with backend {backend}: rank {r}: {x['error']} (raised at {where}"
+    why += (
+        "; the same code passes on cpu with gloo)"
+        if control == "pass"
+        else (f"; on cpu with gloo: {control})" if control else ")")
+    )
+    res = CaseResult.for_case(case, status, why, error=x["traceback"])
+    res.fields |= {"backend": backend, "world_size": WORLD, "raised_at": x["where"], "cpu_control": control}
+    return res
+
+
+def _judge_all_reduce(case: Case, ranks: list[dict[str, Any]], backend: str) -> CaseResult:
+    total = WORLD * (WORLD + 1) / 2
+    got = {f"rank{i}": x["all_reduce"] for i, x in enumerate(ranks)}
+    ref = {k: total * torch.arange(8, dtype=torch.float64) for k in got}
+    res = _judge(case, got, ref)
+    if res.status is Status.FAIL_NUMERIC and all(
+        torch.equal(x["all_reduce"], (i + 1) * torch.arange(8.0)) for i, x in enumerate(ranks)
+    ):
+        res.reason = (
+            f"all_reduce over {WORLD} ranks with backend {backend!r} returned each rank's own input: "
+            "the process group did not communicate"
+        )
+    return res
+
+
+def _judge_dtensor(case: Case, ranks: list[dict[str, Any]], backend: str) -> CaseResult:
+    x, w = _dtensor_inputs()
+    xr = x.to(torch.float32).to(torch.float64)
+    ref = {"matmul": xr @ w.to(torch.float32).to(torch.float64), "sum": xr.sum()}
+    got = {f"rank{i}.{k}": v for i, t in enumerate(ranks) for k, v in t.items() if k != "local_rows"}
+    res = _judge(case, got, {f"rank{i}.{k}": v for i in range(WORLD) for k, v in ref.items()})
+    rows = [int(t["local_rows"]) for t in ranks]
+    res.fields["local_rows"] = rows
+    if res.status is Status.PASS and sum(rows) != len(x):
+        res.status, res.reason = Status.FAIL_NUMERIC, f"Shard(0) split {len(x)} rows as {rows}"
+    return res
+
+
+def _judge_fsdp(case: Case, ranks: list[dict[str, Any]], backend: str) -> CaseResult:
+    ref = _fsdp_reference()
+    got: dict[str, torch.Tensor] = {f"loss.rank{i}": t["loss"] for i, t in enumerate(ranks)}
+    got |= {k: v for k, v in ranks[0].items() if k.startswith("param.")}
+    res = _judge(case, got, ref)
+    if res.status is Status.PASS and not all(int(t["sharded"]) for t in ranks):
+        res.status, res.reason = Status.FAIL_NUMERIC, "fully_shard left plain (not DTensor) parameters"
     return res

@@ -40,6 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
 # the trace as data (bringup/profile/trace.py), re-exported: bp.spans, bp.load_trace, bp.merge ...
 from bringup.profile.trace import Interval, Span, _per_step, intersect, length, load_trace, merge, secs, spans
 
@@ -414,9 +417,6 @@ _ACTIVITY_BY_TYPE = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"}
 def activities_for(device_type: str) -> tuple[list[Any], str]:
     """Profiler activities for a device type: CPU always, plus the device's own where this torch
     build supports it. Returns (activities, note) with the note saying why a device gets CPU only."""
-    import torch
-    from torch.profiler import ProfilerActivity
-
     acts = [ProfilerActivity.CPU]
     if device_type == "cpu":
         return acts, ""
@@ -464,8 +464,6 @@ def capture(
     """Run `step` warmup + steps times under torch.profiler (schedule: `warmup` untraced profiler
     warm-up steps, then `steps` recorded ones, each marked ProfilerStep#N), calling `sync` at the end
     of each step so its device work falls inside its window; export the trace to `trace_path`."""
-    from torch.profiler import profile, schedule
-
     acts, note = activities if activities is not None else activities_for(device_type)
     path = Path(trace_path)
     got: dict[str, Any] = {}

@@ -12,19 +12,30 @@ artifacts in the store; with --out they are copied there too. Summary numbers: `
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
+from rich.markup import escape
+from rich.table import Table
+
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import classify, first_line
+from bringup.console import case_table, clip
 from bringup.device import Device
 from bringup.errors import BadInput
-from bringup.files import check_output_dir
+from bringup.files import check_output_dir, write_json
+from bringup.models import lm
+from bringup.models.lm import MODES
 from bringup.options import Options, check_compile_backend
-from bringup.precision import parse_precision
+from bringup.precision import Precision, parse_precision
+from bringup.profile import analysis as bp
 from bringup.profile import args as face  # the torch-free face (cli)
 from bringup.profile import section as profile_section
 from bringup.profile.args import BUDGET_S, DEFAULTS, ProfileOptions
@@ -42,9 +53,6 @@ PROFILER_SLOWDOWN = 2.0
 def check_model(model: str, overrides: list[str]) -> None:
     """Presets and config JSONs are checked here (cheap, no weights); module:function only for an
     importable module (its code runs in the worker, not here)."""
-    import importlib.util
-
-    from bringup.models import lm
 
     if lm.is_user_fn(model):
         mod = model.partition(":")[0]
@@ -55,46 +63,49 @@ def check_model(model: str, overrides: list[str]) -> None:
         if not found:
             raise BadInput(f"model {model}: no module named {mod!r}")
         return
-    import bringup.models  # noqa: F401  (torchvision shim before transformers)
-
     lm.load_config(model, overrides)
 
 
-def make_case(
-    model: str = DEFAULTS["model"],
-    mode: str = DEFAULTS["mode"],
-    steps: int = DEFAULTS["steps"],
-    warmup: int = DEFAULTS["warmup"],
-    batch: int = DEFAULTS["batch"],
-    seq: int = DEFAULTS["seq"],
-    dtype: str = DEFAULTS["dtype"],
-    top: int = DEFAULTS["top"],
-    backend: str = DEFAULTS["backend"],
-    overrides: Sequence[str] | None = None,
-    out: str | None = None,
-    budget_s: float | None = None,
-) -> Case:
-    from bringup.models.lm import MODES
+@dataclass(frozen=True)
+class ProfileCase:
+    """What one profile case runs: the model and its mode, the step counts, the shape, the precision."""
 
-    if mode not in MODES:
-        raise BadInput(f"unknown --mode {mode!r}; use {', '.join(MODES)}")
-    if mode != "eager" and warmup < 1:
-        raise BadInput(f"--mode {mode} needs --untraced-steps >= 1 (the first step compiles; it must not be profiled)")
+    model: str = DEFAULTS["model"]
+    mode: str = DEFAULTS["mode"]
+    steps: int = DEFAULTS["steps"]
+    warmup: int = DEFAULTS["warmup"]
+    batch: int = DEFAULTS["batch"]
+    seq: int = DEFAULTS["seq"]
+    dtype: str = DEFAULTS["dtype"]
+    top: int = DEFAULTS["top"]
+    backend: str = DEFAULTS["backend"]
+    overrides: tuple[str, ...] = ()
+    out: str | None = None
+    budget_s: float | None = None
+
+
+def make_case(pc: ProfileCase) -> Case:
+    if pc.mode not in MODES:
+        raise BadInput(f"unknown --mode {pc.mode!r}; use {', '.join(MODES)}")
+    if pc.mode != "eager" and pc.warmup < 1:
+        raise BadInput(
+            f"--mode {pc.mode} needs --untraced-steps >= 1 (the first step compiles; it must not be profiled)"
+        )
     params = {
-        "model": model,
-        "overrides": list(overrides or []),
-        "mode": mode,
-        "backend": backend,
-        "steps": steps,
-        "warmup": warmup,
-        "batch": batch,
-        "seq": seq,
-        "dtype": dtype,
-        "top": top,
-        "out": out,
+        "model": pc.model,
+        "overrides": list(pc.overrides),
+        "mode": pc.mode,
+        "backend": pc.backend,
+        "steps": pc.steps,
+        "warmup": pc.warmup,
+        "batch": pc.batch,
+        "seq": pc.seq,
+        "dtype": pc.dtype,
+        "top": pc.top,
+        "out": pc.out,
     }
-    budget = budget_s or BUDGET_S["eager" if mode == "eager" else "compiled"]
-    return Case("profile", f"{model}-{mode}", params, "bringup.profile.suite:run_profile", budget, isolated=True)
+    budget = pc.budget_s or BUDGET_S["eager" if pc.mode == "eager" else "compiled"]
+    return Case("profile", f"{pc.model}-{pc.mode}", params, "bringup.profile.suite:run_profile", budget, isolated=True)
 
 
 def build_cases(options: Options, device: Device) -> list[Case]:
@@ -104,18 +115,20 @@ def build_cases(options: Options, device: Device) -> list[Case]:
         check_compile_backend(opts.compile_backend)
     out = check_output_dir(opts.out, "--out")
     case = make_case(
-        opts.model,
-        opts.mode,
-        opts.traced_steps,
-        opts.untraced_steps,
-        opts.batch,
-        opts.seq,
-        dtype,
-        opts.top,
-        opts.compile_backend,
-        opts.override,
-        out,
-        opts.case_budget,
+        ProfileCase(
+            model=opts.model,
+            mode=opts.mode,
+            steps=opts.traced_steps,
+            warmup=opts.untraced_steps,
+            batch=opts.batch,
+            seq=opts.seq,
+            dtype=dtype,
+            top=opts.top,
+            backend=opts.compile_backend,
+            overrides=tuple(opts.override or ()),
+            out=out,
+            budget_s=opts.case_budget,
+        )
     )
     check_model(opts.model, list(opts.override))
     return [case]
@@ -124,8 +137,8 @@ def build_cases(options: Options, device: Device) -> list[Case]:
 def run_cases(device: Device, quick: bool) -> list[Case]:
     """`bringup run`: a short eager profile (and with --full, a compiled one too)."""
     if quick:
-        return [make_case(steps=2, warmup=1, batch=2, seq=64, top=10)]
-    return [make_case(steps=5, warmup=2), make_case(mode="compile", steps=5, warmup=2)]
+        return [make_case(ProfileCase(steps=2, warmup=1, batch=2, seq=64, top=10))]
+    return [make_case(ProfileCase(steps=5, warmup=2)), make_case(ProfileCase(mode="compile", steps=5, warmup=2))]
 
 
 # ---- the case (runs in the worker) ---------------------------------------------------------------
@@ -135,7 +148,7 @@ def _detect_fallbacks(device: Device, step: Any) -> tuple[dict[str, int] | None,
     if device.is_cpu:
         return None, ""
     try:
-        from bringup.checks.fallbacks import FallbackDetector
+        from bringup.checks.fallbacks import FallbackDetector  # lazy: optional
     except ImportError as e:
         return None, f"fallback detector unavailable: {e}"
     det = FallbackDetector(device)
@@ -158,25 +171,59 @@ def _copy_out(src: Path, out_dir: Path) -> Path:
     return dst
 
 
+class _Stop(Exception):
+    """A step ended the case early: its result is the case's."""
+
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__(result.reason)
+        self.result = result
+
+
+@dataclass
+class _Stepper:
+    """One training step on the next batch (the batch's host->device copy is part of a step); keeps the
+    last loss. `model` is the eager model until the mode is applied."""
+
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+    prec: Precision
+    scaler: Any
+    batches: Iterator[torch.Tensor]
+    device: torch.device
+    loss: Any = None
+
+    def __call__(self) -> None:
+        tokens = next(self.batches).to(self.device)
+        self.loss = lm.train_step(self.model, self.opt, tokens, self.prec, self.scaler)
+
+
 def run_profile(case: Case, ctx: Any) -> CaseResult:
-    import torch
-
-    import bringup.models  # noqa: F401  (torchvision shim before transformers)
-    from bringup.checks.errors import classify, first_line
-    from bringup.files import write_json
-    from bringup.models import lm
-    from bringup.profile import analysis as bp
-
+    """Build, the untraced steps (the first compiles), one plain timed step, the traced steps; then the
+    summary, its artifacts and the case's metrics."""
     p = case.params
-    dev: Device = ctx.device
+    try:
+        step, fallback_ops, fb_note = _build(case, ctx.device)
+        plain_s, cap, loss = _run(case, ctx, step)
+    except _Stop as stop:
+        return stop.result
+    summary = _summary(p, bp.summarize_capture(cap, int(p["top"]), fallback_ops), plain_s, fb_note)
+    summary |= {
+        "model": p["model"],
+        "mode": p["mode"],
+        "device": ctx.device.name,
+        "batch": p["batch"],
+        "seq": p["seq"],
+        "dtype": p["dtype"],
+        "loss": loss,
+    }
+    return _record(case, ctx, summary, cap.trace_path, fallback_ops)
+
+
+def _build(case: Case, dev: Device) -> tuple[_Stepper, dict[str, int] | None, str]:
+    """The model, its optimizer and batches; the fallback detector's eager step; then the mode."""
+    p = case.params
     prec = parse_precision(p["dtype"])  # amp-*: fp32 weights, the steps under autocast
-    steps, warmup, mode = int(p["steps"]), int(p["warmup"]), p["mode"]
-    last: dict[str, Any] = {}
-
-    def step() -> None:
-        tokens = next(batches).to(dev.torch_device)  # the batch's host->device copy is part of a step
-        last["loss"] = lm.train_step(model, opt, tokens, prec, scaler)
-
+    steps, warmup = int(p["steps"]), int(p["warmup"])
     try:
         model = lm.build_model(p["model"], p["overrides"], dev.torch_device, prec.param_dtype)
         model.train()
@@ -185,18 +232,26 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
         # + detector step + an unprofiled timed step + profiler warm-up
         n_batches = warmup + (0 if dev.is_cpu else 1) + 1 + 1 + steps
         batches = lm.synthetic_batches(lm.vocab_size(model), int(p["batch"]), int(p["seq"]), n_batches)
+        step = _Stepper(model, opt, prec, scaler, iter(batches), dev.torch_device)
         # The fallback detector watches one EAGER step, before any compile: its own overhead must not
         # show in the timeline, and a compiled graph must not be traced under it.
         fallback_ops, fb_note = _detect_fallbacks(dev, step)
-        model = lm.apply_mode(model, mode, p["backend"])
+        step.model = lm.apply_mode(model, p["mode"], p["backend"])
     except BadInput as e:
-        return CaseResult.for_case(case, Status.ERROR, str(e))
+        raise _Stop(CaseResult.for_case(case, Status.ERROR, str(e))) from e
     except Exception as e:
-        return CaseResult.for_case(case, classify(e), first_line(e))
+        raise _Stop(CaseResult.for_case(case, classify(e), first_line(e))) from e
+    return step, fallback_ops, fb_note
 
-    compiling = mode != "eager"
+
+def _run(case: Case, ctx: Any, step: _Stepper) -> tuple[float, Any, float]:
+    """The untraced steps (the first one compiles, under the compile budget), one step without the
+    profiler (what its own overhead is measured against), then the traced steps: (plain step s, capture,
+    the last loss)."""
+    p, dev = case.params, ctx.device
+    compiling = p["mode"] != "eager"
     try:
-        for i in range(warmup):
+        for i in range(int(p["warmup"])):
             if i == 0 and compiling:
                 with ctx.phase("compile", budget_s=case.budget_s - 120):
                     step()
@@ -204,23 +259,26 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
             else:
                 step()
         compiling = False
-        timer = dev.timer()  # one step without the profiler: what the profiler's own overhead is measured against
+        timer = dev.timer()
         timer.start()
         step()
-        plain_s = timer.stop(last["loss"], model)
+        plain_s = timer.stop(step.loss, step.model)
         cap = bp.capture(
             step,
             dev.type,
-            steps,
+            int(p["steps"]),
             ctx.artifact("trace.json.gz"),
             sync=dev.synchronize,
             activities=dev.adapter.profiler_activities(),
         )
-        loss = float(last["loss"].float().cpu())
+        loss = float(step.loss.float().cpu())
     except Exception as e:
-        return CaseResult.for_case(case, classify(e, compiling), first_line(e))
+        raise _Stop(CaseResult.for_case(case, classify(e, compiling), first_line(e))) from e
+    return plain_s, cap, loss
 
-    summary = bp.summarize_capture(cap, int(p["top"]), fallback_ops)
+
+def _summary(p: dict[str, Any], summary: dict[str, Any], plain_s: float, fb_note: str) -> dict[str, Any]:
+    """The capture's summary with the unprofiled step, and a note when the profiler slowed the steps."""
     summary["unprofiled_step_s"] = plain_s
     slow = summary["step_s"] / plain_s if summary.get("step_s") and plain_s > 0 else None
     over = (
@@ -230,21 +288,35 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
         else ""
     )
     summary["note"] = "; ".join(x for x in (summary["note"], fb_note, over) if x)
-    summary |= {
-        "model": p["model"],
-        "mode": mode,
-        "device": dev.name,
-        "batch": p["batch"],
-        "seq": p["seq"],
-        "dtype": p["dtype"],
-        "loss": loss,
-    }
+    return summary
+
+
+_FIELDS = (
+    *SUMMARY_KEYS,
+    "step_s",
+    "ops_s",
+    "steps",
+    "top_kernels",
+    "compiled_regions",
+    "compiled_s",
+    "device_memcpy",
+    "fallback_ops",
+    "activities",
+    "note",
+    "device",
+)
+
+
+def _record(
+    case: Case, ctx: Any, summary: dict[str, Any], trace: Path, fallback_ops: dict[str, int] | None
+) -> CaseResult:
+    """summary.json and the trace as artifacts (copied to --out too); the metrics; the fallback ops as
+    the reason."""
     summary_path = write_json(ctx.artifact("summary.json"), summary)
-    artifacts = {"trace": str(cap.trace_path), "summary": str(summary_path)}
-    if p.get("out"):
-        out_dir = Path(p["out"])
-        artifacts["trace_out"] = str(_copy_out(cap.trace_path, out_dir))
-        artifacts["summary_out"] = str(_copy_out(summary_path, out_dir))
+    artifacts = {"trace": str(trace), "summary": str(summary_path)}
+    if out := case.params.get("out"):
+        artifacts["trace_out"] = str(_copy_out(trace, Path(out)))
+        artifacts["summary_out"] = str(_copy_out(summary_path, Path(out)))
     reason = ""
     if fallback_ops:
         top = sorted(fallback_ops, key=lambda k: (-fallback_ops[k], k))[:3]
@@ -253,24 +325,8 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
     r = CaseResult.for_case(case, Status.PASS, reason, artifacts=artifacts)
     for k in ("step_s", "busy_s", "idle_s", "host_s", "ops_s", "compiled_s", "unprofiled_step_s"):
         r.metric(k, summary[k], "s")
-    r.metric("loss", loss)
-    r.fields = {
-        k: summary[k]
-        for k in (
-            *SUMMARY_KEYS,
-            "step_s",
-            "ops_s",
-            "steps",
-            "top_kernels",
-            "compiled_regions",
-            "compiled_s",
-            "device_memcpy",
-            "fallback_ops",
-            "activities",
-            "note",
-            "device",
-        )
-    }
+    r.metric("loss", summary["loss"])
+    r.fields = {k: summary[k] for k in _FIELDS}
     return r
 
 
@@ -288,11 +344,6 @@ def _bytes(n: float) -> str:
 
 
 def print_profile(r: CaseResult, console: Console) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from bringup.console import clip
-
     f = r.fields
     step = f.get("step_s")
     console.print(
@@ -354,8 +405,6 @@ def print_profile(r: CaseResult, console: Console) -> None:
 
 
 def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
-    from bringup.console import case_table
-
     console.print(case_table("profile", results, ["step_s", "busy_s", "idle_s", "host_s"]))
     for r in results:
         if r.status is Status.PASS and r.fields:

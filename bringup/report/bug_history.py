@@ -15,6 +15,7 @@ from typing import Any
 
 from bringup.outcomes import same_cause
 from bringup.report.history import StoredRun
+from bringup.report.kit import esc, section
 
 PRESENT, FIXED, NOT_RUN, BACK = "present", "fixed", "not run", "back"
 
@@ -94,8 +95,6 @@ def summary(ts: Sequence[Track]) -> str:
 
 
 def section_html(runs: Sequence[StoredRun]) -> str:
-    from bringup.report.kit import esc, section
-
     ts = tracks(runs)
     if not ts:
         return section(

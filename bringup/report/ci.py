@@ -59,57 +59,7 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult], marks: CaseMarks | No
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_time = 0.0
     for suite, rs in by_suite.items():
-        kinds = [junit_kind(r.status, allow) for r in rs]
-        notes: list[str | None] = [None] * len(rs)
-        if marks is not None:
-            kinds, notes = map(
-                list, zip(*(marks.junit(r.case_id, k) for r, k in zip(rs, kinds, strict=True)), strict=True)
-            )
-        unjudged = bool(unjudged_suites(rs))  # all ref_fail: one failing testcase says so (CI reads JUnit)
-        counts = {
-            "tests": len(rs) + unjudged,
-            "failures": kinds.count("failure") + unjudged,
-            "errors": kinds.count("error"),
-            "skipped": kinds.count("skipped"),
-        }
-        t = sum(r.wall_s for r in rs)
-        ts = ET.SubElement(
-            root,
-            "testsuite",
-            name=xml_text(f"bringup.{suite}"),
-            hostname=xml_text(run.host),
-            time=f"{t:.3f}",
-            **{k: str(v) for k, v in counts.items()},  # type: ignore[arg-type]  # **extra: str, not attrib
-        )
-        props = ET.SubElement(ts, "properties")
-        for k, v in (
-            ("run_id", run.run_id),
-            ("device", run.device),
-            ("device_name", run.device_name),
-            ("torch", run.torch_version),
-            ("bringup", run.bringup_version),
-        ):
-            ET.SubElement(props, "property", name=k, value=xml_text(v))
-        for r, kind, note in zip(rs, kinds, notes, strict=True):
-            tc = ET.SubElement(
-                ts, "testcase", classname=xml_text(f"bringup.{suite}"), name=xml_text(r.name), time=f"{r.wall_s:.3f}"
-            )
-            if note and not kind:
-                ET.SubElement(tc, "system-out").text = xml_text(note)
-            if kind:
-                msg = xml_text(f"{r.status.value}: {r.reason}" if r.reason else r.status.value)
-                msg = xml_text(f"{note}; {msg}") if note else msg
-                el = ET.SubElement(tc, kind, message=msg)
-                if kind != "skipped":
-                    el.set("type", r.status.value)
-                    el.text = xml_text(r.error or msg)
-            if r.error and kind == "":
-                ET.SubElement(tc, "system-err").text = xml_text(r.error)
-        if unjudged:
-            tc = ET.SubElement(ts, "testcase", classname=xml_text(f"bringup.{suite}"), name="nothing judged", time="0")
-            msg = unjudged_line([suite])
-            el = ET.SubElement(tc, "failure", message=xml_text(msg), type="nothing_judged")
-            el.text = xml_text(msg)
+        counts, t = _testsuite(root, run, suite, rs, allow, marks)
         for k in totals:
             totals[k] += counts[k]
         total_time += t
@@ -118,6 +68,66 @@ def junit_xml(run: RunInfo, results: Sequence[CaseResult], marks: CaseMarks | No
     root.set("time", f"{total_time:.3f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _testsuite(
+    root: ET.Element, run: RunInfo, suite: str, rs: list[CaseResult], allow: bool, marks: CaseMarks | None
+) -> tuple[dict[str, int], float]:
+    """One suite's <testsuite>: its properties and a <testcase> per case; its counts and time."""
+    kinds = [junit_kind(r.status, allow) for r in rs]
+    notes: list[str | None] = [None] * len(rs)
+    if marks is not None:
+        kinds, notes = map(list, zip(*(marks.junit(r.case_id, k) for r, k in zip(rs, kinds, strict=True)), strict=True))
+    unjudged = bool(unjudged_suites(rs))  # all ref_fail: one failing testcase says so (CI reads JUnit)
+    counts = {
+        "tests": len(rs) + unjudged,
+        "failures": kinds.count("failure") + unjudged,
+        "errors": kinds.count("error"),
+        "skipped": kinds.count("skipped"),
+    }
+    t = sum(r.wall_s for r in rs)
+    ts = ET.SubElement(
+        root,
+        "testsuite",
+        name=xml_text(f"bringup.{suite}"),
+        hostname=xml_text(run.host),
+        time=f"{t:.3f}",
+        **{k: str(v) for k, v in counts.items()},  # type: ignore[arg-type]  # **extra: str, not attrib
+    )
+    props = ET.SubElement(ts, "properties")
+    for k, v in (
+        ("run_id", run.run_id),
+        ("device", run.device),
+        ("device_name", run.device_name),
+        ("torch", run.torch_version),
+        ("bringup", run.bringup_version),
+    ):
+        ET.SubElement(props, "property", name=k, value=xml_text(v))
+    for r, kind, note in zip(rs, kinds, notes, strict=True):
+        _testcase(ts, suite, r, kind, note)
+    if unjudged:
+        tc = ET.SubElement(ts, "testcase", classname=xml_text(f"bringup.{suite}"), name="nothing judged", time="0")
+        msg = unjudged_line([suite])
+        el = ET.SubElement(tc, "failure", message=xml_text(msg), type="nothing_judged")
+        el.text = xml_text(msg)
+    return counts, t
+
+
+def _testcase(ts: ET.Element, suite: str, r: CaseResult, kind: str, note: str | None) -> None:
+    tc = ET.SubElement(
+        ts, "testcase", classname=xml_text(f"bringup.{suite}"), name=xml_text(r.name), time=f"{r.wall_s:.3f}"
+    )
+    if note and not kind:
+        ET.SubElement(tc, "system-out").text = xml_text(note)
+    if kind:
+        msg = xml_text(f"{r.status.value}: {r.reason}" if r.reason else r.status.value)
+        msg = xml_text(f"{note}; {msg}") if note else msg
+        el = ET.SubElement(tc, kind, message=msg)
+        if kind != "skipped":
+            el.set("type", r.status.value)
+            el.text = xml_text(r.error or msg)
+    if r.error and kind == "":
+        ET.SubElement(tc, "system-err").text = xml_text(r.error)
 
 
 def write_junit(

@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bringup.api import suites
 from bringup.case import CaseResult, Status, is_failure
 from bringup.errors import BadInput
 from bringup.metrics import MetricSpec, specs
 from bringup.options import CommandOptions, measured, not_measured
 from bringup.session import CommandSession
-from bringup.store import RunInfo
+from bringup.store import RunInfo, Store
 
 if TYPE_CHECKING:  # rich is imported where it prints: `bringup --help` builds the parser without it
     from rich.console import Console
@@ -229,8 +231,6 @@ def compare(a: Sequence[CaseResult], b: Sequence[CaseResult], fail_on: dict[str,
 
 # ---- the backend scorecard ----------------------------------------------------------------------------
 def _side_rows(run: RunInfo, results: Sequence[CaseResult]) -> list[tuple[str, str]]:
-    from bringup.api import suites
-
     rows = [("device", f"{run.device} ({run.device_name}), torch {run.torch_version}")]
     peaks = run.info.get("peak_flops") or {}
     if peaks:
@@ -270,10 +270,10 @@ def scorecard(
 
 
 def print_scorecard(console: Console, rows: list[dict[str, str | None]]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.markup import escape  # lazy: torch-free --help
+    from rich.table import Table  # lazy: torch-free --help
 
-    from bringup.console import print_wide
+    from bringup.console import print_wide  # lazy: torch-free --help
 
     if len(rows) <= 1:
         return
@@ -292,11 +292,9 @@ def _is_bundle(arg: str) -> bool:
 
 def load_side(arg: str, db: Path) -> tuple[RunInfo, list[CaseResult]]:
     if _is_bundle(arg):
-        from bringup.bundle import load_bundle
+        from bringup.bundle import load_bundle  # lazy: torch-free --help
 
         return load_bundle(arg)
-    from bringup.store import Store
-
     try:
         with Store(db, create=False) as st:
             return st.get_run(arg), st.results(arg)
@@ -314,10 +312,10 @@ def _g(v: float | None) -> str:
 
 
 def print_diffs(console: Console, run_a: RunInfo, run_b: RunInfo, diffs: list[CaseDiff], show_all: bool) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.markup import escape  # lazy: torch-free --help
+    from rich.table import Table  # lazy: torch-free --help
 
-    from bringup.console import print_wide
+    from bringup.console import print_wide  # lazy: torch-free --help
 
     def who(r: RunInfo) -> str:
         return f"{r.run_id} ({r.device} {r.device_name}, torch {r.torch_version}, {r.host})"
@@ -407,9 +405,7 @@ def to_json(
 
 def junit_xml(run_a: RunInfo, run_b: RunInfo, diffs: list[CaseDiff]) -> str:
     """A testcase per compared case; a counted regression is a <failure>."""
-    import xml.etree.ElementTree as ET
-
-    from bringup.report.ci import xml_text as _x
+    from bringup.report.ci import xml_text as _x  # lazy: torch-free --help
 
     root = ET.Element("testsuites", name=_x(f"bringup compare {run_a.run_id} {run_b.run_id}"))
     skipped = sum(d.change in ("missing", "new") and not d.regressions for d in diffs)
@@ -469,7 +465,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(sess: CommandSession) -> int:
-    from bringup.files import atomic_write_text, check_output_path, dumps
+    from bringup.files import atomic_write_text, check_output_path, dumps  # lazy: torch-free --help
 
     args = sess.options.of(CompareOptions)
     fail_on = parse_fail_on(args.fail_on)

@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup.bundle import load_bundle
 from bringup.case import CaseResult, Status
 from bringup.errors import BadInput
 from bringup.metrics import metric_spec
 from bringup.outcomes import outcome_line
 from bringup.report.trend import PASS_RATE, TIMING, Move, Rule, find_moves
-from bringup.store import RunInfo
+from bringup.store import RunInfo, Store
 
 # (catalogued metric, what the page calls it): the case figures drawn across runs
 METRICS: tuple[tuple[str, str], ...] = (
@@ -267,9 +268,6 @@ def is_store(path: Path) -> bool:
 
 def read_sources(paths: Sequence[Path], filters: Filters) -> History:
     """Every finished run in `paths` (stores and bundles) that the filters keep, numbered in start order."""
-    from bringup.bundle import load_bundle
-    from bringup.store import Store
-
     found: list[tuple[str, RunInfo, list[CaseResult], Path | None]] = []
     ids: set[str] = set()
     seen = 0

@@ -89,8 +89,7 @@ def chart(lines: Sequence[Line], title: str, ticks: Sequence[tuple[float, str]],
         ylabel,
         ticks,
         "run (numbered in start order; table below)",
-        y_floor=0.0 if pct else None,
-        y_ceiling=100.0 if pct else None,
+        y_bounds=(0.0, 100.0) if pct else (None, None),
     )
     left = [ln.label for ln in lines if ln not in shown]
     note = (

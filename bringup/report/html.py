@@ -23,9 +23,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from bringup.api import Page, Suite
+from bringup.api import Page, Suite, post_runs
+from bringup.api import suites as registered
 from bringup.case import CaseResult, Status, is_failure
+from bringup.console import unjudged_suites
+from bringup.files import atomic_write_text
 from bringup.outcomes import BY_KEY, outcome, outcome_line
+from bringup.report.contract import contract
 from bringup.report.kit import *  # noqa: F403  (the toolkit, re-exported: `from bringup.report.html import esc` keeps working)
 from bringup.report.kit import (
     STATUS_ORDER,
@@ -114,8 +118,6 @@ def header(run: RunInfo, results: Sequence[CaseResult], allow_unsupported: bool)
     if isinstance(versions, dict) and versions:
         rows.append(("libraries", ", ".join(f"{k} {v}" for k, v in versions.items())))
     kv = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
-    from bringup.console import unjudged_suites
-
     none = unjudged_suites(results)
     head = (
         outcome_line(results)
@@ -170,8 +172,6 @@ def failures_section(results: Sequence[CaseResult], allow_unsupported: bool) -> 
 def _post_run_sections(info: dict[str, Any]) -> list[str]:
     """What post-run steps stored in the run's info, each rendered by its step (through the registry: the
     expectations gate's block, --expect FILE, docs/expect.md)."""
-    from bringup.api import post_runs
-
     return [
         p.section(info[p.info_key])
         for p in post_runs()
@@ -190,9 +190,6 @@ def render(
     """The whole page as a string. Reads nothing but its arguments, the suite registry (`suites`,
     default `bringup.api.suites()`) and the packaged templates (and checks whether artifact files exist
     under `run_dir`, to link them from `out_dir`)."""
-    from bringup.api import suites as registered
-    from bringup.report.contract import contract
-
     summary = summary or {}
     opts = run.info["options"] if isinstance(run.info.get("options"), dict) else {}
     allow = bool(opts.get("allow_unsupported", False))
@@ -205,21 +202,7 @@ def render(
     # others (selftest, a plugin's suite outside `run`) only when they have results.
     shown_suites = [s for s in known if s.run_cases is not None or not s.command or s.name in by_suite]
     others = [s for s in by_suite if s not in {k.name for k in known}]
-    verdicts: list[Verdict] = []
-    sections = []
-    extras: dict[str, Any] = {}
-    for s in shown_suites:
-        rs = by_suite.get(s.name, [])
-        if s.tile is not None:
-            t = s.tile(rs, page)
-            verdicts.append(Verdict(t.area, t.key, t.big, t.detail))
-        else:
-            verdicts.append(verdict(s.name, rs, allow, s.verdict_word))
-        sections.append(suite_section(s, rs, page))
-        if s.page_data is not None:
-            d = s.page_data(rs, page)
-            if d is not None:
-                extras[s.name] = d
+    verdicts, sections, extras = _suite_parts(shown_suites, by_suite, page)
     verdicts += [verdict(s, by_suite[s], allow) for s in others]
     sections = [
         section("verdict", "Verdict by area", tiles(verdicts)),
@@ -244,6 +227,28 @@ def render(
         ]
     )
     return page_html(title, body, travel(run, out_dir, run_dir))
+
+
+def _suite_parts(
+    shown: Sequence[Suite], by_suite: dict[str, list[CaseResult]], page: Page
+) -> tuple[list[Verdict], list[str], dict[str, Any]]:
+    """Each shown suite's verdict tile, its section, and the data it adds to the page's JSON."""
+    verdicts: list[Verdict] = []
+    sections = []
+    extras: dict[str, Any] = {}
+    for s in shown:
+        rs = by_suite.get(s.name, [])
+        if s.tile is not None:
+            t = s.tile(rs, page)
+            verdicts.append(Verdict(t.area, t.key, t.big, t.detail))
+        else:
+            verdicts.append(verdict(s.name, rs, page.allow_unsupported, s.verdict_word))
+        sections.append(suite_section(s, rs, page))
+        if s.page_data is not None:
+            d = s.page_data(rs, page)
+            if d is not None:
+                extras[s.name] = d
+    return verdicts, sections, extras
 
 
 def travel(run: RunInfo, out_dir: Path | None, run_dir: Path | None) -> Portable:
@@ -297,8 +302,6 @@ def default_path(store: Store, run_id: str) -> Path:
 
 def write_report(store: Store, run_id: str, out: str | os.PathLike[str] | None) -> Path:
     """Render run `run_id` from `store` into `out` (default `<db dir>/<run_id>/report.html`), atomically."""
-    from bringup.files import atomic_write_text
-
     run = store.get_run(run_id)
     results = store.results(run_id)
     path = Path(out) if out else default_path(store, run_id)

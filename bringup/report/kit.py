@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bringup.case import CaseResult, Status
+from bringup.files import json_safe
 from bringup.metrics import SECONDS, metric_spec
 from bringup.report import plots
 from bringup.report.plots import esc
@@ -156,8 +157,6 @@ def badge(status: Status | str) -> str:
 
 def json_for_script(data: Any) -> str:
     """JSON that is safe inside <script>: no '<', '>' or '&' can end the element or start a comment."""
-    from bringup.files import json_safe
-
     text = json.dumps(json_safe(data), default=str, allow_nan=False, separators=(",", ":"))
     return (
         text.replace("<", "\\u003c")

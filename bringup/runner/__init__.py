@@ -15,7 +15,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bringup.case import Case, CaseResult
 from bringup.console import make_console, progress_line
 from bringup.errors import BadInput
+from bringup.runner.local import LocalExecutor
 from bringup.runner.process import WorkerSpec
+from bringup.runner.ray import RayExecutor
 from bringup.store import Store
 
 
@@ -35,15 +37,11 @@ class Executor(Protocol):
 
 def make_executor(name: str, spec: WorkerSpec, workers: int, ray_address: str | None = None) -> Executor:
     if name == "local":
-        from bringup.runner.local import LocalExecutor
-
         if ray_address:
             raise BadInput("--ray-address needs --executor ray")
 
         return LocalExecutor(spec, workers)
     if name == "ray":
-        from bringup.runner.ray import RayExecutor
-
         return RayExecutor(spec, workers, address=ray_address)
     raise BadInput(f"unknown executor {name!r}; use local or ray")
 

@@ -22,7 +22,9 @@ What bringup does about it (docs/reliability.md, "Compile caches after a kill"):
 from __future__ import annotations
 
 import errno
+import getpass
 import os
+import re
 import struct
 import tempfile
 import time
@@ -105,9 +107,6 @@ def _temp_root(env: Mapping[str, str]) -> str:
 
 
 def _user() -> str:
-    import getpass
-    import re
-
     try:
         name = getpass.getuser()
     except (KeyError, ModuleNotFoundError, OSError):
@@ -150,7 +149,7 @@ def _lock_files(path: Path) -> list[Path]:
 def lock_state(path: Path) -> str | None:
     """ "held" (a live process is building `path`), "free", or None (no lock file, or no flock here)."""
     try:
-        import fcntl
+        import fcntl  # lazy: optional
     except ImportError:  # Windows: the age rule decides
         return None
     for lock in _lock_files(path):

@@ -100,7 +100,7 @@ class LocalExecutor:
                         worker.close()
                         worker = None
                 except Exception as e:  # the driver never dies because a case did
-                    import traceback
+                    import traceback  # lazy: optional
 
                     result = CaseResult.for_case(case, Status.ERROR, f"executor: {e}", error=traceback.format_exc())
                     if worker is not None:  # its protocol state is unknown now: never reuse it

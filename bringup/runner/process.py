@@ -158,7 +158,7 @@ class WorkerProcess:
 
     def rss_bytes(self) -> int:
         try:
-            import psutil
+            import psutil  # lazy: optional
 
             p = psutil.Process(self.proc.pid)
             procs = [p, *p.children(recursive=True)]
@@ -268,27 +268,29 @@ class WorkerProcess:
         except (BrokenPipeError, OSError):
             r = CaseResult.for_case(case, Status.CRASH, self.death_reason(), error=self.log_tail())
             return r, False
+        return self._await_result(case, t0)
 
+    def _rss_over_cap(self) -> str | None:
+        """Why the worker is over --max-rss-gb (None: under it, or no cap)."""
+        cap = self.spec.max_rss_gb
+        if cap is None:
+            return None
+        rss = self.rss_bytes()
+        if rss > cap * 1e9:
+            return f"worker RSS {rss / 1e9:.2f} GB exceeded --max-rss-gb {cap:g}"
+        return None
+
+    def _await_result(self, case: Case, t0: float) -> tuple[CaseResult, bool]:
+        """Read the worker's messages until its result, under the case's budget and the budget of the
+        phase it says it is in (compile, ...); a death, the memory cap or a budget ends the case."""
         case_deadline = t0 + case.budget_s
         phase: str | None = None
         phase_deadline = case_deadline
-        cap = self.spec.max_rss_gb
-
-        def poll() -> str | None:
-            if cap is None:
-                return None
-            rss = self.rss_bytes()
-            if rss > cap * 1e9:
-                return f"worker RSS {rss / 1e9:.2f} GB exceeded --max-rss-gb {cap:g}"
-            return None
-
         while True:
-            deadline = min(case_deadline, phase_deadline)
             try:
-                m = self._read_msg(deadline, poll)
+                m = self._read_msg(min(case_deadline, phase_deadline), self._rss_over_cap)
             except WorkerDied:
-                reason = self.death_reason()
-                r = CaseResult.for_case(case, Status.CRASH, reason, error=self.log_tail())
+                r = CaseResult.for_case(case, Status.CRASH, self.death_reason(), error=self.log_tail())
                 r.wall_s = time.monotonic() - t0
                 return self.swept(r), False
             except MemoryCapExceeded as e:
@@ -297,24 +299,26 @@ class WorkerProcess:
                 r.wall_s = time.monotonic() - t0
                 return self.swept(r), False
             if m is None:  # a budget ran out
-                self.kill()
-                elapsed = time.monotonic() - t0
-                if phase is not None and phase_deadline <= case_deadline:
-                    why = f"budget: {phase} exceeded its budget ({elapsed:.1f} s into the case)"
-                else:
-                    why = f"budget: case exceeded {case.budget_s:g} s"
-                r = CaseResult.for_case(case, Status.BUDGET, why, error=self.log_tail())
-                r.wall_s = elapsed
-                r.fields["budget_phase"] = phase or "case"
-                return self.swept(r), False
+                return self._over_budget(case, t0, phase, phase is not None and phase_deadline <= case_deadline)
             kind = m.get("type")
             if kind == "phase":
                 phase = m.get("name")
                 b = m.get("budget_s")
                 phase_deadline = time.monotonic() + float(b) if (phase and b) else case_deadline
             elif kind == "result":
-                r = CaseResult.from_json(m["result"])
-                return r, True
+                return CaseResult.from_json(m["result"]), True
+
+    def _over_budget(self, case: Case, t0: float, phase: str | None, phase_ran_out: bool) -> tuple[CaseResult, bool]:
+        self.kill()
+        elapsed = time.monotonic() - t0
+        if phase_ran_out:
+            why = f"budget: {phase} exceeded its budget ({elapsed:.1f} s into the case)"
+        else:
+            why = f"budget: case exceeded {case.budget_s:g} s"
+        r = CaseResult.for_case(case, Status.BUDGET, why, error=self.log_tail())
+        r.wall_s = elapsed
+        r.fields["budget_phase"] = phase or "case"
+        return self.swept(r), False
 
 
 class StartupFailed(Exception):

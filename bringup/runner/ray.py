@@ -35,6 +35,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from bringup.case import Case, CaseResult, Status
 from bringup.errors import BadInput
 from bringup.runner.process import STARTUP_TIMEOUT_S, WorkerProcess, WorkerSpec, run_isolated, settle
@@ -126,8 +128,6 @@ def _cpus() -> int:
 
 
 def _device_count(dev_type: str) -> int:
-    import torch
-
     try:
         return int(torch.get_device_module(dev_type).device_count())
     except Exception:
@@ -160,7 +160,7 @@ class RayExecutor:
 
     # ---- Ray life cycle ------------------------------------------------------------------------
     def _connect(self) -> None:
-        import ray
+        import ray  # lazy: slow ray import, only with --runner ray
 
         if ray.is_initialized():  # embedded in a program that manages Ray itself: leave it be
             self._options = self._slot_options(ray)
@@ -221,14 +221,14 @@ class RayExecutor:
         return opts
 
     def _new_actor(self, slot: int) -> Any:
-        import ray
+        import ray  # lazy: slow ray import, only with --runner ray
 
         actor = ray.remote(CaseSlot).options(**self._options).remote(self.spec, slot)
         self._actors[slot] = actor
         return actor
 
     def _drop_actor(self, slot: int) -> None:
-        import ray
+        import ray  # lazy: slow ray import, only with --runner ray
 
         actor = self._actors.pop(slot, None)
         if actor is not None:
@@ -239,7 +239,7 @@ class RayExecutor:
 
     def shutdown(self) -> None:
         """Kill every actor (their worker processes follow them), and stop Ray if we started it."""
-        import ray
+        import ray  # lazy: slow ray import, only with --runner ray
 
         for slot in list(self._actors):
             self._drop_actor(slot)
@@ -256,7 +256,7 @@ class RayExecutor:
         on_start: Callable[[Case], None] | None = None,
     ) -> None:
         """Run every case; `on_result` is called in THIS thread (the one that owns the store)."""
-        import ray
+        import ray  # lazy: slow ray import, only with --runner ray
 
         if not ray.is_initialized():
             self._connect()
@@ -306,8 +306,8 @@ class RayExecutor:
     def _collect(self, ref: Any, task: _Task) -> CaseResult:
         """The task's result, or the status of its failure. A lost worker also costs the slot its
         actor (a fresh one replaces it)."""
-        import ray
-        from ray import exceptions as rx
+        import ray  # lazy: slow ray import, only with --runner ray
+        from ray import exceptions as rx  # lazy: slow ray import, only with --runner ray
 
         try:
             return CaseResult.from_json(ray.get(ref))

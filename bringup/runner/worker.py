@@ -27,6 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import is_oom as oom
+from bringup.checks.errors import is_unsupported
+from bringup.runner.compile_cache import cache_roots, sweep_quietly
+from bringup.runner.fallback_policy import counter_delta
 
 if TYPE_CHECKING:
     from bringup.device import Device
@@ -81,16 +85,12 @@ class WorkerContext:
 
 
 def is_oom(exc: BaseException) -> bool:
-    from bringup.checks.errors import is_oom as oom
-
     return oom(exc)
 
 
 def is_not_implemented(exc: BaseException) -> bool:
     """The device/backend said "not implemented / not supported here" (NotImplementedError anywhere in
     the cause chain, or such a message): the one classifier, bringup.checks.errors.is_unsupported."""
-    from bringup.checks.errors import is_unsupported
-
     return is_unsupported(exc)
 
 
@@ -107,8 +107,6 @@ def run_one(case: Case, ctx: WorkerContext) -> CaseResult:
     """Call the case's entry; our own exceptions become `error` with the traceback kept. Where the backend
     counts its CPU fallbacks, what it counted over the case is kept as `backend_fallback_ops` (what
     `--fallback error` judges, bringup/runner/fallback_policy.py)."""
-    from bringup.runner.fallback_policy import counter_delta
-
     t0 = time.perf_counter()
     before = _backend_fallbacks(ctx)
     try:
@@ -136,8 +134,6 @@ def run_one(case: Case, ctx: WorkerContext) -> CaseResult:
 def check_compile_caches() -> None:
     """Before the first case: set aside what a killed worker (of this run, an earlier one, another program) left
     damaged in the compile caches this worker will use (bringup/runner/compile_cache.py); said in the log."""
-    from bringup.runner.compile_cache import cache_roots, sweep_quietly
-
     rep = sweep_quietly(cache_roots(os.environ))
     if rep is not None and (rep.quarantined or any(why != "being written" for _, why in rep.unsettled)):
         print(f"=== {rep.line()}", flush=True)
@@ -183,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         import_plugins(args.imports)
-        from bringup.device import resolve_device
+        from bringup.device import resolve_device  # lazy: optional
 
         device = resolve_device(args.device)
         device.adapter.start()

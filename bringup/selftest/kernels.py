@@ -21,14 +21,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+from filelock import FileLock
+
 from bringup.case import Case, CaseResult, Status
+from bringup.checks.errors import classify, first_line
 
 _SOURCE = "int selftest_kernel(void) { return 42; }\n"
 
 
 def library_path(tag: str) -> tuple[Path, Path]:
     """(the library, its build lock) in the inductor cache dir this process would use."""
-    from torch._inductor.runtime.cache_dir_utils import cache_dir  # inductor's own rule
+    # inductor's own rule for the cache dir
+    from torch._inductor.runtime.cache_dir_utils import cache_dir  # lazy: private torch API
 
     root = Path(cache_dir())
     key = "cselftest" + hashlib.sha256(tag.encode()).hexdigest()[:24]
@@ -58,8 +63,6 @@ def build_in_place(path: Path, seconds: float) -> None:
 
 
 def build_item(case: Case, seconds: float) -> CaseResult:
-    from filelock import FileLock  # what inductor's own lock is (torch.utils._filelock)
-
     path, lock = library_path(str(case.params.get("tag", "")))
     lock.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(lock)):
@@ -77,10 +80,6 @@ def build_item(case: Case, seconds: float) -> CaseResult:
 
 
 def inductor_item(case: Case, ctx: Any) -> CaseResult:
-    import torch
-
-    from bringup.checks.errors import classify, first_line
-
     torch._dynamo.reset()
     x = torch.linspace(-2.0, 2.0, 67, device=ctx.device.torch_device)
 
@@ -90,7 +89,7 @@ def inductor_item(case: Case, ctx: Any) -> CaseResult:
     try:
         got = torch.compile(fn, backend="inductor")(x)
     except Exception as e:
-        import traceback
+        import traceback  # lazy: optional
 
         return CaseResult.for_case(case, classify(e, compiling=True), first_line(e), error=traceback.format_exc())
     err = float((got.double() - fn(x.double())).abs().max())

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from bringup.api import register_capability
 from bringup.case import Case, CaseResult, Status
+from bringup.console import case_table
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.options import Options
 from bringup.selftest import args as face  # the torch-free face (cli)
 from bringup.selftest.args import SelftestOptions
+from bringup.selftest.kernels import build_item, inductor_item
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -105,12 +107,8 @@ def run_item(case: Case, ctx: Any) -> CaseResult:
         if n % 2:
             return CaseResult.for_case(case, Status.FAIL_NUMERIC, f"selftest: flip {n + 1} failed on purpose")
     elif op == "build":  # a kernel library built in place into the compile cache, then loaded (kernels.py)
-        from bringup.selftest.kernels import build_item
-
         return build_item(case, float(arg if arg is not None else 1.0))
     elif op == "inductor":  # a real torch.compile through the compile cache
-        from bringup.selftest.kernels import inductor_item
-
         return inductor_item(case, ctx)
     elif op == "print":
         print('selftest: noise on stdout {"type": "result"}', flush=True)
@@ -120,8 +118,6 @@ def run_item(case: Case, ctx: Any) -> CaseResult:
 
 
 def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
-    from bringup.console import case_table
-
     console.print(case_table("selftest", results, []))
     return {}
 

@@ -21,9 +21,12 @@ import torch
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
+from bringup.checks.module_check import ModuleCheck
 from bringup.checks.parity import parity
+from bringup.console import case_table
 from bringup.device import Device, dtype_name, parse_dtype
 from bringup.options import Options
+from bringup.precision import PRECISIONS
 from bringup.smoke import args as face  # the torch-free face (cli)
 from bringup.smoke.args import DEFAULT_BUDGET_S, SmokeOptions
 
@@ -102,9 +105,6 @@ def run_mlp(case: Case, ctx: Any) -> CaseResult:
     checks: list[Any] = []
 
     def module_check(model: torch.nn.Module) -> Any:
-        from bringup.checks.module_check import ModuleCheck
-        from bringup.precision import PRECISIONS
-
         prec = next(p for p in PRECISIONS.values() if not p.mixed and p.param_dtype == dtype)
         checks.append(ModuleCheck(model, prec, ctx.device.torch_device))
         return checks[-1]
@@ -130,8 +130,6 @@ def run_mlp(case: Case, ctx: Any) -> CaseResult:
 
 
 def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
-    from bringup.console import case_table
-
     console.print(case_table("smoke", results, ["max_rel_err"]))
     return {}
 

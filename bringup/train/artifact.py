@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib
+import inspect
 import io
 import json
 import platform
@@ -50,7 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from bringup.errors import BadInput
+from bringup.files import atomic_write_bytes
 
 MAGIC = b"BRINGUP-CACHE-ARTIFACT v2\n"
 OLD_MAGICS = (b"BRINGUP-CACHE-ARTIFACT v1\n",)
@@ -74,8 +79,6 @@ class Artifact:
 
 
 def header_for(spec: Any, device_type: str, kind: str) -> dict[str, Any]:
-    import torch
-
     return {
         "kind": kind,
         "torch": torch.__version__,
@@ -108,8 +111,6 @@ def encode(
 def write(
     path: Path, header: dict[str, Any], payload: bytes, kernels: bytes = b"", kernel_info: dict[str, Any] | None = None
 ) -> None:
-    from bringup.files import atomic_write_bytes
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, encode(header, payload, kernels, kernel_info))
@@ -184,11 +185,6 @@ def source_mismatch(sources: dict[str, str] | None) -> str:
     else which changed. An AOT function keeps no guard on code (train/modes.py: portable_guards), so a
     changed model file would silently run the code it was compiled from; a mega-cache needs no such check
     (dynamo traces again and its graphs are looked up by what it traced)."""
-    import importlib
-    import inspect
-
-    import bringup.models  # noqa: F401  (the torchvision shim before transformers' modules import)
-
     diffs = []
     for name, digest in sorted((sources or {}).items()):
         try:
@@ -244,10 +240,8 @@ def fits_code(art: Artifact, path: str | Path) -> Artifact:
 def kernel_stack() -> dict[str, Any]:
     """What compiled C++ kernels depend on, cheap to ask (no compile): the machine, ATen's cpu capability
     (the vector ISA class) and the C++ compiler inductor calls (its `-v` output)."""
-    import torch
-
     try:
-        from torch._inductor.cpp_builder import get_compiler_version_info, get_cpp_compiler
+        from torch._inductor.cpp_builder import get_compiler_version_info, get_cpp_compiler  # lazy: optional
 
         compiler = get_compiler_version_info(get_cpp_compiler())
     except Exception as e:  # no compiler (or a torch without these helpers): nothing to compare it with
@@ -264,8 +258,8 @@ def kernel_stack() -> dict[str, Any]:
 def kernel_dirs() -> dict[str, Path]:
     """Where this process's inductor looks for compiled kernels and precompiled headers (no "headers" on a
     torch whose inductor keeps none: `codecache._HEADER_DIR` is torch >= 2.8)."""
-    from torch._inductor import codecache
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    from torch._inductor import codecache  # lazy: private torch API, loaded only when used
+    from torch._inductor.runtime.cache_dir_utils import cache_dir  # lazy: private torch API, loaded only when used
 
     dirs = {"inductor": Path(cache_dir())}
     header_dir = getattr(codecache, "_HEADER_DIR", None)
@@ -308,7 +302,7 @@ def pack_kernels() -> tuple[bytes, dict[str, Any]]:
 def picked_vec_isa() -> str:
     """The vector ISA inductor picked (and proved, by building and loading test programs) in this process:
     the compile flags of every cpu kernel it built ('' when it has none)."""
-    from torch._inductor import cpu_vec_isa
+    from torch._inductor import cpu_vec_isa  # lazy: private torch API, loaded only when used
 
     return str(cpu_vec_isa.pick_vec_isa())
 
@@ -325,7 +319,7 @@ def adopt_vec_isa(name: str) -> bool:
     once: inductor's config is part of its FX graph cache key, so leaving it on made every graph of the
     mega-cache miss (measured). Kept only when the pick from that list is the maker's (else the kernels'
     flags would differ), otherwise the list is dropped and inductor proves its own. True when adopted."""
-    from torch._inductor import config, cpu_vec_isa
+    from torch._inductor import config, cpu_vec_isa  # lazy: private torch API, loaded only when used
 
     if not name or config.cpp.vec_isa_ok is not None:  # none recorded, or the user decided already
         return False
@@ -389,16 +383,12 @@ def unpack_kernels_meanwhile(section: bytes, where: str = "cache artifact") -> F
 # ---- the payloads (in the worker) ---------------------------------------------------------------
 def mega_cache_bytes() -> bytes | None:
     """Everything this process compiled, as torch's mega-cache blob (None: nothing was cached)."""
-    import torch
-
     got = torch.compiler.save_cache_artifacts()
     return got[0] if got else None
 
 
 def load_mega_cache(payload: bytes) -> dict[str, int]:
     """Hot-load a mega-cache blob into the (empty) cache dirs: {cache layer: entries loaded}."""
-    import torch
-
     info = torch.compiler.load_cache_artifacts(payload)
     arts = getattr(info, "artifacts", {}) if info is not None else {}
     return {str(k): len(v) for k, v in arts.items()}

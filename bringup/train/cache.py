@@ -28,17 +28,21 @@ made by a priming child in a directory of its own (`-primed-artifact/`), not tim
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import shutil
 import tempfile
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bringup.device import resolve_device
 from bringup.errors import BadInput
-from bringup.train import artifact
+from bringup.train import artifact, loop
+from bringup.train.distributed import launch
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, TrainSpec
 
 if TYPE_CHECKING:
@@ -148,8 +152,6 @@ def load(spec: TrainSpec, path: Path, device_type: str) -> tuple[dict[str, Any],
     """Load an artifact into this (fresh) process: (mode_kw for loop.train, what was loaded: kind, seconds,
     entries per cache layer). The mega-cache goes into the active (empty) cache dirs now; an AOT function
     is handed to the aot mode, which loads it when the model is prepared (timed in apply_mode_s)."""
-    import time
-
     t = time.perf_counter()  # the job pays for reading and checking the file too
     art = artifact.read(path)
     head = artifact.fits_stack(art, path, spec, device_type).header  # kernels for another machine: not unpacked
@@ -216,11 +218,6 @@ def fresh(spec: TrainSpec, run_dir: Path, device: Device | None = None) -> Cache
 def _prime_child(
     params: dict[str, Any], device_name: str, imports: list[str], err_path: str, save_to: str = ""
 ) -> None:
-    import importlib
-
-    from bringup.device import resolve_device
-    from bringup.train import loop
-
     try:
         for m in imports:
             importlib.import_module(m)
@@ -245,9 +242,6 @@ def prime(
     prime_spec = spec.with_(steps=1, warmup=0, cache=CACHE_COLD, artifact="", save_artifact="")
     workdir.mkdir(parents=True, exist_ok=True)
     if spec.nproc > 1:
-        from bringup.device import resolve_device
-        from bringup.train.distributed import launch
-
         try:
             launch(prime_spec, resolve_device(device_name), imports, workdir / "prime")
         except Exception as e:

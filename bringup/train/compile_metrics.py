@@ -18,7 +18,7 @@ from typing import Any
 
 def snapshot() -> dict[str, Any]:
     """The process's compile metrics so far (cumulative)."""
-    from torch._dynamo.utils import counters, get_compilation_metrics
+    from torch._dynamo.utils import counters, get_compilation_metrics  # lazy: private torch API, loaded only when used
 
     metrics = get_compilation_metrics()
     times = times_now()
@@ -58,7 +58,10 @@ CACHE_COUNTERS: dict[str, tuple[str, str]] = {
 
 def times_now() -> dict[str, float]:
     """Dynamo's cumulative seconds per phase, and the AOT_EVENTS' (each summed over its calls)."""
-    from torch._dynamo.utils import calculate_time_spent, compilation_time_metrics
+    from torch._dynamo.utils import (  # lazy: private torch API, loaded only when used
+        calculate_time_spent,
+        compilation_time_metrics,
+    )
 
     times = {k: round(float(v), 4) for k, v in calculate_time_spent().items()}
     for k in AOT_EVENTS:

@@ -12,6 +12,7 @@ report what failed and how, not just "a child died".
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import threading
@@ -22,9 +23,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import torch
+import torch.distributed as dist
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
 from bringup.case import Status
+from bringup.checks.errors import classify, first_line
 from bringup.device import Device
 from bringup.device.dist import backend_for
+from bringup.train import loop
 from bringup.train.loop import StageError, TrainOutcome
 from bringup.train.spec import TrainSpec
 
@@ -40,8 +47,6 @@ class RankError(Exception):
 
 
 def _set_device(device: Device) -> None:
-    import torch
-
     if device.is_cpu or device.index is None:
         return
     if device.is_accelerator:
@@ -54,12 +59,6 @@ def _set_device(device: Device) -> None:
 
 def rank_main(params: dict[str, Any], device_type: str, imports: list[str], workdir: str) -> dict[str, Any] | None:
     """One rank (runs in a process spawned by the elastic agent)."""
-    import importlib
-
-    import torch.distributed as dist
-
-    from bringup.checks.errors import classify, first_line
-    from bringup.train import loop
 
     for m in imports:
         importlib.import_module(m)
@@ -93,8 +92,6 @@ def launch(
     first_step: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> TrainOutcome:
     """Run spec on spec.nproc local ranks; `first_step` wraps the wait for rank 0's first step."""
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
     if not device.is_cpu and spec.nproc > device.count():
         raise StageError("build", RuntimeError(f"--nproc {spec.nproc}: only {device.count()} {device.type} device(s)"))
     workdir.mkdir(parents=True, exist_ok=True)

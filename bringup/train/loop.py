@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
 
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.models import lm
-from bringup.precision import parse_precision
-from bringup.train import compile_metrics
+from bringup.precision import Precision, parse_precision
+from bringup.train import compile_metrics, modes
 from bringup.train.spec import TrainSpec
 
 DATA_SEED = 1234  # synthetic data seed (rank r uses DATA_SEED + r)
@@ -83,9 +86,6 @@ class TrainOutcome:
 
 def shard(model: torch.nn.Module, device: Device, world: int) -> torch.nn.Module:
     """FSDP2 as TorchTitan applies it: fully_shard each transformer block, then the root."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
     mesh = init_device_mesh(device.type, (world,))
     for block in lm.decoder_layers(model):
         fully_shard(block, mesh=mesh)
@@ -99,8 +99,6 @@ def prepare(
     """Apply the mode (and FSDP2 when world > 1). Regional: blocks compiled first, then sharded (as
     TorchTitan does); full compile: shard first, then compile the sharded model. nested / aot
     (train/modes.py): one rank only (the suite refuses them with --nproc); `mode_kw` goes to AOTModel."""
-    from bringup.train import modes
-
     dyn = spec.compile_dynamic
     if spec.mode == "nested":
         return modes.nested_regions(model, spec.backend, dyn)
@@ -117,6 +115,35 @@ def _stage(name: str) -> Callable[[BaseException], StageError]:
     return lambda e: StageError(name, e)
 
 
+@dataclass
+class _Built:
+    """The case built on the device: model (mode applied), optimizer, precision, batches, counts."""
+
+    model: torch.nn.Module
+    opt: torch.optim.Optimizer
+    prec: Precision
+    scaler: Any
+    batches: list[torch.Tensor]
+    params: int
+    flops: int | None
+    flops_at: dict[int, int]
+    setup_s: float
+    apply_mode_s: float
+
+    def step(self, model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor) -> torch.Tensor:
+        return lm.train_step(model, opt, tokens, self.prec, self.scaler)
+
+
+@dataclass
+class _Steps:
+    """What the timed steps left: per-step losses and times, step 1's compile metrics, per-step compile s."""
+
+    losses: list[torch.Tensor]
+    times: list[float]
+    first: dict[str, Any]
+    compiled: list[float]
+
+
 def train(
     spec: TrainSpec,
     device: Device,
@@ -129,6 +156,41 @@ def train(
     mode_kw: dict[str, Any] | None = None,
 ) -> TrainOutcome:
     """Run spec.steps optimizer steps. Raises StageError naming the stage that failed."""
+    b = _build(spec, device, rank, world, mode_kw)
+    st = _steps(spec, device, b, first_step, after_first)
+    peak = device.peak_memory()
+    memory_gap = device.memory_gap() if peak is None else None
+    final = compile_metrics.snapshot()
+    # This rank's own step-1 work: its compile seconds (the step's wall time is the same on every rank:
+    # the collectives make the others wait for the slowest), or step 1 itself in eager.
+    own_first = compile_metrics.breakdown(st.first["times"])["total_s"] if spec.compiled else st.times[0]
+    fallback_ops, notes, host_reads = None, [], None
+    if check_fallbacks and not device.is_cpu:
+        fallback_ops, note, host_reads = _fallbacks(b.model, b.opt, b.batches[-1], device, b.step)
+        notes += [note] if note else []
+    losses, step_s, rank_first, peak = _over_ranks(st, device, rank, world, own_first, peak)
+    return TrainOutcome(
+        losses=losses,
+        step_s=step_s,
+        setup_s=b.setup_s,
+        params=b.params,
+        flops_per_token=b.flops,
+        peak_mem_bytes=peak,
+        first=st.first,
+        final=final,
+        fallback_ops=fallback_ops,
+        host_reads=host_reads,
+        notes=notes,
+        rank_first_s=rank_first,
+        compiled_s=st.compiled,
+        flops_per_token_at=b.flops_at,
+        phases={"build_s": b.setup_s - b.apply_mode_s, "apply_mode_s": b.apply_mode_s},
+        memory_gap=memory_gap,
+    )
+
+
+def _build(spec: TrainSpec, device: Device, rank: int, world: int, mode_kw: dict[str, Any] | None) -> _Built:
+    """Model, mode, optimizer and this rank's batches on the device (the `build` stage)."""
     t0 = time.perf_counter()
     prec = parse_precision(spec.dtype)  # amp-*: fp32 params (and AdamW state), autocast compute
     try:
@@ -159,17 +221,28 @@ def train(
     except Exception as e:
         raise StageError("build", e) from e
     setup_s = time.perf_counter() - t0
+    return _Built(model, opt, prec, scaler, batches, params, flops, flops_at, setup_s, apply_mode_s)
 
+
+def _steps(
+    spec: TrainSpec,
+    device: Device,
+    b: _Built,
+    first_step: Callable[[], contextlib.AbstractContextManager[Any]],
+    after_first: Callable[[], None] | None,
+) -> _Steps:
+    """Step 1 on the wall clock (it holds the compile: the `first_step` stage), then the steady steps
+    on the device's timer (the `steps` stage). Each timed step hands its loss and the model its
+    optimizer updated to the timer, which has the device compute them before the clock stops (a lazy
+    device runs nothing nobody holds)."""
     losses: list[torch.Tensor] = []
     times: list[float] = []
-    # Each timed step hands its loss and the model its optimizer updated to the timer, which has the
-    # device compute them before the clock stops (a lazy device runs nothing nobody holds).
     try:
         with first_step():
             wall = device.timer(wall=True)
             wall.start()
-            losses.append(lm.train_step(model, opt, batches[0], prec, scaler))
-            times.append(wall.stop(losses[-1], model, opt))
+            losses.append(b.step(b.model, b.opt, b.batches[0]))
+            times.append(wall.stop(losses[-1], b.model, b.opt))
     except Exception as e:
         raise StageError("first_step", e) from e
     first = compile_metrics.snapshot()
@@ -179,10 +252,10 @@ def train(
         after_first()
     timer = device.timer()
     try:
-        for tokens in batches[1:]:
+        for tokens in b.batches[1:]:
             timer.start()
-            losses.append(lm.train_step(model, opt, tokens, prec, scaler))
-            times.append(timer.stop(losses[-1], model, opt))
+            losses.append(b.step(b.model, b.opt, tokens))
+            times.append(timer.stop(losses[-1], b.model, b.opt))
             if spec.compiled:  # outside the timed step: what this step spent compiling (a recompile)
                 # the difference of two running totals, rounded as they are: a difference against a
                 # sum of rounded parts leaves a float's last bit (5e-17 s), which read as a recompile
@@ -191,23 +264,18 @@ def train(
                 compiled_so_far = now
     except Exception as e:
         raise StageError("steps", e) from e
-    peak = device.peak_memory()
-    memory_gap = device.memory_gap() if peak is None else None
-    final = compile_metrics.snapshot()
-    # This rank's own step-1 work: its compile seconds (the step's wall time is the same on every rank:
-    # the collectives make the others wait for the slowest), or step 1 itself in eager.
-    own_first = compile_metrics.breakdown(first["times"])["total_s"] if spec.compiled else times[0]
-    rank_first = [own_first]
-    fallback_ops, notes, host_reads = None, [], None
-    if check_fallbacks and not device.is_cpu:
-        step = lambda m, o, t: lm.train_step(m, o, t, prec, scaler)
-        fallback_ops, note, host_reads = _fallbacks(model, opt, batches[-1], device, step)
-        notes += [note] if note else []
-    loss_t = torch.stack(losses).float()
-    step_t = torch.tensor(times, dtype=torch.float64)
-    if world > 1:  # mean loss over ranks; a step takes as long as its slowest rank
-        import torch.distributed as dist
+    return _Steps(losses, times, first, compiled)
 
+
+def _over_ranks(
+    st: _Steps, device: Device, rank: int, world: int, own_first: float, peak: int | None
+) -> tuple[list[float], list[float], list[float], int | None]:
+    """Losses, step times, each rank's step-1 work and the peak memory, over all ranks: the mean loss;
+    a step takes as long as its slowest rank; the largest peak."""
+    loss_t = torch.stack(st.losses).float()
+    step_t = torch.tensor(st.times, dtype=torch.float64)
+    rank_first = [own_first]
+    if world > 1:
         loss_t = loss_t.to(device.torch_device)
         dist.all_reduce(loss_t)
         loss_t /= world
@@ -220,24 +288,7 @@ def train(
         mem = torch.tensor([peak or 0], dtype=torch.float64, device=step_t.device)
         dist.all_reduce(mem, op=dist.ReduceOp.MAX)
         peak = int(mem.item()) or peak
-    return TrainOutcome(
-        losses=[float(x) for x in loss_t.cpu()],
-        step_s=[float(x) for x in step_t.cpu()],
-        setup_s=setup_s,
-        params=params,
-        flops_per_token=flops,
-        peak_mem_bytes=peak,
-        first=first,
-        final=final,
-        fallback_ops=fallback_ops,
-        host_reads=host_reads,
-        notes=notes,
-        rank_first_s=rank_first,
-        compiled_s=compiled,
-        flops_per_token_at=flops_at,
-        phases={"build_s": setup_s - apply_mode_s, "apply_mode_s": apply_mode_s},
-        memory_gap=memory_gap,
-    )
+    return [float(x) for x in loss_t.cpu()], [float(x) for x in step_t.cpu()], rank_first, peak
 
 
 def _fallbacks(
@@ -251,7 +302,7 @@ def _fallbacks(
     a note, {op: calls} of the step's own host reads). The window holds the model's step and nothing of
     the harness: the loss is read (and the device drained) after it closes."""
     try:
-        from bringup.checks.fallbacks import FallbackDetector
+        from bringup.checks.fallbacks import FallbackDetector  # lazy: optional
     except ImportError as e:
         return None, f"fallbacks not checked: {e}", None
     try:

@@ -3,6 +3,9 @@ regions and ahead-of-time compile."""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,13 +13,12 @@ from typing import Any
 import torch
 
 from bringup.compat import name_kernel_funcs
+from bringup.models.lm import decoder_layers
 
 
 def nested_regions(model: torch.nn.Module, backend: str, dynamic: bool | None = None) -> torch.nn.Module:
     """Each decoder block's class gets a subclass whose forward is a nested compile region (one per
     class, shared by every block of it), then the whole model is compiled."""
-    from bringup.models.lm import decoder_layers
-
     made: dict[type, type] = {}
     for block in decoder_layers(model):
         cls = type(block)
@@ -60,8 +62,6 @@ class AOTModel(torch.nn.Module):
         self.on_compiled = on_compiled
         self.fn: Any = None
         if load is not None:
-            import io
-
             name_kernel_funcs()  # the names the saved graphs and guards use for the model's classes (compat.py)
             self.fn = torch.compiler.load_compiled_function(io.BytesIO(load), f_globals=globals())
 
@@ -110,7 +110,7 @@ def portable_guards(entries: Sequence[Any]) -> list[bool]:
     `PackageError: ID_MATCH guard cannot be serialized` on every HF model (torch 2.13, measured). What
     those guards protected (the traced code is the code that runs) is checked when the file is loaded
     instead, by the checksums of the traced modules' source (`traced_sources`, train/artifact.py)."""
-    from torch._dynamo.guards import CheckFunctionManager
+    from torch._dynamo.guards import CheckFunctionManager  # lazy: private torch API, loaded only when used
 
     bad = set(CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES)
     return [not (g.is_global or g.guard_type in bad or bad & set(g.derived_guard_types or ())) for g in entries]
@@ -118,8 +118,6 @@ def portable_guards(entries: Sequence[Any]) -> list[bool]:
 
 def traced_sources(fn: Any) -> dict[str, str]:
     """{module: sha256 of its source} for every module whose code the AOT-compiled function traced."""
-    import hashlib
-
     info = fn.source_info()
     return {
         s.module: hashlib.sha256(s.content.encode()).hexdigest()
@@ -128,8 +126,6 @@ def traced_sources(fn: Any) -> dict[str, str]:
 
 
 def aot_bytes(fn: Any) -> bytes:
-    import tempfile
-
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "fn.bin"
         fn.save_compiled_function(str(p))

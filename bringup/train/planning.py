@@ -3,15 +3,17 @@ before any work (bringup/train/suite.py plans the cases with them)."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.models import lm
+from bringup.models.lm import MODES as LM_MODES
+from bringup.train.arms import EXTRA_MODES
+from bringup.train.spec import DYNAMIC
 
 
 def parse_modes(text: str) -> tuple[str, ...]:
-    from bringup.models.lm import MODES as LM_MODES
-    from bringup.train.arms import EXTRA_MODES
-
     MODES = LM_MODES + EXTRA_MODES
     modes = [m.strip() for m in text.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
@@ -38,8 +40,6 @@ def parse_seqs(text: str | None, seq: int | None) -> tuple[int, ...]:
 
 
 def parse_dynamic(text: str | None) -> tuple[str, ...]:
-    from bringup.train.spec import DYNAMIC
-
     got = [d.strip() for d in (text or "auto").split(",") if d.strip()]
     bad = [d for d in got if d not in DYNAMIC]
     if bad or not got:
@@ -56,11 +56,6 @@ def first_seen_last(seqs: tuple[int, ...]) -> int:
 def check_model(model: str, overrides: list[str], seq: int) -> dict[str, Any]:
     """Presets and config JSONs are built on the meta device (no memory, catches bad configs) and give
     params and FLOPs/token; module:function is only checked for an importable callable."""
-    import importlib
-
-    import bringup.models  # noqa: F401  (torchvision shim before transformers)
-    from bringup.models import lm
-
     if lm.is_user_fn(model):
         if overrides:
             raise BadInput("--override applies to presets and config JSONs, not to module:function models")

@@ -43,10 +43,15 @@ from typing import Any
 
 import torch
 
+from bringup.checks.errors import first_line
+from bringup.checks.module_check import ModuleCheck
+from bringup.checks.module_replay import Dither
+from bringup.checks.parity import TWIN_DITHER, exact_zeros, parity
 from bringup.device import Device
 from bringup.models import batches, lm, tying
 from bringup.models import tiny as mz
 from bringup.precision import PRECISIONS, Precision, parse_precision
+from bringup.train.loop import DATA_SEED
 from bringup.train.spec import TrainSpec
 
 REF_STEPS = 3  # steps compared (loss per step); gradients at the first
@@ -172,8 +177,6 @@ def first_steps(
     `module_check(model) -> ModuleCheck`: the first step is recorded (and replayed on the device). `twin`: the
     first step alone, every op result perturbed by parity.TWIN_DITHER (which grads are zero in exact arithmetic:
     parity.exact_zeros)."""
-    from bringup.train.loop import DATA_SEED
-
     cpu = torch.device("cpu")
     model = lm.build_model(spec.model, overrides, cpu, torch.float32, seed=spec.seed)
     if round_to is not None and round_to != prec.param_dtype:
@@ -220,9 +223,6 @@ def first_steps(
 
 
 def _twin(on: bool) -> Any:
-    from bringup.checks.module_replay import Dither
-    from bringup.checks.parity import TWIN_DITHER
-
     return (
         Dither(TWIN_DITHER, torch.Generator().manual_seed(4242), every_dtype=True) if on else contextlib.nullcontext()
     )
@@ -243,9 +243,6 @@ def check_batches(model: torch.nn.Module, batch: int, seq: int, seed: int) -> tu
 def check_eager(spec: TrainSpec, device: Device) -> RefCheck:
     """The device's eager first steps vs the cpu reference (module doc). Raises what the device run
     raises; a reference that itself fails gives ok=None with the reason."""
-    from bringup.checks.errors import first_line
-    from bringup.checks.parity import exact_zeros, parity
-
     prec = parse_precision(spec.dtype)
     overrides, ref_prec, what = plan(spec)
     shrunk = "" if overrides == list(spec.overrides) else f"{spec.model} with {', '.join(SHRINK)}"
@@ -254,8 +251,6 @@ def check_eager(spec: TrainSpec, device: Device) -> RefCheck:
     checks: list[Any] = []
 
     def module_check(model: torch.nn.Module) -> Any:
-        from bringup.checks.module_check import ModuleCheck
-
         checks.append(ModuleCheck(model, prec, device.torch_device, blocks=MODULE_BLOCKS))
         return checks[-1]
 

@@ -45,7 +45,7 @@ def apply(options: Options, device: Device, cases: list[Case], picked: bool) -> 
     save, load = opts.save_cache_artifact, opts.load_cache_artifact
     if not (save or load):
         return None
-    from bringup.train.suite import apply_artifact_flags
+    from bringup.train.suite import apply_artifact_flags  # lazy: torch-free --help
 
     return RunPart(apply_artifact_flags(cases, save, load, device))
 

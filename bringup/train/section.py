@@ -4,6 +4,7 @@ and the time-to-first-step bars with compile phases."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bringup.api import Page
@@ -130,8 +131,31 @@ def _train_setup(r: CaseResult) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class _Eager:
+    """The passing eager arm, the measure of the others' speed-up (None: there is none)."""
+
+    r: CaseResult | None
+
+    def speedup(self, r: CaseResult) -> float | None:
+        e_tps = metric(self.r, "tokens_per_s") if self.r else None
+        e_step = seconds(self.r, "step_s") if self.r else None
+        tps = metric(r, "tokens_per_s")
+        if e_tps and tps:
+            return tps / e_tps
+        step = seconds(r, "step_s")
+        return e_step / step if e_step and step else None
+
+
+def _ratio(r: CaseResult) -> float | None:
+    v = metric(r, "first_over_steady")
+    if v is None:
+        t, s = seconds(r, "ttfs_s"), seconds(r, "step_s")
+        v = t / s if t and s else None
+    return v
+
+
 def render(results: Sequence[CaseResult], page: Page) -> str | None:
-    summary = page.summary
     if not results:
         return None
     flops_only = [r for r in results if get(r, "flops_only")]
@@ -139,83 +163,87 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
     head = [f"<p>FLOPs only: {esc(_train_setup(r))} {badge(r.status)} {esc(r.reason)}</p>" for r in flops_only]
     if not rs:
         return "".join(head)
-    eager = next((r for r in rs if str(get(r, "mode")) == "eager" and r.status is Status.PASS), None)
-    e_tps = metric(eager, "tokens_per_s") if eager else None
-    e_step = seconds(eager, "step_s") if eager else None
-
-    def speedup(r: CaseResult) -> float | None:
-        tps = metric(r, "tokens_per_s")
-        if e_tps and tps:
-            return tps / e_tps
-        step = seconds(r, "step_s")
-        return e_step / step if e_step and step else None
-
-    def ratio(r: CaseResult) -> float | None:
-        v = metric(r, "first_over_steady")
-        if v is None:
-            t, s = seconds(r, "ttfs_s"), seconds(r, "step_s")
-            v = t / s if t and s else None
-        return v
-
-    cols = [
-        col_text("mode", train_label),
-        col_status(),
-        col_num(FIRST_IN_WORKER + " s", lambda r: seconds(r, "ttfs_s")),
-        col_num(FIRST_AS_JOB + " s", lambda r: seconds(r, "job_ttfs_s")),
-        col_num("steady step s", lambda r: seconds(r, "step_s")),
-        col_num("ratio", ratio, lambda v: f"{v:.1f}x"),
-        col_num("tok/s", lambda r: metric(r, "tokens_per_s"), lambda v: f"{v:,.0f}"),
-        col_num("tok/s/device", lambda r: metric(r, "tokens_per_s_per_device"), lambda v: f"{v:,.0f}"),
-        col_num("MFU %", mfu_percent, lambda v: f"{v:.2f}"),
-        col_num("speed-up vs eager", speedup, lambda v: f"{v:.2f}x"),
-        col_num("peak mem", lambda r: metric(r, "peak_mem_bytes"), fmt_bytes),
-        col_num("graph breaks", lambda r: metric(r, "graph_breaks"), lambda v: f"{v:.0f}"),
-        col_num("recompiles", lambda r: metric(r, "recompiles"), lambda v: f"{v:.0f}"),
-        col_reason(),
-    ]
+    eager = _Eager(next((r for r in rs if str(get(r, "mode")) == "eager" and r.status is Status.PASS), None))
     first = next((r for r in rs if "params" in r.metrics), rs[0])
     body = [
         *head,
         f'<p class="muted">{esc(_train_setup(first))}</p>',
         counts_line(rs),
-        data_table("tbl-train", cols, rs),
+        data_table("tbl-train", _columns(eager), rs),
         f'<p class="muted" id="train-first-step-note">{esc(FIRST_STEP_NOTE)}</p>',
     ]
-    t_extra = summary.get("train")
-    advice = t_extra.get("advice") if isinstance(t_extra, dict) else None
-    if isinstance(advice, str) and advice:
-        body.append(f'<p class="summary-line">{esc(advice[0].upper() + advice[1:])}</p>')
-    steps_advice = t_extra.get("advice_steps") if isinstance(t_extra, dict) else None
-    if isinstance(steps_advice, str) and steps_advice:
-        body.append(f'<p class="summary-line">{esc(steps_advice[0].upper() + steps_advice[1:])}</p>')
+    body += _advice(page.summary.get("train"))
+    body += _fastest(rs, eager)
+    body += _plots(rs, eager)
+    return "".join(body)
+
+
+def _columns(eager: _Eager) -> list[Any]:
+    return [
+        col_text("mode", train_label),
+        col_status(),
+        col_num(FIRST_IN_WORKER + " s", lambda r: seconds(r, "ttfs_s")),
+        col_num(FIRST_AS_JOB + " s", lambda r: seconds(r, "job_ttfs_s")),
+        col_num("steady step s", lambda r: seconds(r, "step_s")),
+        col_num("ratio", _ratio, lambda v: f"{v:.1f}x"),
+        col_num("tok/s", lambda r: metric(r, "tokens_per_s"), lambda v: f"{v:,.0f}"),
+        col_num("tok/s/device", lambda r: metric(r, "tokens_per_s_per_device"), lambda v: f"{v:,.0f}"),
+        col_num("MFU %", mfu_percent, lambda v: f"{v:.2f}"),
+        col_num("speed-up vs eager", eager.speedup, lambda v: f"{v:.2f}x"),
+        col_num("peak mem", lambda r: metric(r, "peak_mem_bytes"), fmt_bytes),
+        col_num("graph breaks", lambda r: metric(r, "graph_breaks"), lambda v: f"{v:.0f}"),
+        col_num("recompiles", lambda r: metric(r, "recompiles"), lambda v: f"{v:.0f}"),
+        col_reason(),
+    ]
+
+
+def _advice(t_extra: Any) -> list[str]:
+    """The summary's fast-start advice lines (capitalised)."""
+    out = []
+    for key in ("advice", "advice_steps"):
+        text = t_extra.get(key) if isinstance(t_extra, dict) else None
+        if isinstance(text, str) and text:
+            out.append(f'<p class="summary-line">{esc(text[0].upper() + text[1:])}</p>')
+    return out
+
+
+def _fastest(rs: list[CaseResult], eager: _Eager) -> list[str]:
+    """The passing compiled arm with the fastest first step, against eager."""
     fast = [
         r for r in rs if r.status is Status.PASS and seconds(r, "ttfs_s") is not None and str(get(r, "mode")) != "eager"
     ]
-    if fast:
-        best = min(fast, key=lambda r: seconds(r, "ttfs_s") or 0.0)
-        sp = speedup(best)
-        e_ttfs = seconds(eager, "ttfs_s") if eager else None
-        body.append(
-            f'<p class="summary-line">Fastest compiled start: {esc(train_label(best))}, {esc(FIRST_IN_WORKER)} '
-            f"{esc(fmt(seconds(best, 'ttfs_s')))} s"
-            + (f" (eager {esc(fmt(e_ttfs))} s)" if e_ttfs else "")
-            + f"; steady {esc(fmt(seconds(best, 'step_s')))} s/step"
-            + (f", {esc(f'{sp:.2f}')}x eager throughput" if sp else "")
-            + "</p>"
-        )
+    if not fast:
+        return []
+    best = min(fast, key=lambda r: seconds(r, "ttfs_s") or 0.0)
+    sp = eager.speedup(best)
+    e_ttfs = seconds(eager.r, "ttfs_s") if eager.r else None
+    return [
+        f'<p class="summary-line">Fastest compiled start: {esc(train_label(best))}, {esc(FIRST_IN_WORKER)} '
+        f"{esc(fmt(seconds(best, 'ttfs_s')))} s"
+        + (f" (eager {esc(fmt(e_ttfs))} s)" if e_ttfs else "")
+        + f"; steady {esc(fmt(seconds(best, 'step_s')))} s/step"
+        + (f", {esc(f'{sp:.2f}')}x eager throughput" if sp else "")
+        + "</p>"
+    ]
+
+
+def _plots(rs: list[CaseResult], eager: _Eager) -> list[str]:
+    """Loss curves (and their difference to eager's), the first step's phases, the job waterfall; a note
+    when the recorded compile phases overlap."""
+    out = []
     losses = {train_label(r): r.series["loss"] for r in rs if r.series.get("loss")}
     plots_html = [plots.line_chart(losses, "Loss per step (same seed, same data)", "step", "loss")]
-    ref = dict(eager.series.get("loss", [])) if eager else {}
-    if eager is not None and ref and len(losses) > 1:
+    ref = dict(eager.r.series.get("loss", [])) if eager.r else {}
+    if eager.r is not None and ref and len(losses) > 1:
         dev = {
             label: [(s, v - ref[s]) for s, v in pts if s in ref]
             for label, pts in losses.items()
-            if label != train_label(eager)
+            if label != train_label(eager.r)
         }
         plots_html.append(plots.line_chart(dev, "Loss minus eager loss, per step", "step", "difference"))
     nested = [train_label(r) for r in rs if (seconds(r, "ttfs_s") or 0) * 1.02 < sum(v for _, v in compile_phases(r))]
     if nested:
-        body.append(
+        out.append(
             f'<p class="muted">compile phases add up to more than the first step for {esc(", ".join(nested))}'
             ": the recorded phases overlap (nested timers); their bars show the phases' sum.</p>"
         )
@@ -224,5 +252,5 @@ def render(results: Sequence[CaseResult], page: Page) -> str | None:
     if len(jb := job_bars(rs)) > 1:
         as_job = f"{FIRST_AS_JOB[0].upper()}{FIRST_AS_JOB[1:]}: each arm a fresh process (waterfall)"
         plots_html.append(plots.stacked_bars(jb, as_job, "s"))
-    body.append(f'<div class="plots">{"".join(plots_html)}</div>')
-    return "".join(body)
+    out.append(f'<div class="plots">{"".join(plots_html)}</div>')
+    return out

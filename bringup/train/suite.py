@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,17 +23,26 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.files import atomic_write_text
+from bringup.models import lm, tying
 from bringup.options import Options, check_compile_backend
 from bringup.precision import parse_precision
 from bringup.train import args as face  # the torch-free face (cli)
-from bringup.train import section
+from bringup.train import arms, artifact, distributed, loop, numerics, reference, section
+from bringup.train import cache as compile_cache
+from bringup.train.accounting import account
 from bringup.train.args import D, TrainOptions
 from bringup.train.arms import EXTRA_MODES
+from bringup.train.compile_metrics import silent_eager_reason
 from bringup.train.planning import check_model, first_seen_last, parse_dynamic, parse_modes, parse_seqs
 from bringup.train.spec import CACHE_ARTIFACT, CACHE_COLD, CACHE_NONE, CACHE_WARM, TrainSpec
+from bringup.train.summary import mfu_impossible, preset_that_fits, record_outcome, scorecard
+from bringup.train.summary import summarize as _summarize
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    pass
 
 ENTRY, FLOPS_ENTRY = "bringup.train.suite:run_mode", "bringup.train.suite:run_flops"
 # Scheduling hints only (Case.cost: the longest ready case first when workers run side by side,
@@ -87,8 +97,6 @@ def build_cases(options: Options, device: Device) -> list[Case]:
     if opts.cache == "all":
         default_modes += EXTRA_MODES
     if load:
-        from bringup.train import artifact
-
         default_modes = ("eager", artifact.read(load).header.get("mode", "compile"))
     modes = parse_modes(opts.modes) if opts.modes is not None else default_modes
     backend = opts.compile_backend or device.default_compile_backend
@@ -129,8 +137,6 @@ def arms_for(
 ) -> list[tuple[str, str]]:
     """The (mode, cache) arms to run, in an order the local executor can run; BadInput for combinations
     that cannot work (checked before any work)."""
-    from bringup.train import arms, artifact
-
     load, save = opts.load_cache_artifact, opts.save_cache_artifact
     compiled = [m for m in modes if m != "eager"]
     if load:
@@ -199,21 +205,16 @@ def plan(base: TrainSpec, modes: tuple[str, ...], caches: tuple[str, ...], case_
 
 
 def arm_cases(specs: list[TrainSpec], case_budget: float) -> list[Case]:
-    """One isolated case per arm, linked (`linked`)."""
-    return linked([_case(s, case_budget) for s in specs])
-
-
-def linked(cases: list[Case]) -> list[Case]:
-    """The train cases with what each waits for when workers run side by side (Case.after), over the whole
-    list (arms planned in separate calls included: xla's warm arm): a compiled arm its eager case (the loss
-    reference it reads at its end), a warm or artifact arm its cold case (the cache, the artifact). Without
-    them each still runs, at a cost (an eager run of its own, a priming compile): the order is the runner's."""
-    specs = [TrainSpec.from_params(c.params) for c in cases]
+    """One isolated case per arm, with what each waits for when workers run side by side (Case.after): a
+    compiled arm its eager case (the loss reference it reads at its end), a warm or artifact arm its cold
+    case (the cache, the artifact). Without them each still runs, at a cost (an eager run of its own, a
+    priming compile): the order is the runner's to keep."""
+    made = [(s, _case(s, case_budget)) for s in specs]
     out = []
-    for s, c in zip(specs, cases, strict=True):
+    for s, c in made:
         after = [
             d.case_id
-            for t, d in zip(specs, cases, strict=True)
+            for t, d in made
             if (s.compiled and t.mode == "eager" and t.reference_key == s.reference_key)
             or (s.cache in (CACHE_WARM, CACHE_ARTIFACT) and t.cache == CACHE_COLD and t.cache_key == s.cache_key)
         ]
@@ -230,8 +231,6 @@ def apply_artifact_flags(cases: list[Case], save: str | None, load: str | None, 
     in `bringup train`. save: the full-compile cold case (else the first compiled cold case) also writes
     the artifact. load: the cold case of the file's mode becomes that mode's artifact arm (empty cache
     dirs + the file); a file that fits none of the run's train cases is one line (BadInput)."""
-    from bringup.train import artifact
-
     specs = [(c, TrainSpec.from_params(c.params)) for c in cases if c.suite == "train" and c.entry == ENTRY]
     cold = [(c, s) for c, s in specs if s.cache == CACHE_COLD]
     changed: dict[str, TrainSpec] = {}
@@ -272,9 +271,7 @@ def run_cases(device: Device, quick: bool) -> list[Case]:
         cases = plan(base, modes, (CACHE_COLD,))
         if device.adapter.compile_cache_env(Path(".")):  # the family's own persistent compile cache (xla's):
             cases += plan(base, ("compile",), (CACHE_WARM,))  # its warm arm, after its cold case
-        return linked(cases)
-    from bringup.train.summary import preset_that_fits
-
+        return cases
     base = TrainSpec(
         model=preset_that_fits(device, batch=2, seq=2048),
         steps=20,
@@ -295,52 +292,83 @@ def low_precision(device: Device) -> str:
 
 
 # ---- the cases (run in the worker) ---------------------------------------------------------------
+@dataclasses.dataclass
+class _Caches:
+    """A compiled case's caches: their dirs, what the mode is given (an artifact's loader or saver), what
+    was loaded, and the saver's finish (writes the artifact once the case passed)."""
+
+    dirs: Any = None
+    mode_kw: dict[str, Any] = dataclasses.field(default_factory=dict)
+    loaded: dict[str, Any] = dataclasses.field(default_factory=dict)
+    finish: Callable[[], Any] | None = None
+
+
 def run_mode(case: Case, ctx: Any) -> CaseResult:
     """One mode: caches, train, then the verdict (crash/compile/budget first, then numbers)."""
-    from bringup.train import cache, distributed, loop, numerics
-    from bringup.train.summary import mfu_impossible, record_outcome
-
     spec = TrainSpec.from_params(case.params)
     r = CaseResult.for_case(case, Status.PASS)
-    work = ctx.artifact_dir
-    dirs = None
-    mode_kw: dict[str, Any] = {}
-    loaded: dict[str, Any] = {}
-    finish = None
-    if spec.compiled:
-        dirs, needs_priming = cache.prepare(spec, ctx.run_dir, ctx.device)
-        if spec.cache == CACHE_WARM:
-            r.fields["warm_from"] = "primed by this case (no passed cold case)" if needs_priming else "cold case"
-        made = dirs.root / cache.ARTIFACT if spec.cache == CACHE_ARTIFACT and needs_priming else None
-        if needs_priming and (err := cache.prime(spec, ctx.device.name, ctx.imports, work, save_to=made)):
-            unsupported = err.startswith("NotImplementedError: ")
-            exc = NotImplementedError(err.removeprefix("NotImplementedError: ")) if unsupported else RuntimeError(err)
-            return _failed(case, exc, "priming the cache (a cold compile)", True, ctx.device)
-        if spec.cache == CACHE_ARTIFACT:
-            src = made or cache.artifact_source(spec, ctx.run_dir)
-            own = "primed by this case (no passed cold case)" if made else "cold case"
-            r.fields["artifact_from"] = f"user file {spec.artifact}" if spec.artifact else own
-            dirs = cache.fresh(spec, ctx.run_dir, ctx.device)  # a new job: empty cache dirs, then the artifact
-            try:
-                mode_kw, loaded = cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]  # None only when primed (made)
-            except Exception as e:
-                return _failed(case, e, "loading the cache artifact", True, ctx.device)
-            r.fields["artifact"] = loaded
-        if spec.cache == CACHE_COLD:  # every cold case leaves an artifact for the artifact arm (and the user)
-            paths = [dirs.root / cache.ARTIFACT] + ([Path(spec.save_artifact)] if spec.save_artifact else [])
-            mode_kw, finish = cache.saver(spec, ctx.device.type, paths)
-        r.fields["cache_dir"] = str(dirs.root)
+    caches = _prepare_caches(case, spec, r, ctx) if spec.compiled else _Caches()
+    if isinstance(caches, CaseResult):
+        return caches
     kernels_before = _kernel_files() if spec.compiled else None  # what the job then builds, counted after
     phase = lambda: ctx.phase("compile" if spec.compiled else "first_step", spec.compile_budget_s)
     try:
         if spec.nproc > 1:
-            out = distributed.launch(spec, ctx.device, ctx.imports, work / "ranks", first_step=phase)
+            out = distributed.launch(spec, ctx.device, ctx.imports, ctx.artifact_dir / "ranks", first_step=phase)
         else:
-            out = loop.train(spec, ctx.device, first_step=phase, mode_kw=mode_kw)
+            out = loop.train(spec, ctx.device, first_step=phase, mode_kw=caches.mode_kw)
     except loop.StageError as e:
         return _failed(case, e.exc, e.stage, e.stage == "first_step" and spec.compiled, ctx.device)
-    record_outcome(r, spec, out, ctx.device, load_s=float(loaded.get("load_s", 0.0)), run_dir=ctx.run_dir)
+    load_s = float(caches.loaded.get("load_s", 0.0))
+    record_outcome(r, spec, out, ctx.device, load_s=load_s, run_dir=ctx.run_dir)
+    verdicts = _verdicts(r, spec, out, ctx)
+    r.status, r.reason = verdict(verdicts, r.fields.get("tying_finding", ""))
+    if spec.mode == "eager" and r.status in (Status.PASS, Status.FALLBACK):
+        _save_reference(spec, ctx, out.losses)  # the compiled cases' loss reference: a checked eager run
+    if spec.compiled:
+        after = _kernel_files()
+        built = len(after - kernels_before) if after is not None and kernels_before is not None else None
+        verdicts_after = account(r, spec, out.final, caches.loaded, built, ctx.device.adapter.compile_cache_counts())
+        if verdicts_after:
+            r.status, r.reason = verdict(verdicts + verdicts_after, r.fields.get("tying_finding", ""))
+    _record_caches(r, spec, caches)
+    return r
 
+
+def _prepare_caches(case: Case, spec: TrainSpec, r: CaseResult, ctx: Any) -> _Caches | CaseResult:
+    """A compiled case's cache dirs: primed (warm, artifact: by a cold compile when no cold case passed),
+    an artifact loaded into fresh dirs, or (cold) a saver for the artifact; the failed result if that fails."""
+    c = _Caches()
+    dirs, needs_priming = compile_cache.prepare(spec, ctx.run_dir, ctx.device)
+    if spec.cache == CACHE_WARM:
+        r.fields["warm_from"] = "primed by this case (no passed cold case)" if needs_priming else "cold case"
+    made = dirs.root / compile_cache.ARTIFACT if spec.cache == CACHE_ARTIFACT and needs_priming else None
+    work = ctx.artifact_dir
+    if needs_priming and (err := compile_cache.prime(spec, ctx.device.name, ctx.imports, work, save_to=made)):
+        unsupported = err.startswith("NotImplementedError: ")
+        exc = NotImplementedError(err.removeprefix("NotImplementedError: ")) if unsupported else RuntimeError(err)
+        return _failed(case, exc, "priming the cache (a cold compile)", True, ctx.device)
+    if spec.cache == CACHE_ARTIFACT:
+        src = made or compile_cache.artifact_source(spec, ctx.run_dir)
+        own = "primed by this case (no passed cold case)" if made else "cold case"
+        r.fields["artifact_from"] = f"user file {spec.artifact}" if spec.artifact else own
+        dirs = compile_cache.fresh(spec, ctx.run_dir, ctx.device)  # a new job: empty cache dirs, then the artifact
+        try:
+            c.mode_kw, c.loaded = compile_cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
+        except Exception as e:
+            return _failed(case, e, "loading the cache artifact", True, ctx.device)
+        r.fields["artifact"] = c.loaded
+    if spec.cache == CACHE_COLD:  # every cold case leaves an artifact for the artifact arm (and the user)
+        paths = [dirs.root / compile_cache.ARTIFACT] + ([Path(spec.save_artifact)] if spec.save_artifact else [])
+        c.mode_kw, c.finish = compile_cache.saver(spec, ctx.device.type, paths)
+    r.fields["cache_dir"] = str(dirs.root)
+    c.dirs = dirs
+    return c
+
+
+def _verdicts(r: CaseResult, spec: TrainSpec, out: Any, ctx: Any) -> list[tuple[Status, str]]:
+    """What the run says against itself (MFU, finite losses, fallbacks) and against its reference (eager:
+    the reference's own checks; compiled: silent eager and the loss curve vs the checked eager run)."""
     verdicts: list[tuple[Status, str]] = []
     if why := mfu_impossible(r):
         verdicts.append((Status.ERROR, why))
@@ -349,8 +377,6 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     if spec.mode == "eager":
         verdicts += _eager_verdicts(r, spec, ctx)
     else:
-        from bringup.train.compile_metrics import silent_eager_reason
-
         if why := silent_eager_reason(out.final, spec.mode):
             verdicts.append((Status.SILENT_EAGER, why))
         ref, source = _eager_reference(spec, ctx)
@@ -366,33 +392,24 @@ def run_mode(case: Case, ctx: Any) -> CaseResult:
     if out.fallback_ops:
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(out.fallback_ops.items(), key=lambda kv: -kv[1])[:5])
         verdicts.append((Status.FALLBACK, f"{len(out.fallback_ops)} op(s) ran via the CPU fallback: {ops}"))
-    r.status, r.reason = verdict(verdicts, r.fields.get("tying_finding", ""))
-    if spec.mode == "eager" and r.status in (Status.PASS, Status.FALLBACK):
-        _save_reference(spec, ctx, out.losses)  # the compiled cases' loss reference: a checked eager run
-    if spec.compiled:
-        from bringup.train.accounting import account
+    return verdicts
 
-        after = _kernel_files()
-        built = len(after - kernels_before) if after is not None and kernels_before is not None else None
-        verdicts_after = account(r, spec, out.final, loaded, built, ctx.device.adapter.compile_cache_counts())
-        if verdicts_after:
-            r.status, r.reason = verdict(verdicts + verdicts_after, r.fields.get("tying_finding", ""))
-    if finish is not None and r.status is Status.PASS:
-        r.fields["artifact_saved_bytes"] = finish()
+
+def _record_caches(r: CaseResult, spec: TrainSpec, c: _Caches) -> None:
+    """A passed case writes its artifact and marks its cold cache passed; the caches' sizes."""
+    if c.finish is not None and r.status is Status.PASS:
+        r.fields["artifact_saved_bytes"] = c.finish()
         if spec.save_artifact:
             r.fields["artifact_saved_to"] = spec.save_artifact
-    if dirs is not None and spec.cache == CACHE_COLD and r.status is Status.PASS:
-        dirs.mark_passed()
-    if dirs is not None:
-        r.metric("cache_bytes", dirs.size_bytes(), "B")
-        r.fields["cache_layer_bytes"] = dirs.layer_bytes()
-    return r
+    if c.dirs is not None and spec.cache == CACHE_COLD and r.status is Status.PASS:
+        c.dirs.mark_passed()
+    if c.dirs is not None:
+        r.metric("cache_bytes", c.dirs.size_bytes(), "B")
+        r.fields["cache_layer_bytes"] = c.dirs.layer_bytes()
 
 
 def _kernel_files() -> set[str] | None:
     """The compiled kernel files in this job's inductor cache dir (None: that dir cannot be read)."""
-    from bringup.train import artifact
-
     try:
         return artifact.kernel_files()
     except (OSError, ImportError, AttributeError):  # unreadable, or a torch whose inductor lays it out otherwise
@@ -417,8 +434,6 @@ def verdict(found: list[tuple[Status, str]], finding: str = "") -> tuple[Status,
 
 def _eager_verdicts(r: CaseResult, spec: TrainSpec, ctx: Any) -> list[tuple[Status, str]]:
     """The eager case's first steps against the cpu reference (train/reference.py)."""
-    from bringup.train import reference
-
     try:
         chk = reference.check_eager(spec, ctx.device)
     except Exception as e:  # the device run of the check raised (the timed run did not): say where
@@ -427,8 +442,6 @@ def _eager_verdicts(r: CaseResult, spec: TrainSpec, ctx: Any) -> list[tuple[Stat
 
 
 def _record_check(r: CaseResult, chk: Any, device: Device) -> list[tuple[Status, str]]:
-    from bringup.models import tying
-
     r.fields["eager_check"] = chk.fields()
     r.metric("broken_ties", len(chk.broken_ties))
     if chk.broken_ties:
@@ -467,8 +480,6 @@ def _reference_path(spec: TrainSpec, ctx: Any) -> Any:
 
 
 def _save_reference(spec: TrainSpec, ctx: Any, losses: list[float]) -> None:
-    from bringup.files import atomic_write_text
-
     p = _reference_path(spec, ctx)
     p.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(p, json.dumps({"loss": losses, "spec": spec.params()}))
@@ -484,9 +495,7 @@ def _eager_reference(spec: TrainSpec, ctx: Any) -> tuple[list[float] | None, str
         return list(json.loads(p.read_text())["loss"]), "eager case (checked against the cpu reference)"
     if spec.nproc > 1:
         return None, "none: no eager case of this run passed its cpu check (with --nproc, run eager too)"
-    import torch._dynamo
-
-    from bringup.train import loop, reference
+    import torch._dynamo  # lazy: private torch API, loaded only when used
 
     torch._dynamo.reset()  # drop compiled graphs (and the model they hold) before a second model
     eager = spec.with_(mode="eager", cache=CACHE_NONE)
@@ -507,8 +516,6 @@ def _eager_reference(spec: TrainSpec, ctx: Any) -> tuple[list[float] | None, str
 
 def run_flops(case: Case, ctx: Any) -> CaseResult:
     """--flops-only: params and TorchTitan's FLOPs/token from the model built on the meta device."""
-    from bringup.models import lm
-
     p = case.params
     meta = lm.build_model(p["model"], p["overrides"], device="meta")
     params, emb = lm.param_counts(meta)
@@ -534,14 +541,10 @@ def run_flops(case: Case, ctx: Any) -> CaseResult:
 
 
 def _scorecard(results: list[CaseResult]) -> list[tuple[str, str]]:
-    from bringup.train.summary import scorecard
-
     return scorecard(results)
 
 
 def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
-    from bringup.train.summary import summarize as _summarize
-
     return _summarize(results, console)
 
 

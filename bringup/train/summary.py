@@ -21,11 +21,17 @@ Top-level JSON (besides the common `cases` rows):
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
+from rich.table import Table
+
 from bringup.case import CaseResult, Status
+from bringup.console import fmt, print_wide, styled
 from bringup.device import Device, run_peak
+from bringup.models.lm import PRESETS, QWEN3_COMMON
 from bringup.precision import parse_precision
 from bringup.train import arms, compile_metrics
 from bringup.train.loop import TrainOutcome
@@ -127,8 +133,6 @@ SKEW_FACTOR = 2.0  # a rank whose step 1 takes over twice the ranks' median comp
 
 def record_ranks(r: CaseResult, firsts: list[float]) -> None:
     """Per-rank compile seconds (eager: step 1) under --nproc, the skew, and a rank that compiled alone."""
-    import statistics
-
     med = statistics.median(firsts)
     slow = max(range(len(firsts)), key=lambda i: firsts[i])
     r.fields["rank_compile_s"] = [round(x, 4) for x in firsts]
@@ -142,8 +146,6 @@ def record_ranks(r: CaseResult, firsts: list[float]) -> None:
 
 # ---- choosing a model for `bringup run --full` ---------------------------------------------------
 def total_memory(device: Device) -> int | None:
-    import torch
-
     try:
         if device.is_accelerator:
             return int(torch.accelerator.get_memory_info(device.index or 0)[1])
@@ -167,8 +169,6 @@ def training_bytes(cfg: dict[str, Any], batch: int, seq: int) -> float:
 
 
 def preset_that_fits(device: Device, batch: int, seq: int) -> str:
-    from bringup.models.lm import PRESETS, QWEN3_COMMON
-
     mem = total_memory(device)
     if not mem:
         return "qwen3-0.6b"
@@ -269,38 +269,63 @@ def fast_start(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
 
 
 def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
-    from rich.table import Table
-
-    from bringup.console import fmt, print_wide, styled
-
+    """The run's JSON extras and its console summary: the --flops-only lines, then one row per arm."""
     extras: dict[str, Any] = {}
-    flops = [r for r in results if r.params.get("flops_only")]
+    for r in (r for r in results if r.params.get("flops_only")):
+        extras.update(_flops_only(r, console))
     runs = sorted(
         (r for r in results if not r.params.get("flops_only")),
         key=lambda r: MODE_ORDER.get((r.params.get("mode"), r.params.get("cache")), 9),
     )
-    for r in flops:
-        cfg = r.fields.get("config", {})
-        extras.update(
-            model=r.params["model"],
-            params=_int(_m(r, "params")),
-            seq=r.params["seq"],
-            embedding_params=_int(_m(r, "embedding_params")),
-            flops_per_token=_int(_m(r, "flops_per_token")),
-            config=cfg,
-        )
-        console.print(
-            f"[bold]train --flops-only[/]: {r.params['model']}: {_int(_m(r, 'params')) or 0:,} params "
-            f"({_int(_m(r, 'embedding_params')) or 0:,} embedding); FLOPs/token at seq {r.params['seq']}: "
-            f"{fmt(_m(r, 'flops_per_token'))} (TorchTitan's formula)"
-            + (f" [{r.status}: {r.reason}]" if r.status is not Status.PASS else ""),
-            highlight=False,
-        )
     if not runs:
         return extras
     spec = TrainSpec.from_params(runs[0].params)
+    extras.update(_run_extras(spec, runs))
+    specs = {r.case_id: TrainSpec.from_params(r.params) for r in runs}
+    rows = [(label(specs[r.case_id]), entry(r), r) for r in runs]
+    eager = next((e for n, e, _ in rows if n == "eager"), None)
+    for _, e, r in rows:
+        ok = eager and eager["step_s"] and e["step_s"] and r.status in USABLE
+        e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]
+    extras["modes"] = _modes(rows, specs)
+    fs = fast_start([(n, e) for n, e, _ in rows])
+    extras["fast_start"] = fs
+    extras["advice"] = fs["advice"] if fs else None
+    usable = [e for _, e, r in rows if r.status in USABLE]
+    extras["fastest_start"] = arms.table(usable)
+    extras["fastest_by_steps"] = {str(n): a for n, a in arms.fastest(usable).items()}
+    extras["advice_steps"] = arms.advice(usable) or None
+    _print_table(console, spec, rows, specs)
+    _print_notes(console, spec, rows, extras)
+    return extras
+
+
+_Row = tuple[str, dict[str, Any], CaseResult]  # (label, entry, result) of one arm
+
+
+def _flops_only(r: CaseResult, console: Console) -> dict[str, Any]:
+    """A --flops-only case: its line, and its extras."""
+    console.print(
+        f"[bold]train --flops-only[/]: {r.params['model']}: {_int(_m(r, 'params')) or 0:,} params "
+        f"({_int(_m(r, 'embedding_params')) or 0:,} embedding); FLOPs/token at seq {r.params['seq']}: "
+        f"{fmt(_m(r, 'flops_per_token'))} (TorchTitan's formula)"
+        + (f" [{r.status}: {r.reason}]" if r.status is not Status.PASS else ""),
+        highlight=False,
+    )
+    return dict(
+        model=r.params["model"],
+        params=_int(_m(r, "params")),
+        seq=r.params["seq"],
+        embedding_params=_int(_m(r, "embedding_params")),
+        flops_per_token=_int(_m(r, "flops_per_token")),
+        config=r.fields.get("config", {}),
+    )
+
+
+def _run_extras(spec: TrainSpec, runs: list[CaseResult]) -> dict[str, Any]:
+    """The run's model and shape, and the counts read off the first case that has them."""
     first = next((r for r in runs if "params" in r.metrics), runs[0])
-    extras.update(
+    return dict(
         model=spec.model,
         params=_int(_m(first, "params")),
         flops_per_token=_int(_m(first, "flops_per_token")),
@@ -311,47 +336,43 @@ def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
         peak_flops=_m(first, "peak_flops"),
         peak_flops_source=first.fields.get("peak_flops_source"),
     )
-    specs = {r.case_id: TrainSpec.from_params(r.params) for r in runs}
-    rows = [(label(specs[r.case_id]), entry(r), r) for r in runs]
-    eager = next((e for n, e, _ in rows if n == "eager"), None)
-    for _, e, r in rows:
-        ok = eager and eager["step_s"] and e["step_s"] and r.status in USABLE
-        e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]  # ok implies eager is not None
+
+
+def _modes(rows: list[_Row], specs: dict[str, TrainSpec]) -> dict[str, Any]:
+    """The JSON `modes` key: the mode, and its dynamic-shape setting when not the default; a warm or
+    artifact arm nests under its mode's cold entry."""
     modes: dict[str, Any] = {}
     for _, e, r in rows:
-        # the JSON `modes` key: the mode, and its dynamic-shape setting when not the default
         mode, cache = specs[r.case_id].mode + specs[r.case_id].dynamic_suffix, r.params["cache"]
         if cache in (CACHE_WARM, CACHE_ARTIFACT) and mode in modes and modes[mode]["cache"] == CACHE_COLD:
             modes[mode][cache] = e
         else:
             modes[mode] = e
-    extras["modes"] = modes
-    fs = fast_start([(n, e) for n, e, _ in rows])
-    extras["fast_start"] = fs
-    extras["advice"] = fs["advice"] if fs else None
-    usable = [e for _, e, r in rows if r.status in USABLE]
-    extras["fastest_start"] = arms.table(usable)
-    extras["fastest_by_steps"] = {str(n): a for n, a in arms.fastest(usable).items()}
-    extras["advice_steps"] = arms.advice(usable) or None
+    return modes
 
+
+_COLUMNS = (
+    "mode",
+    "status",
+    "first step s",
+    "steady step s",
+    "ratio",
+    "tok/s",
+    "tok/s/dev",
+    "MFU %",
+    "speed-up",
+    "compile s",
+    "breaks",
+    "peak mem GB",
+)
+
+
+def _print_table(console: Console, spec: TrainSpec, rows: list[_Row], specs: dict[str, TrainSpec]) -> None:
     t = Table(
         title=f"train: {spec.model}, {spec.batch} x {spec.seq} tokens x {spec.nproc} rank(s), {spec.dtype}",
         title_justify="left",
     )
-    for c in (
-        "mode",
-        "status",
-        "first step s",
-        "steady step s",
-        "ratio",
-        "tok/s",
-        "tok/s/dev",
-        "MFU %",
-        "speed-up",
-        "compile s",
-        "breaks",
-        "peak mem GB",
-    ):
+    for c in _COLUMNS:
         t.add_column(c, justify="left" if c in ("mode", "status") else "right", no_wrap=c in ("mode", "status"))
     for _, e, r in rows:
         mfu = e["mfu"] * 100 if e["mfu"] is not None else None
@@ -372,6 +393,10 @@ def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
             fmt(mem),
         )
     print_wide(console, t, 150)  # a log or CI: wider, unfolded
+
+
+def _print_notes(console: Console, spec: TrainSpec, rows: list[_Row], extras: dict[str, Any]) -> None:
+    """Under the table: the model's counts, each arm's reason, the fast-start advice, warnings."""
     params, fpt = extras["params"], extras["flops_per_token"]
     if params:
         peak = f"{fmt(extras['peak_flops'])} FLOP/s per device ({extras['peak_flops_source'] or 'no peak'})"
@@ -383,7 +408,7 @@ def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     for n, _, r in rows:
         if r.reason:
             console.print(f"  {n}: {r.status.value}: {r.reason}", highlight=False, markup=False)
-    if fs:
+    if fs := extras["fast_start"]:
         console.print(fs["advice"], highlight=False, markup=False)
     if len(extras["fastest_start"]) > 1:
         _print_fastest(console, extras["fastest_start"])
@@ -393,16 +418,12 @@ def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
             console.print(f"  warning: {n}: {w}", highlight=False, markup=False)
         if e.get("slow_rank"):
             console.print(f"  {n}: {e['slow_rank']}", highlight=False, markup=False)
-    return extras
 
 
 def _print_fastest(console: Console, rows: list[dict[str, Any]]) -> None:
     """The fastest-start table: each arm's time to first step as a new job meets it, its phases (a text
     waterfall: . load artifact, b build, m apply mode, d dynamo, a AOT autograd, k backend, r rest of
     step 1), steady step and cost vs full compile, and when it reaches steps 100 and 10k."""
-    from rich.table import Table
-
-    from bringup.console import fmt, print_wide
 
     t = Table(
         title="fastest start (each arm a fresh process; job first step = load + build + mode + step 1)",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bringup.case import CaseResult, Status
+from bringup.localize.post_run import cases_for
 from bringup.store import RunInfo
 from bringup.triage.signature import NOT_SIGNED, Signature, signature
 
@@ -102,8 +103,6 @@ class Group:
 def localize_join(results: Sequence[CaseResult]) -> dict[str, dict[str, Any]]:
     """zoo case id -> the fields of the localize result that localized it (`--localize`, or `bringup triage`),
     matched through the localize case the zoo case asks for (bringup/localize/post_run.py: cases_for)."""
-    from bringup.localize.post_run import cases_for
-
     loc = {r.case_id: r for r in results if r.suite == "localize"}
     out: dict[str, dict[str, Any]] = {}
     if not loc:
@@ -122,8 +121,6 @@ def signed(results: Sequence[CaseResult], joined: Mapping[str, dict[str, Any]]) 
     that case's helper (its answer is in the case's signature), not a case of its own."""
     helpers = set()
     if joined:
-        from bringup.localize.post_run import cases_for
-
         for r in results:
             if r.case_id in joined:
                 helpers |= {c.case_id for c in cases_for([r])[0]}

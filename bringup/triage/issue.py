@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bringup.checks.failure_text import parse_traceback
 from bringup.triage.groups import Group
 from bringup.triage.repro import Repro
 
@@ -32,7 +33,7 @@ EXPECTED = {
 def environment() -> str:
     """PyTorch's own environment report (what its issue template asks for)."""
     try:
-        from torch.utils.collect_env import get_pretty_env_info
+        from torch.utils.collect_env import get_pretty_env_info  # lazy: optional
 
         return str(get_pretty_env_info())
     except Exception as e:  # collect_env shells out (pip, nvidia-smi...): a failure is said, not fatal
@@ -79,8 +80,6 @@ def _reach(g: Group, block: Mapping[str, Any]) -> list[str]:
 def _actual(g: Group, rep: Repro | None) -> str:
     """What the device did: the repro's own words on the device (a traceback's exception line, else its output),
     else the cases' reasons."""
-    from bringup.checks.failure_text import parse_traceback
-
     if rep is not None and rep.check is not None and rep.check.runs:
         tail = rep.check.runs[0].tail
         tb = parse_traceback(tail if "Traceback" in tail else "Traceback (most recent call last):\n" + tail)

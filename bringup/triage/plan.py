@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bringup.case import Case, CaseResult, Status
+from bringup.localize.post_run import cases_for
 from bringup.triage.groups import Group
 from bringup.triage.signature import module_key
 from bringup.triage.work import BREAK_ENTRY, MINIFY_ENTRY
@@ -27,8 +28,6 @@ def localize_plan(
 ) -> list[list[Case]]:
     """The localize cases to run, in rounds: round n holds the n-th case of each module-level signature (largest
     group first), so that a budget spent early has still localized one case of every group."""
-    from bringup.localize.post_run import cases_for
-
     by_key: dict[str, list[CaseResult]] = {}
     done: dict[str, int] = {}
     for r in results:

@@ -59,7 +59,7 @@ def print_block(block: Mapping[str, Any], console: Console, limit: int = PRINTED
 
 def store_block(store: Any, run_id: str) -> dict[str, Any]:
     """Compute the run's bug block from the store and keep it in the run's info."""
-    from bringup.triage.groups import block_of
+    from bringup.triage.groups import block_of  # lazy: torch-free --help
 
     block, _ = block_of(store, run_id)
     store.update_run_info(run_id, **{INFO_KEY: block})
@@ -78,7 +78,7 @@ def prepare_step(options: Options, device: Device) -> BugsStep:
 
 
 def section(block: Mapping[str, Any]) -> str:
-    from bringup.triage.section import section_html
+    from bringup.triage.section import section_html  # lazy: torch-free --help
 
     return section_html(block)
 

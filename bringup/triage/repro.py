@@ -14,6 +14,7 @@ bringup command that reproduces the case.
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,9 @@ from typing import Any
 
 from bringup.case import CaseResult
 from bringup.checks.failure_text import exception_key
+from bringup.localize.repro import inline_script
+from bringup.triage.compile_repro import compiled_runner, retarget
+from bringup.triage.fallback_repro import calls_for, script
 from bringup.triage.groups import Group
 from bringup.triage.verify import Check, check, python
 
@@ -91,8 +95,6 @@ def _checked(r: Repro, g: Group, gdir: Path, ctx: Context, cpu_script: Path | No
 
 
 def numeric_repro(g: Group, gdir: Path, ctx: Context) -> Repro:
-    from bringup.localize.repro import inline_script
-
     if g.signature.resolution != "op":
         why = "no single aten op is off alone" if g.signature.resolution == "module" else "not localized"
         return Repro("", note=f"no op repro: {why} (the group's signature is at {g.signature.resolution} level)")
@@ -114,8 +116,6 @@ def numeric_repro(g: Group, gdir: Path, ctx: Context) -> Repro:
         script.write_text(text)
         r = Repro("localize's op repro (bringup/localize/repro.py), inputs inline", script)
     else:
-        import json
-
         meta = json.loads((op_dir / "op.json").read_text())
         (op_dir / "op.json").write_text(json.dumps({**meta, "signature": g.signature.key}, indent=2) + "\n")
         script = op_dir / "repro.py"
@@ -130,8 +130,6 @@ def numeric_repro(g: Group, gdir: Path, ctx: Context) -> Repro:
 
 
 def fallback_repro(g: Group, gdir: Path, ctx: Context) -> Repro:
-    from bringup.triage.fallback_repro import calls_for, script
-
     for c in g.cases:
         r = ctx.results.get(c.case_id)
         examples = (r.fields.get("fallback_examples") if r is not None else None) or {}
@@ -147,8 +145,6 @@ def fallback_repro(g: Group, gdir: Path, ctx: Context) -> Repro:
 
 
 def compile_repro(g: Group, gdir: Path, ctx: Context) -> Repro:
-    from bringup.triage.compile_repro import compiled_runner, retarget
-
     w = ctx.work.get(g.signature.id)
     if w is None:
         return Repro("", note="PyTorch's minifier did not run for this group (no zoo case, or over the budget)")

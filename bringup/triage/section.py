@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bringup.report.kit import esc, section
+
 SHOWN = 50  # groups listed; the rest are counted
 
 
@@ -33,8 +35,6 @@ def _repro(g: Mapping[str, Any]) -> str:
 
 
 def section_html(block: Mapping[str, Any]) -> str:
-    from bringup.report.kit import esc, section
-
     groups = [g for g in block.get("groups", []) if isinstance(g, dict)]
     signed = block.get("cases_signed", 0)
     res = block.get("numeric_resolution") or {}

@@ -16,6 +16,7 @@ the break, and a standalone script that builds the same model (transformers, fro
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +25,15 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from bringup.case import Case, CaseResult, Status
+from bringup.checks.failure_text import exception_key, exception_parts
+from bringup.triage.compile_repro import break_script, clean_minified
+from bringup.triage.verify import child_env
+from bringup.zoo.run import build_model
+from bringup.zoo.spec import ZooSpec
+from bringup.zoo.steps import RunHow, train_run
 
 if TYPE_CHECKING:
     import torch
@@ -35,12 +44,6 @@ BREAK_ENTRY = "bringup.triage.work:run_break"
 
 def _zoo_step(p: dict[str, Any], device: torch.device, backend: str, fullgraph: bool = False) -> None:
     """One training step of the zoo case `p` compiled with `backend` on `device` (the zoo's own step)."""
-    import torch
-
-    from bringup.zoo.run import build_model
-    from bringup.zoo.spec import ZooSpec
-    from bringup.zoo.steps import RunHow, train_run
-
     spec = ZooSpec.from_params(p)
     torch.manual_seed(spec.seed)
     built = build_model(spec)
@@ -69,8 +72,6 @@ def _run_launcher(launcher: Path, cwd: Path, imports: list[str], budget: float, 
         f"runpy.run_path({str(launcher)!r}, run_name='__main__')\n"
     )
     cwd.mkdir(parents=True, exist_ok=True)
-    from bringup.triage.verify import child_env
-
     env = child_env()
     env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(q) for q in sys.path if q and os.path.isdir(q))
     with open(log, "w") as out:
@@ -86,11 +87,6 @@ def _run_launcher(launcher: Path, cwd: Path, imports: list[str], budget: float, 
 def run_minify(case: Case, ctx: Any) -> CaseResult:
     """PyTorch's minifier on the group's failing compile. `pass`: a minified repro.py was written (fields
     `repro`, `original`: the failure's exception key); `error` / `budget`: it was not (why in the reason)."""
-    import torch
-
-    from bringup.checks.failure_text import exception_key, exception_parts
-    from bringup.triage.compile_repro import clean_minified
-
     p = dict(case.params)
     zoo, backend = dict(p["zoo"]), str(p["zoo"]["backend"])
     after = "aot" if backend == "inductor" else "dynamo"
@@ -137,9 +133,6 @@ def _nodes(text: str) -> int:
 
 def _model_config(zoo: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     """An hf case's tiny config (JSON values) and its model class's name in transformers."""
-    import json
-
-    from bringup.zoo.run import build_model
 
     model = build_model(zoo).model
     cfg = getattr(model, "config", None)
@@ -150,9 +143,6 @@ def _model_config(zoo: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
 def run_break(case: Case, ctx: Any) -> CaseResult:
     """The group's graph break with fullgraph=True, and a standalone script that shows it."""
-    from bringup.checks.failure_text import exception_key, exception_parts
-    from bringup.triage.compile_repro import break_script
-
     p = dict(case.params)
     zoo = dict(p["zoo"])
     work = ctx.artifact("break")

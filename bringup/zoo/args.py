@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bringup.api import Tool
 from bringup.errors import BadInput, user_regex
@@ -39,6 +39,9 @@ from bringup.options import (
     positive_int,
     vocab,
 )
+
+if TYPE_CHECKING:
+    from bringup.device import Device
 
 NAME = "zoo"
 HELP = "every transformers architecture and timm model: parity vs float64 cpu, loss curves, graph breaks"
@@ -322,7 +325,7 @@ class ZooOptions(CommandOptions):
         if not (opts.case_budget is not None and opts.case_budget > 0 and math.isfinite(opts.case_budget)):
             raise BadInput(f"--case-budget must be a positive number of seconds, got {opts.case_budget}")
 
-    def check_device(self, device: Any) -> None:
+    def check_device(self, device: Device) -> None:
         """--nproc within the device's units, and the compile backend (--compile-backend, else the device's)
         one torch.compile knows here (plugins imported)."""
         check_ranks(self.nproc, device)
@@ -389,7 +392,7 @@ def _check_tiny(opts: ZooOptions) -> None:
         raise BadInput(f"--noise-seeds must be 0..{MAX_NOISE_SEEDS}, got {opts.noise_seeds}")
 
 
-def check_ranks(nproc: int, device: Any) -> None:
+def check_ranks(nproc: int, device: Device) -> None:
     """--nproc N on a device with fewer than N units (cpu ranks are processes: any N): BadInput before any work."""
     if nproc > 1 and not device.is_cpu and nproc > device.count():
         raise BadInput(f"--nproc {nproc}: only {device.count()} {device.type} device(s) here")

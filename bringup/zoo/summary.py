@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
@@ -14,6 +14,9 @@ from bringup.case import CaseResult, Status
 from bringup.console import rich_esc, styled
 from bringup.errors import BadInput
 from bringup.zoo.baseline import bundle_names
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def failure_reason(r: CaseResult) -> str:
@@ -73,7 +76,7 @@ _COLUMNS: list[tuple[str, str, Callable[[CaseResult], str]]] = [
 ]
 
 
-def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
+def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     """The table, then the totals line (and the baseline's); returns the totals for the run's JSON."""
     console.print(_table(results, console))
     extras = _totals(results)
@@ -98,7 +101,7 @@ def summarize(results: list[CaseResult], console: Any) -> dict[str, Any]:
     return extras
 
 
-def _table(results: list[CaseResult], console: Any) -> Table:
+def _table(results: list[CaseResult], console: Console) -> Table:
     """One row per model; the fallback column only where something could fall back (not cpu: the JSON still has
     fallback_ops, null), peak memory and compile seconds left to the JSON on a narrow terminal."""
     cols = _COLUMNS

@@ -23,6 +23,7 @@ from bringup.checks.module_rule import one_rounding
 from bringup.flex.dither import dithered_attention, sampled_slices
 from bringup.flex.mods import AttnShape, build_mod, default_scale, reference_for
 from bringup.flex.reference import (
+    Attention,
     dense_attention,
     gather_kv,
     gather_q,
@@ -42,13 +43,14 @@ def _setup(mod: str, seed: int = 3) -> dict[str, Any]:
     x = {n: torch.randn(2, h, 128, 32, generator=g).to(BF16) for n, h in (("q", 4), ("k", 2), ("v", 2), ("do", 4))}
     dense, _ = reference_for(mod, SHAPE)
     slices, scale = ref_slices(SHAPE), default_scale(32)
-    ref = dense_attention(x["q"], x["k"], x["v"], dense, scale, slices, x["do"])
+    at = Attention(x["q"], x["k"], x["v"], dense, scale, slices, x["do"])
+    ref = dense_attention(at)
     return {
         "x": x,
         "dense": dense,
         "ref": ref,
-        "trusted": trusted_attention(x["q"], x["k"], x["v"], dense, scale, slices, x["do"], BF16),
-        "dither": dithered_attention(x["q"], x["k"], x["v"], dense, scale, slices, x["do"], one_rounding(BF16), ref)[0],
+        "trusted": trusted_attention(at, BF16),
+        "dither": dithered_attention(at, one_rounding(BF16), ref)[0],
         "inputs": {
             "q": gather_q(SHAPE, slices, x["q"]),
             "k": gather_kv(slices, x["k"]),
@@ -72,7 +74,9 @@ def _judge(c: dict[str, Any], got: dict[str, torch.Tensor]) -> Any:
     """flex's judgement as a case makes it: the module rule, the dither and the output's reweighting check."""
     x, ref = c["x"], c["ref"]
     errors = {"device": got["out"] - ref["out"], "trusted": c["trusted"]["out"] - ref["out"]}
-    rw = reweight_coefs(x["q"], x["k"], x["v"], c["dense"], default_scale(32), ref_slices(SHAPE), ref["out"], errors)
+    rw = reweight_coefs(
+        Attention(x["q"], x["k"], x["v"], c["dense"], default_scale(32), ref_slices(SHAPE)), ref["out"], errors
+    )
     return check_attention(got, ref, BF16, c["trusted"], c["dither"], c["inputs"], rw)
 
 
@@ -212,7 +216,7 @@ def test_trusted_out_rounds_like_flex_eager_and_gradients_round_everything() -> 
 def test_the_dither_is_the_reference_at_zero_rounding_and_costs_roundings_at_bf16(noop: dict[str, Any]) -> None:
     x, ref, slices = noop["x"], noop["ref"], ref_slices(SHAPE)
     scale = default_scale(32)
-    zero, n = dithered_attention(x["q"], x["k"], x["v"], noop["dense"], scale, slices, x["do"], 0.0, ref)
+    zero, n = dithered_attention(Attention(x["q"], x["k"], x["v"], noop["dense"], scale, slices, x["do"]), 0.0, ref)
     assert n == len(slices) and len(zero) == 2
     for name, r in ref.items():
         assert float((zero[0][name] - r).abs().max()) < 1e-5 * float(r.abs().max()), name  # fp32-held scores only
@@ -229,9 +233,8 @@ def test_past_its_budget_the_dither_samples_slices_and_the_others_borrow() -> No
     c = _setup("causal", seed=5)
     x, ref, slices = c["x"], c["ref"], ref_slices(SHAPE)
     budget = 2 * 2 * 128 * 128  # two slices' scores
-    draws, n = dithered_attention(
-        x["q"], x["k"], x["v"], c["dense"], default_scale(32), slices, x["do"], one_rounding(BF16), ref, budget=budget
-    )
+    at = Attention(x["q"], x["k"], x["v"], c["dense"], default_scale(32), slices, x["do"])
+    draws, n = dithered_attention(at, one_rounding(BF16), ref, budget=budget)
     assert n == 2
     for name, r in ref.items():
         rels = [float((draws[0][name][i] - r[i]).pow(2).mean().sqrt() / r[i].pow(2).mean().sqrt()) for i in range(4)]

@@ -25,7 +25,7 @@ from bringup.flex.mods import (
     document_lengths,
     reference_for,
 )
-from bringup.flex.reference import Slice, dense_attention, gather_kv, gather_q, ref_slices, trusted_attention
+from bringup.flex.reference import Attention, Slice, dense_attention, gather_kv, gather_q, ref_slices, trusted_attention
 from bringup.flex.tolerance import ATTN_TOLERANCES, attn_reason, check_attention, worst
 
 # ---- matrices and planning --------------------------------------------------------------------------
@@ -207,7 +207,7 @@ def test_flex_eager_agrees_with_dense_reference(name: str) -> None:
     dense, origin = reference_for(name, shape)
     assert origin == "dense"
     slices = ref_slices(shape)
-    ref = dense_attention(q, k, v, dense, default_scale(8), slices)
+    ref = dense_attention(Attention(q, k, v, dense, default_scale(8), slices))
     check = check_attention({"out": gather_q(shape, slices, out)}, ref, torch.float64)
     assert check.ok, attn_reason(check)
 
@@ -242,7 +242,7 @@ def test_dense_attention_with_backward_matches_naive_autograd() -> None:
     slices = ref_slices(shape)
     assert slices == [Slice(b, g) for b in range(3) for g in range(2)]  # every (batch, kv head) pair
     dense, _ = reference_for("causal", shape)
-    ref = dense_attention(q, k, v, dense, 0.3, slices, do)
+    ref = dense_attention(Attention(q, k, v, dense, 0.3, slices, do))
     torch.testing.assert_close(ref["out"], gather_q(shape, slices, out.detach()))
     torch.testing.assert_close(ref["dq"], gather_q(shape, slices, q.grad))
     torch.testing.assert_close(ref["dk"], gather_kv(slices, k.grad))
@@ -252,7 +252,9 @@ def test_dense_attention_with_backward_matches_naive_autograd() -> None:
 def test_fully_masked_rows_are_zero_like_flex() -> None:
     shape = AttnShape(1, 8, 1, 1, 4)
     q = torch.randn(1, 1, 8, 4, dtype=torch.float64)
-    ref = dense_attention(q, q, q, lambda s, b, h, qi, kv: s.masked_fill(qi < 3, float("-inf")), 0.5, ref_slices(shape))
+    ref = dense_attention(
+        Attention(q, q, q, lambda s, b, h, qi, kv: s.masked_fill(qi < 3, float("-inf")), 0.5, ref_slices(shape))
+    )
     assert torch.equal(ref["out"][0, 0, :3], torch.zeros(3, 4, dtype=torch.float64))
     assert torch.isfinite(ref["out"]).all()
 
@@ -403,8 +405,9 @@ def test_bf16_flex_forward_is_judged_against_a_trusted_run_and_a_1pct_scale_fail
     """cpu flex in bf16 passes against the trusted bf16 math run; the same output 1% off fails (by its
     direction: the old fixed 2e-2 rel-RMSE bound let a 1.9% error through)."""
     shape, x, dense, slices = _bf16_case()
-    ref = dense_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices)
-    trusted = trusted_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices, None, torch.bfloat16)
+    at = Attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices)
+    ref = dense_attention(at)
+    trusted = trusted_attention(at, torch.bfloat16)
     good = _flex_bf16(shape, x)
     ok = check_attention({"out": gather_q(shape, slices, good["out"])}, ref, torch.bfloat16, trusted)
     assert ok.ok, attn_reason(ok)
@@ -417,8 +420,9 @@ def test_bf16_flex_forward_is_judged_against_a_trusted_run_and_a_1pct_scale_fail
 def test_every_pair_and_every_gradient_is_compared() -> None:
     """A fault in one middle (batch, head) pair of dk: the old {0, B-1} x {0, KV-1} slices never saw it."""
     shape, x, dense, slices = _bf16_case()
-    ref = dense_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices, x["do"])
-    trusted = dense_attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices, x["do"], torch.bfloat16)
+    at = Attention(x["q"], x["k"], x["v"], dense, default_scale(16), slices, x["do"])
+    ref = dense_attention(at)
+    trusted = dense_attention(at, torch.bfloat16)
     assert ref["dk"].shape[0] == 6 and check_attention(trusted, ref, torch.bfloat16, trusted).ok
     got = {k: v.clone() for k, v in trusted.items()}
     got["dk"][slices.index(Slice(1, 0))] *= 1.05  # batch 1 of 3, kv head 0: 5% off in one pair
