@@ -27,6 +27,7 @@ from bringup.report.portable import travelling
 from bringup.runner import execute, make_executor
 from bringup.runner.fallback_policy import FallbackPolicy
 from bringup.runner.process import WorkerSpec, thread_env
+from bringup.session import CommandSession
 from bringup.store import DEFAULT_DB, RunInfo, Store, new_run_id
 
 
@@ -71,6 +72,11 @@ class _Finished:
     extras: dict[str, Any]
     code: int | None = None
     judgement: Any = None
+
+
+# What a command reads (bringup.session, the layer every capability may import): mypy checks here that the
+# session the face builds is one.
+_COMMAND_SESSION: type[CommandSession] = Session
 
 
 def execute_cases(

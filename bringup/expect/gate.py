@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 
     from bringup.device import Device
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bringup.device import Device
+
 
 @dataclass(frozen=True)
 class GateOptions(CommandOptions):

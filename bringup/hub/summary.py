@@ -35,6 +35,9 @@ from bringup.files import atomic_write_text
 if TYPE_CHECKING:
     from rich.console import Console
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 CSV_NAME = "hub-ids.csv"
 OUTCOMES = (
     "pass",
@@ -211,7 +214,9 @@ def _full(results: Sequence[CaseResult]) -> list[dict[str, Any]]:
 
 def _baseline(rows: Sequence[dict[str, Any]], by_case: dict[str, CaseResult]) -> dict[str, Any] | None:
     """--baseline per signature: which signatures (and how many ids, downloads) were compared, which differ."""
-    checks = {cid: r.fields.get("baseline_check") for cid, r in by_case.items() if r.fields.get("baseline_check")}
+    checks: dict[str, Any] = {
+        cid: r.fields.get("baseline_check") for cid, r in by_case.items() if r.fields.get("baseline_check")
+    }
     sig_cases = {cid for cid, r in by_case.items() if r.params.get("source") == "hub-sig"}
     if not checks:
         return None

@@ -27,6 +27,9 @@ from bringup.selftest.kernels import build_item, inductor_item
 if TYPE_CHECKING:
     from rich.console import Console
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 _ITEM = re.compile(
     r"(ok|sleep|segv|exit|raise|hang|alloc|phase|unsupported|print|spin|loseonce|lose|flip|build|inductor)"
     r"(?::([0-9.]+))?(?:\*(\d+))?"

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
     pass
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 ENTRY, FLOPS_ENTRY = "bringup.train.suite:run_mode", "bringup.train.suite:run_flops"
 # Scheduling hints only (Case.cost: the longest ready case first when workers run side by side,
 # bringup/runner/schedule.py): an arm's work relative to the others', as seconds of the quick run's qwen3-tiny on
@@ -205,16 +208,21 @@ def plan(base: TrainSpec, modes: tuple[str, ...], caches: tuple[str, ...], case_
 
 
 def arm_cases(specs: list[TrainSpec], case_budget: float) -> list[Case]:
-    """One isolated case per arm, with what each waits for when workers run side by side (Case.after): a
-    compiled arm its eager case (the loss reference it reads at its end), a warm or artifact arm its cold
-    case (the cache, the artifact). Without them each still runs, at a cost (an eager run of its own, a
-    priming compile): the order is the runner's to keep."""
-    made = [(s, _case(s, case_budget)) for s in specs]
+    """One isolated case per arm, linked (`linked`)."""
+    return linked([_case(s, case_budget) for s in specs])
+
+
+def linked(cases: list[Case]) -> list[Case]:
+    """The train cases with what each waits for when workers run side by side (Case.after), over the whole
+    list (arms planned in separate calls included: xla's warm arm): a compiled arm its eager case (the loss
+    reference it reads at its end), a warm or artifact arm its cold case (the cache, the artifact). Without
+    them each still runs, at a cost (an eager run of its own, a priming compile): the order is the runner's."""
+    specs = [TrainSpec.from_params(c.params) for c in cases]
     out = []
-    for s, c in made:
+    for s, c in zip(specs, cases, strict=True):
         after = [
             d.case_id
-            for t, d in made
+            for t, d in zip(specs, cases, strict=True)
             if (s.compiled and t.mode == "eager" and t.reference_key == s.reference_key)
             or (s.cache in (CACHE_WARM, CACHE_ARTIFACT) and t.cache == CACHE_COLD and t.cache_key == s.cache_key)
         ]
@@ -271,7 +279,7 @@ def run_cases(device: Device, quick: bool) -> list[Case]:
         cases = plan(base, modes, (CACHE_COLD,))
         if device.adapter.compile_cache_env(Path(".")):  # the family's own persistent compile cache (xla's):
             cases += plan(base, ("compile",), (CACHE_WARM,))  # its warm arm, after its cold case
-        return cases
+        return linked(cases)
     base = TrainSpec(
         model=preset_that_fits(device, batch=2, seq=2048),
         steps=20,

@@ -39,7 +39,6 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-from transformers import PreTrainedModel
 
 from bringup.device import Device
 from bringup.device.dist import backend_for
@@ -239,6 +238,9 @@ def _materialise(
 
 def _owner(model: torch.nn.Module, unit: torch.nn.Module) -> dict[int, Any]:
     """Module -> the closest PreTrainedModel above it (its `_initialize_weights` inits it, as smart_apply)."""
+    # lazy: transformers imports torchvision, which needs the shim bringup.models installs (bringup/compat.py);
+    # at the top, isort puts it before bringup.models, and a torchrun rank importing this module first fails
+    from transformers import PreTrainedModel
 
     out: dict[int, Any] = {}
 

@@ -34,6 +34,7 @@ def _interrupted_run(bringup_inproc: Any, db: Path) -> str:
 
 
 def _record_executors(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, float | None]]:
+    import bringup.flow as flow
     import bringup.runner as runner
 
     seen: list[tuple[int, float | None]] = []
@@ -44,6 +45,7 @@ def _record_executors(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, float 
         return real(name, spec, workers, ray_address)
 
     monkeypatch.setattr(runner, "make_executor", recording)
+    monkeypatch.setattr(flow, "make_executor", recording)  # flow imports it at its top
     return seen
 
 
@@ -83,7 +85,8 @@ def test_given_options_are_only_what_argv_names() -> None:
     argv = ["--db", "x.db", "zoo", "--workers", "1", "--dtype", "bf16"]
     assert vars(given_options(p, argv)) == {"db": "x.db", "command": "zoo", "workers": 1, "dtype": "bf16"}
     # the parser's defaults are intact afterwards
-    assert p.parse_args(["zoo"]).workers == 1 and p.parse_args(["zoo"]).dtype == "fp32"
+    # (--workers not given is None: 1 worker, or one per core for `run --quick`, bringup/orchestrate.py)
+    assert p.parse_args(["zoo"]).workers is None and p.parse_args(["zoo"]).dtype == "fp32"
 
 
 def test_resumed_options_merge() -> None:
