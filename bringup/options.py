@@ -311,17 +311,31 @@ KILL_LIMIT = "a kill limit: what a case computes is the same; past it, 'budget'"
 class Flag:
     """How an options field is spelled on the command line: argparse's `add_argument(*names, **kw)`, its dest
     the field's name and its default the field's (a tuple as a list: `append` needs one). `group`: the title
-    of the argument group it is shown in (`--help`); `old`: older spellings, refused naming this one."""
+    of the argument group it is shown in (`--help`); `old`: older spellings, refused naming this one;
+    `exclusive`: the name of its mutually exclusive group (`[--quick | --full]`); `after`: taken after the
+    sub-command too, its default suppressed there (a global option: `bringup smoke --device cpu`), with
+    `after_help` for help there when it differs."""
 
     names: tuple[str, ...]
     kw: Mapping[str, Any]
     group: str | None = None
     old: tuple[str, ...] = ()
+    exclusive: str | None = None
+    after: bool = False
+    after_help: str | None = None
 
 
-def flag(*names: str, group: str | None = None, old: Sequence[str] = (), **kw: Any) -> Flag:
+def flag(
+    *names: str,
+    group: str | None = None,
+    old: Sequence[str] = (),
+    exclusive: str | None = None,
+    after: bool = False,
+    after_help: str | None = None,
+    **kw: Any,
+) -> Flag:
     """`--name`'s spelling, as add_argument takes it: `flag("--steps", type=positive_int, help=...)`."""
-    return Flag(names, MappingProxyType(kw), group, tuple(old))
+    return Flag(names, MappingProxyType(kw), group, tuple(old), exclusive, after or after_help is not None, after_help)
 
 
 # A vocabulary option's spelling: `add_<name>(parser, default)` (add_dtype, add_case_budget ...: one spelling, one
@@ -366,29 +380,50 @@ def not_measured(default: Any, why: str = "", flag: Flag | AddOption | None = No
     return _field(default, False, why, flag, check)
 
 
-def add_options(p: argparse.ArgumentParser, cls: type[CommandOptions], names: Sequence[str] | None = None) -> None:
+def add_options(
+    p: argparse.ArgumentParser, cls: type[CommandOptions], names: Sequence[str] | None = None, after: bool = False
+) -> None:
     """The command-line options of `cls`'s fields that carry a spelling (`names`: only those), in field order,
-    each in its group: the one place a field's flag, type, default and help are written."""
-    groups: dict[str, Any] = {}
+    each in its group: the one place a field's flag, type, default and help are written. `after`: the parser
+    of a sub-command, which takes the fields spelled `after` only, their defaults suppressed (argparse.SUPPRESS:
+    a value given before the sub-command stands unless given again after it)."""
+    containers: dict[tuple[str, str], Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         spelling = f.metadata.get(FLAG)
         if spelling is None or (names is not None and f.name not in names):
             continue
         if not isinstance(spelling, Flag):
-            spelling(p, f.default)
+            if not after:
+                spelling(p, f.default)
             continue
-        where: Any = p
-        if spelling.group is not None:
-            where = groups.get(spelling.group) or groups.setdefault(
-                spelling.group, p.add_argument_group(spelling.group)
-            )
+        if after and not spelling.after:
+            continue
         kw = {"default": list(f.default) if isinstance(f.default, tuple) else f.default, **spelling.kw}
+        if after:
+            kw["default"] = argparse.SUPPRESS
+            if spelling.after_help is not None:
+                kw["help"] = spelling.after_help
         if spelling.names[0].startswith("-"):
             kw["dest"] = f.name
         elif spelling.names != (f.name,):  # a positional's name is its dest
             raise ValueError(f"{cls.__name__}.{f.name}: a positional argument is named as its field")
-        where.add_argument(*spelling.names, **kw)
+        _container(p, spelling, containers).add_argument(*spelling.names, **kw)
         refuse_old(p, spelling.old, spelling.names[0])
+
+
+def _container(p: argparse.ArgumentParser, spelling: Flag, made: dict[tuple[str, str], Any]) -> Any:
+    """Where `spelling` is added: `p`, or its argument group, and in that its mutually exclusive group (each made
+    on its first field; `made` keeps them by kind and name)."""
+    where: Any = p
+    if spelling.group is not None:
+        if ("group", spelling.group) not in made:
+            made["group", spelling.group] = p.add_argument_group(spelling.group)
+        where = made["group", spelling.group]
+    if spelling.exclusive is not None:
+        if ("exclusive", spelling.exclusive) not in made:
+            made["exclusive", spelling.exclusive] = where.add_mutually_exclusive_group()
+        where = made["exclusive", spelling.exclusive]
+    return where
 
 
 def is_measured(f: dataclasses.Field[Any]) -> bool:
