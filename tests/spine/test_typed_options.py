@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from bringup import api
-from bringup.cli import _commands, build_options, build_parser, command_options, parse_options
-from bringup.options import CommandOptions, GlobalOptions, Options, parser_dests
+from bringup.cli import _commands, build_options, build_parser, command_options, parse_options, parser_dests
+from bringup.options import CommandOptions, GlobalOptions, Options
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "bringup"
