@@ -338,12 +338,17 @@ def not_measured(default: Any, why: str = "", flag: Flag | AddOption | None = No
 
 
 def add_options(
-    p: argparse.ArgumentParser, cls: type[CommandOptions], names: Sequence[str] | None = None, after: bool = False
+    p: argparse.ArgumentParser,
+    cls: type[CommandOptions],
+    names: Sequence[str] | None = None,
+    after: bool = False,
+    required: Sequence[str] = (),
 ) -> None:
     """The command-line options of `cls`'s fields that carry a spelling (`names`: only those), in field order,
     each in its group: the one place a field's flag, type, default and help are written. `after`: the parser
     of a sub-command, which takes the fields spelled `after` only, their defaults suppressed (argparse.SUPPRESS:
-    a value given before the sub-command stands unless given again after it)."""
+    a value given before the sub-command stands unless given again after it). `required`: fields required
+    here (one class for several parsers: `hub`'s actions)."""
     containers: dict[tuple[str, str], Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         spelling = f.metadata.get(FLAG)
@@ -356,6 +361,8 @@ def add_options(
         if after and not spelling.after:
             continue
         kw = {"default": list(f.default) if isinstance(f.default, tuple) else f.default, **spelling.kw}
+        if f.name in required:
+            kw["required"] = True
         if after:
             kw["default"] = argparse.SUPPRESS
             if spelling.after_help is not None:
