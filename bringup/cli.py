@@ -8,10 +8,12 @@ Every error a user can cause ends in one line on stderr and exit code 2, never a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
@@ -24,10 +26,9 @@ from bringup.options import (
     GlobalOptions,
     NoOptions,
     Options,
-    options_class,
-    parser_dests,
-    positive_float,
-    positive_int,
+    add_options,
+    is_refused,
+    measured,
 )
 from bringup.store import DEFAULT_DB
 
@@ -71,47 +72,16 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _output_options(p: argparse.ArgumentParser, suppress: bool) -> None:
-    d = argparse.SUPPRESS if suppress else None
-    p.add_argument("--json", metavar="FILE", default=d, help="write results in the common JSON contract")
-    p.add_argument("--junit", metavar="FILE", default=d, help="write a JUnit XML (a testcase per case)")
-    p.add_argument("--csv", metavar="FILE", default=d, help="write a CSV (dynamo-harness-like columns)")
-
-
-def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
-    """Options accepted globally and, for convenience, after the sub-command too."""
-    d = argparse.SUPPRESS if suppress else None
-    p.add_argument(
-        "--workers",
-        type=positive_int,
-        default=d if suppress else None,
-        help="worker processes (default 1; `run --quick`: one per core, at most 4)",
-    )
-    p.add_argument(
-        "--allow-unsupported",
-        action="store_true",
-        default=d if suppress else False,
-        help="'unsupported' cases don't make the exit code 1",
-    )
-    p.add_argument(
-        "--fallback",
-        action="append",
-        default=d if suppress else None,
-        metavar="[SUITE=]POLICY",
-        help="what a CPU fallback is: gap (default: as each suite judges it) or error (a failure in "
-        "every case, ops named); SUITE=POLICY for one suite; repeatable",
-    )
-    _output_options(p, suppress)
+def _global_options(p: argparse.ArgumentParser, after: bool) -> None:
+    """The global options (GlobalOptions' fields), then the post-run steps' (--expect ..., --localize, a plugin's).
+    `after`: a sub-command's parser, which takes --device, --workers, --allow-unsupported, --fallback and the
+    outputs (and the steps' options) too, their defaults suppressed: one given before the command stands, and
+    one given after it wins (`bringup smoke --device cpu`, the common first try)."""
     from bringup.api import post_runs
 
-    for step in post_runs():  # the post-run steps' options (--expect ..., --localize, a plugin's)
-        step.add_options(p, suppress)
-
-
-def _device_option(p: argparse.ArgumentParser) -> None:
-    """--device after the sub-command too (`bringup smoke --device cpu`, the common first try); it wins
-    over one given before."""
-    p.add_argument("--device", default=argparse.SUPPRESS, help="the device, as the global --device")
+    add_options(p, GlobalOptions, after=after)
+    for step in post_runs():
+        step.add_options(p, after)
 
 
 def build_parser() -> Parser:
@@ -125,32 +95,7 @@ def build_parser() -> Parser:
 
     p = Parser(prog="bringup", description="Does a real training stack run on this PyTorch device, and how fast?")
     p.add_argument("--version", action="version", version=f"bringup {__version__}")
-    p.add_argument("--device", default=None, help="auto (default) | cpu | cuda:1 | neuron | any PrivateUse1 name")
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first, here and in every worker (device plugins, compile backends). "
-        "Runs that module's code.",
-    )
-    p.add_argument("--db", default=None, help="SQLite result store (default ./bringup-results/bringup.db)")
-    p.add_argument(
-        "--resume",
-        metavar="RUN_ID",
-        default=None,
-        help="continue RUN_ID: run only its unfinished cases (alone: the planned ones)",
-    )
-    p.add_argument("--executor", choices=["local", "ray"], default="local", help="local (default) or ray")
-    p.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local one)")
-    p.add_argument(
-        "--max-rss-gb",
-        type=positive_float,
-        default=None,
-        help="kill a worker whose memory passes this and report the case as oom",
-    )
-    _run_options(p, suppress=False)
+    _global_options(p, after=False)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     named, no_device = _commands(), _no_device()
     for name, (mod, help_) in named.items():
@@ -159,15 +104,13 @@ def build_parser() -> Parser:
         sp = sub.add_parser(name, help=help_, description=help_)
         importlib.import_module(mod).add_arguments(sp)
         if name not in no_device:
-            _device_option(sp)
-            _run_options(sp, suppress=True)
+            _global_options(sp, after=True)
     for c in commands():
         if c.name in named:
             continue
         sp = sub.add_parser(c.name, help=c.help, description=c.help)
         c.add_arguments(sp)
-        _device_option(sp)
-        _run_options(sp, suppress=True)
+        _global_options(sp, after=True)
     return p
 
 
@@ -314,6 +257,38 @@ def build_options(args: argparse.Namespace) -> Options:
 
 def _declared(name: str, cls: type[CommandOptions] | None, add: Any) -> type[CommandOptions]:
     return cls or options_class(f"{name}_options", parser_dests(add))
+
+
+def options_class(name: str, dests: Sequence[str]) -> type[CommandOptions]:
+    """A frozen options dataclass with untyped `dests` (default None): the options of a plugin's command, step or
+    run option that declares no class of its own."""
+    why = "a plugin's option that declares no class: assumed to change what is measured"
+    return dataclasses.make_dataclass(
+        name, [(d, Any, measured(None, why)) for d in dests], bases=(CommandOptions,), frozen=True
+    )
+
+
+def parser_dests(add: Any) -> list[str]:
+    """The dests `add(parser)` adds (refused old spellings and help left out), in order; sub-commands' too."""
+    p = argparse.ArgumentParser(add_help=False)
+    add(p)
+    return _dests(p)
+
+
+def _dests(p: argparse.ArgumentParser) -> list[str]:
+    out: list[str] = []
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            out.append(a.dest)
+            for sp in dict.fromkeys(a.choices.values()):
+                out += _dests(sp)
+        elif (
+            a.dest != argparse.SUPPRESS
+            and not is_refused(a)
+            and not isinstance(a, (argparse._HelpAction, argparse._VersionAction))
+        ):
+            out.append(a.dest)
+    return list(dict.fromkeys(out))
 
 
 def parse_options(argv: list[str]) -> Options:

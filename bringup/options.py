@@ -25,13 +25,10 @@ import argparse
 import dataclasses
 import math
 import re
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeVar
-
-from bringup.errors import BadInput
 
 
 @dataclass(frozen=True)
@@ -61,51 +58,6 @@ positive_int = Number(int, 0, True, "a positive integer")
 nonneg_int = Number(int, 0, False, "an integer >= 0")
 positive_float = Number(float, 0, True, "a positive number")
 seconds = Number(float, 0, True, "a positive number of seconds")  # a budget
-
-
-def add_compile_backend(p: argparse.ArgumentParser, default: str | None = "inductor", extra_help: str = "") -> None:
-    """The one `--compile-backend NAME` option (the old spelling `--backend` is refused, naming it). Checked by
-    `check_compile_backend` when the cases are planned, after `--import` plugins registered theirs."""
-    d = f"default {default}" if default else "default: the device's (inductor; openxla on xla)"
-    p.add_argument(
-        "--compile-backend",
-        dest="compile_backend",
-        default=default,
-        metavar="NAME",
-        help=f"torch.compile backend ({d}{extra_help}); a plugin can register more (--import)",
-    )
-    refuse_old(p, ["--backend"], "--compile-backend")
-
-
-# The backends torch registers itself, in every torch this project supports. Planning accepts them without
-# importing torch._dynamo (~2 s of CPU in the command's own process, which compiles nothing: the worker does);
-# any other name, or any name once a plugin has imported dynamo (to register its own), is checked against
-# dynamo's registry.
-TORCH_OWN_BACKENDS = frozenset({"inductor", "aot_eager", "eager"})
-
-
-def check_compile_backend(name: str, flag: str = "--compile-backend", allow_none: bool = False) -> str:
-    """`name` if torch.compile knows it here (torch's backends and those registered by plugins), else
-    BadInput naming the ones it knows. `allow_none`: "none" (no compile) passes."""
-    if allow_none and name.lower() == "none":
-        return "none"
-    if name in TORCH_OWN_BACKENDS and "torch._dynamo" not in sys.modules:
-        return name  # registered by torch itself in every release we support: no need to import dynamo to know
-    import torch._dynamo
-
-    known = torch._dynamo.list_backends(exclude_tags=())
-    if name not in known:
-        raise BadInput(
-            f"unknown {flag} {name!r}; registered here: {', '.join(sorted(known))} "
-            "(a plugin can register more: --import MODULE)"
-        )
-    return name
-
-
-# --hub-rate (zoo's Hub sweeps, `bringup hub`): requests per 5-minute window to the Hub's API and /resolve/.
-# Here, torch-free, so that `--help` shows them without importing the Hub code (bringup.hub.fetch).
-FREE_API, FREE_RESOLVE = 1000, 5000  # a free user's requests per window (docs/hub/rate-limits)
-DEFAULT_API, DEFAULT_RESOLVE = 900, 4500  # 90% of those
 
 
 # ---- the vocabulary ---------------------------------------------------------------------------------------
@@ -193,6 +145,11 @@ class _Refused(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         parser.error(f"{option_string} is no longer accepted here: use {self.new}")
+
+
+def is_refused(a: argparse.Action) -> bool:
+    """Whether `a` is an old spelling `refuse_old` added (no dest of its own: it never parses)."""
+    return isinstance(a, _Refused)
 
 
 def refuse_old(p: argparse.ArgumentParser, old: Sequence[str], new: str) -> None:
@@ -311,17 +268,31 @@ KILL_LIMIT = "a kill limit: what a case computes is the same; past it, 'budget'"
 class Flag:
     """How an options field is spelled on the command line: argparse's `add_argument(*names, **kw)`, its dest
     the field's name and its default the field's (a tuple as a list: `append` needs one). `group`: the title
-    of the argument group it is shown in (`--help`); `old`: older spellings, refused naming this one."""
+    of the argument group it is shown in (`--help`); `old`: older spellings, refused naming this one;
+    `exclusive`: the name of its mutually exclusive group (`[--quick | --full]`); `after`: taken after the
+    sub-command too, its default suppressed there (a global option: `bringup smoke --device cpu`), with
+    `after_help` for help there when it differs."""
 
     names: tuple[str, ...]
     kw: Mapping[str, Any]
     group: str | None = None
     old: tuple[str, ...] = ()
+    exclusive: str | None = None
+    after: bool = False
+    after_help: str | None = None
 
 
-def flag(*names: str, group: str | None = None, old: Sequence[str] = (), **kw: Any) -> Flag:
+def flag(
+    *names: str,
+    group: str | None = None,
+    old: Sequence[str] = (),
+    exclusive: str | None = None,
+    after: bool = False,
+    after_help: str | None = None,
+    **kw: Any,
+) -> Flag:
     """`--name`'s spelling, as add_argument takes it: `flag("--steps", type=positive_int, help=...)`."""
-    return Flag(names, MappingProxyType(kw), group, tuple(old))
+    return Flag(names, MappingProxyType(kw), group, tuple(old), exclusive, after or after_help is not None, after_help)
 
 
 # A vocabulary option's spelling: `add_<name>(parser, default)` (add_dtype, add_case_budget ...: one spelling, one
@@ -366,29 +337,57 @@ def not_measured(default: Any, why: str = "", flag: Flag | AddOption | None = No
     return _field(default, False, why, flag, check)
 
 
-def add_options(p: argparse.ArgumentParser, cls: type[CommandOptions], names: Sequence[str] | None = None) -> None:
+def add_options(
+    p: argparse.ArgumentParser,
+    cls: type[CommandOptions],
+    names: Sequence[str] | None = None,
+    after: bool = False,
+    required: Sequence[str] = (),
+) -> None:
     """The command-line options of `cls`'s fields that carry a spelling (`names`: only those), in field order,
-    each in its group: the one place a field's flag, type, default and help are written."""
-    groups: dict[str, Any] = {}
+    each in its group: the one place a field's flag, type, default and help are written. `after`: the parser
+    of a sub-command, which takes the fields spelled `after` only, their defaults suppressed (argparse.SUPPRESS:
+    a value given before the sub-command stands unless given again after it). `required`: fields required
+    here (one class for several parsers: `hub`'s actions)."""
+    containers: dict[tuple[str, str], Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         spelling = f.metadata.get(FLAG)
         if spelling is None or (names is not None and f.name not in names):
             continue
         if not isinstance(spelling, Flag):
-            spelling(p, f.default)
+            if not after:
+                spelling(p, f.default)
             continue
-        where: Any = p
-        if spelling.group is not None:
-            where = groups.get(spelling.group) or groups.setdefault(
-                spelling.group, p.add_argument_group(spelling.group)
-            )
+        if after and not spelling.after:
+            continue
         kw = {"default": list(f.default) if isinstance(f.default, tuple) else f.default, **spelling.kw}
+        if f.name in required:
+            kw["required"] = True
+        if after:
+            kw["default"] = argparse.SUPPRESS
+            if spelling.after_help is not None:
+                kw["help"] = spelling.after_help
         if spelling.names[0].startswith("-"):
             kw["dest"] = f.name
         elif spelling.names != (f.name,):  # a positional's name is its dest
             raise ValueError(f"{cls.__name__}.{f.name}: a positional argument is named as its field")
-        where.add_argument(*spelling.names, **kw)
+        _container(p, spelling, containers).add_argument(*spelling.names, **kw)
         refuse_old(p, spelling.old, spelling.names[0])
+
+
+def _container(p: argparse.ArgumentParser, spelling: Flag, made: dict[tuple[str, str], Any]) -> Any:
+    """Where `spelling` is added: `p`, or its argument group, and in that its mutually exclusive group (each made
+    on its first field; `made` keeps them by kind and name)."""
+    where: Any = p
+    if spelling.group is not None:
+        if ("group", spelling.group) not in made:
+            made["group", spelling.group] = p.add_argument_group(spelling.group)
+        where = made["group", spelling.group]
+    if spelling.exclusive is not None:
+        if ("exclusive", spelling.exclusive) not in made:
+            made["exclusive", spelling.exclusive] = where.add_mutually_exclusive_group()
+        where = made["exclusive", spelling.exclusive]
+    return where
 
 
 def is_measured(f: dataclasses.Field[Any]) -> bool:
@@ -452,23 +451,102 @@ class NoOptions(CommandOptions):
 
 @dataclass(frozen=True)
 class GlobalOptions(CommandOptions):
-    """The options every command takes (before the sub-command; the run options after it too: bringup/cli.py)."""
+    """The options every command takes, each field its flag (bringup/cli.py builds the parser from them): before
+    the sub-command, and those spelled `after` after it too (`bringup smoke --device cpu`; defaults suppressed
+    there, so that one given before stands). `command` is the sub-command's name (the parser's sub-parsers)."""
 
     command: str | None = measured(None)
-    device: str | None = not_measured(None, "the device asked for: a line's machine is the device the run resolved")
-    imports: tuple[str, ...] = measured((), "a plugin's code runs in every worker: a backend, a device, a patch")
-    db: str | None = not_measured(None)
-    resume: str | None = not_measured(None, "a resumed run keeps the options it was started with")
-    executor: str = not_measured("local", "where the workers run, not what they compute")
-    ray_address: str | None = not_measured(None)
-    max_rss_gb: float | None = not_measured(None, "a kill limit: what a case computes is the same; past it, oom")
+    device: str | None = not_measured(
+        None,
+        "the device asked for: a line's machine is the device the run resolved",
+        flag(
+            "--device",
+            help="auto (default) | cpu | cuda:1 | neuron | any PrivateUse1 name",
+            after_help="the device, as the global --device",  # it wins over one given before
+        ),
+    )
+    imports: tuple[str, ...] = measured(
+        (),
+        "a plugin's code runs in every worker: a backend, a device, a patch",
+        flag(
+            "--import",
+            action="append",
+            metavar="MODULE",
+            help="import MODULE first, here and in every worker (device plugins, compile backends). "
+            "Runs that module's code.",
+        ),
+    )
+    db: str | None = not_measured(
+        None, flag=flag("--db", help="SQLite result store (default ./bringup-results/bringup.db)")
+    )
+    resume: str | None = not_measured(
+        None,
+        "a resumed run keeps the options it was started with",
+        flag(
+            "--resume",
+            metavar="RUN_ID",
+            help="continue RUN_ID: run only its unfinished cases (alone: the planned ones)",
+        ),
+    )
+    executor: str = not_measured(
+        "local",
+        "where the workers run, not what they compute",
+        flag("--executor", choices=["local", "ray"], help="local (default) or ray"),
+    )
+    ray_address: str | None = not_measured(
+        None, flag=flag("--ray-address", help="Ray cluster address (default: start a local one)")
+    )
+    max_rss_gb: float | None = not_measured(
+        None,
+        "a kill limit: what a case computes is the same; past it, oom",
+        flag(
+            "--max-rss-gb",
+            type=positive_float,
+            help="kill a worker whose memory passes this and report the case as oom",
+        ),
+    )
     # None: not given (1; `bringup run --quick`: one per core, bringup/orchestrate.py)
-    workers: int | None = not_measured(None, "how many cases run at once, not what each computes")
-    allow_unsupported: bool = not_measured(False, "the exit code only: every status is the same")
-    fallback: tuple[str, ...] | None = measured(None, "a CPU fallback judged a gap or a failure: verdicts change")
-    json: str | None = not_measured(None)
-    junit: str | None = not_measured(None)
-    csv: str | None = not_measured(None)
+    workers: int | None = not_measured(
+        None,
+        "how many cases run at once, not what each computes",
+        flag(
+            "--workers",
+            type=positive_int,
+            after=True,
+            help="worker processes (default 1; `run --quick`: one per core, at most 4)",
+        ),
+    )
+    allow_unsupported: bool = not_measured(
+        False,
+        "the exit code only: every status is the same",
+        flag(
+            "--allow-unsupported",
+            action="store_true",
+            after=True,
+            help="'unsupported' cases don't make the exit code 1",
+        ),
+    )
+    fallback: tuple[str, ...] | None = measured(
+        None,
+        "a CPU fallback judged a gap or a failure: verdicts change",
+        flag(
+            "--fallback",
+            action="append",
+            metavar="[SUITE=]POLICY",
+            after=True,
+            help="what a CPU fallback is: gap (default: as each suite judges it) or error (a failure in "
+            "every case, ops named); SUITE=POLICY for one suite; repeatable",
+        ),
+    )
+    json: str | None = not_measured(
+        None, flag=flag("--json", metavar="FILE", after=True, help="write results in the common JSON contract")
+    )
+    junit: str | None = not_measured(
+        None, flag=flag("--junit", metavar="FILE", after=True, help="write a JUnit XML (a testcase per case)")
+    )
+    csv: str | None = not_measured(
+        None, flag=flag("--csv", metavar="FILE", after=True, help="write a CSV (dynamo-harness-like columns)")
+    )
 
 
 @dataclass(frozen=True)
@@ -517,33 +595,3 @@ class Options:
                 if is_measured(f):
                     out[f.name] = _plain(getattr(part, f.name))
         return out
-
-
-def options_class(name: str, dests: Sequence[str]) -> type[CommandOptions]:
-    """A frozen options dataclass with untyped `dests` (default None): the options of a plugin's command, step or
-    run option that declares no class of its own."""
-    why = "a plugin's option that declares no class: assumed to change what is measured"
-    return dataclasses.make_dataclass(
-        name, [(d, Any, measured(None, why)) for d in dests], bases=(CommandOptions,), frozen=True
-    )
-
-
-def parser_dests(add: Any) -> list[str]:
-    """The dests `add(parser)` adds (refused old spellings and help left out), in order; sub-commands' too."""
-    p = argparse.ArgumentParser(add_help=False)
-    add(p)
-    return _dests(p)
-
-
-def _dests(p: argparse.ArgumentParser) -> list[str]:
-    out: list[str] = []
-    for a in p._actions:
-        if isinstance(a, argparse._SubParsersAction):
-            out.append(a.dest)
-            for sp in dict.fromkeys(a.choices.values()):
-                out += _dests(sp)
-        elif a.dest != argparse.SUPPRESS and not isinstance(
-            a, (_Refused, argparse._HelpAction, argparse._VersionAction)
-        ):
-            out.append(a.dest)
-    return list(dict.fromkeys(out))

@@ -21,10 +21,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bringup.api import RunPart
+from bringup.api import RunPart, missing_builtin, run_options, suites
 from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
-from bringup.options import CommandOptions, Options, measured, not_measured
+from bringup.options import CommandOptions, Options, add_options, flag, measured, not_measured
 from bringup.store import RunInfo, Store
 
 if TYPE_CHECKING:  # types only: flow imports torch
@@ -34,29 +34,41 @@ if TYPE_CHECKING:  # types only: flow imports torch
     from bringup.flow import Session
 
 
+SUITES_ONLY = "which suites run: each suite's cases, and its history line, are the same"
+
+
 @dataclass(frozen=True)
 class RunCommandOptions(CommandOptions):
-    """`bringup run`'s own options (add_arguments' dests; the capabilities' run options are Options.parts)."""
+    """`bringup run`'s own options, each field its flag (the parser is built from them: add_arguments; the
+    capabilities' run options are theirs: Options.parts)."""
 
-    quick: bool = measured(False)
-    full: bool = measured(False)
-    skip: str = not_measured("", "which suites run: each suite's cases, and its history line, are the same")
-    only: str = not_measured("", "which suites run: each suite's cases, and its history line, are the same")
-    out: str | None = not_measured(None)
+    quick: bool = measured(
+        False,
+        flag=flag(
+            "--quick",
+            action="store_true",
+            exclusive="size",
+            help="small cases for cpu / CI (~10 min on 2 cores; default)",
+        ),
+    )
+    full: bool = measured(
+        False,
+        flag=flag("--full", action="store_true", exclusive="size", help="the full matrices, for a real accelerator"),
+    )
+    skip: str = not_measured(
+        "", SUITES_ONLY, flag=flag("--skip", help="comma list of suites to leave out (e.g. zoo,ops)")
+    )
+    only: str = not_measured("", SUITES_ONLY, flag=flag("--only", help="comma list of suites to run (default: all)"))
+    out: str | None = not_measured(
+        None, flag=flag("--out", metavar="FILE", help="HTML report path (default: in the run dir)")
+    )
 
 
 OPTIONS = RunCommandOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="small cases for cpu / CI (~10 min on 2 cores; default)")
-    g.add_argument("--full", action="store_true", help="the full matrices, for a real accelerator")
-    p.add_argument("--skip", default="", help="comma list of suites to leave out (e.g. zoo,ops)")
-    p.add_argument("--only", default="", help="comma list of suites to run (default: all)")
-    p.add_argument("--out", metavar="FILE", default=None, help="HTML report path (default: in the run dir)")
-    from bringup.api import run_options
-
+    add_options(p, RunCommandOptions)
     for o in run_options():  # a capability's own options on `run` (port's --port, train's cache artifact)
         o.add_arguments(p)
 
@@ -73,8 +85,6 @@ def plan(options: Options, device: Device) -> list[Case]:
 def plan_parts(options: Options, device: Device) -> tuple[list[Case], list[RunPart]]:
     """The run's cases, suite by suite in the registry's order, rewritten by the capabilities' run options
     (bringup.api.RunOptions), and what those options add to the run. Validates options (BadInput)."""
-    from bringup.api import run_options, suites
-
     planned = [s for s in suites() if s.run_cases is not None]
     extra = run_options()
     names = [s.name for s in planned]
@@ -99,8 +109,6 @@ def plan_parts(options: Options, device: Device) -> tuple[list[Case], list[RunPa
 
 
 def describe(cases: list[Case], args: RunCommandOptions) -> str:
-    from bringup.api import missing_builtin
-
     c = Counter(k.suite for k in cases)
     parts = [f"{s} {n}" for s, n in c.items()]
     missing = [s for s in missing_builtin() if s not in _names(args.skip)]

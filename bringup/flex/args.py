@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from bringup.compile_backend import add_compile_backend
 from bringup.options import (
     CommandOptions,
-    add_compile_backend,
     add_compile_budget,
     add_dtype,
     add_options,

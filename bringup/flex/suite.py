@@ -26,6 +26,7 @@ from rich.table import Table
 
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
+from bringup.compile_backend import check_compile_backend
 from bringup.console import STATUS_STYLE, styled
 from bringup.device import Device
 from bringup.errors import BadInput
@@ -43,7 +44,7 @@ from bringup.flex.matrix import (
 )
 from bringup.flex.mods import ModError, build_mod, is_user_mod
 from bringup.flex.spec import FlexSpec, SpecError
-from bringup.options import Options, check_compile_backend
+from bringup.options import Options
 from bringup.precision import parse_precision
 
 if TYPE_CHECKING:

@@ -24,28 +24,62 @@ from typing import Any
 
 from bringup.errors import BadInput, user_regex
 from bringup.hub.flags import DEFAULT_WORKERS, SWEEP_PREFIXES, HubFetch, parse_limits
-from bringup.options import CommandOptions, add_filter, add_limit, measured, not_measured, positive_int
+from bringup.options import (
+    CommandOptions,
+    add_options,
+    filter_flag,
+    flag,
+    limit_flag,
+    measured,
+    not_measured,
+    positive_int,
+)
 from bringup.session import CommandSession
 
-ACTIONS = ("fetch", "plan", "export", "import", "fields", "csv")
+FETCH = ("source", "limit", "filter", "hub_workers", "hub_rate", "hub_refresh")  # what a fetch reads
+# Each action: its one-line help and its fields (HubOptions', in field order; --hub-index is every action's).
+ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "fetch": ("list a source and fetch its configs into the index", ("hub_index", *FETCH)),
+    "plan": ("ids -> signatures (nothing runs)", ("hub_index", *FETCH, "json")),
+    "export": ("write the index as one .jsonl.gz file", ("hub_index", "source", "limit", "filter", "out")),
+    "import": ("merge an exported file into the index", ("hub_index", "file")),
+    "fields": ("a model type's signature fields", ("hub_index", "model_type")),
+    "csv": ("every id of a stored Hub sweep, with its outcome", ("hub_index", "out", "run")),
+}
+SOURCE_REQUIRED = ("fetch", "plan")  # export's --source is optional: without it, the whole index
 
 
 @dataclass(frozen=True)
 class HubOptions(CommandOptions):
-    """`bringup hub`'s options: every action's dests (add_arguments'; plan's --json is Options.common's)."""
+    """`bringup hub`'s options: one class for every action, each field its flag; an action's parser takes its
+    fields (ACTIONS; add_arguments). `check` refuses a bad fetch where the options are built."""
 
     hub_action: str | None = measured(None)
-    hub_index: str | None = not_measured(None, "a cache of the Hub's listings and configs")
-    source: str | None = measured(None)
-    limit: int | None = measured(None)
-    filter: str | None = measured(None)
-    hub_workers: int = not_measured(DEFAULT_WORKERS, "concurrent config fetches")
-    hub_rate: str | None = not_measured(None, "requests per window to the Hub")
-    hub_refresh: bool = not_measured(False, "the same query listed again: the Hub as it is now")
-    out: str | None = not_measured(None)
-    file: str | None = measured(None)
-    model_type: str | None = measured(None)
-    run: str | None = measured(None)
+    hub_index: str | None = not_measured(
+        None,
+        "a cache of the Hub's listings and configs",
+        flag("--hub-index", metavar="FILE", help="the Hub index (default beside --db)"),
+    )
+    source: str | None = measured(
+        None, flag=flag("--source", help="hub-search:[TEXT][,library=L][,task=T][,author=A][,sort=...] | hub-list:FILE")
+    )
+    limit: int | None = measured(None, flag=limit_flag("ids"))
+    filter: str | None = measured(None, flag=filter_flag("ids"))
+    hub_workers: int = not_measured(
+        DEFAULT_WORKERS, "concurrent config fetches", flag("--hub-workers", type=positive_int, metavar="N")
+    )
+    hub_rate: str | None = not_measured(
+        None, "requests per window to the Hub", flag("--hub-rate", metavar="API,RESOLVE")
+    )
+    hub_refresh: bool = not_measured(
+        False, "the same query listed again: the Hub as it is now", flag("--hub-refresh", action="store_true")
+    )
+    # plan's --json: the plan (ids, signatures), in the global --json's dest (the command's own, as bisect's --repeat)
+    json: str | None = not_measured(None, flag=flag("--json", metavar="FILE", help="write the plan (ids, signatures)"))
+    out: str | None = not_measured(None, flag=flag("--out", required=True, metavar="FILE"))
+    file: str | None = measured(None, flag=flag("file", metavar="FILE"))
+    model_type: str | None = measured(None, flag=flag("model_type", metavar="MODEL_TYPE"))
+    run: str | None = measured(None, flag=flag("run", metavar="RUN_ID"))
 
     def fetch(self, db: str) -> HubFetch:
         """What the fetch reads (bringup/hub/plan.py), the index beside `db`."""
@@ -79,39 +113,9 @@ OPTIONS = HubOptions
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="hub_action", metavar="ACTION", parser_class=type(p))
-    for name, help_ in (
-        ("fetch", "list a source and fetch its configs into the index"),
-        ("plan", "ids -> signatures (nothing runs)"),
-        ("export", "write the index as one .jsonl.gz file"),
-        ("import", "merge an exported file into the index"),
-        ("fields", "a model type's signature fields"),
-        ("csv", "every id of a stored Hub sweep, with its outcome"),
-    ):
+    for name, (help_, fields) in ACTIONS.items():
         sp = sub.add_parser(name, help=help_, description=help_)
-        sp.add_argument("--hub-index", metavar="FILE", default=None, help="the Hub index (default beside --db)")
-        if name in ("fetch", "plan", "export"):
-            sp.add_argument(
-                "--source",
-                required=name != "export",
-                default=None,
-                help="hub-search:[TEXT][,library=L][,task=T][,author=A][,sort=...] | hub-list:FILE",
-            )
-            add_limit(sp, "ids")
-            add_filter(sp, "ids")
-        if name in ("fetch", "plan"):
-            sp.add_argument("--hub-workers", type=positive_int, default=DEFAULT_WORKERS, metavar="N")
-            sp.add_argument("--hub-rate", default=None, metavar="API,RESOLVE")
-            sp.add_argument("--hub-refresh", action="store_true")
-        if name == "plan":
-            sp.add_argument("--json", default=None, metavar="FILE", help="write the plan (ids, signatures)")
-        if name in ("export", "csv"):
-            sp.add_argument("--out", required=True, metavar="FILE")
-        if name == "import":
-            sp.add_argument("file", metavar="FILE")
-        if name == "fields":
-            sp.add_argument("model_type", metavar="MODEL_TYPE")
-        if name == "csv":
-            sp.add_argument("run", metavar="RUN_ID")
+        add_options(sp, HubOptions, fields, required=("source",) if name in SOURCE_REQUIRED else ())
 
 
 def _entries(args: HubOptions, db: str) -> list[Any]:
@@ -206,10 +210,10 @@ def _plan(sess: CommandSession, args: HubOptions) -> int:
         highlight=False,
     )
     con.print("signatures by architecture: " + ", ".join(f"{a} {n}" for a, n in by_arch.most_common()), highlight=False)
-    if sess.options.common.json:
+    if args.json:
         from bringup.files import write_json  # lazy: torch-free --help
 
-        write_json(sess.options.common.json, _plan_json(plan))
+        write_json(args.json, _plan_json(plan))
     return 0
 
 

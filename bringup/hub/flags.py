@@ -10,13 +10,17 @@ import re
 from dataclasses import dataclass
 
 from bringup.errors import BadInput
-from bringup.options import DEFAULT_API, DEFAULT_RESOLVE, FREE_API, FREE_RESOLVE
 
 INDEX_NAME = "hub-index.db"
 SEARCH_PREFIX = "hub-search:"
 LIST_PREFIX = "hub-list:"
 SWEEP_PREFIXES = (SEARCH_PREFIX, LIST_PREFIX)  # the sources that are Hub sweeps
 DEFAULT_WORKERS = 8
+
+# --hub-rate (zoo's Hub sweeps, `bringup hub`): requests per 5-minute window to the Hub's API and /resolve/.
+# Here, torch-free, so that `zoo --help` shows them without importing the Hub code (bringup.hub.fetch).
+FREE_API, FREE_RESOLVE = 1000, 5000  # a free user's requests per window (docs/hub/rate-limits)
+DEFAULT_API, DEFAULT_RESOLVE = 900, 4500  # 90% of those
 
 
 @dataclass(frozen=True)

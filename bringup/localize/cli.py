@@ -23,12 +23,13 @@ from rich.markup import escape
 
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import first_line
+from bringup.compile_backend import check_compile_backend
 from bringup.console import case_table
 from bringup.errors import BadInput
 from bringup.localize.args import LocalizeOptions
 from bringup.localize.core import fmt_err, record_call_ops, replay
 from bringup.localize.repro import write_repro
-from bringup.options import TORCH_DTYPE_NAMES, check_compile_backend
+from bringup.options import TORCH_DTYPE_NAMES
 from bringup.zoo import modules as zoo_modules
 from bringup.zoo.run import RunHow, as_precision, build_model, train_run
 

@@ -38,9 +38,10 @@ from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line, is_unsupported
 from bringup.checks.parity import parity, rel_rmse
+from bringup.compile_backend import check_compile_backend
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
-from bringup.options import Options, check_compile_backend
+from bringup.options import Options
 from bringup.probe import args as face  # the torch-free face (cli)
 from bringup.probe import section as probe_section
 from bringup.probe.args import BUDGET_S, COMPILE_BUDGET_S, DEFAULT_COMPILE_BACKENDS, ProbeOptions

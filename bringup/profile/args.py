@@ -10,11 +10,11 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
+from bringup.compile_backend import add_compile_backend
 from bringup.options import (
     KILL_LIMIT,
     CommandOptions,
     add_case_budget,
-    add_compile_backend,
     add_dtype,
     add_options,
     flag,

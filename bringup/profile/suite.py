@@ -27,13 +27,14 @@ from rich.table import Table
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
+from bringup.compile_backend import check_compile_backend
 from bringup.console import case_table, clip
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.files import check_output_dir, write_json
 from bringup.models import lm
 from bringup.models.lm import MODES
-from bringup.options import Options, check_compile_backend
+from bringup.options import Options
 from bringup.precision import Precision, parse_precision
 from bringup.profile import analysis as bp
 from bringup.profile import args as face  # the torch-free face (cli)

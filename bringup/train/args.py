@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from bringup.compile_backend import add_compile_backend
 from bringup.options import (
     KILL_LIMIT,
     CommandOptions,
     add_case_budget,
-    add_compile_backend,
     add_compile_budget,
     add_dtype,
     add_options,

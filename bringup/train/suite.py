@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
+from bringup.compile_backend import check_compile_backend
 from bringup.device import Device
 from bringup.errors import BadInput
 from bringup.files import atomic_write_text
 from bringup.models import lm, tying
-from bringup.options import Options, check_compile_backend
+from bringup.options import Options
 from bringup.precision import parse_precision
 from bringup.train import args as face  # the torch-free face (cli)
 from bringup.train import arms, artifact, distributed, loop, numerics, reference, section

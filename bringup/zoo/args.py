@@ -13,22 +13,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bringup.api import Tool
+from bringup.compile_backend import add_compile_backend, check_compile_backend
 from bringup.errors import BadInput, user_regex
 from bringup.hub import flags as hub_flags
 from bringup.options import (
-    DEFAULT_API,
-    DEFAULT_RESOLVE,
-    FREE_API,
-    FREE_RESOLVE,
     KILL_LIMIT,
     CommandOptions,
     add_case_budget,
-    add_compile_backend,
     add_dtype,
     add_options,
     add_seed,
     canonical_dtype,
-    check_compile_backend,
     filter_flag,
     flag,
     limit_flag,
@@ -236,8 +231,8 @@ class ZooOptions(CommandOptions):
             "--hub-rate",
             group=HUB,
             metavar="API,RESOLVE",
-            help=f"requests per 5 minutes to the Hub's API and /resolve/ (default {DEFAULT_API},"
-            f"{DEFAULT_RESOLVE}: 90%% of a free token's {FREE_API},{FREE_RESOLVE})",
+            help=f"requests per 5 minutes to the Hub's API and /resolve/ (default {hub_flags.DEFAULT_API},"
+            f"{hub_flags.DEFAULT_RESOLVE}: 90%% of a free token's {hub_flags.FREE_API},{hub_flags.FREE_RESOLVE})",
         ),
         check=hub_flags.parse_limits,
     )

@@ -98,7 +98,8 @@ def test_torch_own_backends_plan_without_dynamo_and_other_names_are_checked() ->
     """Planning a compiled run with inductor / aot_eager / eager imports no torch._dynamo (the worker compiles,
     not the command's process); any other name is checked against dynamo's registry, and a wrong one is refused."""
     code = (
-        "import sys\nfrom bringup.errors import BadInput\nfrom bringup.options import check_compile_backend as c\n"
+        "import sys\nfrom bringup.errors import BadInput\n"
+        "from bringup.compile_backend import check_compile_backend as c\n"
         "assert [c(n) for n in ('inductor', 'aot_eager', 'eager')] == ['inductor', 'aot_eager', 'eager']\n"
         "print('DYNAMO', 'torch._dynamo' in sys.modules)\n"
         "try:\n    c('no_such_backend')\nexcept BadInput as e:\n    print('REFUSED', e)\n"

@@ -15,7 +15,7 @@ from types import MappingProxyType
 import pytest
 
 from bringup import api
-from bringup.cli import _commands, command_options, parse_options
+from bringup.cli import _commands, command_options, options_class, parse_options, parser_dests
 from bringup.options import (
     MEASURED,
     WHY,
@@ -25,8 +25,6 @@ from bringup.options import (
     is_measured,
     measured,
     not_measured,
-    options_class,
-    parser_dests,
 )
 from bringup.report.history import StoredRun
 from tests.conftest import fake_run

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from bringup import api
-from bringup.cli import _commands, build_options, build_parser, command_options, parse_options
-from bringup.options import CommandOptions, GlobalOptions, Options, parser_dests
+from bringup.cli import _commands, build_options, build_parser, command_options, parse_options, parser_dests
+from bringup.options import CommandOptions, GlobalOptions, Options
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "bringup"
@@ -213,19 +213,19 @@ def test_zoo_options_are_checked_where_built() -> None:
             parse_options(argv)
 
 
-# Commands whose options are written once (every field its spelling: the parser built from the fields). The rest
-# (hub's per-action sub-parsers, run's exclusive --quick/--full, compare, expect, port) still call add_argument.
+# Commands whose options are written once (every field its spelling: the parser built from the fields; hub and
+# the global options: tests below). The rest (compare, expect, port) still call add_argument.
 WRITTEN_ONCE = (
     "zoo", "train", "bisect", "smoke", "probe", "ops", "flex", "selftest", "localize", "profile", "triage",
-    "devices", "report", "export",
+    "devices", "report", "export", "run",
 )  # fmt: skip
 
 
 @pytest.mark.parametrize("command", WRITTEN_ONCE)
 def test_each_option_is_written_once(command: str) -> None:
     """Every field of the command's options carries its spelling, and its parser is exactly those fields'."""
-    from bringup.cli import build_parser, command_options
-    from bringup.options import FLAG, parser_dests
+    from bringup.cli import build_parser, command_options, parser_dests
+    from bringup.options import FLAG
 
     cls = command_options(command)
     assert cls is not None
@@ -241,3 +241,74 @@ def _add_from(p: argparse.ArgumentParser, cls: type) -> None:
     from bringup.options import add_options
 
     add_options(p, cls)
+
+
+def _sub(p: argparse.ArgumentParser) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    return next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def test_the_global_options_are_written_once() -> None:
+    """Every global option but the sub-command's name carries its spelling; the global parser takes them all, in
+    field order (then the post-run steps'), and each device command takes those spelled `after`, defaults
+    suppressed (one given before the command stands)."""
+    from bringup.options import FLAG
+
+    fields = [f for f in dataclasses.fields(GlobalOptions) if f.name != "command"]
+    assert all(FLAG in f.metadata for f in fields), [f.name for f in fields if FLAG not in f.metadata]
+    steps = {d for s in api.post_runs() for d in parser_dests(partial(s.add_options, suppress=False))}
+    p = build_parser()
+    top = [a.dest for a in p._actions if a.dest not in steps and a.dest not in ("help", "version", "command")]
+    assert top == [f.name for f in fields]
+    after = [f.name for f in fields if f.metadata[FLAG].after]
+    assert after == ["device", "workers", "allow_unsupported", "fallback", "json", "junit", "csv"]
+    smoke = _sub(p).choices["smoke"]
+    taken = {a.dest: a.default for a in smoke._actions if a.dest in after}
+    assert taken == dict.fromkeys(after, argparse.SUPPRESS)
+    assert parse_options(["--device", "cpu", "--workers", "2", "smoke"]).common.device == "cpu"
+    got = parse_options(["--device", "cpu", "smoke", "--device", "meta", "--json", "x.json"]).common
+    assert (got.device, got.json, got.workers) == ("meta", "x.json", None)
+
+
+def test_hub_options_are_written_once() -> None:
+    """Every hub option but the action's name carries its spelling, and each action's parser takes exactly its
+    fields (hub/cli.py ACTIONS); --source is required by fetch and plan only."""
+    from bringup.hub.cli import ACTIONS, HubOptions
+    from bringup.options import FLAG
+
+    missing = [f.name for f in dataclasses.fields(HubOptions) if FLAG not in f.metadata and f.name != "hub_action"]
+    assert not missing, missing
+    actions = _sub(_sub(build_parser()).choices["hub"]).choices
+    assert set(actions) == set(ACTIONS)
+    for name, (_, fields) in ACTIONS.items():
+        assert [a.dest for a in actions[name]._actions if a.dest != "help"] == list(fields), name
+        source = [a for a in actions[name]._actions if a.dest == "source"]
+        assert [a.required for a in source] == ([True] if name in ("fetch", "plan") else [False] if source else [])
+
+
+def test_a_flag_names_its_exclusive_group_and_whether_it_is_taken_after_the_command() -> None:
+    """Shown failing: two fields of one `exclusive` group refuse each other; `after=True` fields alone are added to
+    a sub-command's parser, defaults suppressed, `after_help` their help there; `required` makes a field required."""
+    from dataclasses import dataclass
+
+    from bringup.options import CommandOptions, add_options, flag, not_measured
+
+    @dataclass(frozen=True)
+    class Demo(CommandOptions):
+        fast: bool = not_measured(False, flag=flag("--fast", action="store_true", exclusive="speed"))
+        slow: bool = not_measured(False, flag=flag("--slow", action="store_true", exclusive="speed"))
+        where: str | None = not_measured(None, flag=flag("--where", help="before", after_help="after"))
+        name: str | None = not_measured(None, flag=flag("--name"))
+
+    p = argparse.ArgumentParser()
+    add_options(p, Demo, required=("name",))
+    assert Demo.take(vars(p.parse_args(["--fast", "--name", "a"]))) == Demo(fast=True, name="a")
+    with pytest.raises(SystemExit):
+        p.parse_args(["--fast", "--slow", "--name", "a"])  # not allowed with --fast
+    with pytest.raises(SystemExit):
+        p.parse_args(["--fast"])  # --name is required
+    sub = argparse.ArgumentParser()
+    add_options(sub, Demo, after=True)
+    assert [(a.dest, a.default, a.help) for a in sub._actions if a.dest != "help"] == [
+        ("where", argparse.SUPPRESS, "after")
+    ]
+    assert vars(sub.parse_args([])) == {}
