@@ -7,6 +7,7 @@ import platform
 from dataclasses import dataclass
 from typing import Any
 
+from bringup.files import check_outputs, write_json
 from bringup.options import CommandOptions, add_options, flag, measured
 from bringup.session import CommandSession
 
@@ -32,7 +33,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def collect(sess: CommandSession, calibrate: bool = True) -> dict[str, Any]:
     import torch
 
-    from bringup.device import auto_choice, built_accelerator, dtype_name, known_types, privateuse1_name, resolve_device
+    from bringup.device import (  # lazy: torch-free --help
+        auto_choice,
+        built_accelerator,
+        dtype_name,
+        known_types,
+        privateuse1_name,
+        resolve_device,
+    )
 
     present: list[dict[str, Any]] = []
     for t in known_types():
@@ -96,8 +104,6 @@ def torch_build() -> str:
 def main(sess: CommandSession) -> int:
     from rich.markup import escape  # here, not at the top: `bringup --help` builds the parser without rich
     from rich.table import Table
-
-    from bringup.files import check_outputs, write_json
 
     opts, common = sess.options.of(DevicesOptions), sess.options.common
     check_outputs(common)

@@ -21,9 +21,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bringup.api import RunPart
+from bringup.api import RunPart, missing_builtin, run_options, suites
 from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
+from bringup.files import check_output_path
 from bringup.options import CommandOptions, Options, measured, not_measured
 from bringup.store import RunInfo, Store
 
@@ -55,7 +56,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip", default="", help="comma list of suites to leave out (e.g. zoo,ops)")
     p.add_argument("--only", default="", help="comma list of suites to run (default: all)")
     p.add_argument("--out", metavar="FILE", default=None, help="HTML report path (default: in the run dir)")
-    from bringup.api import run_options
 
     for o in run_options():  # a capability's own options on `run` (port's --port, train's cache artifact)
         o.add_arguments(p)
@@ -73,8 +73,6 @@ def plan(options: Options, device: Device) -> list[Case]:
 def plan_parts(options: Options, device: Device) -> tuple[list[Case], list[RunPart]]:
     """The run's cases, suite by suite in the registry's order, rewritten by the capabilities' run options
     (bringup.api.RunOptions), and what those options add to the run. Validates options (BadInput)."""
-    from bringup.api import run_options, suites
-
     planned = [s for s in suites() if s.run_cases is not None]
     extra = run_options()
     names = [s.name for s in planned]
@@ -99,8 +97,6 @@ def plan_parts(options: Options, device: Device) -> tuple[list[Case], list[RunPa
 
 
 def describe(cases: list[Case], args: RunCommandOptions) -> str:
-    from bringup.api import missing_builtin
-
     c = Counter(k.suite for k in cases)
     parts = [f"{s} {n}" for s, n in c.items()]
     missing = [s for s in missing_builtin() if s not in _names(args.skip)]
@@ -117,7 +113,7 @@ def finish(store: Store, run: RunInfo, results: list[CaseResult], out: str | Non
     import sys
     import traceback
 
-    from bringup.report import html
+    from bringup.report import html  # lazy: fast --help
 
     try:
         path = html.write_report(store, run.run_id, out)
@@ -141,7 +137,7 @@ def side_by_side(options: Options) -> Options:
     """`run --quick` without --workers runs its cases side by side, one worker per core (at most 4: the runner
     starts the longest ready case first, bringup/runner/schedule.py); `--full`, whose timings are the point, and
     every other command keep one worker unless told."""
-    from bringup.runner.process import auto_workers
+    from bringup.runner.process import auto_workers  # lazy: torch-free --help
 
     common = options.common
     if common.workers is not None or options.of(RunCommandOptions).full:
@@ -186,8 +182,7 @@ class LeftOut:
 
 
 def main(sess: Session) -> int:
-    from bringup.files import check_output_path
-    from bringup.flow import execute_cases, summarize_by_suite
+    from bringup.flow import execute_cases, summarize_by_suite  # lazy: torch-free --help
 
     sess.options = side_by_side(sess.options)
     args = sess.options.of(RunCommandOptions)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from bringup.bisect.plan import AMBIGUOUS, BUDGET, ENDPOINT, EVERY, FOUND, NO_CHANGE, Conclusion, max_envs_bound
 from bringup.bisect.spec import BisectSpec
 from bringup.case import CaseResult
+from bringup.console import clip
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -213,8 +214,6 @@ def figure_labels(rows: Sequence[dict[str, Any]], limit: int = 3) -> list[str]:
 
 def print_answer(ans: dict[str, Any], console: Console) -> None:
     from rich.table import Table
-
-    from bringup.console import clip
 
     rows = ans["candidates"]
     figs = figure_labels(rows)

@@ -15,6 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bringup.case import Case, CaseResult
+from bringup.runner import make_executor
+from bringup.runner.process import WorkerSpec
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bringup.bisect.child")
@@ -25,10 +29,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=None)
     a = p.parse_args(argv)
     from dataclasses import replace
-
-    from bringup.case import Case, CaseResult
-    from bringup.runner import make_executor
-    from bringup.runner.process import WorkerSpec
 
     case = Case.from_json(json.loads(Path(a.case).read_text()))
     if a.budget:

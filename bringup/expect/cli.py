@@ -11,8 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.expect.file import ExpectFile
+from bringup.expect.gate import Gate, print_judgement
+from bringup.files import atomic_write_text, check_output_path
 from bringup.options import CommandOptions, add_dtype, measured, not_measured
 from bringup.session import CommandSession
+from bringup.store import Store
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,6 @@ def _pick(st: Any, args: ExpectOptions) -> Any:
 
 
 def main(sess: CommandSession) -> int:
-    from bringup.store import Store
-
     args = sess.options.of(ExpectOptions)
     if args.expect_cmd is None:
         raise BadInput("expect: give an action: init, check, import or export")
@@ -121,9 +123,7 @@ def main(sess: CommandSession) -> int:
 def _init(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
     from pathlib import Path
 
-    from bringup.expect.file import ExpectFile
-    from bringup.expect.update import apply
-    from bringup.files import check_output_path
+    from bringup.expect.update import apply  # lazy: fast --help
 
     assert args.out is not None  # required by the `init` parser
     out = Path(args.out)
@@ -143,9 +143,6 @@ def _init(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any
 
 
 def _check(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
-    from bringup.expect.file import ExpectFile
-    from bringup.expect.gate import Gate, print_judgement
-
     assert args.expect_file is not None  # required by the `check` parser
     f = ExpectFile.load(args.expect_file)
     gate = Gate.of(f, run.device, run.torch_version, bool(args.strict), bool(args.update), 1, args.allow_unsupported_)
@@ -153,7 +150,6 @@ def _check(sess: CommandSession, args: ExpectOptions, run: Any, results: list[An
     print_judgement(j, sess.console)
     if not args.update:
         return j.exit_code()
-    from bringup.files import check_output_path
 
     check_output_path(str(f.path), "--expect")
     n, fresh = gate.write_file(results, repeats)
@@ -173,9 +169,7 @@ def _xpu(sess: CommandSession, args: ExpectOptions) -> int:
 
     from ruamel.yaml.comments import CommentedMap
 
-    from bringup.expect import xpu_csv
-    from bringup.expect.file import ExpectFile
-    from bringup.files import atomic_write_text, check_output_path
+    from bringup.expect import xpu_csv  # lazy: fast --help
 
     xpu_csv.column_of(args.dtype)  # a bad --dtype: exit 2 before anything is read
     assert args.out is not None  # required by the `import` and `export` parsers

@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
+from bringup.runner import worker
+
 # Read lazily, after the fork, by bringup, its libraries or the worker itself: applied in the child.
 _SAFE_PREFIXES = ("BRINGUP_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCHINDUCTOR_", "TRITON_")
 # Applied in the child by hand: thread counts (torch.set_num_threads), TMPDIR (tempfile's cached
@@ -115,7 +117,6 @@ def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) 
 
             torch.set_num_threads(int(threads))
         print(f"=== worker forked by the launcher (pid {os.getppid()}), not started from scratch", flush=True)
-        from bringup.runner import worker
 
         sys.argv = [worker.__file__, *req["args"]]
         return worker.main(["--fd", "3", "--parent-pid", str(os.getppid()), *req["args"]])

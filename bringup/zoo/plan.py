@@ -13,10 +13,13 @@ from typing import Any
 from bringup.case import Case
 from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.hub import build, refs
+from bringup.models import tiny as mz
 from bringup.options import Options
 from bringup.precision import Precision, parse_precision
 from bringup.zoo import modules as zoo_modules
 from bringup.zoo import sweep as zoo_sweep
+from bringup.zoo import upstream
 from bringup.zoo.args import (
     DEFAULT_STEPS,
     DEFAULT_TIMEOUT,
@@ -25,6 +28,7 @@ from bringup.zoo.args import (
 )
 from bringup.zoo.baseline import load_baseline
 from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
+from bringup.zoo.timm_models import DEFAULT_MODELS, require
 
 # `bringup run --quick`: three HF types (dense GQA + rope + RMSNorm; learned positions + LayerNorm +
 # gelu; qk-norm) and a timm convnet (BatchNorm). The last field is a scheduling hint only (Case.cost: workers side
@@ -55,8 +59,6 @@ LONG = (
 
 # ---- sources --------------------------------------------------------------------------------------
 def hf_causal() -> list[Entry]:
-    from bringup.models import tiny as mz
-
     return [Entry("hf", t, "causal-lm") for t in mz.causal_types()]
 
 
@@ -66,30 +68,22 @@ def long_entries() -> list[Entry]:
 
 
 def _hf_all() -> list[Entry]:
-    from bringup.models import tiny as mz
-
     return [Entry("hf", t, task) for t, task in mz.all_types()]
 
 
 def timm_entries() -> list[Entry]:
-    from bringup.zoo.timm_models import DEFAULT_MODELS, require
-
     require()
     return [Entry("timm", m.name) for m in DEFAULT_MODELS]
 
 
 def _hub_entry(text: str, where: str) -> Entry:
     """A Hub id, resolved now (cache, or the Hub when online): a missing or uncached id is BadInput."""
-    from bringup.hub import build, refs
-
     ref = refs.parse_ref(text[len(refs.HUB_PREFIX) :] if text.startswith(refs.HUB_PREFIX) else text, where)
     task, _ = build.task_of(refs.read_config(refs.resolve(ref), ref.name))
     return Entry("hub", ref.name, task)
 
 
 def _hub_top() -> list[Entry]:
-    from bringup.hub import build, refs
-
     return [Entry("hub-top", e["id"], build.task_of(e["config"])[0]) for e in refs.catalogue()]
 
 
@@ -124,8 +118,6 @@ def read_model_file(path: str) -> list[Entry]:
 
 
 def entries_for(source: str) -> list[Entry]:
-    from bringup.zoo import upstream
-
     if upstream.handles(source):  # dynamo:SUITE, hf-class:NAME, csv:FILE: named as upstream names them
         return upstream.entries(source)
     if source == "hf-causal":
@@ -137,8 +129,6 @@ def entries_for(source: str) -> list[Entry]:
     if source == "hub-top":
         return _hub_top()
     if source.startswith("hub:"):
-        from bringup.hub import refs
-
         return [_hub_entry(ref.name, f"--source {source}") for ref in refs.parse_ids(source)]
     if Path(source).exists():
         return read_model_file(source)
@@ -211,8 +201,6 @@ def _select(entries: list[Any], pattern: Any, opts: ZooOptions) -> list[Any]:
 
 def build_full_cases(opts: ZooOptions, prec: Precision, backend: str, pattern: re.Pattern[str] | None) -> list[Case]:
     """--size full: Hub ids or catalogue entries at their real size (zoo/full.py)."""
-    from bringup.hub import refs
-
     reference = opts.reference or ("baseline" if opts.baseline else "cpu")
     entries = [e for e in entries_for(opts.source) if e.source in ("hub", "hub-top")]
     if not entries:

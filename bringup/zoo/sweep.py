@@ -26,10 +26,16 @@ from bringup.case import Case
 from bringup.errors import BadInput
 from bringup.hub import fetch as hf
 from bringup.hub import plan as hub_plan
+from bringup.hub import refs
+from bringup.hub import summary as hub_summary
 from bringup.hub.flags import HubFetch
 from bringup.hub.plan import IdPlan
 from bringup.precision import Precision
-from bringup.zoo.args import ZooOptions
+from bringup.zoo.args import FULL_STEPS, FULL_TIMEOUT, ZooOptions
+from bringup.zoo.baseline import load_baseline
+from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
+from bringup.zoo.modules import from_arg
+from bringup.zoo.summary import summarize
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -49,8 +55,6 @@ def signature_cases(
 ) -> tuple[list[Case], dict[str, str]]:
     """A tiny case per signature, most downloaded first (the zoo's own case, its params carrying the signature's
     config); returns them and signature -> case id."""
-    from bringup.zoo.cases import Entry, make_case
-
     cases: list[Case] = []
     case_of: dict[str, str] = {}
     for sig in plan.order():
@@ -84,7 +88,6 @@ def build_cases(
     assert opts.steps is not None and opts.case_budget is not None  # resolved() (zoo/plan.py) sets both
     if baseline is not None and opts.baseline:
         baseline.check_shared(sigs, prec.name, opts.steps, opts.baseline)
-    from bringup.zoo.modules import from_arg
 
     cases, case_of = signature_cases(
         plan,
@@ -114,10 +117,6 @@ def _full_cases(
 ) -> dict[str, str]:
     """--full-top K: the K most downloaded signatures at real size, each on its most downloaded id; returns
     full_key -> case id (the ids a full-size verdict fans out to)."""
-    from bringup.hub import refs
-    from bringup.zoo.args import FULL_STEPS, FULL_TIMEOUT
-    from bringup.zoo.cases import FULL_ENTRY, full_params
-
     k = int(opts.full_top or 0)
     if not k:
         return {}
@@ -189,8 +188,6 @@ class SigBaseline:
 
 
 def _baseline(opts: ZooOptions, prec: Precision) -> SigBaseline:
-    from bringup.zoo.baseline import load_baseline
-
     assert opts.baseline is not None  # called with --baseline only
     idx = load_baseline(opts.baseline)
     by_sig = {
@@ -208,9 +205,6 @@ def _baseline(opts: ZooOptions, prec: Precision) -> SigBaseline:
 
 def summarize_stored(store: Any, run_id: str, results: list[Any], console: Console) -> dict[str, Any]:
     """zoo's summary, plus the answer per id when the run is a Hub sweep."""
-    from bringup.hub import summary as hub_summary
-    from bringup.zoo.summary import summarize
-
     extras = summarize(results, console)
     rows = store.hub_ids(run_id)
     if rows:
