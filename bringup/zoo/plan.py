@@ -27,7 +27,7 @@ from bringup.zoo.args import (
     compile_backend,
 )
 from bringup.zoo.baseline import load_baseline
-from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
+from bringup.zoo.cases import FULL_ENTRY, Entry, FullRun, TinyRun, full_params, make_case
 from bringup.zoo.timm_models import DEFAULT_MODELS, require
 
 # `bringup run --quick`: three HF types (dense GQA + rope + RMSNorm; learned positions + LayerNorm +
@@ -164,24 +164,20 @@ def build_cases(options: Options, device: Device) -> list[Case]:
     entries = _select(entries, pattern, opts)
     if baseline is not None and opts.baseline:
         baseline.check_comparable([e.name for e in entries], prec.name, opts.steps, opts.baseline)
-    module_check = zoo_modules.from_arg(opts.module_check)
-    return [
-        make_case(
-            e,
-            prec.name,
-            opts.steps,
-            backend,
-            opts.case_budget,
-            opts.seed,
-            baseline,
-            opts.noise_seeds,
-            module_check,
-            inputs,
-            LONG_BATCH if _long(e) else batch or 0,
-            LONG_SEQ if _long(e) else seq or 0,
-        )
-        for e in entries
-    ]
+    run = TinyRun(
+        prec.name,
+        opts.steps,
+        backend,
+        opts.case_budget,
+        seed=opts.seed,
+        noise_seeds=opts.noise_seeds,
+        module_check=zoo_modules.from_arg(opts.module_check),
+        inputs=inputs,
+        batch=batch or 0,
+        seq=seq or 0,
+    )
+    long_run = dataclasses.replace(run, batch=LONG_BATCH, seq=LONG_SEQ)
+    return [make_case(e, long_run if _long(e) else run, baseline) for e in entries]
 
 
 def _long(e: Entry) -> bool:
@@ -214,11 +210,10 @@ def build_full_cases(opts: ZooOptions, prec: Precision, backend: str, pattern: r
     }
     baseline = load_baseline(opts.baseline) if opts.baseline else None
     assert opts.steps is not None and opts.case_budget is not None  # resolved() sets them at --size full
+    run = FullRun(prec.name, opts.steps, backend, reference, opts)
     cases = []
     for e in entries:
-        params = full_params(
-            e.source, e.model, e.task, prec.name, opts.steps, backend, weights[e.name], reference, opts
-        )
+        params = full_params(e, run, weights[e.name])
         if baseline is not None and opts.baseline:
             params["baseline"] = baseline.full_entry_for(e.name, params, opts.baseline)
         cases.append(Case("zoo", e.name, params, FULL_ENTRY, budget_s=opts.case_budget, isolated=True))
@@ -227,15 +222,9 @@ def build_full_cases(opts: ZooOptions, prec: Precision, backend: str, pattern: r
 
 def run_cases(device: Device, quick: bool) -> list[Case]:
     if quick:
-        return [
-            dataclasses.replace(make_case(Entry(s, m, t), "fp32", 3, device.default_compile_backend, 300.0), cost=cost)
-            for s, m, t, cost in QUICK
-        ]
+        quick_run = TinyRun("fp32", 3, device.default_compile_backend, 300.0)
+        return [dataclasses.replace(make_case(Entry(s, m, t), quick_run), cost=cost) for s, m, t, cost in QUICK]
+    run = TinyRun("fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT)
+    long_run = dataclasses.replace(run, batch=LONG_BATCH, seq=LONG_SEQ)
     entries = hf_causal() + timm_entries()[:FULL_EXTRA_TIMM]
-    cases = [make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT) for e in entries]
-    return cases + [
-        make_case(
-            e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT, batch=LONG_BATCH, seq=LONG_SEQ
-        )
-        for e in long_entries()
-    ]
+    return [make_case(e, run) for e in entries] + [make_case(e, long_run) for e in long_entries()]
