@@ -91,7 +91,7 @@ def check_compile_backend(name: str, flag: str = "--compile-backend", allow_none
         return "none"
     if name in TORCH_OWN_BACKENDS and "torch._dynamo" not in sys.modules:
         return name  # registered by torch itself in every release we support: no need to import dynamo to know
-    import torch._dynamo
+    import torch._dynamo  # lazy: planning imports no torch._dynamo
 
     known = torch._dynamo.list_backends(exclude_tags=())
     if name not in known:

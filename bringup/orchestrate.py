@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import sys
 import threading
+import traceback
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -110,8 +112,6 @@ def finish(store: Store, run: RunInfo, results: list[CaseResult], out: str | Non
     """After every run (and every resumed run): the HTML scorecard."""
     if importlib.util.find_spec("bringup.report.html") is None:
         return
-    import sys
-    import traceback
 
     from bringup.report import html  # lazy: fast --help
 

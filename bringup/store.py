@@ -189,7 +189,7 @@ class Store(SQLiteFile):
         info: dict[str, Any],
         run_id: str | None = None,
     ) -> str:
-        import torch
+        import torch  # lazy: torch-free --help
 
         run_id = run_id or new_run_id()
         with self.tx() as c:

@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from bringup.case import Case, CaseResult
@@ -28,7 +29,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--import", dest="imports", action="append", default=[])
     p.add_argument("--budget", type=float, default=None)
     a = p.parse_args(argv)
-    from dataclasses import replace
 
     case = Case.from_json(json.loads(Path(a.case).read_text()))
     if a.budget:

@@ -14,6 +14,8 @@ skipped candidates, a candidate was flaky, --max-envs ran out); 2 bad input, not
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,8 +71,6 @@ def ray_session(executor: str, workers: int, address: str | None) -> Iterator[No
     if executor != "ray":
         yield
         return
-    import logging
-    import os
 
     import ray
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
@@ -121,8 +122,6 @@ def main(sess: CommandSession) -> int:
 
 
 def _init(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
-    from pathlib import Path
-
     from bringup.expect.update import apply  # lazy: fast --help
 
     assert args.out is not None  # required by the `init` parser
@@ -165,7 +164,6 @@ def _check(sess: CommandSession, args: ExpectOptions, run: Any, results: list[An
 def _xpu(sess: CommandSession, args: ExpectOptions) -> int:
     """`expect import FILE.csv --out FILE` / `expect export --expect FILE --out FILE.csv` (expect/xpu_csv.py)."""
     csv_path = str(sess.options.common.csv)  # import's FILE.csv: the dest `csv`, beside the global --csv
-    from pathlib import Path
 
     from ruamel.yaml.comments import CommentedMap
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import traceback
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -464,8 +465,6 @@ def _last_line(e: BaseException) -> str:
 
 
 def _tb(e: BaseException) -> str:
-    import traceback
-
     return "".join(traceback.format_exception(e))[-8000:]
 
 
