@@ -72,7 +72,7 @@ def ray_session(executor: str, workers: int, address: str | None) -> Iterator[No
         yield
         return
 
-    import ray
+    import ray  # lazy: slow ray import, only with --runner ray
 
     from bringup.runner.ray import check_reachable  # lazy: torch-free --help
 

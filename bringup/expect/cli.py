@@ -165,7 +165,7 @@ def _xpu(sess: CommandSession, args: ExpectOptions) -> int:
     """`expect import FILE.csv --out FILE` / `expect export --expect FILE --out FILE.csv` (expect/xpu_csv.py)."""
     csv_path = str(sess.options.common.csv)  # import's FILE.csv: the dest `csv`, beside the global --csv
 
-    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.comments import CommentedMap  # lazy: fast --help
 
     from bringup.expect import xpu_csv  # lazy: fast --help
 

@@ -19,7 +19,11 @@ issue says how); 2 bad input, nothing written.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
+import shutil
+import sysconfig
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -67,10 +71,6 @@ def carry_plugins(imports: tuple[str, ...], beside: Path) -> list[Path]:
     installed), copied beside a repro: a bisection's candidate envs do not see PYTHONPATH (each env is its own),
     while a script's own folder is on its path. Installed plugins are seen with --inherit-site or installed per
     candidate (--with, --set)."""
-    import importlib.util
-    import shutil
-    import sysconfig
-
     site = {Path(p).resolve() for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])}
     out = []
     for name in dict.fromkeys(m.split(".")[0] for m in imports):
@@ -119,8 +119,6 @@ class Triage:
 
     # ---- 1. localize -------------------------------------------------------------------------------
     def localize(self) -> None:
-        import dataclasses
-
         from bringup.runner import execute  # lazy: torch-free --help
         from bringup.triage.groups import localize_join  # lazy: fast --help
         from bringup.triage.plan import localize_plan  # lazy: torch-free --help
