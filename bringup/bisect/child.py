@@ -17,8 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from bringup.case import Case, CaseResult
-from bringup.runner import make_executor
-from bringup.runner.process import WorkerSpec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--import", dest="imports", action="append", default=[])
     p.add_argument("--budget", type=float, default=None)
     a = p.parse_args(argv)
+    from bringup.runner import make_executor  # lazy: bisect/envs.py's env check imports this module torch-free
+    from bringup.runner.process import WorkerSpec  # lazy: bisect/envs.py's env check imports this module torch-free
 
     case = Case.from_json(json.loads(Path(a.case).read_text()))
     if a.budget:

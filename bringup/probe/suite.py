@@ -45,7 +45,6 @@ from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.options import Options, check_compile_backend
 from bringup.probe import args as face  # the torch-free face (cli)
-from bringup.probe import runtime as probe_runtime
 from bringup.probe import section as probe_section
 from bringup.probe.args import BUDGET_S, COMPILE_BUDGET_S, DEFAULT_COMPILE_BACKENDS, ProbeOptions
 
@@ -308,7 +307,6 @@ def probe_compile(case: Case, dev: torch.device, ctx: Any) -> CaseResult:
     # the compiled function again, watched for the device's CPU fallback (the profiler alone: under a
     # dispatch mode dynamo would skip the frame): a graph whose ops run on the fallback (aot_eager on a
     # young backend) has not compiled for the device
-
     args = (x.to(dev, torch.float32), y.to(dev, torch.float32))
     out: list[torch.Tensor] = []
     fell = profiled_fallbacks(lambda: out.append(fn(*args)), ctx.device)
@@ -488,6 +486,8 @@ def run_feature(case: Case, ctx: Any) -> CaseResult:
             r.fields |= fields
             return r
         if kind in ("distributed", "dtensor", "fsdp2", "execution"):  # ranks are processes: no detector
+            from bringup.probe import runtime as probe_runtime  # lazy: planning imports no torch.distributed
+
             if kind == "execution":
                 r = probe_runtime.probe_execution(case, dev)
             else:
