@@ -37,8 +37,6 @@ import traceback
 from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
-from bringup.runner import worker
-
 # Read lazily, after the fork, by bringup, its libraries or the worker itself: applied in the child.
 _SAFE_PREFIXES = ("BRINGUP_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCHINDUCTOR_", "TRITON_")
 # Applied in the child by hand: thread counts (torch.set_num_threads), TMPDIR (tempfile's cached
@@ -73,7 +71,6 @@ def exit_as_interpreter(main: Callable[[], int | None]) -> NoReturn:
             if not isinstance(e.code, int) and e.code is not None:
                 print(e.code, file=sys.stderr)
         threading._shutdown()  # type: ignore[attr-defined]  # CPython's private exit hook, absent from the stubs
-
         atexit._run_exitfuncs()
     except BaseException:
         traceback.print_exc()
@@ -105,7 +102,6 @@ def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) 
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
-
         tempfile.tempdir = None  # chosen again from this environment's TMPDIR
         random.seed()  # every fork would otherwise share the launcher's sequence
         if "numpy.random" in sys.modules:
@@ -116,6 +112,7 @@ def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) 
 
             torch.set_num_threads(int(threads))
         print(f"=== worker forked by the launcher (pid {os.getppid()}), not started from scratch", flush=True)
+        from bringup.runner import worker  # lazy: imported after the fork, under the worker's own environment
 
         sys.argv = [worker.__file__, *req["args"]]
         return worker.main(["--fd", "3", "--parent-pid", str(os.getppid()), *req["args"]])
