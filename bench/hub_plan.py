@@ -42,6 +42,7 @@ from bringup.hub import refs  # noqa: E402
 from bringup.hub import signature as sg  # noqa: E402
 from bringup.hub.index import Entry, HubIndex  # noqa: E402
 from bringup.zoo import sweep as zoo_sweep  # noqa: E402
+from bringup.zoo.cases import TinyRun  # noqa: E402
 from tests.hub import hub_synth as hs  # noqa: E402
 
 MIX = (("copy", 0.70), ("retok", 0.12), ("resized", 0.08), ("near", 0.08), ("fail", 0.02))
@@ -134,7 +135,7 @@ def main() -> int:
     plan = hub_plan.plan_ids(warm)
     plan_s = time.perf_counter() - t
     t = time.perf_counter()
-    cases, _ = zoo_sweep.signature_cases(plan, "fp32", 4, "inductor", 600.0, 0, 2)
+    cases, _ = zoo_sweep.signature_cases(plan, TinyRun("fp32", 4, "inductor", 600.0, seed=0, noise_seeds=2))
     cases_s = time.perf_counter() - t
     # the worst case: every config.json distinct (no memo hit): sign `worst` distinct ones
     rng = random.Random(a.seed + 1)

@@ -20,6 +20,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from bringup import __version__
+from bringup.api import commands, get_suite, post_runs, run_options, tools
+from bringup.compat import quiet_import_noise
 from bringup.errors import BadInput
 from bringup.options import (
     CommandOptions,
@@ -30,7 +32,7 @@ from bringup.options import (
     is_refused,
     measured,
 )
-from bringup.store import DEFAULT_DB
+from bringup.store import DEFAULT_DB, Store
 
 if TYPE_CHECKING:  # types only: flow imports torch
     from bringup.flow import Session
@@ -53,14 +55,10 @@ _NO_DEVICE = {"report", "export", "compare", "expect"}
 
 def _commands() -> dict[str, tuple[str, str]]:
     """The face's commands, then the registry's tools: name -> (module, help)."""
-    from bringup.api import tools
-
     return {**COMMANDS, **{t.name: (t.module, t.help) for t in tools() if t.name not in COMMANDS}}
 
 
 def _no_device() -> set[str]:
-    from bringup.api import tools
-
     return _NO_DEVICE | {t.name for t in tools() if not t.device}
 
 
@@ -77,8 +75,6 @@ def _global_options(p: argparse.ArgumentParser, after: bool) -> None:
     `after`: a sub-command's parser, which takes --device, --workers, --allow-unsupported, --fallback and the
     outputs (and the steps' options) too, their defaults suppressed: one given before the command stands, and
     one given after it wins (`bringup smoke --device cpu`, the common first try)."""
-    from bringup.api import post_runs
-
     add_options(p, GlobalOptions, after=after)
     for step in post_runs():
         step.add_options(p, after)
@@ -91,8 +87,6 @@ def build_parser() -> Parser:
     Builds without importing torch (the suites' torch-free faces, the commands' modules import it
     where work starts): `--help`, every `COMMAND --help` and an argument error answer at once
     (tests/spine/test_cli_imports.py)."""
-    from bringup.api import commands
-
     p = Parser(prog="bringup", description="Does a real training stack run on this PyTorch device, and how fast?")
     p.add_argument("--version", action="version", version=f"bringup {__version__}")
     _global_options(p, after=False)
@@ -131,8 +125,6 @@ def _import_plugins(mods: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bringup.compat import quiet_import_noise
-
     quiet_import_noise()
     fork = argv is None  # the command-line program, not a library call inside someone's process
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -150,7 +142,7 @@ def _prefork(fork: bool) -> None:
     """Fork the workers' launcher while this process is still pristine: torch imported, no plugin, no device
     (bringup.runner.launcher: each worker then skips the ~3 s torch import)."""
     if fork:
-        from bringup.runner.launcher import prefork
+        from bringup.runner.launcher import prefork  # lazy: torch-free --help
 
         prefork()
 
@@ -168,8 +160,6 @@ def _main(argv: list[str], fork: bool = False) -> int:
     resume_run = None
     imports = list(args.imports)
     if args.resume:
-        from bringup.store import Store
-
         if not db.exists():
             raise BadInput(f"--resume {args.resume}: no result database at {db}")
         with Store(db, create=False) as st:
@@ -197,11 +187,11 @@ def _main(argv: list[str], fork: bool = False) -> int:
     from bringup.flow import Session  # imports torch: only once the arguments parse and a command runs
 
     if args.command in _no_device():
-        from bringup.device import Device
+        from bringup.device import Device  # lazy: torch-free --help
 
         device = Device("cpu")
     else:
-        from bringup.device import resolve_device
+        from bringup.device import resolve_device  # lazy: torch-free --help
 
         spec = args.device or (resume_run.device if resume_run is not None else "auto")
         device = resolve_device(spec)
@@ -217,8 +207,6 @@ def _main(argv: list[str], fork: bool = False) -> int:
 
 def command_options(command: str | None) -> type[CommandOptions] | None:
     """The options dataclass of `command` (None: it declares none)."""
-    from bringup.api import commands
-
     if command is None or command == "_resume":
         return NoOptions
     named = _commands()
@@ -234,8 +222,6 @@ def build_options(args: argparse.Namespace) -> Options:
     command's options are checked here (CommandOptions.checked: BadInput, one line, exit 2): planning only plans. A
     dest no class takes is a programming error (a TypeError naming it); a plugin's command, step or run option
     that declares no class gets one made from its parser's dests (the command's: what is left)."""
-    from bringup.api import post_runs, run_options
-
     values = dict(vars(args))
     declared = command_options(args.command)
     command = declared.take(values) if declared is not None else None
@@ -343,8 +329,7 @@ def resumed_options(
 
 
 def run_suite(sess: Session, name: str) -> int:
-    from bringup.api import get_suite
-    from bringup.flow import execute_cases
+    from bringup.flow import execute_cases  # lazy: torch-free --help
 
     suite = get_suite(name)
     if suite is None:
@@ -359,8 +344,7 @@ def run_suite(sess: Session, name: str) -> int:
 
 def _resume_planned(sess: Session) -> int:
     """`bringup --resume RUN_ID` alone: the run's planned cases that have no result yet."""
-    from bringup.api import get_suite
-    from bringup.flow import execute_cases, summarize_by_suite
+    from bringup.flow import execute_cases, summarize_by_suite  # lazy: torch-free --help
 
     assert sess.resume_run is not None  # main() calls this for `--resume RUN_ID` alone
     command = sess.resume_run.command
@@ -371,7 +355,7 @@ def _resume_planned(sess: Session) -> int:
         pending = st.pending(sess.resume_run.run_id)
     sess.console.print(f"resuming {sess.resume_run.run_id} ({command}): {len(pending)} unfinished case(s)")
     if command == "run":
-        from bringup import orchestrate
+        from bringup import orchestrate  # lazy: fast --help
 
         return execute_cases(sess, command, pending, summarize_by_suite, orchestrate.finish)
     suite = get_suite(command)

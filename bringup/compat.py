@@ -10,8 +10,10 @@ Calling those ops still fails loudly: no kernel is provided.
 
 from __future__ import annotations
 
+import atexit
 import importlib.abc
 import importlib.util
+import logging
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
@@ -27,7 +29,7 @@ _SHIM_LIB = "bringup._torchvision_shim_lib"
 
 
 def _define_schemas() -> None:
-    import torch
+    import torch  # lazy: torch-free --help
 
     lib = torch.library.Library("torchvision", "FRAGMENT")  # type: ignore[no-untyped-call]  # torch leaves it untyped
     for schema in _SCHEMAS:
@@ -112,8 +114,6 @@ _NOISY_IMPORT_LOGGERS = ("torchao", "torch.utils._pytree")
 
 
 def quiet_import_noise() -> None:
-    import logging
-
     for name in _NOISY_IMPORT_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
 
@@ -168,8 +168,7 @@ def drain_autograd_threads_at_exit(device_type: str, index: int | None = None) -
     if device_type in ("cpu", "meta"):
         return
     if not _DRAIN:
-        import atexit
-        import ctypes
+        import ctypes  # lazy: fast --help
 
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(_DRAIN_KEEP))
         atexit.register(_drain_autograd_threads)
@@ -177,7 +176,7 @@ def drain_autograd_threads_at_exit(device_type: str, index: int | None = None) -
 
 
 def _drain_autograd_threads() -> None:
-    import torch
+    import torch  # lazy: torch-free --help
 
     engine = torch.autograd.Variable._execution_engine
     for device_type, index in sorted(_DRAIN, key=str):

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bringup.case import CaseResult, Status
+from bringup.outcomes import outcome_line
 
 STATUS_STYLE = {
     Status.PASS: "green",
@@ -105,8 +106,6 @@ def unjudged_line(suites: list[str]) -> str:
 def totals_line(results: list[CaseResult]) -> str:
     """'48/53 pass; 5 gaps, 0 failures (48 pass, 5 unsupported)': the outcome words of the page's
     headline (bringup/outcomes.py), then the counts by status."""
-    from bringup.outcomes import outcome_line
-
     t = totals(results)
     if not t:
         return "no cases"

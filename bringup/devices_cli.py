@@ -7,6 +7,7 @@ import platform
 from dataclasses import dataclass
 from typing import Any
 
+from bringup.files import check_outputs, write_json
 from bringup.options import CommandOptions, add_options, flag, measured
 from bringup.session import CommandSession
 
@@ -30,9 +31,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def collect(sess: CommandSession, calibrate: bool = True) -> dict[str, Any]:
-    import torch
+    import torch  # lazy: torch-free --help
 
-    from bringup.device import auto_choice, built_accelerator, dtype_name, known_types, privateuse1_name, resolve_device
+    from bringup.device import (  # lazy: torch-free --help
+        auto_choice,
+        built_accelerator,
+        dtype_name,
+        known_types,
+        privateuse1_name,
+        resolve_device,
+    )
 
     present: list[dict[str, Any]] = []
     for t in known_types():
@@ -82,7 +90,7 @@ def collect(sess: CommandSession, calibrate: bool = True) -> dict[str, Any]:
 
 def torch_build() -> str:
     """cpu | cuda X.Y | rocm X.Y | xpu: what this torch wheel was built for (not what is present)."""
-    import torch
+    import torch  # lazy: torch-free --help
 
     if getattr(torch.version, "hip", None):
         return f"rocm {torch.version.hip}"
@@ -95,9 +103,7 @@ def torch_build() -> str:
 
 def main(sess: CommandSession) -> int:
     from rich.markup import escape  # here, not at the top: `bringup --help` builds the parser without rich
-    from rich.table import Table
-
-    from bringup.files import check_outputs, write_json
+    from rich.table import Table  # lazy: fast --help
 
     opts, common = sess.options.of(DevicesOptions), sess.options.common
     check_outputs(common)

@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import sys
 import threading
+import traceback
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from bringup.api import RunPart, missing_builtin, run_options, suites
 from bringup.case import Case, CaseResult
 from bringup.errors import BadInput
+from bringup.files import check_output_path
 from bringup.options import CommandOptions, Options, add_options, flag, measured, not_measured
 from bringup.store import RunInfo, Store
 
@@ -122,10 +125,8 @@ def finish(store: Store, run: RunInfo, results: list[CaseResult], out: str | Non
     """After every run (and every resumed run): the HTML scorecard."""
     if importlib.util.find_spec("bringup.report.html") is None:
         return
-    import sys
-    import traceback
 
-    from bringup.report import html
+    from bringup.report import html  # lazy: fast --help
 
     try:
         path = html.write_report(store, run.run_id, out)
@@ -149,7 +150,7 @@ def side_by_side(options: Options) -> Options:
     """`run --quick` without --workers runs its cases side by side, one worker per core (at most 4: the runner
     starts the longest ready case first, bringup/runner/schedule.py); `--full`, whose timings are the point, and
     every other command keep one worker unless told."""
-    from bringup.runner.process import auto_workers
+    from bringup.runner.process import auto_workers  # lazy: torch-free --help
 
     common = options.common
     if common.workers is not None or options.of(RunCommandOptions).full:
@@ -194,8 +195,7 @@ class LeftOut:
 
 
 def main(sess: Session) -> int:
-    from bringup.files import check_output_path
-    from bringup.flow import execute_cases, summarize_by_suite
+    from bringup.flow import execute_cases, summarize_by_suite  # lazy: torch-free --help
 
     sess.options = side_by_side(sess.options)
     args = sess.options.of(RunCommandOptions)

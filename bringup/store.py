@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bringup import __version__
 from bringup.case import Case, CaseResult, Metric, Status
 from bringup.errors import BadInput
 from bringup.metrics import stored_name
@@ -188,9 +189,7 @@ class Store(SQLiteFile):
         info: dict[str, Any],
         run_id: str | None = None,
     ) -> str:
-        import torch
-
-        from bringup import __version__
+        import torch  # lazy: torch-free --help
 
         run_id = run_id or new_run_id()
         with self.tx() as c:

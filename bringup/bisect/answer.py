@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from rich.table import Table
+
 from bringup.bisect.plan import AMBIGUOUS, BUDGET, ENDPOINT, EVERY, FOUND, NO_CHANGE, Conclusion, max_envs_bound
 from bringup.bisect.spec import BisectSpec
 from bringup.case import CaseResult
+from bringup.console import clip
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -212,10 +215,6 @@ def figure_labels(rows: Sequence[dict[str, Any]], limit: int = 3) -> list[str]:
 
 
 def print_answer(ans: dict[str, Any], console: Console) -> None:
-    from rich.table import Table
-
-    from bringup.console import clip
-
     rows = ans["candidates"]
     figs = figure_labels(rows)
     tbl = Table(title=f"bisect {ans['target']['title']}: {ans['source']}", title_justify="left")

@@ -13,7 +13,10 @@ import argparse
 import json
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
+
+from bringup.case import Case, CaseResult
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,11 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--import", dest="imports", action="append", default=[])
     p.add_argument("--budget", type=float, default=None)
     a = p.parse_args(argv)
-    from dataclasses import replace
-
-    from bringup.case import Case, CaseResult
-    from bringup.runner import make_executor
-    from bringup.runner.process import WorkerSpec
+    from bringup.runner import make_executor  # lazy: bisect/envs.py's env check imports this module torch-free
+    from bringup.runner.process import WorkerSpec  # lazy: bisect/envs.py's env check imports this module torch-free
 
     case = Case.from_json(json.loads(Path(a.case).read_text()))
     if a.budget:

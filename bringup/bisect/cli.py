@@ -14,6 +14,8 @@ skipped candidates, a candidate was flaky, --max-envs ran out); 2 bad input, not
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from bringup.bisect.args import BisectOptions, add_arguments
 from bringup.errors import BadInput
+from bringup.files import write_json
 from bringup.interrupt import INTERRUPTS, interrupted, sigterm_raises
 from bringup.options import GlobalOptions
 from bringup.session import CommandSession
+from bringup.store import new_run_id
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,7 +39,7 @@ OPTIONS = BisectOptions
 
 
 def main(sess: CommandSession) -> int:
-    from bringup.bisect.prepare import build_spec
+    from bringup.bisect.prepare import build_spec  # lazy: fast --help
 
     if sess.resume_run is not None:
         return resume(sess)
@@ -45,7 +49,7 @@ def main(sess: CommandSession) -> int:
 
 def resume(sess: CommandSession) -> int:
     """`bringup --resume RUN_ID` of a bisection: its stored spec and options, the finished candidates kept."""
-    from bringup.bisect.spec import BisectSpec, file_sha256
+    from bringup.bisect.spec import BisectSpec, file_sha256  # lazy: fast --help
 
     run = sess.resume_run
     assert run is not None  # main() resumes only a resumed run
@@ -67,12 +71,10 @@ def ray_session(executor: str, workers: int, address: str | None) -> Iterator[No
     if executor != "ray":
         yield
         return
-    import logging
-    import os
 
-    import ray
+    import ray  # lazy: slow ray import, only with --runner ray
 
-    from bringup.runner.ray import check_reachable
+    from bringup.runner.ray import check_reachable  # lazy: torch-free --help
 
     if ray.is_initialized():
         yield
@@ -104,12 +106,11 @@ def _workers(common: GlobalOptions) -> int:
 
 
 def _drive(sess: CommandSession, opts: BisectOptions, common: GlobalOptions, spec: Any, resumed: bool) -> int:
-    from bringup.bisect import answer
-    from bringup.bisect.envs import EnvCache
-    from bringup.provenance import run_info
-    from bringup.runner import make_executor
-    from bringup.runner.process import WorkerSpec, thread_env
-    from bringup.store import new_run_id
+    from bringup.bisect import answer  # lazy: fast --help
+    from bringup.bisect.envs import EnvCache  # lazy: fast --help
+    from bringup.provenance import run_info  # lazy: fast --help
+    from bringup.runner import make_executor  # lazy: torch-free --help
+    from bringup.runner.process import WorkerSpec, thread_env  # lazy: torch-free --help
 
     console = sess.console
     store = sess.open_store()
@@ -159,7 +160,7 @@ def _drive(sess: CommandSession, opts: BisectOptions, common: GlobalOptions, spe
 def seen_from(results: list[Any]) -> dict[int, Any]:
     """The search's view of the stored candidates: index -> Seen. A candidate case the runner itself ended
     (its worker killed past the case budget, crashed) is a skip: it said nothing about the target."""
-    from bringup.bisect.plan import SKIP, Seen
+    from bringup.bisect.plan import SKIP, Seen  # lazy: fast --help
 
     out = {}
     for r in results:
@@ -171,9 +172,9 @@ def seen_from(results: list[Any]) -> dict[int, Any]:
 
 
 def search(store: Any, run_id: str, spec: Any, executors: Any, run_dir: Path, width: int, console: Console) -> Any:
-    from bringup.bisect import plan
-    from bringup.bisect.run import candidate_case
-    from bringup.runner import execute
+    from bringup.bisect import plan  # lazy: fast --help
+    from bringup.bisect.run import candidate_case  # lazy: fast --help
+    from bringup.runner import execute  # lazy: torch-free --help
 
     k = len(spec.candidates)
     before = -1
@@ -193,7 +194,7 @@ def search(store: Any, run_id: str, spec: Any, executors: Any, run_dir: Path, wi
 def followup_plan(spec: Any, con: Any) -> list[tuple[int, str]]:
     """On the failing side of the (first) change: PyTorch's compiler bisector for a compiled target, bringup
     localize for a stored zoo case (each when asked, or by default when it applies)."""
-    from bringup.bisect.plan import AMBIGUOUS, EVERY, FOUND
+    from bringup.bisect.plan import AMBIGUOUS, EVERY, FOUND  # lazy: fast --help
 
     if con.kind == EVERY and con.first_new is None and con.newest is not None and con.new != "pass":
         index = con.newest  # every candidate fails the same way: on the newest (is it fixed? not yet: why)
@@ -210,8 +211,8 @@ def followup_plan(spec: Any, con: Any) -> list[tuple[int, str]]:
 
 
 def followup(store: Any, run_id: str, spec: Any, con: Any, executors: Any, run_dir: Path, console: Console) -> None:
-    from bringup.bisect.run import followup_case
-    from bringup.runner import execute
+    from bringup.bisect.run import followup_case  # lazy: fast --help
+    from bringup.runner import execute  # lazy: torch-free --help
 
     cases = [followup_case(spec, i, kind, spec.followup_budget_s) for i, kind in followup_plan(spec, con)]
     if cases:
@@ -222,14 +223,13 @@ def followup(store: Any, run_id: str, spec: Any, con: Any, executors: Any, run_d
 def write_outputs(
     store: Any, run_id: str, run_dir: Path, ans: dict[str, Any], json_path: str | None, console: Console
 ) -> None:
-    from bringup.files import write_json
-    from bringup.report import html
-    from bringup.report.contract import contract
+    from bringup.report import html  # lazy: fast --help
+    from bringup.report.contract import contract  # lazy: fast --help
 
     run = store.get_run(run_id)
     results = store.results(run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    from bringup.report.portable import travelling
+    from bringup.report.portable import travelling  # lazy: fast --help
 
     data = travelling(contract(run, results, {"bisect": ans}), run.info, run_dir)  # summary.json travels
     summary = write_json(run_dir / "summary.json", data)

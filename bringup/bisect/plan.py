@@ -138,21 +138,9 @@ def step(
         if budget is not None and budget < len(ends):
             return Step(done=Conclusion(BUDGET, note=f"--max-envs {max_envs} cannot cover both endpoints"))
         return Step(run=ends)
-    old, new = st.verdict(0), st.verdict(k - 1)
-    if old is None or new is None or (new_verdict is not None and old == new_verdict):
-        which = ", ".join(
-            f"{'old' if i == 0 else 'new'} endpoint {seen[i].verdict}"
-            + (f", not {new_verdict}" if i in st.other else "")
-            for i in (0, k - 1)
-            if seen[i].verdict in (SKIP, FLAKY) or i in st.other
-        )
-        if new_verdict is not None and old == new_verdict:
-            which = f"the old endpoint is already {new_verdict}"
-        return Step(done=Conclusion(ENDPOINT, old, new, note=which, skipped=st.skipped, flaky=st.flaky, other=st.other))
-    if old == new:
-        return Step(
-            done=Conclusion(NO_CHANGE, old, new, note=f"both endpoints are {old}", skipped=st.skipped, flaky=st.flaky)
-        )
+    at_ends = _at_endpoints(st, k, new_verdict)
+    if at_ends is not None:
+        return Step(done=at_ends)
     chain = links(st)
     last = chain[-1]
     if not last.untested:
@@ -160,24 +148,46 @@ def step(
     w = max(1, min(width, len(last.untested)))
     if budget is not None:
         if budget == 0:
-            first = chain[0]
-            return Step(
-                done=Conclusion(
-                    BUDGET,
-                    old,
-                    st.verdict(first.hi),
-                    first.lo,
-                    first.hi,
-                    tuple(range(last.lo + 1, last.hi + 1)),
-                    changes=tuple((c.lo, c.hi) for c in chain),
-                    note=f"--max-envs {max_envs} spent",
-                    skipped=st.skipped,
-                    flaky=st.flaky,
-                    other=st.other,
-                )
-            )
+            return Step(done=_spent(st, chain, max_envs))
         w = affordable(w, last.hi - last.lo, budget)
     return Step(run=spread(last.untested, last.lo, last.hi, w))
+
+
+def _at_endpoints(st: _State, k: int, new_verdict: str | None) -> Conclusion | None:
+    """What the two endpoints alone conclude: one that says nothing (a skip, a flake, a third verdict, or an old
+    one already `new_verdict`), or no change between them; None: a change to search for."""
+    old, new = st.verdict(0), st.verdict(k - 1)
+    if old is None or new is None or (new_verdict is not None and old == new_verdict):
+        which = ", ".join(
+            f"{'old' if i == 0 else 'new'} endpoint {st.seen[i].verdict}"
+            + (f", not {new_verdict}" if i in st.other else "")
+            for i in (0, k - 1)
+            if st.seen[i].verdict in (SKIP, FLAKY) or i in st.other
+        )
+        if new_verdict is not None and old == new_verdict:
+            which = f"the old endpoint is already {new_verdict}"
+        return Conclusion(ENDPOINT, old, new, note=which, skipped=st.skipped, flaky=st.flaky, other=st.other)
+    if old == new:
+        return Conclusion(NO_CHANGE, old, new, note=f"both endpoints are {old}", skipped=st.skipped, flaky=st.flaky)
+    return None
+
+
+def _spent(st: _State, chain: Sequence[Link], max_envs: int | None) -> Conclusion:
+    """--max-envs spent before the last change was pinned: the first change's ends and what is left untested."""
+    first, last = chain[0], chain[-1]
+    return Conclusion(
+        BUDGET,
+        st.verdict(0),
+        st.verdict(first.hi),
+        first.lo,
+        first.hi,
+        tuple(range(last.lo + 1, last.hi + 1)),
+        changes=tuple((c.lo, c.hi) for c in chain),
+        note=f"--max-envs {max_envs} spent",
+        skipped=st.skipped,
+        flaky=st.flaky,
+        other=st.other,
+    )
 
 
 @dataclass(frozen=True)

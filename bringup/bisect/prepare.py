@@ -14,11 +14,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import bringup
 from bringup.bisect import candidates
 from bringup.bisect.args import BisectOptions
 from bringup.bisect.spec import BisectSpec, Settings, Target, file_sha256, normalize
 from bringup.errors import BadInput
 from bringup.files import check_output_dir, check_output_path
+from bringup.store import Store
 
 WHEEL_BUILD_TIMEOUT_S = 900.0
 _TREE_SUFFIXES = (".py", ".cpp", ".h", ".html", ".css", ".js", ".json", ".yaml", ".toml")
@@ -80,7 +82,6 @@ def resolve_target(opts: BisectOptions, db: Path) -> Target:
             device=opts.target_device or "cpu",
             imports=opts.target_import or (),
         )
-    from bringup.store import Store
 
     if not db.exists():
         raise BadInput(f"bisect: {text} is not a file, and there is no result database at {db} to find a case in")
@@ -113,8 +114,6 @@ def resolve_target(opts: BisectOptions, db: Path) -> Target:
 def inherit_dirs() -> tuple[str, ...]:
     """This Python's site directories (and bringup's source root when it is not installed in one): what
     each env sees, under its own packages, with --inherit-site."""
-    import bringup
-
     dirs = [d for d in site.getsitepackages() if Path(d).is_dir()]
     user = site.getusersitepackages()
     if site.ENABLE_USER_SITE and Path(user).is_dir():
@@ -135,8 +134,6 @@ def bringup_requirements() -> tuple[str, ...]:
 
 
 def source_root() -> Path:
-    import bringup
-
     root = Path(bringup.__file__).resolve().parents[1]
     if not (root / "pyproject.toml").is_file():
         raise BadInput(

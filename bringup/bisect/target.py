@@ -29,6 +29,9 @@ from typing import IO, Any
 from bringup.bisect.envs import kill_tree
 from bringup.bisect.plan import FLAKY, SKIP
 from bringup.bisect.spec import Settings, Target
+from bringup.case import Status
+from bringup.checks.failure_text import output_signature
+from bringup.expect.classify import Klass, classify_one
 
 _FIGURE = re.compile(r"^\s*(?P<label>[^:]{1,120}?):\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)(:|$)")
@@ -114,8 +117,6 @@ def repro_outcome(
 ) -> RunOutcome:
     """A repro run's outcome; with a signature `asked` for (--new-signature), a failing run that shows it is
     `fail_status` however it failed (a minified compile failure raises: without it, that reads as `error`)."""
-    from bringup.checks.failure_text import output_signature
-
     o = _repro_outcome(rc, out, late, wall, budget, fail_status)
     o.signature = output_signature(out) if rc not in (0, 125) else ""
     if asked and o.signature == asked and rc is not None and rc > 0 and rc != 125 and not late:
@@ -206,9 +207,6 @@ def run_case(
 def verdict_of(outcomes: Sequence[RunOutcome]) -> str:
     """The candidate's verdict from its runs: SKIP when the first says so, FLAKY when statuses differ
     (the rule of --expect --repeat), else the one status."""
-    from bringup.case import Status
-    from bringup.expect.classify import Klass, classify_one
-
     if not outcomes or outcomes[0].status == SKIP:
         return SKIP
     if any(o.status == SKIP for o in outcomes):  # cannot test it one time, could another: not stable

@@ -30,15 +30,13 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from bringup.device.iface import SHIPPED, DeviceRef, load_family, register_adapter, registered_types, unregister_adapter
-
-if TYPE_CHECKING:
-    from bringup.device.peaks import PeakFlops
-    from bringup.device.timing import Timer
+from bringup.device.peaks import PeakFlops, env_peak, table_peak
+from bringup.device.timing import Timer, calibrate_gemm
 
 EAGER, LAZY = "eager", "lazy"
 
@@ -86,8 +84,6 @@ class DeviceAdapter:
         return False
 
     def timer(self, wall: bool = False) -> Timer:
-        from bringup.device.timing import Timer
-
         return Timer(self, wall=wall)
 
     # ---- memory --------------------------------------------------------------------------------------
@@ -110,8 +106,6 @@ class DeviceAdapter:
     # ---- peak FLOP/s ---------------------------------------------------------------------------------
     def peak_flops(self, dtype: torch.dtype = torch.bfloat16, calibrate: bool = True) -> PeakFlops | None:
         """Peak FLOP/s of one device: env override, the vendor table, else calibrated."""
-        from bringup.device.peaks import PeakFlops, env_peak, table_peak
-
         if (pk := env_peak()) is not None:
             return pk
         if not self.device.is_cpu:
@@ -122,8 +116,6 @@ class DeviceAdapter:
         return self.calibrate_peak_flops(dtype) if calibrate else None
 
     def calibrate_peak_flops(self, dtype: torch.dtype = torch.float32, seconds: float = 1.0) -> PeakFlops:
-        from bringup.device.timing import calibrate_gemm
-
         return calibrate_gemm(self, dtype, seconds)
 
     # ---- fallbacks, compile, distributed, profiler -------------------------------------------------

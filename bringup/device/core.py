@@ -16,8 +16,11 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from bringup.compat import drain_autograd_threads_at_exit
+from bringup.device.iface import load_family, registered_types
 from bringup.device.names import available_accelerator, built_accelerator, privateuse1_name
 from bringup.device.peaks import PeakFlops
+from bringup.device.select import adapter_for
+from bringup.device.timing import produced_tensors
 from bringup.errors import BadInput
 
 if TYPE_CHECKING:
@@ -53,8 +56,6 @@ class Device:
     @cached_property
     def adapter(self) -> DeviceAdapter:
         """The adapter of this device's backend family (bringup/device/adapter.py)."""
-        from bringup.device.select import adapter_for
-
         return adapter_for(self)
 
     @property
@@ -91,8 +92,6 @@ class Device:
     def materialize(self, *produced: Any) -> None:
         """Make the device compute (and finish) the tensors in `produced` (tensors, modules, optimizers,
         containers of them): a lazy device runs what it recorded, an async one is waited for."""
-        from bringup.device.timing import produced_tensors
-
         self.adapter.materialize(produced_tensors(produced))
 
     @property
@@ -162,8 +161,6 @@ def auto_choice() -> tuple[Device, str]:
 def known_types() -> list[str]:
     """Device types that can run cases here: cpu, the available accelerator, a loaded PrivateUse1 backend,
     and families with a registered adapter whose device is present (xla once torch_xla is imported)."""
-    from bringup.device.iface import registered_types
-
     names = ["cpu"]
     acc = available_accelerator()
     if acc is not None:
@@ -183,8 +180,6 @@ def resolve_device(spec: str | None) -> Device:
     A shipped family's backend package is imported here (`xla`: torch_xla). Raises BadInput (one line)
     for unknown names, a missing backend package, unavailable backends and out-of-range indices.
     """
-    from bringup.device.iface import load_family, registered_types
-
     spec = (spec or "auto").strip()
     if spec == "auto":
         return auto_choice()[0]

@@ -15,6 +15,7 @@ from typing import Any, cast
 import torch
 
 from bringup.device.adapter import EAGER, DeviceAdapter
+from bringup.device.names import available_accelerator, privateuse1_name
 
 
 class EagerAdapter(DeviceAdapter):
@@ -27,8 +28,6 @@ class EagerAdapter(DeviceAdapter):
 
     @property
     def is_accelerator(self) -> bool:
-        from bringup.device.names import available_accelerator
-
         acc = available_accelerator()
         return acc is not None and acc.type == self.device.type
 
@@ -200,7 +199,6 @@ class EagerAdapter(DeviceAdapter):
         if self.device.is_cpu:
             return acts, ""
         name = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"}.get(self.device.type)
-        from bringup.device.names import privateuse1_name
 
         if name is None and self.device.type == privateuse1_name():
             name = "PrivateUse1"

@@ -18,7 +18,9 @@ from typing import Any, Protocol
 
 import torch
 
+from bringup.device.names import dtype_name
 from bringup.errors import BadInput
+from bringup.files import atomic_write_text
 
 PEAKS_FILE = "peak_flops.json"
 
@@ -110,8 +112,6 @@ class Measured(Protocol):
 
 
 def _key(device: Measured, dtype: torch.dtype) -> str:
-    from bringup.device.names import dtype_name
-
     return f"{device.name}/{dtype_name(dtype)}"
 
 
@@ -121,8 +121,6 @@ def run_peak(device: Measured, dtype: torch.dtype, run_dir: Path | str | None) -
     if run_dir is None:
         return device.peak_flops(dtype)
     from filelock import FileLock
-
-    from bringup.files import atomic_write_text
 
     root = Path(run_dir)
     root.mkdir(parents=True, exist_ok=True)

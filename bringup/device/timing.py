@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from bringup.device.peaks import PeakFlops
+
 if TYPE_CHECKING:
     from bringup.device.iface import Clock
-    from bringup.device.peaks import PeakFlops
 
 NOTHING_PRODUCED = (
     "Timer.stop() needs what the timed region produced (tensors, a module, an optimizer): a lazy device "
@@ -104,8 +105,6 @@ def calibrate_gemm(
     """Measure a large square GEMM: the fastest of several timed repeats, in FLOP/s (a peak: on a shared
     machine other work only ever slows a repeat down, so the median would be the neighbours' figure).
     Each repeat's result is handed to the timer (materialized before its clock stops); the last is read."""
-    from bringup.device.peaks import PeakFlops
-
     dev = adapter.device.torch_device
     n = n or adapter.calibration_n
     a = torch.randn(n, n, device=dev).to(dtype)

@@ -34,6 +34,7 @@ import torch_xla.debug.metrics as met
 import torch_xla.runtime as xr
 
 from bringup.device.adapter import LAZY, DeviceAdapter, register_adapter
+from bringup.device.eager import cpu_model_name
 
 
 class XlaAdapter(DeviceAdapter):
@@ -64,8 +65,6 @@ class XlaAdapter(DeviceAdapter):
     def hardware_name(self) -> str:
         kind = self.pjrt_device() or "?"  # (no PJRT client started for a name: see available())
         if kind == "CPU":
-            from bringup.device.eager import cpu_model_name
-
             return f"PyTorch/XLA on PJRT CPU ({cpu_model_name()})"
         return f"PyTorch/XLA on PJRT {kind}"
 

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bringup.errors import BadInput
+from bringup.expect.file import ExpectFile
+from bringup.expect.gate import Gate, print_judgement
+from bringup.files import atomic_write_text, check_output_path
 from bringup.options import CommandOptions, add_dtype, measured, not_measured
 from bringup.session import CommandSession
+from bringup.store import Store
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,6 @@ def _pick(st: Any, args: ExpectOptions) -> Any:
 
 
 def main(sess: CommandSession) -> int:
-    from bringup.store import Store
-
     args = sess.options.of(ExpectOptions)
     if args.expect_cmd is None:
         raise BadInput("expect: give an action: init, check, import or export")
@@ -119,11 +122,7 @@ def main(sess: CommandSession) -> int:
 
 
 def _init(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
-    from pathlib import Path
-
-    from bringup.expect.file import ExpectFile
-    from bringup.expect.update import apply
-    from bringup.files import check_output_path
+    from bringup.expect.update import apply  # lazy: fast --help
 
     assert args.out is not None  # required by the `init` parser
     out = Path(args.out)
@@ -143,9 +142,6 @@ def _init(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any
 
 
 def _check(sess: CommandSession, args: ExpectOptions, run: Any, results: list[Any], repeats: list[list[Any]]) -> int:
-    from bringup.expect.file import ExpectFile
-    from bringup.expect.gate import Gate, print_judgement
-
     assert args.expect_file is not None  # required by the `check` parser
     f = ExpectFile.load(args.expect_file)
     gate = Gate.of(f, run.device, run.torch_version, bool(args.strict), bool(args.update), 1, args.allow_unsupported_)
@@ -153,7 +149,6 @@ def _check(sess: CommandSession, args: ExpectOptions, run: Any, results: list[An
     print_judgement(j, sess.console)
     if not args.update:
         return j.exit_code()
-    from bringup.files import check_output_path
 
     check_output_path(str(f.path), "--expect")
     n, fresh = gate.write_file(results, repeats)
@@ -169,13 +164,10 @@ def _check(sess: CommandSession, args: ExpectOptions, run: Any, results: list[An
 def _xpu(sess: CommandSession, args: ExpectOptions) -> int:
     """`expect import FILE.csv --out FILE` / `expect export --expect FILE --out FILE.csv` (expect/xpu_csv.py)."""
     csv_path = str(sess.options.common.csv)  # import's FILE.csv: the dest `csv`, beside the global --csv
-    from pathlib import Path
 
-    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.comments import CommentedMap  # lazy: fast --help
 
-    from bringup.expect import xpu_csv
-    from bringup.expect.file import ExpectFile
-    from bringup.files import atomic_write_text, check_output_path
+    from bringup.expect import xpu_csv  # lazy: fast --help
 
     xpu_csv.column_of(args.dtype)  # a bad --dtype: exit 2 before anything is read
     assert args.out is not None  # required by the `import` and `export` parsers

@@ -36,6 +36,7 @@ from typing import Any
 
 from bringup.case import Status
 from bringup.errors import BadInput
+from bringup.expect.taxonomy import _BY_STATUS
 from bringup.options import DTYPES, TORCH_DTYPE_NAMES
 
 # precision -> its column: torch's name of a pure one (the one table, bringup/options.py), amp-bf16 -> amp_bf16
@@ -117,8 +118,6 @@ def import_csv(path: str | Path, section: Any, dtype: str, suite: str) -> dict[s
     """Rows of `path` into `section` (a mapping of the expectations file); returns counts and what could not
     map. Each row becomes `<suite>/<name>`: the column of `dtype` as its status, the row in its note."""
     from ruamel.yaml.comments import CommentedMap
-
-    from bringup.expect.taxonomy import _BY_STATUS
 
     col = column_of(dtype)
     cols, rows = parse(path)

@@ -145,43 +145,49 @@ def parse_matrix(data: Any, where: str = "matrix") -> Matrix:
     dtype = _dtype(data.get("dtype"), f"{where}: dtype")
     backward = _backward(data.get("backward"), f"{where}: backward")
     if "cases" in data:
-        raw = data["cases"]
-        if not isinstance(raw, list) or not raw:
-            raise MatrixError(f"{where}: cases must be a non-empty list of mappings")
-        defaults = {k: data[k] for k in _AXES if k in data}
-        for k, v in defaults.items():
-            if isinstance(v, list) and not (k == "heads" and _is_pair(v)):
-                raise MatrixError(f"{where}: with cases, top-level {k} must be a single value (a default)")
-        out = []
-        for i, c in enumerate(raw):
-            cw = f"{where}: cases[{i}]"
-            if not isinstance(c, dict):
-                raise MatrixError(f"{cw}: expected a mapping, got {type(c).__name__}")
-            bad = set(c) - set(_CASE_KEYS)
-            if bad:
-                raise MatrixError(
-                    f"{cw}: unknown key(s) {', '.join(sorted(map(str, bad)))}; allowed: {', '.join(_CASE_KEYS)}"
-                )
-            merged = {"mod": c.get("mod", defaults.get("mods")), **{k: c.get(k, defaults.get(k)) for k in _AXES[1:]}}
-            for k, v in merged.items():
-                if v is None:
-                    raise MatrixError(f"{cw}: missing {k}")
-            hq, hkv = _heads(merged["heads"], f"{cw}: heads")
-            out.append(
-                CaseSpec(
-                    _mod(merged["mod"], f"{cw}: mod"),
-                    _pos(merged["batch"], f"{cw}: batch"),
-                    _pos(merged["seq"], f"{cw}: seq"),
-                    hq,
-                    hkv,
-                    _pos(merged["head_dim"], f"{cw}: head_dim"),
-                    _dtype(c.get("dtype"), f"{cw}: dtype") or dtype,
-                    _backward(c.get("backward"), f"{cw}: backward") or backward,
-                )
-            )
-        return Matrix(name, tuple(_dedupe(out)))
+        return Matrix(name, tuple(_dedupe(_listed_cases(data, where, dtype, backward))))
     if "mods" not in data:
         raise MatrixError(f"{where}: needs mods (a grid) or cases (a list)")
+    return _grid(data, where, name, dtype, backward)
+
+
+def _listed_cases(data: dict[str, Any], where: str, dtype: str | None, backward: str | None) -> list[CaseSpec]:
+    """A file's `cases:` list, each case's missing axes from the top-level single values (the defaults)."""
+    raw = data["cases"]
+    if not isinstance(raw, list) or not raw:
+        raise MatrixError(f"{where}: cases must be a non-empty list of mappings")
+    defaults = {k: data[k] for k in _AXES if k in data}
+    for k, v in defaults.items():
+        if isinstance(v, list) and not (k == "heads" and _is_pair(v)):
+            raise MatrixError(f"{where}: with cases, top-level {k} must be a single value (a default)")
+    return [_listed_case(c, f"{where}: cases[{i}]", defaults, dtype, backward) for i, c in enumerate(raw)]
+
+
+def _listed_case(c: Any, cw: str, defaults: dict[str, Any], dtype: str | None, backward: str | None) -> CaseSpec:
+    if not isinstance(c, dict):
+        raise MatrixError(f"{cw}: expected a mapping, got {type(c).__name__}")
+    bad = set(c) - set(_CASE_KEYS)
+    if bad:
+        raise MatrixError(f"{cw}: unknown key(s) {', '.join(sorted(map(str, bad)))}; allowed: {', '.join(_CASE_KEYS)}")
+    merged = {"mod": c.get("mod", defaults.get("mods")), **{k: c.get(k, defaults.get(k)) for k in _AXES[1:]}}
+    for k, v in merged.items():
+        if v is None:
+            raise MatrixError(f"{cw}: missing {k}")
+    hq, hkv = _heads(merged["heads"], f"{cw}: heads")
+    return CaseSpec(
+        _mod(merged["mod"], f"{cw}: mod"),
+        _pos(merged["batch"], f"{cw}: batch"),
+        _pos(merged["seq"], f"{cw}: seq"),
+        hq,
+        hkv,
+        _pos(merged["head_dim"], f"{cw}: head_dim"),
+        _dtype(c.get("dtype"), f"{cw}: dtype") or dtype,
+        _backward(c.get("backward"), f"{cw}: backward") or backward,
+    )
+
+
+def _grid(data: dict[str, Any], where: str, name: str, dtype: str | None, backward: str | None) -> Matrix:
+    """A file's grid: every mod x batch x seq x heads x head_dim (each a value or a list)."""
     mods = [_mod(m, f"{where}: mods") for m in _as_list(data["mods"], f"{where}: mods")]
     batch = [_pos(v, f"{where}: batch") for v in _as_list(data.get("batch", 1), f"{where}: batch")]
     seq = [_pos(v, f"{where}: seq") for v in _as_list(data.get("seq", 1024), f"{where}: seq")]
@@ -191,8 +197,7 @@ def parse_matrix(data: Any, where: str = "matrix") -> Matrix:
         raise MatrixError(f"{where}: heads must not be empty")
     heads = [_heads(h, f"{where}: heads") for h in heads_list]
     dims = [_pos(v, f"{where}: head_dim") for v in _as_list(data.get("head_dim", 128), f"{where}: head_dim")]
-    m = grid(name, _unique(mods), _unique(batch), _unique(seq), _unique(heads), _unique(dims), dtype, backward)
-    return m
+    return grid(name, _unique(mods), _unique(batch), _unique(seq), _unique(heads), _unique(dims), dtype, backward)
 
 
 def _unique(xs: list[Any]) -> list[Any]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import traceback
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -36,9 +37,11 @@ import torch
 
 from bringup.api import register_capability, specs
 from bringup.case import Case, CaseResult, Status
-from bringup.checks.errors import classify, first_line, is_unsupported
+from bringup.checks.errors import chain, classify, first_line, is_unsupported
+from bringup.checks.fallbacks import FallbackDetector, profiled_fallbacks
 from bringup.checks.parity import parity, rel_rmse
 from bringup.compile_backend import check_compile_backend
+from bringup.console import case_table
 from bringup.device import Device
 from bringup.errors import BadInput, user_regex
 from bringup.options import Options
@@ -305,8 +308,6 @@ def probe_compile(case: Case, dev: torch.device, ctx: Any) -> CaseResult:
     # the compiled function again, watched for the device's CPU fallback (the profiler alone: under a
     # dispatch mode dynamo would skip the frame): a graph whose ops run on the fallback (aot_eager on a
     # young backend) has not compiled for the device
-    from bringup.checks.fallbacks import profiled_fallbacks
-
     args = (x.to(dev, torch.float32), y.to(dev, torch.float32))
     out: list[torch.Tensor] = []
     fell = profiled_fallbacks(lambda: out.append(fn(*args)), ctx.device)
@@ -449,8 +450,6 @@ def _has_triton() -> bool:
 
 
 def _chain(e: BaseException) -> list[BaseException]:
-    from bringup.checks.errors import chain
-
     return chain(e)
 
 
@@ -465,8 +464,6 @@ def _last_line(e: BaseException) -> str:
 
 
 def _tb(e: BaseException) -> str:
-    import traceback
-
     return "".join(traceback.format_exception(e))[-8000:]
 
 
@@ -481,8 +478,6 @@ _PROBES: dict[str, Callable[[Case, torch.device], CaseResult]] = {
 
 
 def run_feature(case: Case, ctx: Any) -> CaseResult:
-    from bringup.checks.fallbacks import FallbackDetector
-
     dev: Device = ctx.device
     kind = case.params["kind"]
     fields = {"feature": case.params["feature"]}
@@ -492,7 +487,7 @@ def run_feature(case: Case, ctx: Any) -> CaseResult:
             r.fields |= fields
             return r
         if kind in ("distributed", "dtensor", "fsdp2", "execution"):  # ranks are processes: no detector
-            from bringup.probe import runtime as probe_runtime
+            from bringup.probe import runtime as probe_runtime  # lazy: planning imports no torch.distributed
 
             if kind == "execution":
                 r = probe_runtime.probe_execution(case, dev)
@@ -532,8 +527,6 @@ def _check_sdpa_backend(case: Case, r: CaseResult, ran: set[str]) -> CaseResult:
 
 
 def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
-    from bringup.console import case_table
-
     console.print(case_table("probe", results, ["max_rel_err"]))
     if importlib.util.find_spec("torchao") is None:
         console.print("torchao is not installed: float8 / MXFP8 training were not probed")

@@ -13,10 +13,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from bringup.bundle import load_bundle
 from bringup.errors import BadInput
+from bringup.files import atomic_write_text, check_output_path
 from bringup.report.history_cli import main as history_main
 from bringup.report.options import ReportOptions, add_arguments
 from bringup.session import CommandSession
+from bringup.store import Store
 
 __all__ = ["HISTORY_ONLY", "OPTIONS", "add_arguments", "looks_like_file", "main", "scorecard"]
 OPTIONS = ReportOptions
@@ -43,15 +46,11 @@ def main(sess: CommandSession) -> int:
 
 
 def scorecard(sess: CommandSession, run_arg: str | None, db: Path) -> int:
-    from bringup.files import atomic_write_text, check_output_path
-    from bringup.report import html
-    from bringup.store import Store
+    from bringup.report import html  # lazy: fast --help
 
     args = sess.options.of(ReportOptions)
     check_output_path(args.out, "--out")
     if run_arg and looks_like_file(run_arg):
-        from bringup.bundle import load_bundle
-
         run, results = load_bundle(run_arg)
         out = Path(args.out) if args.out else Path(run_arg).with_suffix(".html")
         check_output_path(str(out), "report")

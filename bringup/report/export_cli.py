@@ -16,9 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bringup.bundle import FORMAT, VERSION, load_bundle, make_bundle
 from bringup.errors import BadInput
+from bringup.files import atomic_write_text, check_output_path, dumps
 from bringup.options import CommandOptions, add_options, flag, measured, not_measured
+from bringup.report.cli import looks_like_file
+from bringup.report.exports.benchmark import records
 from bringup.session import CommandSession
+from bringup.store import Store
 
 FORMATS = ("bundle", "benchmark-records", "support-table", "pytorch-tests")
 
@@ -71,10 +76,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _load(sess: CommandSession, run_arg: str | None) -> tuple[Any, list[Any], dict[str, Any], Path | None]:
     """(run, results, the bundle's data, the run's folder or None for a bundle file)."""
-    from bringup.bundle import FORMAT, VERSION, load_bundle, make_bundle
-    from bringup.report.cli import looks_like_file
-    from bringup.store import Store
-
     if run_arg and looks_like_file(run_arg):
         run, results = load_bundle(run_arg)
         data = {"format": FORMAT, "version": VERSION, "run": run.to_json(), "cases": [r.to_json() for r in results]}
@@ -93,21 +94,17 @@ def render(
     fmt: str, run: Any, results: list[Any], data: dict[str, Any], out: Path, margin: float | None = None
 ) -> dict[Path, str]:
     """{path: text} of every file the format writes (raises BadInput when the run has nothing for it)."""
-    from bringup.files import dumps
-
     if fmt == "bundle":
         return {out: dumps(data)}
     if fmt == "benchmark-records":
-        from bringup.report.exports.benchmark import records
-
         return {out: dumps(records(run, results))}
     if fmt == "support-table":
-        from bringup.report.exports.support import support_table
+        from bringup.report.exports.support import support_table  # lazy: fast --help
 
         table = support_table(run, results)
         return {out.with_suffix(".md"): table.markdown(), out.with_suffix(".csv"): table.csv()}
     if fmt == "pytorch-tests":
-        from bringup.report.exports.pytorch_tests import DEFAULT_MARGIN, pytorch_test_configs
+        from bringup.report.exports.pytorch_tests import DEFAULT_MARGIN, pytorch_test_configs  # lazy: fast --help
 
         cfg = pytorch_test_configs(run, results, DEFAULT_MARGIN if margin is None else margin)
         return {out.with_suffix(".py"): cfg.python(), out.with_suffix(".json"): dumps(cfg.to_json())}
@@ -115,8 +112,7 @@ def render(
 
 
 def main(sess: CommandSession) -> int:
-    from bringup.files import atomic_write_text, check_output_path
-    from bringup.report.portable import travelling
+    from bringup.report.portable import travelling  # lazy: fast --help
 
     args = sess.options.of(ExportOptions)
     fmt, margin = args.format, args.margin

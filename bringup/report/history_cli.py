@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bringup.errors import BadInput
+from bringup.files import atomic_write_text, check_output_path
 from bringup.report.history import Filters, parse_date, read_sources
 from bringup.report.options import ReportOptions
 
@@ -43,8 +44,7 @@ def default_out(srcs: list[Path]) -> Path:
 
 
 def main(args: ReportOptions, global_db: str | None, default_db: Path, console: Console) -> int:
-    from bringup.files import atomic_write_text, check_output_path
-    from bringup.report import history_page
+    from bringup.report import history_page  # lazy: fast --help
 
     check_output_path(args.out, "--out")
     f = filters(args)
@@ -62,7 +62,7 @@ def main(args: ReportOptions, global_db: str | None, default_db: Path, console: 
         path = atomic_write_text(out, history_page.render(h, out.resolve().parent))
     except OSError as e:
         raise BadInput(f"cannot write the history page to {out}: {e.strerror or e}") from e
-    from bringup.report.bug_history import summary, tracks
+    from bringup.report.bug_history import summary, tracks  # lazy: fast --help
 
     moved = sum(m.kind == "moved" for ln in h.lines for m in ln.moves)
     console.print(

@@ -21,6 +21,7 @@ a pipe of that worker's own.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import random
@@ -29,8 +30,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
@@ -68,12 +71,8 @@ def exit_as_interpreter(main: Callable[[], int | None]) -> NoReturn:
             if not isinstance(e.code, int) and e.code is not None:
                 print(e.code, file=sys.stderr)
         threading._shutdown()  # type: ignore[attr-defined]  # CPython's private exit hook, absent from the stubs
-        import atexit
-
         atexit._run_exitfuncs()
     except BaseException:
-        import traceback
-
         traceback.print_exc()
         rc = 1
     finally:
@@ -103,8 +102,6 @@ def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) 
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
-        import tempfile
-
         tempfile.tempdir = None  # chosen again from this environment's TMPDIR
         random.seed()  # every fork would otherwise share the launcher's sequence
         if "numpy.random" in sys.modules:
@@ -115,7 +112,7 @@ def _become_worker(req: dict[str, Any], fds: list[int], launcher_fds: set[int]) 
 
             torch.set_num_threads(int(threads))
         print(f"=== worker forked by the launcher (pid {os.getppid()}), not started from scratch", flush=True)
-        from bringup.runner import worker
+        from bringup.runner import worker  # lazy: imported after the fork, under the worker's own environment
 
         sys.argv = [worker.__file__, *req["args"]]
         return worker.main(["--fd", "3", "--parent-pid", str(os.getppid()), *req["args"]])
@@ -368,7 +365,6 @@ def prefork() -> None:
             os._exit(code)
     theirs.close()
     _launcher = Launcher(pid, ours, dict(os.environ))
-    import atexit
 
     atexit.register(_launcher.close)
 

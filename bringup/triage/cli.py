@@ -19,23 +19,31 @@ issue says how); 2 bad input, nothing written.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
+import shutil
+import sysconfig
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bringup.bisect.args import BisectOptions
+from bringup.bisect.cli import drive
 from bringup.errors import BadInput
+from bringup.files import check_output_dir
 from bringup.session import CommandSession
+from bringup.store import Store
 from bringup.triage.args import TriageOptions
+from bringup.triage.args import add_arguments as add
+from bringup.triage.post_run import INFO_KEY, print_block
 
 OPTIONS = TriageOptions
 SKIP_COMMANDS = ("bisect", "triage")
 
 
 def add_arguments(p: Any) -> None:
-    from bringup.triage.args import add_arguments as add
-
     add(p)
 
 
@@ -50,9 +58,6 @@ def pick_run(store: Any, wanted: str | None) -> Any:
 
 
 def main(sess: CommandSession) -> int:
-    from bringup.files import check_output_dir
-    from bringup.store import Store
-
     opts = sess.options.of(TriageOptions)  # checked where built (TriageOptions.check)
     with Store(sess.db, create=False) as store:  # a run to triage must exist: nothing is created otherwise
         run = pick_run(store, opts.run)
@@ -66,10 +71,6 @@ def carry_plugins(imports: tuple[str, ...], beside: Path) -> list[Path]:
     installed), copied beside a repro: a bisection's candidate envs do not see PYTHONPATH (each env is its own),
     while a script's own folder is on its path. Installed plugins are seen with --inherit-site or installed per
     candidate (--with, --set)."""
-    import importlib.util
-    import shutil
-    import sysconfig
-
     site = {Path(p).resolve() for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])}
     out = []
     for name in dict.fromkeys(m.split(".")[0] for m in imports):
@@ -104,8 +105,8 @@ class Triage:
         return self.opts.budget - (time.monotonic() - self.t0)
 
     def executor(self, run_dir: Path) -> Any:
-        from bringup.runner import make_executor
-        from bringup.runner.process import WorkerSpec, thread_env
+        from bringup.runner import make_executor  # lazy: torch-free --help
+        from bringup.runner.process import WorkerSpec, thread_env  # lazy: torch-free --help
 
         common = self.sess.options.common
         spec = WorkerSpec(
@@ -118,11 +119,9 @@ class Triage:
 
     # ---- 1. localize -------------------------------------------------------------------------------
     def localize(self) -> None:
-        import dataclasses
-
-        from bringup.runner import execute
-        from bringup.triage.groups import localize_join
-        from bringup.triage.plan import localize_plan
+        from bringup.runner import execute  # lazy: torch-free --help
+        from bringup.triage.groups import localize_join  # lazy: fast --help
+        from bringup.triage.plan import localize_plan  # lazy: torch-free --help
 
         results = self.store.results(self.run.run_id)
         rounds = localize_plan(results, localize_join(results), self.opts.localize_all)
@@ -137,9 +136,9 @@ class Triage:
 
     # ---- 3. minify ---------------------------------------------------------------------------------
     def minify(self, groups: list[Any]) -> dict[str, Any]:
-        from bringup.provenance import run_info
-        from bringup.runner import execute
-        from bringup.triage.plan import work_cases
+        from bringup.provenance import run_info  # lazy: fast --help
+        from bringup.runner import execute  # lazy: torch-free --help
+        from bringup.triage.plan import work_cases  # lazy: torch-free --help
 
         results = {r.case_id: r for r in self.store.results(self.run.run_id)}
         cases = work_cases(groups, results, self.run.device, max(60.0, self.left()))
@@ -154,8 +153,8 @@ class Triage:
 
     # ---- 4. repros ---------------------------------------------------------------------------------
     def repros(self, groups: list[Any], work: dict[str, Any]) -> dict[str, Any]:
-        from bringup.triage import repro
-        from bringup.triage.groups import localize_join
+        from bringup.triage import repro  # lazy: torch-free --help
+        from bringup.triage.groups import localize_join  # lazy: fast --help
 
         results = self.store.results(self.run.run_id)
         ctx = repro.Context(
@@ -176,11 +175,9 @@ class Triage:
 
     # ---- 5. bisect ---------------------------------------------------------------------------------
     def bisect(self, g: Any, rep: Any, gdir: Path) -> dict[str, Any] | None:
-        from bringup.bisect.args import BisectOptions
-        from bringup.bisect.cli import drive
-        from bringup.bisect.prepare import build_spec
-        from bringup.triage.plan import fail_status
-        from bringup.triage.repro import expected_signature
+        from bringup.bisect.prepare import build_spec  # lazy: fast --help
+        from bringup.triage.plan import fail_status  # lazy: torch-free --help
+        from bringup.triage.repro import expected_signature  # lazy: torch-free --help
 
         if rep is None or rep.check is None or not rep.check.ok or rep.attach:
             return None
@@ -213,9 +210,8 @@ class Triage:
 
     # ---- the steps ---------------------------------------------------------------------------------
     def go(self) -> int:
-        from bringup.triage import issue
-        from bringup.triage.groups import block_of
-        from bringup.triage.post_run import INFO_KEY, print_block
+        from bringup.triage import issue  # lazy: torch-free --help
+        from bringup.triage.groups import block_of  # lazy: fast --help
 
         self.say(f"triage {self.run.run_id} ({self.run.command} on {self.run.device}): results in {self.out}")
         if not self.opts.no_repro:
@@ -249,8 +245,6 @@ class Triage:
     def store_back(self, block: dict[str, Any], chosen: list[Any]) -> None:
         """The refined block (and each group's repro verdict, issue, bisection) back in the run's info; the
         triage run (if any) finished with the same."""
-        from bringup.triage.post_run import INFO_KEY
-
         extra = {g.signature.id: g.extra for g in chosen}
         for gj in block["groups"]:
             gj.update(extra.get(gj["id"], {}))

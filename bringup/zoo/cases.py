@@ -29,77 +29,84 @@ class Entry:
         return self.label or self.model
 
 
-def make_case(
-    e: Entry,
-    dtype: str,
-    steps: int,
-    backend: str,
-    timeout: float,
-    seed: int = 0,
-    baseline: Any = None,
-    noise_seeds: int = NOISE_SEEDS,
-    module_check: bool | None = None,
-    inputs: str = "text",
-    batch: int = 0,
-    seq: int = 0,
-) -> Case:
-    """One tiny case: `baseline` is a BaselineIndex (zoo/baseline.py) or None; `module_check` None is auto;
-    `inputs` how a text model is fed (bringup/models/batches.py); `batch` / `seq` 0: the tiny defaults."""
+@dataclass(frozen=True)
+class TinyRun:
+    """How every tiny case of one plan runs, built once from the zoo's options (or the quick / `bringup run`
+    defaults): `module_check` None is auto; `inputs` how a text model is fed (bringup/models/batches.py);
+    `batch` / `seq` 0: the tiny defaults."""
+
+    dtype: str
+    steps: int
+    backend: str
+    timeout: float
+    seed: int = 0
+    noise_seeds: int = NOISE_SEEDS
+    module_check: bool | None = None
+    inputs: str = "text"
+    batch: int = 0
+    seq: int = 0
+
+
+def make_case(e: Entry, run: TinyRun, baseline: Any = None) -> Case:
+    """One tiny case: `baseline` is a BaselineIndex (zoo/baseline.py) or None."""
     params: dict[str, Any] = {
         "source": e.source,
         "model": e.model,
         "task": e.task,
-        "dtype": dtype,
-        "steps": steps,
-        "backend": backend,
-        "seed": seed,
-        "inputs": inputs,
+        "dtype": run.dtype,
+        "steps": run.steps,
+        "backend": run.backend,
+        "seed": run.seed,
+        "inputs": run.inputs,
     }
-    if batch:
-        params["batch"] = batch
-    if seq:
-        params["seq"] = seq
-    if noise_seeds != NOISE_SEEDS:  # the default stays out of the params: existing case ids stay stable
-        params["noise_seeds"] = noise_seeds
-    if module_check is not None:  # auto stays out of the params
-        params["module_check"] = module_check
+    if run.batch:
+        params["batch"] = run.batch
+    if run.seq:
+        params["seq"] = run.seq
+    if run.noise_seeds != NOISE_SEEDS:  # the default stays out of the params: existing case ids stay stable
+        params["noise_seeds"] = run.noise_seeds
+    if run.module_check is not None:  # auto stays out of the params
+        params["module_check"] = run.module_check
     if baseline is not None:
-        params["baseline"] = baseline.entry_for(e.name, dtype, steps)
+        params["baseline"] = baseline.entry_for(e.name, run.dtype, run.steps)
     # Pooled, not isolated: a fresh process per model would re-import torch + transformers (~5-10 s)
     # and start inductor's compile workers cold every time. What a model could leak into the next
     # case is reset per case (dynamo caches and counters, seeds, peak memory); a hang, segfault or
     # OOM still costs only its own case (the runner replaces the worker).
-    return Case("zoo", e.name, params, ENTRY, budget_s=timeout, isolated=False)
+    return Case("zoo", e.name, params, ENTRY, budget_s=run.timeout, isolated=False)
 
 
-def full_params(
-    source: str,
-    model: str,
-    task: str,
-    dtype: str,
-    steps: int,
-    backend: str,
-    weights: str,
-    reference: str,
-    opts: ZooOptions,
-    **extra: Any,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FullRun:
+    """How every --size full / --full-top case of one plan runs: precision, steps, compile backend, what judges it
+    (--reference) and the zoo's options (seed, batch, seq, --nproc, --device-memory)."""
+
+    dtype: str
+    steps: int
+    backend: str
+    reference: str
+    opts: ZooOptions
+
+
+def full_params(e: Entry, run: FullRun, weights: str, **extra: Any) -> dict[str, Any]:
     """A --size full / --full-top case's params (zoo/full.py), written as stored runs have them: the run-wide
-    ones from the command line (seed, batch, seq, --nproc and --device-memory when given), then `extra`."""
+    ones from the command line (seed, batch, seq, --nproc and --device-memory when given), then `extra`
+    (`e.label` is not written: the case's name is the caller's)."""
+    opts = run.opts
     batch, seq = opts.batch or FULL_BATCH, opts.seq or FULL_SEQ
     params: dict[str, Any] = {
-        "source": source,
-        "model": model,
-        "task": task,
-        "dtype": dtype,
-        "steps": steps,
-        "backend": backend,
+        "source": e.source,
+        "model": e.model,
+        "task": e.task,
+        "dtype": run.dtype,
+        "steps": run.steps,
+        "backend": run.backend,
         "seed": opts.seed,
         "size": "full",
         "batch": batch,
         "seq": seq,
         "weights": weights,
-        "reference": reference,
+        "reference": run.reference,
         **extra,
     }
     if opts.nproc > 1:  # FSDP2 over N ranks when one device is too small (zoo/fsdp.py)

@@ -13,10 +13,13 @@ from typing import Any
 from bringup.case import Case
 from bringup.device import Device
 from bringup.errors import BadInput
+from bringup.hub import build, refs
+from bringup.models import tiny as mz
 from bringup.options import Options
 from bringup.precision import Precision, parse_precision
 from bringup.zoo import modules as zoo_modules
 from bringup.zoo import sweep as zoo_sweep
+from bringup.zoo import upstream
 from bringup.zoo.args import (
     DEFAULT_STEPS,
     DEFAULT_TIMEOUT,
@@ -24,7 +27,8 @@ from bringup.zoo.args import (
     compile_backend,
 )
 from bringup.zoo.baseline import load_baseline
-from bringup.zoo.cases import FULL_ENTRY, Entry, full_params, make_case
+from bringup.zoo.cases import FULL_ENTRY, Entry, FullRun, TinyRun, full_params, make_case
+from bringup.zoo.timm_models import DEFAULT_MODELS, require
 
 # `bringup run --quick`: three HF types (dense GQA + rope + RMSNorm; learned positions + LayerNorm +
 # gelu; qk-norm) and a timm convnet (BatchNorm). The last field is a scheduling hint only (Case.cost: workers side
@@ -55,8 +59,6 @@ LONG = (
 
 # ---- sources --------------------------------------------------------------------------------------
 def hf_causal() -> list[Entry]:
-    from bringup.models import tiny as mz
-
     return [Entry("hf", t, "causal-lm") for t in mz.causal_types()]
 
 
@@ -66,30 +68,22 @@ def long_entries() -> list[Entry]:
 
 
 def _hf_all() -> list[Entry]:
-    from bringup.models import tiny as mz
-
     return [Entry("hf", t, task) for t, task in mz.all_types()]
 
 
 def timm_entries() -> list[Entry]:
-    from bringup.zoo.timm_models import DEFAULT_MODELS, require
-
     require()
     return [Entry("timm", m.name) for m in DEFAULT_MODELS]
 
 
 def _hub_entry(text: str, where: str) -> Entry:
     """A Hub id, resolved now (cache, or the Hub when online): a missing or uncached id is BadInput."""
-    from bringup.hub import build, refs
-
     ref = refs.parse_ref(text[len(refs.HUB_PREFIX) :] if text.startswith(refs.HUB_PREFIX) else text, where)
     task, _ = build.task_of(refs.read_config(refs.resolve(ref), ref.name))
     return Entry("hub", ref.name, task)
 
 
 def _hub_top() -> list[Entry]:
-    from bringup.hub import build, refs
-
     return [Entry("hub-top", e["id"], build.task_of(e["config"])[0]) for e in refs.catalogue()]
 
 
@@ -124,8 +118,6 @@ def read_model_file(path: str) -> list[Entry]:
 
 
 def entries_for(source: str) -> list[Entry]:
-    from bringup.zoo import upstream
-
     if upstream.handles(source):  # dynamo:SUITE, hf-class:NAME, csv:FILE: named as upstream names them
         return upstream.entries(source)
     if source == "hf-causal":
@@ -137,8 +129,6 @@ def entries_for(source: str) -> list[Entry]:
     if source == "hub-top":
         return _hub_top()
     if source.startswith("hub:"):
-        from bringup.hub import refs
-
         return [_hub_entry(ref.name, f"--source {source}") for ref in refs.parse_ids(source)]
     if Path(source).exists():
         return read_model_file(source)
@@ -174,24 +164,20 @@ def build_cases(options: Options, device: Device) -> list[Case]:
     entries = _select(entries, pattern, opts)
     if baseline is not None and opts.baseline:
         baseline.check_comparable([e.name for e in entries], prec.name, opts.steps, opts.baseline)
-    module_check = zoo_modules.from_arg(opts.module_check)
-    return [
-        make_case(
-            e,
-            prec.name,
-            opts.steps,
-            backend,
-            opts.case_budget,
-            opts.seed,
-            baseline,
-            opts.noise_seeds,
-            module_check,
-            inputs,
-            LONG_BATCH if _long(e) else batch or 0,
-            LONG_SEQ if _long(e) else seq or 0,
-        )
-        for e in entries
-    ]
+    run = TinyRun(
+        prec.name,
+        opts.steps,
+        backend,
+        opts.case_budget,
+        seed=opts.seed,
+        noise_seeds=opts.noise_seeds,
+        module_check=zoo_modules.from_arg(opts.module_check),
+        inputs=inputs,
+        batch=batch or 0,
+        seq=seq or 0,
+    )
+    long_run = dataclasses.replace(run, batch=LONG_BATCH, seq=LONG_SEQ)
+    return [make_case(e, long_run if _long(e) else run, baseline) for e in entries]
 
 
 def _long(e: Entry) -> bool:
@@ -211,8 +197,6 @@ def _select(entries: list[Any], pattern: Any, opts: ZooOptions) -> list[Any]:
 
 def build_full_cases(opts: ZooOptions, prec: Precision, backend: str, pattern: re.Pattern[str] | None) -> list[Case]:
     """--size full: Hub ids or catalogue entries at their real size (zoo/full.py)."""
-    from bringup.hub import refs
-
     reference = opts.reference or ("baseline" if opts.baseline else "cpu")
     entries = [e for e in entries_for(opts.source) if e.source in ("hub", "hub-top")]
     if not entries:
@@ -226,11 +210,10 @@ def build_full_cases(opts: ZooOptions, prec: Precision, backend: str, pattern: r
     }
     baseline = load_baseline(opts.baseline) if opts.baseline else None
     assert opts.steps is not None and opts.case_budget is not None  # resolved() sets them at --size full
+    run = FullRun(prec.name, opts.steps, backend, reference, opts)
     cases = []
     for e in entries:
-        params = full_params(
-            e.source, e.model, e.task, prec.name, opts.steps, backend, weights[e.name], reference, opts
-        )
+        params = full_params(e, run, weights[e.name])
         if baseline is not None and opts.baseline:
             params["baseline"] = baseline.full_entry_for(e.name, params, opts.baseline)
         cases.append(Case("zoo", e.name, params, FULL_ENTRY, budget_s=opts.case_budget, isolated=True))
@@ -239,15 +222,9 @@ def build_full_cases(opts: ZooOptions, prec: Precision, backend: str, pattern: r
 
 def run_cases(device: Device, quick: bool) -> list[Case]:
     if quick:
-        return [
-            dataclasses.replace(make_case(Entry(s, m, t), "fp32", 3, device.default_compile_backend, 300.0), cost=cost)
-            for s, m, t, cost in QUICK
-        ]
+        quick_run = TinyRun("fp32", 3, device.default_compile_backend, 300.0)
+        return [dataclasses.replace(make_case(Entry(s, m, t), quick_run), cost=cost) for s, m, t, cost in QUICK]
+    run = TinyRun("fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT)
+    long_run = dataclasses.replace(run, batch=LONG_BATCH, seq=LONG_SEQ)
     entries = hf_causal() + timm_entries()[:FULL_EXTRA_TIMM]
-    cases = [make_case(e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT) for e in entries]
-    return cases + [
-        make_case(
-            e, "fp32", DEFAULT_STEPS, device.default_compile_backend, DEFAULT_TIMEOUT, batch=LONG_BATCH, seq=LONG_SEQ
-        )
-        for e in long_entries()
-    ]
+    return [make_case(e, run) for e in entries] + [make_case(e, long_run) for e in long_entries()]

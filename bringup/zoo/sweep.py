@@ -26,10 +26,16 @@ from bringup.case import Case
 from bringup.errors import BadInput
 from bringup.hub import fetch as hf
 from bringup.hub import plan as hub_plan
+from bringup.hub import refs
+from bringup.hub import summary as hub_summary
 from bringup.hub.flags import HubFetch
 from bringup.hub.plan import IdPlan
 from bringup.precision import Precision
-from bringup.zoo.args import ZooOptions
+from bringup.zoo.args import FULL_STEPS, FULL_TIMEOUT, ZooOptions
+from bringup.zoo.baseline import load_baseline
+from bringup.zoo.cases import FULL_ENTRY, Entry, FullRun, TinyRun, full_params, make_case
+from bringup.zoo.modules import from_arg
+from bringup.zoo.summary import summarize
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,30 +43,18 @@ if TYPE_CHECKING:
 
 # ---- signatures -> cases --------------------------------------------------------------------------
 def signature_cases(
-    plan: IdPlan,
-    dtype: str,
-    steps: int,
-    backend: str,
-    timeout: float,
-    seed: int,
-    noise_seeds: int,
-    baseline: SigBaseline | None = None,
-    module_check: bool | None = None,
+    plan: IdPlan, run: TinyRun, baseline: SigBaseline | None = None
 ) -> tuple[list[Case], dict[str, str]]:
     """A tiny case per signature, most downloaded first (the zoo's own case, its params carrying the signature's
     config); returns them and signature -> case id."""
-    from bringup.zoo.cases import Entry, make_case
-
     cases: list[Case] = []
     case_of: dict[str, str] = {}
     for sig in plan.order():
         s = plan.sigs[sig]
-        base = make_case(
-            Entry("hub-sig", sig, s.task), dtype, steps, backend, timeout, seed, None, noise_seeds, module_check
-        )
+        base = make_case(Entry("hub-sig", sig, s.task), run)
         params = {**base.params, "signature": sig, "architecture": s.architecture, "config": s.config}
         if baseline is not None and sig in baseline.by_name:
-            params["baseline"] = baseline.entry_for(sig, dtype, steps)
+            params["baseline"] = baseline.entry_for(sig, run.dtype, run.steps)
         case = dataclasses.replace(base, name=hub_plan.case_name(plan, sig), params=params)
         cases.append(case)
         case_of[sig] = case.case_id
@@ -84,19 +78,17 @@ def build_cases(
     assert opts.steps is not None and opts.case_budget is not None  # resolved() (zoo/plan.py) sets both
     if baseline is not None and opts.baseline:
         baseline.check_shared(sigs, prec.name, opts.steps, opts.baseline)
-    from bringup.zoo.modules import from_arg
 
-    cases, case_of = signature_cases(
-        plan,
+    run = TinyRun(
         prec.name,
         opts.steps,
         backend,
         opts.case_budget,
-        opts.seed,
-        opts.noise_seeds,
-        baseline,
-        from_arg(opts.module_check),
+        seed=opts.seed,
+        noise_seeds=opts.noise_seeds,
+        module_check=from_arg(opts.module_check),
     )
+    cases, case_of = signature_cases(plan, run, baseline)
     full_of = _full_cases(opts, prec, backend, plan, sigs, cases)
     for row in plan.rows:
         row["case_id"] = case_of.get(row["signature"] or "")
@@ -114,10 +106,6 @@ def _full_cases(
 ) -> dict[str, str]:
     """--full-top K: the K most downloaded signatures at real size, each on its most downloaded id; returns
     full_key -> case id (the ids a full-size verdict fans out to)."""
-    from bringup.hub import refs
-    from bringup.zoo.args import FULL_STEPS, FULL_TIMEOUT
-    from bringup.zoo.cases import FULL_ENTRY, full_params
-
     k = int(opts.full_top or 0)
     if not k:
         return {}
@@ -129,6 +117,7 @@ def _full_cases(
         )
     if reference == "none" and backend == "none":
         raise BadInput("--reference none with --compile-backend none: nothing would judge the full-size runs")
+    run = FullRun(prec.name, FULL_STEPS, backend, reference, opts)
     out: dict[str, str] = {}
     for sig in sigs[:k]:
         i = plan.representative(sig)
@@ -139,19 +128,7 @@ def _full_cases(
             weights = "cache" if refs.weight_files(ref) else "random"
         except BadInput:
             weights = "random"
-        params = full_params(
-            "hub-cfg",
-            name,
-            plan.sigs[sig].task,
-            prec.name,
-            FULL_STEPS,
-            backend,
-            weights,
-            reference,
-            opts,
-            hub_config=raw,
-            signature=sig,
-        )
+        params = full_params(Entry("hub-cfg", name, plan.sigs[sig].task), run, weights, hub_config=raw, signature=sig)
         c = Case("zoo", f"{name} [full]", params, FULL_ENTRY, budget_s=FULL_TIMEOUT, isolated=True)
         cases.append(c)
         out[row["full_key"]] = c.case_id
@@ -189,8 +166,6 @@ class SigBaseline:
 
 
 def _baseline(opts: ZooOptions, prec: Precision) -> SigBaseline:
-    from bringup.zoo.baseline import load_baseline
-
     assert opts.baseline is not None  # called with --baseline only
     idx = load_baseline(opts.baseline)
     by_sig = {
@@ -208,9 +183,6 @@ def _baseline(opts: ZooOptions, prec: Precision) -> SigBaseline:
 
 def summarize_stored(store: Any, run_id: str, results: list[Any], console: Console) -> dict[str, Any]:
     """zoo's summary, plus the answer per id when the run is a Hub sweep."""
-    from bringup.hub import summary as hub_summary
-    from bringup.zoo.summary import summarize
-
     extras = summarize(results, console)
     rows = store.hub_ids(run_id)
     if rows:

@@ -26,5 +26,5 @@ def test_the_choice_reaches_the_params_only_when_given() -> None:
     for arg, want in (("auto", None), ("on", True), ("off", False)):
         value = zoo_modules.from_arg(arg)
         assert value is want
-        c = zoo.make_case(e, "bf16", 4, "inductor", 60.0, module_check=value)
+        c = zoo.make_case(e, zoo.TinyRun("bf16", 4, "inductor", 60.0, module_check=value))
         assert c.params.get("module_check") is want

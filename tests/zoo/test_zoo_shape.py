@@ -15,11 +15,12 @@ def test_stored_entries_still_load() -> None:
 
 
 def test_case_params_read_back_as_a_spec() -> None:
-    from bringup.zoo.cases import Entry, make_case
+    from bringup.zoo.cases import Entry, TinyRun, make_case
     from bringup.zoo.spec import ZooSpec
 
     c = make_case(
-        Entry("hf", "llama", "causal-lm"), "bf16", 4, "inductor", 60.0, seed=3, noise_seeds=2, module_check=False
+        Entry("hf", "llama", "causal-lm"),
+        TinyRun("bf16", 4, "inductor", 60.0, seed=3, noise_seeds=2, module_check=False),
     )
     s = ZooSpec.from_params(c.params)
     assert (s.source, s.model, s.task, s.dtype, s.steps, s.backend, s.seed, s.noise_seeds, s.module_check) == (
@@ -34,6 +35,6 @@ def test_case_params_read_back_as_a_spec() -> None:
         False,
     )
     assert s.prec.name == "bf16" and s.size == "tiny" and s.baseline is None
-    d = make_case(Entry("hf", "llama", "causal-lm"), "fp32", 4, "none", 60.0).params
+    d = make_case(Entry("hf", "llama", "causal-lm"), TinyRun("fp32", 4, "none", 60.0)).params
     assert "noise_seeds" not in d and "module_check" not in d  # defaults stay out: case ids stay stable
     assert ZooSpec.from_params(d).module_check is None
