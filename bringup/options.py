@@ -350,7 +350,7 @@ def add_options(
     a value given before the sub-command stands unless given again after it). `required`: fields required
     here (one class for several parsers: `hub`'s actions)."""
     containers: dict[tuple[str, str], Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # every CommandOptions subclass is a dataclass
         spelling = f.metadata.get(FLAG)
         if spelling is None or (names is not None and f.name not in names):
             continue
@@ -422,7 +422,7 @@ class CommandOptions:
     def checked(self: _O) -> _O:
         """These options, checked (BadInput, one line, exit 2, on the first bad one): each field's own check,
         then `check` across fields. bringup/cli.py calls it where it builds them: planning only plans."""
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]  # every CommandOptions subclass is a dataclass
             check = f.metadata.get(CHECK)
             if check is not None:
                 check(getattr(self, f.name))

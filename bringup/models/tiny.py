@@ -314,7 +314,7 @@ def _token_spec(model: torch.nn.Module, main: str, sig: frozenset[str], seed: in
     if not (main == "input_ids" or (main == "input_features" and vocab)):
         return None
     try:
-        return batches.token_spec(tcfg, int(vocab), avoid, set(sig), seed)  # type: ignore[arg-type]
+        return batches.token_spec(tcfg, int(vocab), avoid, set(sig), seed)  # type: ignore[arg-type]  # vocab is set on this path (checked above)
     except ValueError as e:
         raise ConfigError(str(e)) from e
 

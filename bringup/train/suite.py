@@ -363,7 +363,7 @@ def _prepare_caches(case: Case, spec: TrainSpec, r: CaseResult, ctx: Any) -> _Ca
         r.fields["artifact_from"] = f"user file {spec.artifact}" if spec.artifact else own
         dirs = compile_cache.fresh(spec, ctx.run_dir, ctx.device)  # a new job: empty cache dirs, then the artifact
         try:
-            c.mode_kw, c.loaded = compile_cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]
+            c.mode_kw, c.loaded = compile_cache.load(spec, src, ctx.device.type)  # type: ignore[arg-type]  # src is None only when primed
         except Exception as e:
             return _failed(case, e, "loading the cache artifact", True, ctx.device)
         r.fields["artifact"] = c.loaded

@@ -286,7 +286,7 @@ def summarize(results: list[CaseResult], console: Console) -> dict[str, Any]:
     eager = next((e for n, e, _ in rows if n == "eager"), None)
     for _, e, r in rows:
         ok = eager and eager["step_s"] and e["step_s"] and r.status in USABLE
-        e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]
+        e["speedup_vs_eager"] = eager["step_s"] / e["step_s"] if ok else None  # type: ignore[index]  # ok implies eager is not None
     extras["modes"] = _modes(rows, specs)
     fs = fast_start([(n, e) for n, e, _ in rows])
     extras["fast_start"] = fs

@@ -113,7 +113,7 @@ def _table(results: list[CaseResult], console: Console) -> Table:
     for col, just, _ in cols:
         t.add_column(
             col,
-            justify=just,  # type: ignore[arg-type]
+            justify=just,  # type: ignore[arg-type]  # a rich JustifyMethod literal from the column table
             overflow="fold",
             no_wrap=col not in ("reason", "model"),
             max_width=24 if col == "model" else None,
