@@ -205,3 +205,11 @@ class CaseResult:
             for k, v in src.items():
                 row.setdefault(k, v)
         return row
+
+
+class CaseStopped(Exception):
+    """A step of a case's driver ended the case early (flex, profile): `result` is the case's."""
+
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__(result.reason)
+        self.result = result

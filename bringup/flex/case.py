@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from bringup.case import Case, CaseResult, Status
+from bringup.case import Case, CaseResult, CaseStopped, Status
 from bringup.checks.errors import chain, classify, first_line
 from bringup.checks.module_rule import one_rounding
 from bringup.checks.parity import ParityReport
@@ -154,14 +154,6 @@ def _inputs(shape: AttnShape, dtype: torch.dtype, backward: bool) -> dict[str, t
     return out
 
 
-class _Stop(Exception):
-    """A step ended the case early: its result is the case's."""
-
-    def __init__(self, result: CaseResult) -> None:
-        super().__init__(result.reason)
-        self.result = result
-
-
 @dataclass(frozen=True)
 class _Flex:
     """What every step of one case reads: the case, its spec, the device, the precision."""
@@ -267,7 +259,7 @@ def run_case(case: Case, ctx: Any) -> CaseResult:
         s = _set_up(c)
         run = _compile_and_time(c, s, ctx)
         ref = _reference(c, s.cpu)
-    except _Stop as stop:
+    except CaseStopped as stop:
         return stop.result
     check, nonfinite = _judge(c, s.cpu, run.got, ref)
     r = _record(c, s, run, ref, check, nonfinite)
@@ -294,10 +286,10 @@ def _set_up(c: _Flex) -> _SetUp:
         c.device.synchronize()
         mask_s = time.perf_counter() - t0
     except ModError as e:
-        raise _Stop(c.result(Status.ERROR, str(e), e)) from e
+        raise CaseStopped(c.result(Status.ERROR, str(e), e)) from e
     except Exception as e:
         st = classify_flex(e, compiling=False)
-        raise _Stop(c.result(st, f"set-up: {first_line(e)}", e)) from e
+        raise CaseStopped(c.result(st, f"set-up: {first_line(e)}", e)) from e
     return _SetUp(cpu, x, mod, block_mask, mask_s)
 
 
@@ -337,7 +329,7 @@ def _first_call(c: _Flex, s: _SetUp, fwd: _Forward, ctx: Any) -> tuple[torch.Ten
             return out, time.perf_counter() - t0
     except Exception as e:
         st = classify_flex(e, compiling=True)
-        raise _Stop(c.result(st, first_line(e), e)) from e
+        raise CaseStopped(c.result(st, first_line(e), e)) from e
 
 
 def _timed_runs(c: _Flex, s: _SetUp, fwd: _Forward) -> tuple[list[float], list[float]]:
@@ -357,7 +349,7 @@ def _timed_runs(c: _Flex, s: _SetUp, fwd: _Forward) -> tuple[list[float], list[f
                 o.backward(x["do"])
                 bwd_times.append(timer.stop(x["q"].grad, x["k"].grad, x["v"].grad))
     except Exception as e:
-        raise _Stop(c.result(classify_flex(e, compiling=False), f"timed runs: {first_line(e)}", e)) from e
+        raise CaseStopped(c.result(classify_flex(e, compiling=False), f"timed runs: {first_line(e)}", e)) from e
     return fwd_times, bwd_times
 
 
@@ -381,7 +373,7 @@ def _reference(c: _Flex, cpu: dict[str, torch.Tensor]) -> _Reference:
     except Exception as e:
         r = c.result(Status.REF_FAIL, f"reference: {first_line(e)}")
         r.error = traceback.format_exc()
-        raise _Stop(r) from e
+        raise CaseStopped(r) from e
     return _Reference(slices, dense, origin, scale, ref, trusted, dithered, n_dithered)
 
 

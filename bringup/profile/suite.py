@@ -25,7 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bringup.api import register_capability, specs
-from bringup.case import Case, CaseResult, Status
+from bringup.case import Case, CaseResult, CaseStopped, Status
 from bringup.checks.errors import classify, first_line
 from bringup.compile_backend import check_compile_backend
 from bringup.console import case_table, clip
@@ -172,14 +172,6 @@ def _copy_out(src: Path, out_dir: Path) -> Path:
     return dst
 
 
-class _Stop(Exception):
-    """A step ended the case early: its result is the case's."""
-
-    def __init__(self, result: CaseResult) -> None:
-        super().__init__(result.reason)
-        self.result = result
-
-
 @dataclass
 class _Stepper:
     """One training step on the next batch (the batch's host->device copy is part of a step); keeps the
@@ -205,7 +197,7 @@ def run_profile(case: Case, ctx: Any) -> CaseResult:
     try:
         step, fallback_ops, fb_note = _build(case, ctx.device)
         plain_s, cap, loss = _run(case, ctx, step)
-    except _Stop as stop:
+    except CaseStopped as stop:
         return stop.result
     summary = _summary(p, bp.summarize_capture(cap, int(p["top"]), fallback_ops), plain_s, fb_note)
     summary |= {
@@ -239,9 +231,9 @@ def _build(case: Case, dev: Device) -> tuple[_Stepper, dict[str, int] | None, st
         fallback_ops, fb_note = _detect_fallbacks(dev, step)
         step.model = lm.apply_mode(model, p["mode"], p["backend"])
     except BadInput as e:
-        raise _Stop(CaseResult.for_case(case, Status.ERROR, str(e))) from e
+        raise CaseStopped(CaseResult.for_case(case, Status.ERROR, str(e))) from e
     except Exception as e:
-        raise _Stop(CaseResult.for_case(case, classify(e), first_line(e))) from e
+        raise CaseStopped(CaseResult.for_case(case, classify(e), first_line(e))) from e
     return step, fallback_ops, fb_note
 
 
@@ -274,7 +266,7 @@ def _run(case: Case, ctx: Any, step: _Stepper) -> tuple[float, Any, float]:
         )
         loss = float(step.loss.float().cpu())
     except Exception as e:
-        raise _Stop(CaseResult.for_case(case, classify(e, compiling), first_line(e))) from e
+        raise CaseStopped(CaseResult.for_case(case, classify(e, compiling), first_line(e))) from e
     return plain_s, cap, loss
 
 
