@@ -11,7 +11,8 @@ one (the cases that did not pass, train's and the zoo's tables, the totals).
 The block is what `bringup run --quick` printed, rebuilt with bringup's own printers (no second renderer):
 the plan line (orchestrate.describe), the run line and every case that did not pass (console.run_line,
 console.progress_line), each suite's table and summary lines (flow.summarize_by_suite: the suites' own
-summarize functions) and the totals line (console.final_line), on a rich console 160 columns wide, no
+summarize functions), what the quick path left out (orchestrate.LeftOut.line), the bug groups
+(triage.post_run.print_block) and the totals line (console.final_line), on a rich console 160 columns wide, no
 colour. Paths go through the report's Portable (the run's recorded working directory -> `.`), so nothing
 of the machine that renders it, and no absolute path of the one that ran it, ends up in the docs.
 
@@ -60,10 +61,11 @@ def render(bundle: Path = BUNDLE, abridged: bool = False) -> str:
     from bringup.case import Status
     from bringup.console import final_line, progress_line, run_line, short_reason, totals_line
     from bringup.flow import summarize_by_suite
-    from bringup.orchestrate import RunCommandOptions, describe
+    from bringup.orchestrate import LeftOut, RunCommandOptions, describe
     from bringup.outcomes import OUTCOMES, outcome
     from bringup.report.portable import portable
     from bringup.store import DEFAULT_DB
+    from bringup.triage.post_run import print_block
 
     run, results = load_bundle(bundle)
     info = run.info
@@ -88,6 +90,10 @@ def render(bundle: Path = BUNDLE, abridged: bool = False) -> str:
     if last != len(results):
         con.print("...", markup=False)
     summarize_by_suite([r for r in results if not abridged or r.suite in ABRIDGED_SUITES], con)
+    if info.get("quick_left_out") is not None:
+        con.print(LeftOut.line(info["quick_left_out"]), highlight=False)
+    if info.get("bugs"):
+        print_block(info["bugs"], con)
     con.print(final_line(run.run_id, results))
     if info.get("summary"):
         con.print(f"summary: {info['summary']}", markup=False)
