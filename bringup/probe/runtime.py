@@ -212,6 +212,7 @@ def _rank(rank: int, world: int, kind: str, device: str, imports: tuple[str, ...
             timeout=datetime.timedelta(seconds=TIMEOUT_S),
         )
         res = KINDS[kind](rank, world, dev)
+        dist.barrier()  # no rank tears its group down while another still talks to it
     except BaseException as e:
         res = {
             "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
@@ -220,21 +221,32 @@ def _rank(rank: int, world: int, kind: str, device: str, imports: tuple[str, ...
             "traceback": "".join(traceback.format_exception(e))[-4000:],
         }
     finally:
+        # Saved before the teardown: gloo's teardown can abort the process (`terminate called without an active
+        # exception`, SIGABRT: seen on cpu 2 of 3 `make test` runs under load, after FSDP2 had finished right),
+        # and a result the rank finished is not lost to it (_launch says what the teardown did).
+        torch.save(res, f"{out}.{rank}")
         if dist.is_initialized():
             dist.destroy_process_group()
-        torch.save(res, f"{out}.{rank}")
 
 
 def _launch(kind: str, device: Device, imports: tuple[str, ...]) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="bringup-dist-") as tmp:
         init, out = f"file://{os.path.join(tmp, 'store')}", os.path.join(tmp, "result")
-        mp.start_processes(
-            _rank,
-            args=(WORLD, kind, device.name, tuple(imports), init, out),
-            nprocs=WORLD,
-            join=True,
-            start_method="spawn",
-        )
+        try:
+            mp.start_processes(
+                _rank,
+                args=(WORLD, kind, device.name, tuple(imports), init, out),
+                nprocs=WORLD,
+                join=True,
+                start_method="spawn",
+            )
+        except mp.ProcessExitedException as e:
+            # A rank died. Where every rank saved its result first, it died in the teardown after the feature
+            # ran (its results stand, the teardown is said); else the death is the case's error.
+            if not all(os.path.exists(f"{out}.{r}") for r in range(WORLD)):
+                raise
+            teardown = f"rank {e.error_index} died in the process group's teardown, after its result ({e})"
+            return [{**torch.load(f"{out}.{r}", weights_only=True), "teardown": teardown} for r in range(WORLD)]
         return [torch.load(f"{out}.{r}", weights_only=True) for r in range(WORLD)]
 
 
@@ -273,14 +285,17 @@ def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ())
             f"{what}: no torch.distributed backend is registered for device type {device.type!r}",
         )
     ranks = _launch(kind, device, imports)
+    teardown = next((str(x.pop("teardown")) for x in ranks if "teardown" in x), "")
+    for x in ranks:
+        x.pop("teardown", None)
     failed = [(r, x) for r, x in enumerate(ranks) if "error" in x]
     if failed:
         return _rank_failed(case, device, what, backend, *failed[0])
     judge = {"distributed": _judge_all_reduce, "dtensor": _judge_dtensor}.get(kind, _judge_fsdp)
     res = judge(case, ranks, backend)
-    res.fields |= {"backend": backend, "world_size": WORLD}
+    res.fields |= {"backend": backend, "world_size": WORLD} | ({"teardown": teardown} if teardown else {})
     if res.status is Status.PASS:
-        res.reason = f"backend {backend}, {WORLD} ranks"
+        res.reason = f"backend {backend}, {WORLD} ranks" + (f"; {teardown}" if teardown else "")
     return res
 
 
