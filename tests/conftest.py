@@ -70,9 +70,11 @@ zygote.snapshot_env()
 
 
 # xdist (`make test`: -n 3 --dist loadgroup) hands the tests out in collection order, one at a time as a worker
-# frees up. Collected alphabetically, the areas of long end-to-end runs (a zoo case of ~2 min) came last, and
-# one worker ran the last of them alone for ~50 s. Those areas go first, each in its own order; the rest after.
-_LONG_AREAS = ("zoo", "train", "testdev", "flex")
+# frees up (an xdist_group as one unit). Collected alphabetically, the areas of long end-to-end runs (a zoo case of
+# ~2 min) came last, and one worker ran the last of them alone for ~50 s. Those areas go first, each in its own
+# order, the ones with the longest indivisible units (checks: the parity group, ~2 min on one worker; bisect's and
+# hub's 30-60 s end-to-end runs) before the rest; the many short tests after, to fill the workers' ends.
+_LONG_AREAS = ("checks", "zoo", "train", "bisect", "testdev", "hub", "flex", "reliability", "triage", "localize")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

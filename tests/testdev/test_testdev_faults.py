@@ -203,6 +203,10 @@ def test_train_eager_catches_an_activation_off_by_one_percent(cli, tmp_path: Pat
     assert st["eager"]["status"] == "fail_numeric", st["eager"]
 
 
+# slow; the zoo's whole-model verdict failing a wrong testdev in `make test`: the data-path faults below (llama,
+# fail_numeric), and silu x1.01 itself in tests/zoo/test_zoo_hub.py::test_full_size_baseline_round_trip (llama
+# weights from the Hub cache: fails against the cpu reference and the cpu bundle; the same device without it passes)
+@pytest.mark.slow
 def test_zoo_catches_an_activation_off_by_one_percent(cli, tmp_path: Path, testdev_built: None) -> None:
     st = _run(
         cli,
@@ -232,7 +236,7 @@ def test_smoke_module_check_catches_a_backward_only_bend_in_bf16(cli, tmp_path: 
     assert st["gemm"]["status"] == "pass"
 
 
-# slow; the cheap form in `make test`: zoo's verdict on testdev: test_zoo_catches_an_activation_off_by_one_percent;
+# slow; the cheap form in `make test`: zoo's verdict on testdev: test_zoo_catches_data_path_faults_on_real_batches;
 # the zoo's module check on a bend the whole-model rule misses, eager and compiled:
 # tests/checks/test_module_check.py; on testdev: the smoke and train module-check tests here
 @pytest.mark.slow
