@@ -198,6 +198,7 @@ def _rank(rank: int, world: int, kind: str, device: str, imports: tuple[str, ...
     """One rank (a spawned process): import the plugins, resolve the device (its family's package is
     imported), join the group with the adapter's backend, run the feature; save what it got or its error."""
     res: dict[str, Any] = {}
+    stage = "feature"
     try:
         import_plugins(list(imports))
         d = resolve_device(device)
@@ -212,13 +213,15 @@ def _rank(rank: int, world: int, kind: str, device: str, imports: tuple[str, ...
             timeout=datetime.timedelta(seconds=TIMEOUT_S),
         )
         res = KINDS[kind](rank, world, dev)
-        dist.barrier()  # no rank tears its group down while another still talks to it
+        stage = "barrier"  # no rank tears its group down while another still talks to it
+        dist.barrier()
     except BaseException as e:
         res = {
             "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
             "where": _where(e),
             "unsupported": is_unsupported(e),
             "traceback": "".join(traceback.format_exception(e))[-4000:],
+            "at_barrier": stage == "barrier",  # this rank's feature ran: another rank's failure is the case's
         }
     finally:
         # Saved before the teardown: gloo's teardown can abort the process (`terminate called without an active
@@ -272,6 +275,13 @@ def _judge(case: Case, got: dict[str, torch.Tensor], ref: dict[str, torch.Tensor
     return r
 
 
+def first_failure(ranks: list[dict[str, Any]]) -> tuple[int, dict[str, Any]] | None:
+    """The failed rank a case names: one whose own feature failed before one that only met another rank's failure
+    at the barrier; None when every rank passed."""
+    failed = [(r, x) for r, x in enumerate(ranks) if "error" in x]
+    return min(failed, key=lambda rx: (bool(rx[1].get("at_barrier")), rx[0]), default=None)
+
+
 def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ()) -> CaseResult:
     kind = case.params["kind"]
     what = {"distributed": "torch.distributed", "dtensor": "DTensor", "fsdp2": "FSDP2"}[kind]
@@ -288,9 +298,9 @@ def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ())
     teardown = next((str(x.pop("teardown")) for x in ranks if "teardown" in x), "")
     for x in ranks:
         x.pop("teardown", None)
-    failed = [(r, x) for r, x in enumerate(ranks) if "error" in x]
-    if failed:
-        return _rank_failed(case, device, what, backend, *failed[0])
+    failed = first_failure(ranks)
+    if failed is not None:
+        return _rank_failed(case, device, what, backend, *failed)
     judge = {"distributed": _judge_all_reduce, "dtensor": _judge_dtensor}.get(kind, _judge_fsdp)
     res = judge(case, ranks, backend)
     res.fields |= {"backend": backend, "world_size": WORLD} | ({"teardown": teardown} if teardown else {})
