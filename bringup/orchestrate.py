@@ -216,8 +216,9 @@ def main(sess: Session) -> int:
                 part.summarize(console)
         extras.update(info)
         if left_out is not None:
-            extras["quick_left_out"] = info["quick_left_out"] = left_out.summary(cases)  # the run's info too: an
-            console.print(LeftOut.line(extras["quick_left_out"]), highlight=False)  # export's scorecard says it
+            # in the run's info too (stored by `after`): an exported run's scorecard says it
+            extras["quick_left_out"] = info["quick_left_out"] = left_out.summary(cases)
+            console.print(LeftOut.line(extras["quick_left_out"]), highlight=False)
         return extras
 
     def after(store: Store, run: RunInfo, results: list[CaseResult]) -> None:

@@ -232,7 +232,8 @@ def _rank(rank: int, world: int, kind: str, device: str, imports: tuple[str, ...
             dist.destroy_process_group()
 
 
-def _launch(kind: str, device: Device, imports: tuple[str, ...]) -> list[dict[str, Any]]:
+def _launch(kind: str, device: Device, imports: tuple[str, ...]) -> tuple[list[dict[str, Any]], str]:
+    """Every rank's saved result, and what a rank's death in the teardown was ("" when none died)."""
     with tempfile.TemporaryDirectory(prefix="bringup-dist-") as tmp:
         init, out = f"file://{os.path.join(tmp, 'store')}", os.path.join(tmp, "result")
         try:
@@ -249,13 +250,14 @@ def _launch(kind: str, device: Device, imports: tuple[str, ...]) -> list[dict[st
             if not all(os.path.exists(f"{out}.{r}") for r in range(WORLD)):
                 raise
             teardown = f"rank {e.error_index} died in the process group's teardown, after its result ({e})"
-            return [{**torch.load(f"{out}.{r}", weights_only=True), "teardown": teardown} for r in range(WORLD)]
-        return [torch.load(f"{out}.{r}", weights_only=True) for r in range(WORLD)]
+        else:
+            teardown = ""
+        return [torch.load(f"{out}.{r}", weights_only=True) for r in range(WORLD)], teardown
 
 
 def _control(kind: str) -> str:
     """The same feature on cpu (gloo): "pass", or what failed there."""
-    ranks = _launch(kind, Device("cpu"), ())
+    ranks, _ = _launch(kind, Device("cpu"), ())
     bad = next((x for x in ranks if "error" in x), None)
     return "pass" if bad is None else str(bad["error"])
 
@@ -294,10 +296,7 @@ def probe_distributed(case: Case, device: Device, imports: tuple[str, ...] = ())
             Status.UNSUPPORTED,
             f"{what}: no torch.distributed backend is registered for device type {device.type!r}",
         )
-    ranks = _launch(kind, device, imports)
-    teardown = next((str(x.pop("teardown")) for x in ranks if "teardown" in x), "")
-    for x in ranks:
-        x.pop("teardown", None)
+    ranks, teardown = _launch(kind, device, imports)
     failed = first_failure(ranks)
     if failed is not None:
         return _rank_failed(case, device, what, backend, *failed)

@@ -25,14 +25,12 @@ def _abort_at_once(rank: int, world: int, dev: torch.device) -> dict[str, torch.
     return {"x": torch.tensor([float(rank)])}
 
 
-runtime.KINDS["abort_at_exit"] = _abort_at_exit
-runtime.KINDS["abort_at_once"] = _abort_at_once
-
-
 def _fail_on_one(rank: int, world: int, dev: torch.device) -> dict[str, torch.Tensor]:
     if rank == 1:
         raise ValueError("rank 1's own failure")
     return {"x": torch.tensor([0.0])}
 
 
+runtime.KINDS["abort_at_exit"] = _abort_at_exit
+runtime.KINDS["abort_at_once"] = _abort_at_once
 runtime.KINDS["fail_on_one"] = _fail_on_one

@@ -19,7 +19,7 @@ def _case(kind: str) -> Case:
 
 
 def _with_ranks(monkeypatch, ranks: list[dict[str, Any]], control: str = "pass") -> None:
-    monkeypatch.setattr(pr, "_launch", lambda kind, device, imports: ranks)
+    monkeypatch.setattr(pr, "_launch", lambda kind, device, imports: (ranks, ""))
     monkeypatch.setattr(pr, "_control", lambda kind: control)
     monkeypatch.setattr(Device, "distributed_backend", lambda self: "gloo")
 
