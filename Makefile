@@ -14,6 +14,8 @@ PYTEST_ARGS ?=
 # each of the N shares the cores (tests/conftest.py: cores/N threads for torch and inductor's compile pool);
 # PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 3
+# the tree's own modules compiled once (only what changed since; cheap), for where Python caches none itself
+BYTECODE := $(BIN)/python -m compileall -q -j 0
 XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 
 # PyTorch/XLA pins one torch release; its own venv, torch installed first and pinned as for .venv.
@@ -31,26 +33,35 @@ setup: $(STAMP)
 # local disk here; `TORCH=x.y.z` to change) and pinned with a constraint, so no dependency can pull another torch
 # (e.g. a multi-GB CUDA build). The rest goes in with uv (resolves and downloads in parallel: 7 s where pip took
 # 1 min 49 s here, 2026-12-04), under the same constraint: the torch already installed satisfies it.
+# Byte-code: uv compiles the whole venv, torch's wheel included, on every core (--compile-bytecode; pip compiles
+# on one, and uv by default not at all). Where PYTHONDONTWRITEBYTECODE is set (this project's machines), Python
+# never caches what it compiles, and each process that imported transformers compiled it again (1.5 s of CPU
+# each, ~10% of a tiny zoo test's: docs/testing.md). The same for bringup's own modules (BYTECODE).
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
-	$(BIN)/python -m pip install -q "torch==$(TORCH)"
+	$(BIN)/python -m pip install -q --no-compile "torch==$(TORCH)"
 	echo "torch==$(TORCH)" > $(VENV)/constraints.txt
-	$(BIN)/uv pip install -q --python $(BIN)/python -c $(VENV)/constraints.txt -e ".[test,timm]"
+	$(BIN)/uv pip install -q --python $(BIN)/python -c $(VENV)/constraints.txt --compile-bytecode -e ".[test,timm]"
 	rm -f $(VENV)/.bringup-installed-torch-*
 	touch $@
 
 demo: $(STAMP)
+	$(BYTECODE) bringup
 	$(BIN)/bringup run --quick || test $$? -eq 1
 	@echo
 	@echo "results: bringup-results/ (summary.json and report.html in the run's folder; SQLite: bringup-results/bringup.db)"
 
+# mypy (~30 s on one core, cold) runs beside pytest, not before it: its result is printed after pytest's and
+# fails the target the same way; `make lint` gives it alone, first.
 test: $(STAMP)
+	$(BYTECODE) bringup tests
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy
-	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
+	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS); rc=$$?; \
+	wait $$mypy || rc=1; echo "mypy: $$(tail -n 30 $(VENV)/mypy.log)"; exit $$rc
 
 # bringup in fresh virtual environments (.venv-compat-*): the oldest torch pyproject.toml declares and
 # the newest a plain `pip install .` picks (a CUDA build on Linux, so also "CUDA build, no GPU").
@@ -83,6 +94,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 
 # The sample blocks (between `<!-- sample:begin` and `<!-- sample:end -->`: README's abridged, docs/sample.md's
