@@ -33,16 +33,20 @@ setup: $(STAMP)
 # local disk here; `TORCH=x.y.z` to change) and pinned with a constraint, so no dependency can pull another torch
 # (e.g. a multi-GB CUDA build). The rest goes in with uv (resolves and downloads in parallel: 7 s where pip took
 # 1 min 49 s here, 2026-12-04), under the same constraint: the torch already installed satisfies it.
-# Byte-code: uv compiles the whole venv, torch's wheel included, on every core (--compile-bytecode; pip compiles
-# on one, and uv by default not at all). Where PYTHONDONTWRITEBYTECODE is set (this project's machines), Python
-# never caches what it compiles, and each process that imported transformers compiled it again (1.5 s of CPU
-# each, ~10% of a tiny zoo test's: docs/testing.md). The same for bringup's own modules (BYTECODE).
+# Byte-code: compiled once, on every core, for the whole venv (compileall -j 0: 15 s here; pip compiles on one core,
+# torch's wheel alone took it 21 s, and uv compiles nothing by default). Where PYTHONDONTWRITEBYTECODE is set
+# (this project's machines) Python never caches what it compiles: each process that imported transformers compiled
+# it again (1.5 s of CPU each, ~10% of a tiny zoo test's: docs/testing.md), and torch, sympy and the rest left
+# uncompiled cost `make test` half again its CPU. A few modules are for a newer Python (torch's
+# testing/_internal/py312_intrinsics.py) and cannot compile here, as under pip: never imported, not make's error.
+# bringup's own modules: BYTECODE below.
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
 	$(BIN)/python -m pip install -q --no-compile "torch==$(TORCH)"
 	echo "torch==$(TORCH)" > $(VENV)/constraints.txt
-	$(BIN)/uv pip install -q --python $(BIN)/python -c $(VENV)/constraints.txt --compile-bytecode -e ".[test,timm]"
+	$(BIN)/uv pip install -q --python $(BIN)/python -c $(VENV)/constraints.txt -e ".[test,timm]"
+	$(BYTECODE) -qq "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true
 	rm -f $(VENV)/.bringup-installed-torch-*
 	touch $@
 
