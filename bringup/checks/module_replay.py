@@ -331,7 +331,9 @@ def _backward(
     perturbed as the inputs were), the gradients of `targets` (name, tensor), on `res` (cpu)."""
     outs = _float_outputs(out)
     for i, o in enumerate(outs):
-        res.tensors[f"out.{i}"] = o.detach().to("cpu")
+        # a copy, never the output itself: a module may return one of its parameters (gpt_neox_japanese's
+        # attention returns its dense_bias), which the run's optimizer step then moves under the record
+        res.tensors[f"out.{i}"] = o.detach().to("cpu", copy=True)
     pairs = [(o, g) for o, g in zip(outs, call.out_grads, strict=False) if g is not None and o.requires_grad]
     if not (pairs and targets):
         return
