@@ -14,7 +14,8 @@ PYTEST_ARGS ?=
 # each of the N shares the cores (tests/conftest.py: cores/N threads for torch and inductor's compile pool);
 # PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 3
-# the tree's own modules compiled once (only what changed since; cheap), for where Python caches none itself
+# byte-code compiled on every core, once (compileall skips what is up to date), for where Python caches none itself:
+# the venv at set-up, the tree's own modules in `make test` / `make demo`
 BYTECODE := $(BIN)/python -m compileall -q -j 0
 XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 

@@ -306,7 +306,7 @@ def replay(
     args, kwargs = tree_unflatten(passed, spec)
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     out_res = Replayed()
-    out_res.inputs = {call.in_names[i]: v.detach().to("cpu") for i, v in enumerate(new) if _float(v)}
+    out_res.inputs = {call.in_names[i]: _kept(v) for i, v in enumerate(new) if _float(v)}
     mode: Any = contextlib.nullcontext()
     if dither and gen is not None:
         mode = Dither(dither, gen, noise.every_dtype if noise is not None else False)
@@ -320,6 +320,13 @@ def replay(
     return out_res
 
 
+def _kept(t: torch.Tensor) -> torch.Tensor:
+    """A replay's record of a tensor: a cpu copy, never the tensor itself (on cpu `.to("cpu")` is the same
+    tensor). A module may return one of its parameters (gpt_neox_japanese's attention returns its dense_bias),
+    which the run's optimizer step then moves, or write into an input it was passed, after the record."""
+    return t.detach().to("cpu", copy=True)
+
+
 def _backward(
     call: Call,
     out: Any,
@@ -331,9 +338,7 @@ def _backward(
     perturbed as the inputs were), the gradients of `targets` (name, tensor), on `res` (cpu)."""
     outs = _float_outputs(out)
     for i, o in enumerate(outs):
-        # a copy, never the output itself: a module may return one of its parameters (gpt_neox_japanese's
-        # attention returns its dense_bias), which the run's optimizer step then moves under the record
-        res.tensors[f"out.{i}"] = o.detach().to("cpu", copy=True)
+        res.tensors[f"out.{i}"] = _kept(o)
     pairs = [(o, g) for o, g in zip(outs, call.out_grads, strict=False) if g is not None and o.requires_grad]
     if not (pairs and targets):
         return
