@@ -105,6 +105,11 @@ def _float_outputs(out: Any) -> list[torch.Tensor]:
 # shared by layers) has its first MAX_CALLS calls recorded: judged together, each call alone may be a
 # handful of tokens.
 MAX_CALLS = 8
+# Dither leaves an integer of at most this size as it is: every float format judged holds it exactly (bf16 keeps 8
+# significant bits), so no rounding moves it, and code that counts with floats reads it as an integer (jetmoe's router:
+# `zeros.scatter(1, top_k, 1).long().sum(0)` is each expert's share of the split; a 1.0 moved to 0.99998 truncates
+# to 0, and the split no longer sums to the tokens routed)
+EXACT_INT = 256.0
 
 
 class ModuleRecorder:
@@ -215,7 +220,9 @@ class Dither(TorchDispatchMode):
     from it, rotary angles) is held there in the run too, whatever the run's precision: it is rounded
     as that dtype rounds (fp32: 2e-8), not as bf16 (2e-3). The cast back is a float64 result and
     rounds at `d`, as the run's cast back to bf16 does. `every_dtype`: every result at `d`, whatever its dtype
-    (the float64 reference's twin, parity.exact_zeros: a perturbation larger than any rounding inside it)."""
+    (the float64 reference's twin, parity.exact_zeros: a perturbation larger than any rounding inside it). An
+    element that is a small integer (|x| <= EXACT_INT: a mask's 1, a count, a position) stays as it is: no rounding
+    moves a value every format holds exactly."""
 
     def __init__(self, d: float, gen: torch.Generator, every_dtype: bool = False) -> None:
         super().__init__()
@@ -227,7 +234,9 @@ class Dither(TorchDispatchMode):
         held = t.dtype == torch.float64 or self.every_dtype
         d = self.d if held else min(self.d, one_rounding(t.dtype))
         noise = torch.randn(t.shape, generator=self.gen, dtype=torch.float64).to(t.device)
-        return (t.double() * (1 + d * noise)).to(t.dtype)
+        x = t.double()
+        exact = (x == x.round()) & (x.abs() <= EXACT_INT)
+        return torch.where(exact, x, x * (1 + d * noise)).to(t.dtype)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))

@@ -1,0 +1,44 @@
+"""Rounding at random (checks/module_replay.py: Dither) moves what a rounding moves and nothing else.
+
+The float64 reference's twin (zeros in exact arithmetic) and the noise model (every result rounded once at random)
+both run a model under Dither. A small integer a computation holds as a float (a mask's 1, a count, a position) is
+exact in every format judged, so no real rounding moves it; a Dither that did broke code that counts with floats:
+jetmoe's router sums a scattered 1.0 per routed token and truncates, `split` then got sizes summing to 112 of 222
+rows, and the hf-causal sweep reported `ref_fail` for a model whose reference runs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bringup.checks.module_replay import EXACT_INT, Dither
+from bringup.checks.parity import TWIN_DITHER
+
+
+def _router_counts(tokens: int, experts: int, top_k: int, g: torch.Generator) -> tuple[list[int], torch.Tensor]:
+    """jetmoe's way of counting each expert's tokens (modeling_jetmoe.py, JetMoeTopKGating.forward)."""
+    logits = torch.randn(tokens, experts, generator=g, dtype=torch.float64)
+    idx = logits.topk(top_k, dim=1).indices
+    gates = torch.zeros(tokens, experts, dtype=torch.float64).scatter(1, idx, 1)
+    return gates.long().sum(0).tolist(), logits * 1.37
+
+
+@pytest.mark.parametrize("d, every_dtype", [(TWIN_DITHER, True), (2.0**-9, False), (2.0**-25, False)])
+def test_a_count_kept_in_floats_survives_and_a_real_value_still_moves(d: float, every_dtype: bool) -> None:
+    tokens, top_k = 111, 2
+    want, _ = _router_counts(tokens, 4, top_k, torch.Generator().manual_seed(0))
+    with Dither(d, torch.Generator().manual_seed(1), every_dtype=every_dtype):
+        got, scaled = _router_counts(tokens, 4, top_k, torch.Generator().manual_seed(0))
+    assert got == want and sum(got) == tokens * top_k
+    exact = torch.randn(tokens, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 1.37
+    moved = (scaled - exact).abs() / exact.abs()
+    assert float(moved.max()) > d / 10  # the rounding model still rounds every value that is not a small integer
+
+
+def test_only_small_integers_are_left_as_they_are() -> None:
+    x = torch.tensor([0.0, 1.0, -3.0, EXACT_INT, 0.5, 1.0 + 2.0**-40, 2 * EXACT_INT, 1e6], dtype=torch.float64)
+    with Dither(2.0**-9, torch.Generator().manual_seed(3)):
+        y = x * 1.0  # an aten op: its result is dithered
+    same = (y == x).tolist()
+    assert same[:4] == [True] * 4
+    assert not any(same[4:])  # a non-integer, one a hair off an integer, and integers past bf16's exact range move
