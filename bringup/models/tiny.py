@@ -104,6 +104,9 @@ class Built:
     loss: Callable[[Any, dict[str, Any]], torch.Tensor]  # (output, batch) -> scalar loss
     logits: Callable[[Any], torch.Tensor | None]  # output -> the tensor compared as "logits"
     note: str = ""  # how the config was obtained (for the report)
+    # its float64 reference keeps every cast to fp32 at float64 (zoo/steps.py: Float64Casts): set by the zoo only
+    # when the model's code cannot run in float64 as written
+    float64_casts: bool = False
 
 
 class ConfigError(Exception):

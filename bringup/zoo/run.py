@@ -92,23 +92,49 @@ def prepare(spec: ZooSpec, built: Any = None) -> Prepared:
     row turns non-finite is run again with right padding only (`left_pad` False, said in `note`): eager attention
     casts its scores to fp32 for the softmax, float64's mask minimum becomes -inf there, and a left-padded row's pad
     queries (every key masked) turn NaN. Raises what building or the reference raises."""
-    prec, cpu = spec.prec, torch.device("cpu")
+    prec = spec.prec
     for left_pad in (True, False):
         built = built if built is not None else build_model(spec, left_pad)
         init = {k: v.detach().clone() for k, v in built.model.state_dict().items()}
         batches = [built.make_batch(i) for i in range(spec.steps)]
         seen = UniformRows(replace=False)  # counts the reference's fully masked SDPA rows, changes nothing
-        ref = train_run(
-            built, init, batches, cpu, torch.float64, RunHow(round_to=prec.param_dtype, step_context=lambda s=seen: s)
-        )
+        how = RunHow(round_to=prec.param_dtype, step_context=lambda s=seen: s)
+        built, ref = _float64_run(built, init, batches, how)
         if finite_curve(ref.curve) or not left_pad or not _left_padded(batches[0]):
             uniform = _lazy(uniform_pads, built, init, batches[0], prec) if ref.pads is not None and seen.rows else None
-            note = "" if left_pad else LEFT_PAD_NOTE
+            note = "; ".join(n for n in ("" if left_pad else LEFT_PAD_NOTE, _casts_note(built)) if n)
             return Prepared(
                 built, init, batches, ref, left_pad, note, uniform, measure_zeros(built, init, batches[0], ref, prec)
             )
         built = None
     raise AssertionError("unreachable")
+
+
+CASTS_NOTE = "float64 reference with every fp32 cast kept at float64: the model's code mixes fp32 casts with weights"
+
+
+def _casts_note(built: Any) -> str:
+    return CASTS_NOTE if getattr(built, "float64_casts", False) else ""
+
+
+def _float64_run(
+    built: Any, init: dict[str, torch.Tensor], batches: list[dict[str, Any]], how: RunHow
+) -> tuple[Any, RunOut]:
+    """The float64 reference run; when it raises, once more with every cast to fp32 kept at float64
+    (steps.Float64Casts: a model whose code casts to fp32 and mixes the result with its float64 weights cannot run
+    in float64 as written). The model it ran (flagged when the second did) and its result; the first error when
+    both raise."""
+    cpu = torch.device("cpu")
+    try:
+        return built, train_run(built, init, batches, cpu, torch.float64, how)
+    except Exception as first:
+        if getattr(built, "float64_casts", True):  # already kept at float64, or not a zoo model
+            raise
+        again = dataclasses.replace(built, float64_casts=True)
+        try:
+            return again, train_run(again, init, batches, cpu, torch.float64, how)
+        except Exception:
+            raise first from None
 
 
 def measure_zeros(
@@ -426,7 +452,8 @@ def _device_run(
 def trusted_noise(spec: ZooSpec, prep: Prepared) -> TrustedNoise:
     """What correct runs at the case's precision look like, per tensor: the trusted run under `spec.noise_seeds`
     more seeds (measure_noise) and the case's own float64 step rounded elsewhere (add_dither)."""
-    noise = measure_noise(spec, spec.prec, spec.steps, spec.noise_seeds, prep.left_pad, prep.zeros)
+    casts = getattr(prep.built, "float64_casts", False)
+    noise = measure_noise(spec, spec.prec, spec.steps, spec.noise_seeds, prep.left_pad, prep.zeros, casts)
     add_dither(noise, prep.built, prep.init, prep.batches[0], prep.ref, spec.prec)
     return noise
 
@@ -474,11 +501,13 @@ def measure_noise(
     n: int,
     left_pad: bool = True,
     zeros: frozenset[str] = frozenset(),
+    float64_casts: bool = False,
 ) -> TrustedNoise:
     """Build the same model under `n` other seeds (other init, other batches) and run the float64
     reference and the trusted run at `prec` on each: per tensor, how far correct runs at this
     precision are from float64 (checks/parity.py: trusted_noise). A seed whose trusted run is itself
-    grossly off (or fails) is left out and named in `errors`."""
+    grossly off (or fails) is left out and named in `errors`. `float64_casts`: the case's reference keeps
+    fp32 casts at float64 (prepare), so these do too."""
 
     cpu = torch.device("cpu")
     out = TrustedNoise(zeros=zeros)  # zero in exact arithmetic is the model's structure: alike under every seed
@@ -489,6 +518,8 @@ def measure_noise(
         s = seed0 + 7919 * k  # far from the small seeds users pick
         try:
             built = build_model(dataclasses.replace(spec, seed=s), left_pad)
+            if float64_casts:
+                built = dataclasses.replace(built, float64_casts=True)
             init = {k2: v.detach().clone() for k2, v in built.model.state_dict().items()}
             batches = [built.make_batch(i) for i in range(steps)]
             ref = train_run(built, init, batches, cpu, torch.float64, RunHow(round_to=prec.param_dtype))

@@ -279,13 +279,37 @@ class Float64Softmax(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _to_float64(x: Any) -> Any:
+    return torch.float64 if x == torch.float32 or x in ("torch.FloatTensor", "torch.float32") else x
+
+
+class Float64Casts(TorchFunctionMode):
+    """The float64 reference of a model whose code casts to fp32 and then mixes the result with its float64
+    weights (inkling2's router: `F.linear(hidden.float(), self.weight)`, a weight transformers keeps in fp32 in
+    every dtype), which cannot run in float64 as written: every cast to fp32 is a cast to float64 (`.float()`,
+    `.to(torch.float32)`, `.type(...)`, a `dtype=torch.float32` argument), so the reference is float64
+    throughout. Used only for such a model (zoo/run.py: prepare): every other reference keeps the fp32 its
+    code asks for, as the bounds were measured."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = {k: _to_float64(v) if k == "dtype" else v for k, v in (kwargs or {}).items()}
+        name = getattr(func, "__name__", "")
+        if name == "float" and args and isinstance(args[0], torch.Tensor):
+            return args[0].to(torch.float64)
+        if name in ("to", "type") and args and isinstance(args[0], torch.Tensor):
+            args = (args[0], *(_to_float64(a) if isinstance(a, (torch.dtype, str)) else a for a in args[1:]))
+        return func(*args, **kwargs)
+
+
 @contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+def _default_dtype(dtype: torch.dtype, casts: bool = False) -> Iterator[None]:
     """The float64 reference also creates its own tensors (masks, `torch.full(finfo.min)`, position
     tables) in float64: some models build them with the default dtype, and keeps its softmax in float64
-    (Float64Softmax). Restored afterwards."""
-    with default_dtype(dtype), Float64Softmax() if dtype == torch.float64 else nullcontext():
-        yield
+    (Float64Softmax); with `casts`, every cast to fp32 too (Float64Casts). Restored afterwards."""
+    f64 = dtype == torch.float64
+    with default_dtype(dtype), Float64Softmax() if f64 else nullcontext():
+        with Float64Casts() if f64 and casts else nullcontext():
+            yield
 
 
 @dataclass(frozen=True)
@@ -316,7 +340,7 @@ def train_run(
     prec = as_precision(dtype)
     if how.module_check is not None and how.backend is not None:
         raise ValueError("a module check records an eager run (hooks do not fire inside a compiled graph)")
-    with _default_dtype(prec.param_dtype):
+    with _default_dtype(prec.param_dtype, getattr(built, "float64_casts", False)):
         return _train_run(built, init, batches, device, prec, how)
 
 
