@@ -23,7 +23,6 @@ here: the whole-model rule stays for it and for what only shows over steps.
 from __future__ import annotations
 
 import contextlib
-import copy
 import itertools
 import math
 import time
@@ -34,7 +33,15 @@ from typing import Any
 import torch
 
 from bringup.checks.masked_rows import call_dead_rows
-from bringup.checks.module_replay import Call, ModuleRecorder, Replayed, ReplayNoise, judged_modules, replay
+from bringup.checks.module_replay import (
+    Call,
+    ModuleRecorder,
+    Replayed,
+    ReplayNoise,
+    copy_module,
+    judged_modules,
+    replay,
+)
 from bringup.checks.module_rule import DITHERS, TensorFacts, TensorVerdict, judge_module_tensor, module_tolerance
 from bringup.checks.parity import TWIN_DITHER, exact_zeros, judged_dtype, scale_floor
 from bringup.precision import Precision, default_dtype
@@ -287,7 +294,7 @@ class ModuleCheck:
                 v = snap.clone()
                 param = isinstance(t, torch.nn.Parameter)
                 memo[id(t)] = torch.nn.Parameter(v, requires_grad=t.requires_grad) if param else v
-        m = copy.deepcopy(module, memo)
+        m = copy_module(module, memo)
         m = m.to(device="cpu", dtype=dtype)
         if self.prepare_reference is not None:
             self.prepare_reference(m, dtype)

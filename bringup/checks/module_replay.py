@@ -363,9 +363,22 @@ def _backward(
             res.tensors[n] = g.detach().to("cpu")
 
 
+def copy_module(module: torch.nn.Module, memo: dict[int, Any] | None = None) -> torch.nn.Module:
+    """copy.deepcopy of a module (`memo` as deepcopy's); a tensor one of its modules holds as a plain attribute (or in
+    a list, tuple or dict there) that is not a graph leaf, a state its last forward cached with its history
+    (recurrent_gemma's recurrent states, after a training step), is copied detached: deepcopy refuses such a tensor."""
+    memo = {} if memo is None else memo
+    for m in module.modules():
+        for v in vars(m).values():
+            for t in tree_flatten(v)[0] if isinstance(v, (list, tuple, dict)) else [v]:
+                if isinstance(t, torch.Tensor) and not t.is_leaf and id(t) not in memo:
+                    memo[id(t)] = t.detach().clone()
+    return copy.deepcopy(module, memo)
+
+
 def cpu_copy(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
     """The module on cpu with its floating parameters and buffers in `dtype` (a deep copy)."""
-    m = copy.deepcopy(module)
+    m = copy_module(module)
     return m.to(device="cpu", dtype=dtype)
 
 

@@ -6,7 +6,6 @@ verdicts zoo/judge.py's.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import traceback
@@ -19,7 +18,7 @@ from bringup.case import Case, CaseResult, Status
 from bringup.checks.errors import classify, first_line
 from bringup.checks.losscurve import compare_curves
 from bringup.checks.masked_rows import UniformRows
-from bringup.checks.module_replay import Dither
+from bringup.checks.module_replay import Dither, copy_module
 from bringup.checks.module_rule import one_rounding
 from bringup.checks.parity import TWIN_DITHER, Noise, dither_noise, exact_zeros, parity
 from bringup.checks.parity import trusted_noise as sample_noise
@@ -144,7 +143,7 @@ def measure_zeros(
     perturbed by parity.TWIN_DITHER (a twin), against the reference (checks/parity.py: exact_zeros)."""
 
     gen = torch.Generator().manual_seed(4242)
-    run = dataclasses.replace(built, model=copy.deepcopy(built.model))
+    run = dataclasses.replace(built, model=copy_module(built.model))
     twin = train_run(
         run,
         init,
@@ -172,7 +171,7 @@ def uniform_pads(built: Any, init: dict[str, torch.Tensor], batch0: dict[str, An
     """Step 0's float64 logits at the pads with every fully masked SDPA row uniform (checks/masked_rows.py): what a
     device of that convention computes there; None when no SDPA call had such a row (the model's code decides)."""
     mode = UniformRows()
-    run = dataclasses.replace(built, model=copy.deepcopy(built.model))
+    run = dataclasses.replace(built, model=copy_module(built.model))
     out = train_run(
         run,
         init,
@@ -477,7 +476,7 @@ def add_dither(
     d = one_rounding(prec.compute_dtype)
     # on a copy: a float64 run leaves the model in float64, and a module check recorded before (the trusted run's,
     # on cpu) replays the live modules
-    built = dataclasses.replace(built, model=copy.deepcopy(built.model))
+    built = dataclasses.replace(built, model=copy_module(built.model))
     runs = []
     for k in range(draws):
         gen = torch.Generator().manual_seed(k + 1)
