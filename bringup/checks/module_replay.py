@@ -222,7 +222,10 @@ class Dither(TorchDispatchMode):
     rounds at `d`, as the run's cast back to bf16 does. `every_dtype`: every result at `d`, whatever its dtype
     (the float64 reference's twin, parity.exact_zeros: a perturbation larger than any rounding inside it). An
     element that is a small integer (|x| <= EXACT_INT: a mask's 1, a count, a position) stays as it is: no rounding
-    moves a value every format holds exactly."""
+    moves a value every format holds exactly; so does one the perturbation would overflow (a mask's minimum,
+    finfo.min: made -inf, a fully masked row's softmax turned NaN, and the NaN reached every gradient of the
+    attention; trocr's key biases, zero in exact arithmetic, were not found so, and the trusted run was called
+    off float64)."""
 
     def __init__(self, d: float, gen: torch.Generator, every_dtype: bool = False) -> None:
         super().__init__()
@@ -236,7 +239,8 @@ class Dither(TorchDispatchMode):
         noise = torch.randn(t.shape, generator=self.gen, dtype=torch.float64).to(t.device)
         x = t.double()
         exact = (x == x.round()) & (x.abs() <= EXACT_INT)
-        return torch.where(exact, x, x * (1 + d * noise)).to(t.dtype)
+        out = torch.where(exact, x, x * (1 + d * noise)).to(t.dtype)
+        return torch.where(torch.isfinite(t) & ~torch.isfinite(out), t, out)  # no rounding overflows a finite value
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))

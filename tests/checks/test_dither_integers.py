@@ -42,3 +42,18 @@ def test_only_small_integers_are_left_as_they_are() -> None:
     same = (y == x).tolist()
     assert same[:4] == [True] * 4
     assert not any(same[4:])  # a non-integer, one a hair off an integer, and integers past bf16's exact range move
+
+
+def test_a_mask_minimum_stays_finite() -> None:
+    """A mask's minimum (finfo.min) moved past the range became -inf; a fully masked row's softmax then turned NaN and
+    the twin's gradients with it (trocr's eager attention: its key biases, zero in exact arithmetic, went unfound)."""
+    for dtype in (torch.float64, torch.float32, torch.bfloat16):
+        lo = torch.finfo(dtype).min
+        x = torch.tensor([lo, -lo, lo / 3], dtype=dtype)
+        with Dither(2.0**-9, torch.Generator().manual_seed(5), every_dtype=True):
+            y = x * 1.0
+        assert bool(torch.isfinite(y).all()), (dtype, y)
+        scores = torch.full((2, 3), lo, dtype=dtype)  # a row whose every key is masked
+        with Dither(2.0**-9, torch.Generator().manual_seed(6), every_dtype=True):
+            p = torch.softmax(scores + torch.zeros_like(scores), dim=-1)
+        assert bool(torch.isfinite(p).all()), (dtype, p)
