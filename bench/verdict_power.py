@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections import defaultdict
@@ -65,7 +66,7 @@ import tail_backend as tb  # noqa: E402
 
 import bringup.models  # noqa: E402,F401  (torchvision shim first)
 from bringup.case import Case, CaseResult, Status  # noqa: E402
-from bringup.checks.parity import parity  # noqa: E402
+from bringup.checks.parity import AGG_DTYPES, judged_dtype, parity, rel_rmse, rms, scale_floor  # noqa: E402
 from bringup.precision import parse_precision  # noqa: E402
 from bringup.zoo import judge as zj  # noqa: E402
 from bringup.zoo import run as sz  # noqa: E402
@@ -232,6 +233,7 @@ def run_model(
             "seconds": round(time.monotonic() - t0, 1),
             "noise_seeds": noise.seeds,
             "noise_errors": noise.errors,
+            "agg_rounded": rounded_agg(ref.tensors, base.tensors, noise, prec),
         }
     ]
     runs: list[tuple[str, str]] = [(c, "clean") for c in clean]
@@ -291,6 +293,7 @@ def run_model(
                 else ("modules" if by_mods else ""),
                 "fully_masked_rows": pads.fields.get("fully_masked_rows", {}).get("run"),
                 "score": round(rep.score, 3),
+                "agg": None if rep.agg is None else round(rep.agg, 3),
                 "why": why[:300],
                 "module_score": None if mods is None else round(min(mods.score, 1e6), 3),
                 "module_why": None if mods is None else mods.summary()[:400],
@@ -301,6 +304,28 @@ def run_model(
             }
         )
     return rows
+
+
+def rounded_agg(ref: dict[str, Any], base: dict[str, Any], noise: Any, prec: Any) -> float | None:
+    """The whole-run size statistic (checks/parity.py: the geometric mean over tensors of rel_rmse / the trusted runs'
+    RMS rel_rmse, judged <= AGG_FUDGE in low precision) of the case's rounding-elsewhere runs (its float64 step with
+    every op result rounded once at random at the run's precision, `Noise.dither`): where a device lands that rounds
+    each op's result once more than cpu eager, and nothing else. None where the rule does not judge."""
+    dt = judged_dtype(prec)
+    if dt not in AGG_DTYPES:
+        return None
+    floor = scale_floor(ref.values(), dt)
+    logs: list[float] = []
+    for name, r in ref.items():
+        b, nz = base.get(name), noise.tensors.get(name)
+        if b is None or nz is None or not nz.dither or tuple(b.shape) != tuple(r.shape):
+            continue
+        zero = name in noise.zeros or rms(r) == 0.0
+        errs = [rel_rmse(b, r, floor if zero else 0.0), *nz.rel_rmse]
+        e = math.sqrt(sum(x * x for x in errs) / len(errs))
+        if e > 0 and math.isfinite(e):
+            logs += [math.log(max(d, 1e-3 * e) / e) for d in nz.dither]
+    return round(math.exp(sum(logs) / len(logs)), 3) if logs else None
 
 
 def effect(built: Any, init: Any, batches: Any, prec: Any, ref: Any, family: str) -> dict[str, Any]:
