@@ -6,10 +6,12 @@ through `train_steps`, with the helpers they share (a batch cast to the run's de
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import torch
@@ -244,6 +246,27 @@ def as_precision(p: Precision | torch.dtype | str) -> Precision:
     return next(x for x in PRECISIONS.values() if not x.mixed and x.param_dtype == p)
 
 
+def _floating_state(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    return [(n, t) for n, t in chain(model.named_parameters(), model.named_buffers()) if t.is_floating_point()]
+
+
+def fp32_kept(model: torch.nn.Module, dtype: torch.dtype) -> frozenset[str]:
+    """The floating parameters and buffers transformers keeps in fp32 when a job loads the model in `dtype`
+    (`from_pretrained(dtype=...)`): its dtype plan (modeling_utils `_get_dtype_plan`: `_keep_in_fp32_modules_strict`
+    in bf16 and fp16, mostly MoE routers and their correction biases; `_keep_in_fp32_modules` in fp16 only), each
+    pattern matched as transformers' loader matches it (core_model_loading `build_glob_alternation`: `*` is any
+    text, searched anywhere in the name). A run that cast them to its dtype would run a model no job runs
+    (inkling2's router multiplies an fp32 input by its weight: in bf16 it raised). Not a transformers model: none."""
+    plan_of = getattr(model, "_get_dtype_plan", None)
+    if dtype not in (torch.bfloat16, torch.float16) or not callable(plan_of):
+        return frozenset()
+    pats = [p for p, d in dict(plan_of(dtype)).items() if d == torch.float32]
+    if not pats:
+        return frozenset()
+    rx = re.compile("|".join(f"(?:{p.replace('*', '.*')})" for p in pats))
+    return frozenset(n for n, _ in _floating_state(model) if rx.search(n))
+
+
 def _load_init(
     model: torch.nn.Module,
     init: dict[str, torch.Tensor],
@@ -252,14 +275,22 @@ def _load_init(
     round_to: torch.dtype | None,
 ) -> torch.nn.Module:
     """The model on `device` in `dtype`, its floating state first rounded through `round_to` (the run
-    dtype): the float64 reference starts from exactly the weights the run holds."""
+    dtype): the float64 reference starts from exactly the weights the run holds. What a job loading the model in
+    that dtype keeps in fp32 (fp32_kept) stays fp32 in the run, and is rounded through fp32 for the reference."""
     model.load_state_dict(init)
+    kept = fp32_kept(model, round_to or dtype)
+    # a kept tensor's value before the cast: init's (a copy: the run trains it in place), else the model's own
+    # (a non-persistent buffer, kept fp32 by the run before)
+    keep = {n: init[n] if n in init else t.detach() for n, t in _floating_state(model) if n in kept}
+    keep = {n: t.to(device=device, dtype=torch.float32, copy=True) for n, t in keep.items()}
     model.to(device=device, dtype=dtype)
-    if round_to is not None and round_to != dtype:
-        with torch.no_grad():
-            for t in [*model.parameters(), *model.buffers()]:
-                if t.is_floating_point():
-                    t.copy_(t.to(round_to).to(dtype))
+    with torch.no_grad():
+        for name, t in _floating_state(model):
+            if name in keep:
+                # the reference (float64) starts from the kept value; a run in a low dtype holds it in fp32
+                t.data = keep[name].to(dtype) if dtype == torch.float64 else keep[name]
+            elif round_to is not None and round_to != dtype:
+                t.copy_(t.to(round_to).to(dtype))
     return model
 
 
