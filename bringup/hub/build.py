@@ -18,6 +18,7 @@ import torch
 
 from bringup.models import tiny as mz
 from bringup.models import tiny_config as zc
+from bringup.models.kept_fp32 import keep_fp32
 
 INIT_CHUNK = 1 << 24  # cpu init is generated in chunks of this many elements (bounded host memory)
 
@@ -235,7 +236,9 @@ def build_full(
         how = f"cached safetensors ({len(weights)} file(s))"
     else:
         model, task = meta_model(data, name)
-        model = model.to(dtype).to_empty(device=device)
+        model = model.to(dtype)
+        keep_fp32(model, dtype)  # what from_pretrained(dtype=...) keeps in fp32, drawn in fp32 (models/kept_fp32.py)
+        model = model.to_empty(device=device)
         initialize = getattr(model, "initialize_weights", None)
         if initialize is not None:
             initialize()  # transformers' own init: norms, biases and the rope / position buffers

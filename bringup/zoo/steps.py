@@ -6,12 +6,10 @@ through `train_steps`, with the helpers they share (a batch cast to the run's de
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 import torch
@@ -20,6 +18,7 @@ from torch.overrides import TorchFunctionMode
 from bringup.case import CaseResult, Status
 from bringup.device import Device
 from bringup.models import batches
+from bringup.models.kept_fp32 import floating_state, fp32_kept
 from bringup.precision import PRECISIONS, Precision, default_dtype, parse_precision
 
 LR = 0.5  # tiny runs, SGD: big enough that a tiny random-init model's loss moves visibly in a few steps
@@ -246,27 +245,6 @@ def as_precision(p: Precision | torch.dtype | str) -> Precision:
     return next(x for x in PRECISIONS.values() if not x.mixed and x.param_dtype == p)
 
 
-def _floating_state(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
-    return [(n, t) for n, t in chain(model.named_parameters(), model.named_buffers()) if t.is_floating_point()]
-
-
-def fp32_kept(model: torch.nn.Module, dtype: torch.dtype) -> frozenset[str]:
-    """The floating parameters and buffers transformers keeps in fp32 when a job loads the model in `dtype`
-    (`from_pretrained(dtype=...)`): its dtype plan (modeling_utils `_get_dtype_plan`: `_keep_in_fp32_modules_strict`
-    in bf16 and fp16, mostly MoE routers and their correction biases; `_keep_in_fp32_modules` in fp16 only), each
-    pattern matched as transformers' loader matches it (core_model_loading `build_glob_alternation`: `*` is any
-    text, searched anywhere in the name). A run that cast them to its dtype would run a model no job runs
-    (inkling2's router multiplies an fp32 input by its weight: in bf16 it raised). Not a transformers model: none."""
-    plan_of = getattr(model, "_get_dtype_plan", None)
-    if dtype not in (torch.bfloat16, torch.float16) or not callable(plan_of):
-        return frozenset()
-    pats = [p for p, d in dict(plan_of(dtype)).items() if d == torch.float32]
-    if not pats:
-        return frozenset()
-    rx = re.compile("|".join(f"(?:{p.replace('*', '.*')})" for p in pats))
-    return frozenset(n for n, _ in _floating_state(model) if rx.search(n))
-
-
 def _load_init(
     model: torch.nn.Module,
     init: dict[str, torch.Tensor],
@@ -281,11 +259,11 @@ def _load_init(
     kept = fp32_kept(model, round_to or dtype)
     # a kept tensor's value before the cast: init's (a copy: the run trains it in place), else the model's own
     # (a non-persistent buffer, kept fp32 by the run before)
-    keep = {n: init[n] if n in init else t.detach() for n, t in _floating_state(model) if n in kept}
+    keep = {n: init[n] if n in init else t.detach() for n, t in floating_state(model) if n in kept}
     keep = {n: t.to(device=device, dtype=torch.float32, copy=True) for n, t in keep.items()}
     model.to(device=device, dtype=dtype)
     with torch.no_grad():
-        for name, t in _floating_state(model):
+        for name, t in floating_state(model):
             if name in keep:
                 # the reference (float64) starts from the kept value; a run in a low dtype holds it in fp32
                 t.data = keep[name].to(dtype) if dtype == torch.float64 else keep[name]

@@ -16,9 +16,10 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
+from bringup.models.kept_fp32 import fp32_kept
 from bringup.zoo.build import build_model
 from bringup.zoo.spec import ZooSpec
-from bringup.zoo.steps import RunHow, _load_init, fp32_kept, train_run
+from bringup.zoo.steps import RunHow, _load_init, train_run
 
 CPU = torch.device("cpu")
 
@@ -73,3 +74,18 @@ def test_the_reference_starts_from_their_fp32_values() -> None:
     rounded = [n for n in init if n not in kept and init[n].is_floating_point()]
     assert all(torch.equal(state[n], init[n].bfloat16().double()) for n in rounded)
     assert any(not torch.equal(state[n], init[n].double()) for n in rounded)
+
+
+def test_a_full_size_build_from_a_config_draws_them_in_fp32() -> None:
+    """hub/build.py's seeded build (no cached weights: `zoo --size full`) holds them in fp32 as from_pretrained
+    would, the rest in the run dtype."""
+    from bringup.hub.build import build_full
+
+    data = _built().model.config.to_dict()  # type: ignore[attr-defined]
+    model, _, how = build_full(data, "t", CPU, torch.bfloat16, seed=1)
+    kept = fp32_kept(model, torch.bfloat16)
+    assert "seeded init" in how and kept
+    assert all(
+        d == (torch.float32 if n in kept else torch.bfloat16) for n, d in _floats(model).items() if ".rotary" not in n
+    )
+    assert all(bool(p.float().abs().sum() > 0) for n, p in model.named_parameters() if n in kept and "weight" in n)
