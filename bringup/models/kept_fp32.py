@@ -23,7 +23,8 @@ def fp32_kept(model: torch.nn.Module, dtype: torch.dtype) -> frozenset[str]:
     """The floating parameters and buffers transformers keeps in fp32 when a job loads the model in `dtype`: its
     dtype plan (modeling_utils `_get_dtype_plan`), each pattern matched as transformers' loader matches it
     (core_model_loading `build_glob_alternation`: `*` is any text, searched anywhere in the name). Not a
-    transformers model, or not a low-precision dtype: none."""
+    transformers model, a transformers without that plan (its loader matched the same attributes by other rules,
+    not reproduced here: the run casts them, as before), or not a low-precision dtype: none."""
     plan_of = getattr(model, "_get_dtype_plan", None)
     if dtype not in (torch.bfloat16, torch.float16) or not callable(plan_of):
         return frozenset()
