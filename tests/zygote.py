@@ -9,7 +9,7 @@ session, exit code, stdout/stderr, workers it starts), as `python -m bringup.cli
 interpreter's start-up.
 
 What a fork cannot give, a call falls back to a real subprocess for: an environment that differs from
-the zygote's in anything read at start-up (only `BRINGUP_*`, Hugging Face's, inductor's, triton's and Ray's
+the zygote's in anything read at start-up (only `BRINGUP_*`, Hugging Face's, inductor's, triton's, Ray's and pip's
 variables, `PYTHONWARNINGS` and `PYTHONPATH` entries without a sitecustomize are applied in the child),
 a zygote that died, or a call made while another thread's call is running. `BRINGUP_TEST_FORK=0` turns it off;
 `BRINGUP_TEST_FORK_LOG=FILE` writes a line per call (forked, or started and why).
@@ -32,6 +32,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 # Read by their libraries when those are imported, which the zygote never does (checked at its start).
 # Inductor writes TORCHINDUCTOR_CACHE_DIR into os.environ at a test process's first compile, ray.init RAY_*.
+# PIP_*: read by pip, which bringup only ever runs as a process of its own (`python -m pip`: bisect's envs), never
+# imports (the bisect tests' PIP_NO_INDEX started every one of their CLI calls, ~3 s of torch start-up each).
 _SAFE_PREFIXES = (
     "BRINGUP_",
     "HF_",
@@ -41,9 +43,10 @@ _SAFE_PREFIXES = (
     "_TORCHINDUCTOR_",
     "TRITON_",
     "RAY_",
+    "PIP_",
 )
 _APPLIED = ("PYTHONWARNINGS", "PYTHONPATH", "PYTEST_CURRENT_TEST")
-_NOT_IMPORTED = ("huggingface_hub", "transformers", "torch._inductor", "torch._dynamo", "timm", "triton", "ray")
+_NOT_IMPORTED = ("huggingface_hub", "transformers", "torch._inductor", "torch._dynamo", "timm", "triton", "ray", "pip")
 
 
 # ---- the zygote process ----------------------------------------------------------------------------------
