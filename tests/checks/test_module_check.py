@@ -65,6 +65,14 @@ def _setup(model: str, dtype: str) -> tuple:
     return built, init, batches, prec, ref, base, sz.trusted_noise(spec, prep), base_mc
 
 
+@cache
+def _honest(model: str, dtype: str) -> Any:
+    """The base run's modules, each compiled alone by aot_eager and judged: one report read by the tests of an
+    honest compiled run (test_compiled_regions_bend_caught_aot_eager_not, test_amp_modules_computed_in_fp32_...),
+    compiled once for the file."""
+    return _setup(model, dtype)[7].judge_compiled("aot_eager")
+
+
 def _eager(model: str, dtype: str, ctx: Any) -> tuple[bool, Any, Any]:
     """(whole-model verdict flagged, module report, the run) of one eager run under `ctx`."""
     built, init, batches, prec, ref, base, noise, _ = _setup(model, dtype)
@@ -89,7 +97,7 @@ def test_a_bend_the_whole_model_rule_misses_is_caught_module_by_module(dtype: st
 def test_compiled_regions_bend_caught_aot_eager_not(dtype: str) -> None:
     """Each module compiled alone with the run's backend, replayed on the eager run's recorded inputs."""
     base_mc = _setup("llama", dtype)[7]
-    honest = base_mc.judge_compiled("aot_eager")
+    honest = _honest("llama", dtype)
     assert honest.ok and len(honest.judged) >= 25, honest.summary()
     before = bb.BEND_CALLS["gate"]
     bent = base_mc.judge_compiled(bb.bend_backend("gate", 0.01), label="compiled (bend)")
@@ -142,7 +150,7 @@ def test_amp_modules_computed_in_fp32_are_judged_at_fp32() -> None:
     of 0.7%) is caught there; the honest aot_eager of test_compiled_regions_bend_caught_aot_eager_not
     passes the same modules at fp32."""
     base_mc = _setup("llama", "amp-bf16")[7]
-    honest = base_mc.judge_compiled("aot_eager")
+    honest = _honest("llama", "amp-bf16")
     at_fp32 = {m.name for m in honest.modules if m.fp32}
     assert {"model.embed_tokens", "model.rotary_emb", "model.layers.0.input_layernorm", "model.norm"} <= at_fp32
     assert not any(".mlp." in n or "_proj" in n for n in at_fp32), at_fp32  # matmuls round to bf16
