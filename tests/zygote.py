@@ -10,9 +10,10 @@ interpreter's start-up.
 
 What a fork cannot give, a call falls back to a real subprocess for: an environment that differs from
 the zygote's in anything read at start-up (only `BRINGUP_*`, Hugging Face's, inductor's, triton's, Ray's and pip's
-variables, `PYTHONWARNINGS` and `PYTHONPATH` entries without a sitecustomize are applied in the child),
-a zygote that died, or a call made while another thread's call is running. `BRINGUP_TEST_FORK=0` turns it off;
-`BRINGUP_TEST_FORK_LOG=FILE` writes a line per call (forked, or started and why).
+variables, this suite's plugins' own (`TRIAGE_*`, `FAKEPLUGIN_*`), `PYTHONWARNINGS` and `PYTHONPATH` entries
+without a sitecustomize are applied in the child), a zygote that died, or a call made while another thread's call
+is running. `BRINGUP_TEST_FORK=0` turns it off; `BRINGUP_TEST_FORK_LOG=FILE` writes a line per call (forked, or
+started and why).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 # Inductor writes TORCHINDUCTOR_CACHE_DIR into os.environ at a test process's first compile, ray.init RAY_*.
 # PIP_*: read by pip, which bringup only ever runs as a process of its own (`python -m pip`: bisect's envs), never
 # imports (the bisect tests' PIP_NO_INDEX started every one of their CLI calls, ~3 s of torch start-up each).
+# TRIAGE_*, FAKEPLUGIN_*: this suite's own plugins' knobs, read when they run (tests/triage/lowering_gap.py at each
+# lowering, tests/bisect/fakeplugin.py's package in a candidate env), never imported here.
 _SAFE_PREFIXES = (
     "BRINGUP_",
     "HF_",
@@ -44,9 +47,22 @@ _SAFE_PREFIXES = (
     "TRITON_",
     "RAY_",
     "PIP_",
+    "TRIAGE_",
+    "FAKEPLUGIN_",
 )
 _APPLIED = ("PYTHONWARNINGS", "PYTHONPATH", "PYTEST_CURRENT_TEST")
-_NOT_IMPORTED = ("huggingface_hub", "transformers", "torch._inductor", "torch._dynamo", "timm", "triton", "ray", "pip")
+_NOT_IMPORTED = (
+    "huggingface_hub",
+    "transformers",
+    "torch._inductor",
+    "torch._dynamo",
+    "timm",
+    "triton",
+    "ray",
+    "pip",
+    "lowering_gap",
+    "bringup_fakeplugin",
+)
 
 
 # ---- the zygote process ----------------------------------------------------------------------------------

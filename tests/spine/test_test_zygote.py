@@ -46,6 +46,7 @@ def test_what_a_fork_cannot_give_is_started(tmp_path: Path) -> None:
         base = dict(z.env)
         assert z.serves({**base, "BRINGUP_TESTDEV_FAULTS": "scale:silu=1.01", "HF_HUB_OFFLINE": "1"})
         assert z.serves({**base, "PIP_NO_INDEX": "1"})  # read by the pip processes bisect starts, not at start-up
+        assert z.serves({**base, "TRIAGE_LOWERING_GAP": "silu", "FAKEPLUGIN_SLEEP": "1"})  # the test plugins' knobs
         assert z.serves({**base, "PYTHONPATH": str(tmp_path)})
         # inductor writes its cache dir into os.environ at a test process's first compile: still served
         assert z.serves({**base, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind"), "RAY_CLIENT_MODE": "0"})
