@@ -57,7 +57,7 @@ _ROLES: dict[str, tuple[str, ...]] = {
                "d_embed", "word_embed_proj_dim", "attention_hidden_size", "lru_width", "embedding_size",
                "input_embedding_size", "output_embedding_size", "dim_model", "text_embed_dim", "projection_dim",
                "backbone_hidden_size", "router_hidden_size", "output_hidden_size", "hidden_size_per_layer",
-               "pronunciation_embed_dim", "shape_embed_dim", "adapter_in_dim", "adapter_out_dim",
+               "pronunciation_embed_dim", "shape_embed_dim", "adapter_in_dim", "adapter_out_dim", "hidden_size_global",
                "hidden_sizes", "embed_dims", "embedding_dims"),
     "heads": ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
               "decoder_attention_heads", "attention_heads", "num_encoder_attention_heads",
@@ -107,6 +107,9 @@ _INDEX_LIST_KEYS = (
     "ple_layer_ids",
 )
 _PER_LAYER_DICT_KEYS = ("per_layer_config",)
+# counts of trailing layers (gemma3n / gemma4's last N layers reuse earlier layers' kv caches; all of them in an
+# assistant model): the kept layers that were among them, never more than the kept layers
+_TAIL_COUNT_KEYS = ("num_kv_shared_layers",)
 # keys whose value the shrinker never touches (dropout etc. are handled separately)
 _TOKEN_ID = re.compile(
     r"(^|_)(token_id|token_index|token_ids|_id)$|_token_id$|_token_index$|^(bos|eos|pad|sep|cls|"
@@ -126,6 +129,8 @@ class Override:
     values: dict[str, Any]
     reason: str
     inputs: dict[str, Any] = field(default_factory=dict)  # extra input-construction hints
+    # the type's default config fails its own class's validation: these values build the default that is shrunk
+    base: dict[str, Any] = field(default_factory=dict)
 
 
 # Per-type fixes the generic role rules can't derive. Each entry says why.
@@ -172,12 +177,27 @@ OVERRIDES: dict[str, Override] = {
                          "Local attention only: LSH bucketing is discontinuous (fp32 and fp64 pick other "
                          "buckets: 76% grad error with a fixed hash_seed), so no run can match float64",
                          inputs={"seq": 40}),
-    "gemma3n_text": Override({"num_kv_shared_layers": 0},
-                             "the last 15 of 35 layers reuse earlier layers' kv caches; the 2 kept layers "
-                             "have no earlier layer of their type to share from"),
+    "gemma4_assistant": Override({"text_config": {"hidden_size_per_layer_input": 0, "vocab_size_per_layer_input": 0}},
+                                 "its default text_config (gemma4_text's defaults) has per-layer inputs, which the "
+                                 "assistant's own validation refuses (transformers 5.25 can't build "
+                                 "Gemma4AssistantConfig()): an assistant without them, as its validator requires",
+                                 base={"text_config": {"model_type": "gemma4_text", "hidden_size_per_layer_input": 0,
+                                                       "vocab_size_per_layer_input": 0}}),
     "distilbert": Override({"dim": 64, "hidden_dim": 128},
                            "DistilBERT's width is `dim` and its FFN width `hidden_dim` (which the roles read as a "
                            "width): without this the tiny model keeps dim 768 (5.9M params)"),
+    "qwen4_exp_text": Override({"indexer_n_heads": 6, "indexer_kv_heads": 1, "indexer_head_dim": 12,
+                                "indexer_budget": 16, "indexer_compress_ratio": 4},
+                               "the QSA indexer sizes default to None, but every indexed_attention layer builds an "
+                               "indexer from them (transformers 5.25 can't build Qwen4ExpTextConfig()): 6 query heads "
+                               "over the 1 key head it requires, head dim 12, blocks of 4 tokens and a budget of 4 of "
+                               "a row's 9 blocks, so the selection really drops blocks"),
+    "zamba": Override({"num_hidden_layers": 4, "attention_hidden_size": 144,
+                       "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"]},
+                      "every hybrid layer runs the one shared transformer block (its weights tied across them); "
+                      "transformers refuses a block shared by a single layer (the tie pattern matches nothing), so "
+                      "the tiny model keeps two hybrid layers, which also exercises the sharing. The block reads the "
+                      "hidden state concatenated with the embeddings: attention_hidden_size is 2 x hidden"),
     "git": Override({}, "GitForCausalLM drops the image-token positions from the logits: it needs an image",
                     inputs={"pixel_values": True}),
 }  # fmt: skip
@@ -230,8 +250,32 @@ def shrink_dict(d: dict[str, Any], s: Sizes = SIZES) -> dict[str, Any]:
     heads_default = next((d[k] for k in d if ROLE_OF.get(k) == "heads" and isinstance(d[k], int)), None)
     for k, v in d.items():
         _shrink_value(k, v, d, out, s, per_layer, heads_default)
+    _shrink_hidden_aliases(d, out)
+    if all(_is_int(d.get(k)) for k in _MLA_DIMS) and d["head_dim"] == d["qk_nope_head_dim"] + d["qk_rope_head_dim"]:
+        out["head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]  # an MLA head: its two parts, shrunk
     _fix_token_ids(out, s)
     return out
+
+
+_MLA_DIMS = ("head_dim", "qk_nope_head_dim", "qk_rope_head_dim")
+# an int field no role names whose default equals the config's own hidden size is that width under another name
+# (phi4_multimodal's audio conv channels, dots3_note's audio adapter_input_size, which its config checks against
+# hidden_size): it shrinks with the hidden size
+_WIDTH_NAME = re.compile(r"(_size|_dim|_channels?)$")
+
+
+def _shrink_hidden_aliases(d: dict[str, Any], out: dict[str, Any]) -> None:
+    """An unroled width (_WIDTH_NAME) equal to the config's hidden size (its first "hidden" key) shrinks with it."""
+    hidden_key = next((k for k in d if ROLE_OF.get(k) == "hidden" and _is_int(d[k])), None)
+    if hidden_key is None or d[hidden_key] <= out[hidden_key]:
+        return
+    for k, v in d.items():
+        if ROLE_OF.get(k) is None and _is_int(v) and v == d[hidden_key] and _WIDTH_NAME.search(k):
+            out[k] = out[hidden_key]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _shrink_layers(d: dict[str, Any], out: dict[str, Any], s: Sizes) -> list[str]:
@@ -252,6 +296,9 @@ def _shrink_layers(d: dict[str, Any], out: dict[str, Any], s: Sizes) -> list[str
             out[k] = min(d[k], s.layers)
     for k in per_layer:
         out[k] = [d[k][i] for i in keep]
+    for k in _TAIL_COUNT_KEYS:  # the last N layers of the original: the kept layers among them
+        if _is_int(d.get(k)) and keep:
+            out[k] = sum(1 for i in keep if i >= n_old - d[k])
     remap = {old: new for new, old in enumerate(keep)}
     for k in _INDEX_LIST_KEYS:
         if isinstance(d.get(k), list) and keep and not (k in per_layer and not _increasing(d[k])):
@@ -262,11 +309,20 @@ def _shrink_layers(d: dict[str, Any], out: dict[str, Any], s: Sizes) -> list[str
         if isinstance(d.get(k), dict) and keep:
             width = max((len(str(i)) for i in d[k]), default=1)  # keys keep their format ("05")
             out[k] = {
-                (str(remap[int(i)]).zfill(width) if isinstance(i, str) else remap[int(i)]): shrink_dict(v, s)
+                (str(remap[int(i)]).zfill(width) if isinstance(i, str) else remap[int(i)]): _shrink_layer_entry(d, v, s)
                 for i, v in d[k].items()
                 if str(i).isdigit() and int(i) in remap and isinstance(v, dict)
             }
     return per_layer
+
+
+def _shrink_layer_entry(d: dict[str, Any], entry: dict[str, Any], s: Sizes) -> dict[str, Any]:
+    """One layer's overrides, shrunk as that layer's whole config (the global values with the entry's on top), so
+    a size the entry leaves to the global config stays consistent with the entry's (dots3_note's sliding layers:
+    head_dim = qk_nope_head_dim + qk_rope_head_dim); the entry's keys plus those whose shrunk value differs."""
+    base = {k: v for k, v in d.items() if k not in _PER_LAYER_DICT_KEYS and not _is_sub_config(v)}
+    whole, shrunk_base = shrink_dict({**base, **entry}, s), shrink_dict(base, s)
+    return {k: v for k, v in whole.items() if k in entry or v != shrunk_base.get(k)}
 
 
 def _shrink_value(
@@ -454,7 +510,8 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 def default_config(model_type: str) -> Any:
     from transformers import AutoConfig  # lazy: planning imports no transformers
 
-    return AutoConfig.for_model(model_type)
+    ov = OVERRIDES.get(model_type)
+    return AutoConfig.for_model(model_type, **copy.deepcopy(ov.base if ov is not None else {}))
 
 
 def tiny_config(model_type: str, s: Sizes = SIZES) -> Any:
@@ -469,7 +526,18 @@ def tiny_config(model_type: str, s: Sizes = SIZES) -> Any:
     ov = OVERRIDES.get(model_type)
     if ov is not None:  # after the field filter: an override may set what the class doesn't declare
         deep_update(ch, ov.values)
+    _override_sub_configs(ch)
     return AutoConfig.for_model(model_type, **ch)
+
+
+def _override_sub_configs(d: dict[str, Any]) -> None:
+    """A type's override holds wherever its config is a sub-config (qwen4_exp's text_config is qwen4_exp_text's)."""
+    for v in d.values():
+        if _is_sub_config(v):
+            ov = OVERRIDES.get(str(v["model_type"]))
+            if ov is not None:
+                deep_update(v, ov.values)
+            _override_sub_configs(v)
 
 
 NOT_PASSED = ("model_type", "transformers_version", "architectures", "id2label", "label2id")
@@ -496,7 +564,9 @@ def _fields_only(cls: Any, d: dict[str, Any]) -> dict[str, Any]:
     else:
         allowed = None
     for k, v in d.items():
-        if k in NOT_PASSED or (allowed is not None and k not in allowed):
+        # per_layer_config is PreTrainedConfig's own argument, not a field of the class (transformers'
+        # HeterogeneousConfigMixin): without it the class rebuilds its full-size per-layer default
+        if k in NOT_PASSED or (allowed is not None and k not in allowed and k not in _PER_LAYER_DICT_KEYS):
             continue
         if _is_sub_config(v):
             sub_cls = _config_class(cls, k, v)
