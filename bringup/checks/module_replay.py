@@ -240,7 +240,8 @@ class Dither(TorchDispatchMode):
         x = t.double()
         exact = (x == x.round()) & (x.abs() <= EXACT_INT)
         out = torch.where(exact, x, x * (1 + d * noise)).to(t.dtype)
-        return torch.where(torch.isfinite(t) & ~torch.isfinite(out), t, out)  # no rounding overflows a finite value
+        # no rounding overflows a finite value; compared in float64: float8 (kolibri1_1's NVFP4 scales) has no isfinite
+        return torch.where(torch.isfinite(x) & ~torch.isfinite(out.double()), t, out)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
