@@ -73,7 +73,7 @@ _ROLES: dict[str, tuple[str, ...]] = {
     "ffn": ("intermediate_size", "ffn_dim", "n_inner", "d_ff", "d_inner", "encoder_ffn_dim", "decoder_ffn_dim",
             "ffn_hidden_size", "feed_forward_size", "dim_ff", "dff", "intermediate_size_mlp",
             "dense_intermediate_size", "shared_intermediate_size", "shared_expert_intermediate_size",
-            "shared_experts_intermediate_size", "moe_shared_expert_intermediate_size"),
+            "shared_experts_intermediate_size", "moe_shared_expert_intermediate_size", "mlp_only_intermediate_size"),
     "moe_ffn": ("moe_intermediate_size", "expert_ffn_hidden_size"),
     "experts": ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts", "zero_expert_num"),
     "top_k": ("num_experts_per_tok", "moe_topk", "moe_k", "num_experts_per_token", "top_k", "router_topk"),
@@ -105,6 +105,7 @@ _INDEX_LIST_KEYS = (
     "attention_layers_idx",
     "attn_layer_indices",
     "ple_layer_ids",
+    "index_layers",
 )
 _PER_LAYER_DICT_KEYS = ("per_layer_config",)
 # counts of trailing layers (gemma3n / gemma4's last N layers reuse earlier layers' kv caches; all of them in an
@@ -198,6 +199,20 @@ OVERRIDES: dict[str, Override] = {
                       "transformers refuses a block shared by a single layer (the tie pattern matches nothing), so "
                       "the tiny model keeps two hybrid layers, which also exercises the sharing. The block reads the "
                       "hidden state concatenated with the embeddings: attention_hidden_size is 2 x hidden"),
+    "blt": Override({"patching_threshold": 6.0, "max_patch_length": 4},
+                    "patches start where the byte patcher's next-byte entropy exceeds the threshold (1.34); a random "
+                    "patcher's entropy is near ln(251) = 5.5 on every byte, so every byte was its own patch: each "
+                    "cross-attention query saw one key (a gradient of exactly 0 in float64, fp32's rounding "
+                    "elsewhere: 'ill-conditioned') and a threshold near the entropies would flip boundaries between "
+                    "fp32 and float64. Above ln(251) no entropy crosses it, and max_patch_length splits the row into "
+                    "4-byte patches (BLT's average is about 4.5)"),
+    "kolibri1_1": Override({"head_dim": 16, "index_num_heads": 3, "index_pool_size": 16, "index_compression": 4,
+                            "index_topk": 8, "index_num_local_tokens": 4, "index_num_sink_tokens": 2},
+                           "its sparse layers round keys and values to NVFP4 (a scale per 16 values): head_dim must "
+                           "be a multiple of 16; the indexer's heads must fit one kv head's query group (6 / 2 = 3); "
+                           "and at the defaults (a pool of 16384 keys, top 2048, 128 local tokens) a 37-token row "
+                           "sees no more keys than that and attends to all of them: a pool of 16 in blocks of 4, "
+                           "top 8, 4 local and 2 sink tokens select from the row"),
     "git": Override({}, "GitForCausalLM drops the image-token positions from the logits: it needs an image",
                     inputs={"pixel_values": True}),
 }  # fmt: skip
@@ -230,6 +245,56 @@ def _layer_selection(n_old: int, lists: list[list[Any]], s: Sizes) -> list[int]:
                 keep.append(i)
                 seen.add(hv)
     return sorted(keep)
+
+
+def _kept_layers(n_old: int, lists: list[list[Any]], block: int, s: Sizes) -> list[int]:
+    """_layer_selection over the per-layer lists, keeping two kinds of plan whole: a config that serializes each
+    layer as a block of entries (_block_size: dory's layer_types list each layer's attention, then "mlp") keeps
+    whole blocks, and a layer-sharing plan (_is_source_plan: kolibri1_1's kv_source_layers, the layer whose K/V
+    each layer reads) keeps a layer that reads another's, and that one."""
+    if block > 1:
+        blocks = [[tuple(lst[j * block : (j + 1) * block]) for j in range(n_old // block)] for lst in lists]
+        return [j * block + o for j in _layer_selection(n_old // block, blocks, s) for o in range(block)]
+    kinds = [[i == v for i, v in enumerate(lst)] if _is_source_plan(lst) else lst for lst in lists]
+    keep = set(_layer_selection(n_old, kinds, s))
+    for lst in lists:
+        if _is_source_plan(lst):
+            keep |= {lst[i] for i in keep}
+    return sorted(keep)
+
+
+def _block_size(lists: list[list[Any]], n: int) -> int:
+    """The entries per layer of a per-layer list whose every b-th entry from the second on is one constant found
+    nowhere else (dory: [attention, "mlp", attention, "mlp", ...]) while the first entries vary; else 1."""
+    for b in (2, 3, 4):
+        for lst in lists:
+            if n % b or len({_hashable(x) for x in lst[0::b]}) < 2:
+                continue
+            rest = [{_hashable(x) for x in lst[o::b]} for o in range(1, b)]
+            if all(len(r) == 1 for r in rest) and not set().union(*rest) & {_hashable(x) for x in lst[0::b]}:
+                return b
+    return 1
+
+
+def _is_source_plan(v: list[Any]) -> bool:
+    """A per-layer list of layer indices, each layer's source (itself, or an earlier layer that is its own
+    source), with at least two layers that are their own and one that is not: a layer-sharing plan."""
+    if not (len(v) > 2 and all(_is_int(x) and 0 <= x <= i for i, x in enumerate(v))):
+        return False
+    own = sum(1 for i, x in enumerate(v) if x == i)
+    return 2 <= own < len(v) and all(v[x] == x for x in v)
+
+
+def _shrink_sections(d: dict[str, Any], out: dict[str, Any], n_old: int, units: int, block: int) -> None:
+    """Layer counts that partition the layers (dory's n_input_layers + n_recurrent_layers + n_output_layers =
+    num_hidden_layers) partition the kept `units` (blocks of `block` entries): one each, the rest to the largest."""
+    keys = [k for k, v in d.items() if _is_int(v) and k.endswith("_layers") and ROLE_OF.get(k) is None and v > 0]
+    if len(keys) < 2 or sum(d[k] for k in keys) != n_old or units < len(keys):
+        return
+    share = {k: 1 for k in keys}
+    share[max(keys, key=lambda k: d[k])] += units - len(keys)
+    for k in keys:
+        out[k] = share[k] * block
 
 
 def _increasing(v: list[Any]) -> bool:
@@ -288,18 +353,20 @@ def _shrink_layers(d: dict[str, Any], out: dict[str, Any], s: Sizes) -> list[str
         for k, v in d.items()
         if isinstance(v, list) and n_old and len(v) == n_old and k not in ("id2label", "label2id")
     ]
-    keep = _layer_selection(n_old, [d[k] for k in per_layer], s) if n_old else []
+    block = _block_size([d[k] for k in per_layer], n_old)
+    keep = _kept_layers(n_old, [d[k] for k in per_layer], block, s) if n_old else []
     for k in layer_keys:
         if d[k] == n_old:
             out[k] = len(keep)
         else:  # a second, smaller layer count (e.g. decoder vs encoder): same shrink
             out[k] = min(d[k], s.layers)
-    for k in per_layer:
-        out[k] = [d[k][i] for i in keep]
+    remap = {old: new for new, old in enumerate(keep)}
+    for k in per_layer:  # a sharing plan's values are layer indices: renumbered
+        out[k] = [remap[d[k][i]] if _is_source_plan(d[k]) else d[k][i] for i in keep]
     for k in _TAIL_COUNT_KEYS:  # the last N layers of the original: the kept layers among them
         if _is_int(d.get(k)) and keep:
             out[k] = sum(1 for i in keep if i >= n_old - d[k])
-    remap = {old: new for new, old in enumerate(keep)}
+    _shrink_sections(d, out, n_old, len(keep) // block, block)
     for k in _INDEX_LIST_KEYS:
         if isinstance(d.get(k), list) and keep and not (k in per_layer and not _increasing(d[k])):
             # an index list (filtered and renumbered); one with a value per layer that is not a list of

@@ -4,6 +4,7 @@ test builds configs (and a model on the meta device) only: seconds, no training 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -82,3 +83,37 @@ def test_zamba_shares_its_block_between_two_hybrid_layers() -> None:
     assert cfg.layers_block_type.count("hybrid") == 2 and cfg.num_hidden_layers == len(cfg.layers_block_type)
     assert cfg.attention_hidden_size == 2 * cfg.hidden_size
     assert 0 < _meta_params("zamba") <= mz.PARAM_LIMIT  # the tie pattern matched nothing before
+
+
+def test_a_layer_serialized_as_a_block_is_kept_whole_and_sections_partition_it() -> None:
+    types = (["s", "mlp"] * 3 + ["f", "mlp"]) * 9  # dory's to_dict: each layer's attention, then "mlp"
+    d = {"num_hidden_layers": 72, "layer_types": types, "n_input_layers": 16, "n_recurrent_layers": 40}
+    s = zc.shrink_dict({**d, "n_output_layers": 16})
+    assert s["layer_types"] == ["s", "mlp", "s", "mlp", "f", "mlp"] and s["num_hidden_layers"] == 6
+    assert (s["n_input_layers"], s["n_recurrent_layers"], s["n_output_layers"]) == (2, 2, 2)
+    assert zc.shrink_dict({"num_hidden_layers": 4, "layer_types": ["s", "f", "s", "f"]})["num_hidden_layers"] == 2
+    cfg = zc.tiny_config("dory")  # refused before: 1 layer for 2 layer types
+    assert cfg.num_hidden_layers == 3 and set(cfg.layer_types) == {"sliding_attention", "full_attention"}
+    assert cfg.n_input_layers + cfg.n_recurrent_layers + cfg.n_output_layers == 3 and cfg.n_recurrent_layers == 1
+    assert 0 < _meta_params("dory") <= mz.PARAM_LIMIT
+
+
+def test_a_layer_sharing_plan_keeps_a_sharer_and_its_source() -> None:
+    src = list(range(20))
+    src[9] = src[14] = 4  # layers 9 and 14 read layer 4's K/V
+    types = ["s", "s", "s", "s", "i"] * 4
+    s = zc.shrink_dict(
+        {"num_hidden_layers": 20, "layer_types": types, "kv_source_layers": src, "index_layers": [4, 14]}
+    )
+    assert s["layer_types"] == ["s", "s", "i", "i"] and s["kv_source_layers"] == [0, 1, 2, 2]
+    assert s["index_layers"] == [2]  # layer 4, renumbered; 14 is not kept
+    cfg = zc.tiny_config("kolibri1_1")  # refused before: layer 3 read layer 4, which was not kept
+    assert cfg.kv_sharing_modes.count("reuse") == 1 and cfg.head_dim % 16 == 0
+    assert cfg.index_pool_size < 37  # a row has more keys than the pool: the indexer selects
+    assert 0 < _meta_params("kolibri1_1") <= mz.PARAM_LIMIT
+
+
+def test_blt_patches_are_several_bytes_and_not_at_a_threshold() -> None:
+    cfg = zc.tiny_config("blt")
+    assert cfg.patching_threshold > math.log(cfg.vocab_size)  # no entropy of a 251-way prediction crosses it
+    assert cfg.max_patch_length == 4
