@@ -193,12 +193,13 @@ OVERRIDES: dict[str, Override] = {
                                "indexer from them (transformers 5.25 can't build Qwen4ExpTextConfig()): 6 query heads "
                                "over the 1 key head it requires, head dim 12, blocks of 4 tokens and a budget of 4 of "
                                "a row's 9 blocks, so the selection really drops blocks"),
-    "zamba": Override({"num_hidden_layers": 4, "attention_hidden_size": 144,
-                       "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"]},
+    "zamba": Override({"num_hidden_layers": 3, "attention_hidden_size": 144,
+                       "layers_block_type": ["linear_attention", "hybrid", "hybrid"]},
                       "every hybrid layer runs the one shared transformer block (its weights tied across them); "
                       "transformers refuses a block shared by a single layer (the tie pattern matches nothing), so "
-                      "the tiny model keeps two hybrid layers, which also exercises the sharing. The block reads the "
-                      "hidden state concatenated with the embeddings: attention_hidden_size is 2 x hidden"),
+                      "the tiny model keeps two hybrid layers after a mamba one, which also exercises the sharing "
+                      "(3 layers: each runs a mamba scan, which inductor unrolls). The block reads the hidden state "
+                      "concatenated with the embeddings: attention_hidden_size is 2 x hidden"),
     "blt": Override({"patching_threshold": 6.0, "max_patch_length": 4},
                     "patches start where the byte patcher's next-byte entropy exceeds the threshold (1.34); a random "
                     "patcher's entropy is near ln(251) = 5.5 on every byte, so every byte was its own patch: each "
