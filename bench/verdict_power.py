@@ -66,7 +66,7 @@ import tail_backend as tb  # noqa: E402
 
 import bringup.models  # noqa: E402,F401  (torchvision shim first)
 from bringup.case import Case, CaseResult, Status  # noqa: E402
-from bringup.checks.parity import AGG_DTYPES, judged_dtype, parity, rel_rmse, rms, scale_floor  # noqa: E402
+from bringup.checks.parity import AGG_DTYPES, agg_term, judged_dtype, parity, rel_rmse, rms, scale_floor  # noqa: E402
 from bringup.precision import parse_precision  # noqa: E402
 from bringup.zoo import judge as zj  # noqa: E402
 from bringup.zoo import run as sz  # noqa: E402
@@ -322,9 +322,7 @@ def rounded_agg(ref: dict[str, Any], base: dict[str, Any], noise: Any, prec: Any
             continue
         zero = name in noise.zeros or rms(r) == 0.0
         errs = [rel_rmse(b, r, floor if zero else 0.0), *nz.rel_rmse]
-        e = math.sqrt(sum(x * x for x in errs) / len(errs))
-        if e > 0 and math.isfinite(e):
-            logs += [math.log(max(d, 1e-3 * e) / e) for d in nz.dither]
+        logs += [x for d in nz.dither if (x := agg_term(d, errs)) is not None]
     return round(math.exp(sum(logs) / len(logs)), 3) if logs else None
 
 

@@ -63,7 +63,7 @@ over 30 models and 7 perturbation families (docs/zoo.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -554,6 +554,12 @@ def scale_floor(refs: Iterable[torch.Tensor], dtype: Any) -> float:
     return floor_fraction(dtype) * scales[len(scales) // 2]
 
 
+def agg_term(err: float, trusted_errs: Sequence[float]) -> float | None:
+    """A tensor's term of the whole-run check: log(err / the trusted runs' RMS rel_rmse), err >= 1e-3 of it."""
+    e = math.sqrt(sum(x * x for x in trusted_errs) / len(trusted_errs))
+    return math.log(max(err, 1e-3 * e) / e) if e > 0 and math.isfinite(e) else None
+
+
 def parity(
     got: Mapping[str, torch.Tensor],
     ref64: Mapping[str, torch.Tensor],
@@ -583,10 +589,8 @@ def parity(
         t = compare_tensor(name, got[name], r, dt, b, CompareHow(trusted, floor, nz, zero=zero))
         out.append(t)
         if b is not None and not trusted and math.isfinite(t.rel_rmse) and tuple(b.shape) == tuple(r.shape):
-            trusted_errs = [rel_rmse(b, r, floor if zero else 0.0), *(nz.rel_rmse if nz else ())]
-            e = math.sqrt(sum(x * x for x in trusted_errs) / len(trusted_errs))
-            if e > 0 and math.isfinite(e):
-                logs.append(math.log(max(t.rel_rmse, 1e-3 * e) / e))
+            term = agg_term(t.rel_rmse, [rel_rmse(b, r, floor if zero else 0.0), *(nz.rel_rmse if nz else ())])
+            logs += [] if term is None else [term]
     for name in got.keys() - ref64.keys():
         out.append(_bad(name, "not in reference", 0.0))
     judge_agg = noise is not None and dt in AGG_DTYPES and len(logs) >= AGG_MIN_TENSORS
