@@ -254,7 +254,7 @@ def _is_int(v: Any) -> bool:
 def _shrink_layers(d: dict[str, Any], out: dict[str, Any], s: Sizes) -> list[str]:
     """The layer counts, the per-layer lists, the layer-index lists and per-layer dicts, on `out`: the kept
     layers (_layer_selection), renumbered. Returns the per-layer lists' keys."""
-    layer_keys = [k for k in d if ROLE_OF.get(k) == "layers" and isinstance(d[k], int) and not isinstance(d[k], bool)]
+    layer_keys = [k for k in d if ROLE_OF.get(k) == "layers" and _is_int(d[k])]
     n_old = max((d[k] for k in layer_keys), default=0)
     per_layer = [
         k
@@ -270,7 +270,7 @@ def _shrink_layers(d: dict[str, Any], out: dict[str, Any], s: Sizes) -> list[str
             out[k] = min(d[k], s.layers)
     remap = {old: new for new, old in enumerate(keep)}
     for k in per_layer:  # a sharing plan's values are layer indices: renumbered
-        out[k] = [remap[d[k][i]] if _is_source_plan(d[k]) else d[k][i] for i in keep]
+        out[k] = [remap[d[k][i]] for i in keep] if _is_source_plan(d[k]) else [d[k][i] for i in keep]
     for k in _TAIL_COUNT_KEYS:  # the last N layers of the original: the kept layers among them
         if _is_int(d.get(k)) and keep:
             out[k] = sum(1 for i in keep if i >= n_old - d[k])
@@ -316,7 +316,7 @@ def _shrink_value(
         out[k] = _shrink_rope(v, s)
     elif role is None or (role == "layers" and not isinstance(v, list)):
         return
-    elif isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+    elif isinstance(v, list) and v and all(_is_int(x) for x in v):
         if k in per_layer and role in ("hidden", "heads", "layers"):
             # a per-stage list whose length happens to equal the layer count (swin: depths and
             # num_heads per stage, num_layers = len(depths)): already cut to the kept stages
@@ -432,10 +432,10 @@ def special_token_ids(cfg: Any) -> set[int]:
                 continue
             if isinstance(v, dict):
                 visit(v)
-            elif _TOKEN_ID.search(k) and isinstance(v, int) and not isinstance(v, bool):
+            elif _TOKEN_ID.search(k) and _is_int(v):
                 out.add(v)
             elif _TOKEN_ID.search(k) and isinstance(v, list):
-                out.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
+                out.update(x for x in v if _is_int(x))
 
     visit(cfg.to_dict())
     return out
@@ -455,7 +455,7 @@ def _set_int_fields(cfg: Any, hit: Callable[[str, int], bool], new: Callable[[in
         for k, v in list(vars(c).items()):
             if isinstance(v, PretrainedConfig):
                 visit(v)
-            elif isinstance(v, int) and not isinstance(v, bool) and hit(k, v):
+            elif _is_int(v) and hit(k, v):
                 setattr(c, k, new(v))
 
     visit(cfg)
