@@ -259,8 +259,11 @@ def _load_init(
     kept = fp32_kept(model, round_to or dtype)
     # a kept tensor's value before the cast: init's (a copy: the run trains it in place), else the model's own
     # (a non-persistent buffer, kept fp32 by the run before)
-    keep = {n: init[n] if n in init else t.detach() for n, t in floating_state(model) if n in kept}
-    keep = {n: t.to(device=device, dtype=torch.float32, copy=True) for n, t in keep.items()}
+    keep = {
+        n: (init[n] if n in init else t.detach()).to(device=device, dtype=torch.float32, copy=True)
+        for n, t in floating_state(model)
+        if n in kept
+    }
     model.to(device=device, dtype=dtype)
     with torch.no_grad():
         for name, t in floating_state(model):

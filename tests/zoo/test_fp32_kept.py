@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
-from bringup.models.kept_fp32 import fp32_kept
+from bringup.models.kept_fp32 import floating_state, fp32_kept
 from bringup.zoo.build import build_model
 from bringup.zoo.spec import ZooSpec
 from bringup.zoo.steps import RunHow, _load_init, train_run
@@ -30,8 +30,7 @@ def _built() -> object:
 
 
 def _floats(model: torch.nn.Module) -> dict[str, torch.dtype]:
-    state = [*model.named_parameters(), *model.named_buffers()]
-    return {n: t.dtype for n, t in state if t.is_floating_point()}
+    return {n: t.dtype for n, t in floating_state(model)}
 
 
 def test_the_kept_tensors_are_those_transformers_loads_in_fp32(tmp_path: Path) -> None:
